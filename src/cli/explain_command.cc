@@ -1,0 +1,238 @@
+// `gpumux explain`: what one job uses of one GPU, term by term, and (with --tenants or an SLO) how
+// many copies of it can share that GPU and by which strategy.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "cli/commands.h"
+#include "cli/report.h"
+#include "core/catalog.h"
+#include "core/input_error.h"
+#include "core/units.h"
+#include "share/gpu_choice.h"
+
+namespace gpumux {
+namespace {
+
+struct ExplainOptions {
+  std::string gpu;
+  std::string model;
+  std::string params;
+  std::string dtype = "bf16";
+  std::string kv_dtype;
+  int batch = 1;
+  int context = 0;
+  double efficiency = kDefaultBandwidthEfficiency;
+  double compute_efficiency = kDefaultComputeEfficiency;
+  std::string phase = "decode";
+  std::vector<std::string> catalogs;
+  int tenants = 0;
+  std::optional<double> min_tokens_per_second, max_ms_per_token, max_slowdown;
+  bool json = false;
+};
+
+DType DTypeFlag(const std::string& text, const char* flag) {
+  std::optional<DType> d = ParseDType(text);
+  if (!d) throw InputError(fmt::format("{} '{}' is not one of bf16, fp16, fp8, int4", flag, text));
+  return *d;
+}
+
+Workload MakeWorkload(const ExplainOptions& o, const ModelShape* shape, double params) {
+  LlmSpec spec;
+  spec.shape = shape;
+  spec.params = params;
+  spec.dtype = DTypeFlag(o.dtype, "--dtype");
+  if (!o.kv_dtype.empty()) spec.kv_dtype = DTypeFlag(o.kv_dtype, "--kv-dtype");
+  spec.batch = o.batch;
+  spec.context = o.context;
+  spec.bandwidth_efficiency = o.efficiency;
+  spec.compute_efficiency = o.compute_efficiency;
+  return o.phase == "prefill" ? LlmPrefill(spec) : LlmDecode(spec);
+}
+
+nlohmann::json Breakdown(const Workload& w, const Demand& d) {
+  return {{"workload", w.description},
+          {"weight_bytes", w.weight_bytes},
+          {"kv_cache_bytes", w.kv_cache_bytes},
+          {"memory_bytes", d.memory_bytes},
+          {"bytes_per_step", w.bytes_per_step},
+          {"flops_per_step", w.flops_per_step},
+          {"tokens_per_second", d.tokens_per_second},
+          {"ms_per_token", d.ms_per_token},
+          {"bandwidth_bytes_per_second", d.bandwidth},
+          {"flops_per_second", d.flops},
+          {"memory_fraction", d.memory_fraction},
+          {"bandwidth_fraction", d.bandwidth_fraction},
+          {"flops_fraction", d.flops_fraction},
+          {"sm_fraction", d.sm_fraction},
+          {"bound", d.bandwidth_bound ? "bandwidth" : "compute"}};
+}
+
+std::vector<std::string> Column(const Workload& w, const Demand& d) {
+  return {FormatBytes(w.weight_bytes),
+          w.kv_cache_bytes > 0 ? FormatBytes(w.kv_cache_bytes) : "-",
+          fmt::format("{} ({})", FormatBytes(d.memory_bytes), FormatPercent(d.memory_fraction)),
+          FormatBytes(w.bytes_per_step),
+          FormatScaled(w.flops_per_step, "FLOP"),
+          fmt::format("{:.1f}", d.tokens_per_second),
+          fmt::format("{:.2f}", d.ms_per_token),
+          fmt::format("{} ({})", FormatBandwidth(d.bandwidth), FormatPercent(d.bandwidth_fraction)),
+          fmt::format("{} ({})", FormatFlops(d.flops), FormatPercent(d.flops_fraction)),
+          d.bandwidth_bound ? "bandwidth" : "compute"};
+}
+
+struct Sharing {
+  int tenants = 0;
+  GpuChoice choice;
+  int max_copies = 0;
+  std::string max_copies_strategy;
+};
+
+// Evaluates `n` copies of the workload on the GPU, and the largest number of copies that fits.
+Sharing EvaluateSharing(const GpuKind& gpu, const Workload& w, const Slo& slo, int n) {
+  Sharing s;
+  s.tenants = n;
+  std::vector<Tenant> tenants;
+  for (int i = 0; i < std::max(n, kMpsMaxClients); ++i) {
+    tenants.push_back({fmt::format("copy{}", i + 1), w, slo});
+  }
+  std::vector<TenantLoad> loads;
+  for (const Tenant& t : tenants) loads.push_back(MakeLoad(t, gpu));
+  std::vector<const TenantLoad*> ptrs;
+  for (const TenantLoad& l : loads) ptrs.push_back(&l);
+  s.choice = ChooseStrategy(gpu, std::span(ptrs.data(), size_t(n)));
+  for (int k = 1; k <= kMpsMaxClients; ++k) {
+    if (!FitsAny(gpu, std::span(ptrs.data(), size_t(k)))) break;
+    s.max_copies = k;
+  }
+  if (s.max_copies > 0) {
+    GpuChoice best = ChooseStrategy(gpu, std::span(ptrs.data(), size_t(s.max_copies)));
+    s.max_copies_strategy = std::string(StrategyName(best.chosen->kind));
+  }
+  return s;
+}
+
+int RunExplain(const ExplainOptions& o) {
+  Catalog catalog = Catalog::LoadBundled();
+  for (const std::string& path : o.catalogs) catalog.AddFile(path);
+  const GpuKind& gpu = catalog.FindGpu(o.gpu);
+  if (o.model.empty() == o.params.empty()) throw InputError("give exactly one of --model and --params");
+  if (o.phase != "decode" && o.phase != "prefill") {
+    throw InputError(fmt::format("--phase '{}' is not decode or prefill", o.phase));
+  }
+  const ModelShape* shape = o.model.empty() ? nullptr : &catalog.FindModel(o.model);
+  double params = 0;
+  if (!o.params.empty()) {
+    try {
+      params = ParseNumber(o.params);
+    } catch (const UnitError& e) {
+      throw InputError(fmt::format("--params: {}", e.what()));
+    }
+  }
+  // The main column: the shape with its KV cache if a model was named, else params x bytes.
+  Workload main = MakeWorkload(o, shape, params);
+  Demand demand = SoloDemand(main, gpu);
+  std::optional<Workload> rough;
+  std::optional<Demand> rough_demand;
+  if (shape) {
+    rough = MakeWorkload(o, nullptr, shape->Params());
+    rough_demand = SoloDemand(*rough, gpu);
+  }
+
+  Slo slo;
+  slo.min_rate = o.min_tokens_per_second;
+  slo.max_ms_per_token = o.max_ms_per_token;
+  slo.max_slowdown = o.max_slowdown;
+  std::optional<Sharing> sharing;
+  if (o.tenants > 0 || !slo.empty()) {
+    sharing = EvaluateSharing(gpu, main, slo, std::max(o.tenants, 2));
+  }
+
+  if (o.json) {
+    nlohmann::json j = Breakdown(main, demand);
+    j["gpu"] = gpu.name;
+    j["efficiency"] = o.efficiency;
+    j["compute_efficiency"] = o.compute_efficiency;
+    j["catalog_uncertain_fields"] = gpu.uncertain;
+    if (rough) j["rule_of_thumb"] = Breakdown(*rough, *rough_demand);
+    if (sharing) {
+      nlohmann::json s = {{"tenants", sharing->tenants},
+                          {"slo", slo.Describe("tok/s")},
+                          {"max_copies", sharing->max_copies},
+                          {"max_copies_strategy", sharing->max_copies_strategy},
+                          {"considered", nlohmann::json::array()}};
+      if (sharing->choice.chosen) s["chosen"] = ToJson(*sharing->choice.chosen);
+      for (const StrategyResult& r : sharing->choice.considered) s["considered"].push_back(ToJson(r));
+      j["sharing"] = s;
+    }
+    fmt::print("{}\n", j.dump(2));
+    return kExitOk;
+  }
+
+  fmt::print("{} ({}) on {}\n", main.description, o.phase, gpu.name);
+  fmt::print("  GPU: {} HBM, {}, {} dense {}, {} SMs\n", FormatBytes(gpu.memory_bytes),
+             FormatBandwidth(gpu.bandwidth), FormatFlops(gpu.PeakFlops(main.compute_dtype)),
+             DTypeName(main.compute_dtype), gpu.sms);
+  fmt::print("  efficiency: bandwidth {:.2f}, compute {:.2f}\n\n", main.bandwidth_efficiency,
+             main.compute_efficiency);
+  std::vector<std::vector<std::string>> rows = {
+      {"", rough ? "params x bytes" : "params x bytes", rough ? "shape + KV cache" : ""}};
+  const char* labels[] = {"weights",   "KV cache",       "memory",    "bytes per step", "FLOPs per step",
+                          "tokens/s",  "ms per token",   "bandwidth", "compute",        "bound by"};
+  std::vector<std::string> a = Column(rough ? *rough : main, rough ? *rough_demand : demand);
+  std::vector<std::string> b = rough ? Column(main, demand) : std::vector<std::string>(a.size());
+  for (size_t i = 0; i < a.size(); ++i) rows.push_back({labels[i], a[i], b[i]});
+  fmt::print("{}", FormatTable(rows));
+  if (!gpu.uncertain.empty()) {
+    fmt::print("\n  note: the catalog marks these {} figures uncertain: {}\n", gpu.name,
+               fmt::join(gpu.uncertain, ", "));
+  }
+  if (sharing) {
+    fmt::print("\n{} copies on one {} (SLO {}):\n", sharing->tenants, gpu.name, slo.Describe("tok/s"));
+    fmt::print("{}", FormatConsidered(sharing->choice.considered,
+                                      sharing->choice.chosen ? &*sharing->choice.chosen : nullptr));
+    if (sharing->max_copies > 0) {
+      fmt::print("  at most {} copies meet the SLO on one {} (by {})\n", sharing->max_copies, gpu.name,
+                 sharing->max_copies_strategy);
+    } else {
+      fmt::print("  not even one copy meets the SLO on one {}\n", gpu.name);
+    }
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Command AddExplainCommand(CLI::App& app) {
+  auto o = std::make_shared<ExplainOptions>();
+  CLI::App* sub = app.add_subcommand("explain", "What one LLM job uses of one GPU: memory, bandwidth, "
+                                                "FLOPs, tokens/s, and how many copies can share it");
+  sub->add_option("--gpu", o->gpu, "GPU kind from the catalog (case-insensitive), e.g. H100-SXM5-80GB")
+      ->required();
+  sub->add_option("--model", o->model, "model shape from the catalog, e.g. Llama-2-13B");
+  sub->add_option("--params", o->params, "parameter count instead of a model, e.g. 13e9");
+  sub->add_option("--dtype", o->dtype, "weight format: bf16, fp16, fp8, int4")->capture_default_str();
+  sub->add_option("--kv-dtype", o->kv_dtype, "KV-cache format (default: fp16 for fp16, else bf16)");
+  sub->add_option("--batch", o->batch, "sequences served together")->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--context", o->context, "tokens of context per sequence (KV cache)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  sub->add_option("--efficiency", o->efficiency, "achieved fraction of peak HBM bandwidth, eta")
+      ->check(CLI::Range(1e-6, 1.0))->capture_default_str();
+  sub->add_option("--compute-efficiency", o->compute_efficiency, "achieved fraction of peak FLOP/s")
+      ->check(CLI::Range(1e-6, 1.0))->capture_default_str();
+  sub->add_option("--phase", o->phase, "decode or prefill")->capture_default_str();
+  sub->add_option("--catalog", o->catalogs, "extra catalog file with your own GPU kinds or models");
+  sub->add_option("--tenants", o->tenants, "evaluate this many copies sharing the GPU")
+      ->check(CLI::Range(1, kMpsMaxClients));
+  sub->add_option("--min-tokens-per-second", o->min_tokens_per_second, "SLO: per-sequence tokens/s");
+  sub->add_option("--max-ms-per-token", o->max_ms_per_token, "SLO: ms per token");
+  sub->add_option("--max-slowdown", o->max_slowdown, "SLO: slowdown against running alone");
+  sub->add_flag("--json", o->json, "print one JSON object instead of a table");
+  return {sub, [o] { return RunExplain(*o); }};
+}
+
+}  // namespace gpumux

@@ -1,0 +1,110 @@
+// `gpumux plan FILE.yaml`: the fewest GPUs that meet every tenant's SLO, each GPU with its strategy
+// and layout, beside one job per GPU.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/report.h"
+#include "core/catalog.h"
+#include "core/units.h"
+#include "share/plan_file.h"
+
+namespace gpumux {
+namespace {
+
+struct PlanOptions {
+  std::string file;
+  std::vector<std::string> catalogs;
+  bool json = false;
+  bool verbose = false;
+};
+
+std::vector<std::string> UtilisationRow(const char* label, const Utilisation& u) {
+  return {label, fmt::format("{}", u.gpus), FormatPercent(u.memory), FormatPercent(u.bandwidth),
+          FormatPercent(u.flops), fmt::format("${:.2f}", u.price_per_hour)};
+}
+
+void PrintText(const PlanFile& file, const Plan& plan, bool verbose) {
+  for (const std::string& note : file.notes) fmt::print("note: {}\n", note);
+  if (!file.notes.empty()) fmt::print("\n");
+  for (size_t i = 0; i < plan.gpus.size(); ++i) {
+    const PlannedGpu& g = plan.gpus[i];
+    const GpuKind& gpu = *file.input.fleet[g.fleet_index].gpu;
+    fmt::print("GPU {} ({}): {} with {} tenant{}\n", i, gpu.name, StrategyName(g.chosen.kind),
+               g.tenant_names.size(), g.tenant_names.size() == 1 ? "" : "s");
+    std::vector<std::vector<std::string>> rows = {{"tenant", "slice", "rate", "SLO", "slowdown", "memory"}};
+    for (const TenantOutcome& o : g.chosen.tenants) {
+      rows.push_back({o.name, o.slice, fmt::format("{:.1f} {}", o.rate, o.unit),
+                      o.required_rate > 0 ? fmt::format(">= {:.1f}", o.required_rate) : "-",
+                      fmt::format("{:.2f}x", o.slowdown), FormatBytes(o.memory)});
+    }
+    fmt::print("{}", FormatTable(rows, 4));
+    if (g.chosen.layout) {
+      fmt::print("    create: {}\n", g.chosen.layout->CreateCommand(*gpu.mig));
+    }
+    if (verbose || plan.gpus.size() <= 8) {
+      fmt::print("{}", FormatConsidered(g.considered, &g.chosen));
+    }
+  }
+  for (const UnplacedTenant& u : plan.unplaced) fmt::print("UNPLACED {}: {}\n", u.name, u.reason);
+  fmt::print("\n{}", FormatTable({{"", "GPUs", "memory", "bandwidth", "FLOPs", "$/hour"},
+                                   UtilisationRow("shared (gpumux)", plan.shared),
+                                   UtilisationRow("one job per GPU", plan.baseline)},
+                                  0));
+  int saved = plan.baseline.gpus - plan.shared.gpus;
+  fmt::print("\n{} GPU{} saved ({}), ${:.2f}/hour{}\n", saved, saved == 1 ? "" : "s",
+             plan.baseline.gpus > 0 ? FormatPercent(double(saved) / plan.baseline.gpus) : "-",
+             plan.baseline.price_per_hour - plan.shared.price_per_hour,
+             plan.exact ? "; GPU count proven minimal" : "; heuristic plan (large input)");
+}
+
+nlohmann::json ToJson(const PlanFile& file, const Plan& plan) {
+  nlohmann::json j = {{"gpus", nlohmann::json::array()},
+                      {"unplaced", nlohmann::json::array()},
+                      {"shared", ToJson(plan.shared)},
+                      {"baseline", ToJson(plan.baseline)},
+                      {"gpus_saved", plan.baseline.gpus - plan.shared.gpus},
+                      {"exact", plan.exact},
+                      {"notes", file.notes}};
+  for (const PlannedGpu& g : plan.gpus) {
+    const GpuKind& gpu = *file.input.fleet[g.fleet_index].gpu;
+    nlohmann::json jg = {{"gpu", gpu.name}, {"tenants", g.tenant_names}, {"chosen", ToJson(g.chosen)},
+                         {"considered", nlohmann::json::array()}};
+    if (g.chosen.layout) jg["mig_create_command"] = g.chosen.layout->CreateCommand(*gpu.mig);
+    for (const StrategyResult& r : g.considered) jg["considered"].push_back(ToJson(r));
+    j["gpus"].push_back(jg);
+  }
+  for (const UnplacedTenant& u : plan.unplaced) j["unplaced"].push_back({{"name", u.name}, {"reason", u.reason}});
+  return j;
+}
+
+int RunPlan(const PlanOptions& o) {
+  Catalog catalog = Catalog::LoadBundled();
+  for (const std::string& path : o.catalogs) catalog.AddFile(path);
+  PlanFile file = LoadPlanFile(o.file, catalog);
+  Plan plan = PlanFleet(file.input);
+  if (o.json) {
+    fmt::print("{}\n", ToJson(file, plan).dump(2));
+  } else {
+    PrintText(file, plan, o.verbose);
+  }
+  return plan.unplaced.empty() ? kExitOk : kExitPartial;
+}
+
+}  // namespace
+
+Command AddPlanCommand(CLI::App& app) {
+  auto o = std::make_shared<PlanOptions>();
+  CLI::App* sub = app.add_subcommand("plan", "Fewest GPUs that meet every tenant's SLO, with each GPU's "
+                                             "strategy (MIG, MPS, time-slicing) and layout");
+  sub->add_option("file", o->file, "plan file (YAML): fleet and tenants; see examples/")->required();
+  sub->add_option("--catalog", o->catalogs, "extra catalog file with your own GPU kinds or models");
+  sub->add_flag("--json", o->json, "print one JSON object instead of tables");
+  sub->add_flag("-v,--verbose", o->verbose, "show every strategy considered for every GPU");
+  return {sub, [o] { return RunPlan(*o); }};
+}
+
+}  // namespace gpumux

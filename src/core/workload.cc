@@ -1,0 +1,138 @@
+#include "core/workload.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/input_error.h"
+
+namespace gpumux {
+namespace {
+
+void Validate(const LlmSpec& s) {
+  if (!s.shape && s.params <= 0) throw InputError("an LLM workload needs a model or a parameter count");
+  if (s.batch < 1) throw InputError(fmt::format("batch {} must be at least 1", s.batch));
+  if (s.context < 0) throw InputError(fmt::format("context {} must not be negative", s.context));
+  for (double e : {s.bandwidth_efficiency, s.compute_efficiency}) {
+    if (!(e > 0 && e <= 1)) {
+      throw InputError(fmt::format("efficiency {} must lie in (0, 1]", e));
+    }
+  }
+}
+
+DType KvDType(const LlmSpec& s) {
+  if (s.kv_dtype) return *s.kv_dtype;
+  return s.dtype == DType::kFp16 ? DType::kFp16 : DType::kBf16;
+}
+
+// Tokens of context the KV cache actually holds per sequence.
+double KvTokens(const LlmSpec& s) {
+  double tokens = s.context;
+  if (s.shape && s.shape->sliding_window) tokens = std::min(tokens, double(*s.shape->sliding_window));
+  return tokens;
+}
+
+// Fills the parts decode and prefill share: memory held and the description.
+Workload Base(const LlmSpec& s, const char* kind) {
+  Validate(s);
+  Workload w;
+  w.kind = kind;
+  w.compute_dtype = s.dtype;
+  w.sequences = s.batch;
+  w.bandwidth_efficiency = s.bandwidth_efficiency;
+  w.compute_efficiency = s.compute_efficiency;
+  double params = s.shape ? s.shape->Params() : s.params;
+  w.weight_bytes = params * BytesPerElement(s.dtype);
+  if (s.shape) {
+    w.kv_cache_bytes = s.batch * KvTokens(s) * s.shape->KvElementsPerToken() * BytesPerElement(KvDType(s));
+  }
+  std::string model = s.shape ? s.shape->name : fmt::format("{:.3g} params", s.params);
+  w.description = fmt::format("{} {}, batch {}, context {}", model, DTypeName(s.dtype), s.batch, s.context);
+  return w;
+}
+
+// Attention FLOPs for one query token attending to `keys` cached tokens (QK^T and AV).
+double AttentionFlopsPerToken(const ModelShape& m, double keys) {
+  return 4.0 * m.layers * m.heads * m.head_dim * keys;
+}
+
+}  // namespace
+
+double StepTimes::step() const { return std::max({memory, compute, pace}); }
+
+StepTimes StepTimesOn(const Workload& w, double bandwidth, double peak_flops) {
+  StepTimes t;
+  t.memory = w.bytes_per_step / (w.bandwidth_efficiency * bandwidth);
+  t.compute = w.flops_per_step / (w.compute_efficiency * peak_flops);
+  t.pace = w.paced_steps_per_second > 0 ? 1.0 / w.paced_steps_per_second : 0;
+  return t;
+}
+
+Workload LlmDecode(const LlmSpec& s) {
+  Workload w = Base(s, "llm-decode");
+  // Every step streams the weights once for the whole batch, and reads each sequence's KV cache.
+  double streamed = s.shape ? s.shape->StreamedParams() : s.params;
+  w.bytes_per_step = streamed * BytesPerElement(s.dtype) + w.kv_cache_bytes;
+  double matmul = s.shape ? s.shape->MatmulParams() : s.params;
+  double attention = s.shape ? AttentionFlopsPerToken(*s.shape, KvTokens(s)) : 0;
+  w.flops_per_step = s.batch * (2.0 * matmul + attention);
+  w.tokens_per_sequence_step = 1;
+  return w;
+}
+
+Workload LlmPrefill(const LlmSpec& s) {
+  Workload w = Base(s, "llm-prefill");
+  if (s.context < 1) throw InputError("prefill needs a context (prompt length) of at least 1 token");
+  double streamed = s.shape ? s.shape->StreamedParams() : s.params;
+  // One pass reads the weights and writes the prompt's KV cache.
+  w.bytes_per_step = streamed * BytesPerElement(s.dtype) + w.kv_cache_bytes;
+  double matmul = s.shape ? s.shape->MatmulParams() : s.params;
+  // Causal attention: token i attends to i keys, so on average (c+1)/2.
+  double attention = s.shape ? AttentionFlopsPerToken(*s.shape, (KvTokens(s) + 1) / 2) : 0;
+  w.flops_per_step = double(s.batch) * s.context * (2.0 * matmul + attention);
+  w.tokens_per_sequence_step = s.context;
+  w.description = "prefill " + w.description;
+  return w;
+}
+
+Workload GenericJob(double memory_bytes, double bandwidth, double flops, DType dtype) {
+  if (memory_bytes < 0 || bandwidth < 0 || flops < 0) {
+    throw InputError("a generic job's memory, bandwidth and compute must not be negative");
+  }
+  if (bandwidth == 0 && flops == 0) {
+    throw InputError("a generic job needs a bandwidth or a compute rate above zero");
+  }
+  Workload w;
+  w.kind = "generic";
+  w.compute_dtype = dtype;
+  w.other_bytes = memory_bytes;
+  // One step = one second of work at solo speed.
+  w.bytes_per_step = bandwidth;
+  w.flops_per_step = flops;
+  w.paced_steps_per_second = 1;
+  w.bandwidth_efficiency = 1;
+  w.compute_efficiency = 1;
+  w.description = fmt::format("generic job: {:.3g} GB, {:.3g} GB/s, {:.3g} TFLOP/s", memory_bytes / 1e9,
+                              bandwidth / 1e9, flops / 1e12);
+  return w;
+}
+
+Demand SoloDemand(const Workload& w, const GpuKind& gpu) {
+  double peak = gpu.PeakFlops(w.compute_dtype);
+  StepTimes t = StepTimesOn(w, gpu.bandwidth, peak);
+  Demand d;
+  d.memory_bytes = w.memory_bytes();
+  d.steps_per_second = 1.0 / t.step();
+  d.bandwidth = w.bytes_per_step * d.steps_per_second;
+  d.flops = w.flops_per_step * d.steps_per_second;
+  d.sm_fraction = d.flops / (w.compute_efficiency * peak);
+  d.tokens_per_second = d.steps_per_second * w.sequences * w.tokens_per_sequence_step;
+  d.ms_per_token = 1000.0 * t.step() / w.tokens_per_sequence_step;
+  d.bandwidth_bound = t.bandwidth_bound();
+  d.memory_fraction = d.memory_bytes / gpu.memory_bytes;
+  d.bandwidth_fraction = d.bandwidth / gpu.bandwidth;
+  d.flops_fraction = d.flops / peak;
+  return d;
+}
+
+}  // namespace gpumux

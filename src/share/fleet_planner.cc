@@ -1,0 +1,355 @@
+#include "share/fleet_planner.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <tuple>
+
+#include "core/input_error.h"
+
+namespace gpumux {
+namespace {
+
+struct Bin {
+  size_t kind = 0;
+  std::vector<size_t> classes;              // one entry per tenant (its class)
+  std::vector<const TenantLoad*> loads;
+};
+
+// Sum of what the tenants of a bin need at their SLO rate, as fractions of one GPU: a cheap
+// necessary condition every strategy obeys (MIG splits, MPS shares, time-slicing takes turns).
+struct Need {
+  double memory = 0, bandwidth = 0, compute = 0;
+  void Add(const TenantLoad& l, double gpu_memory, int sign = 1) {
+    memory += sign * l.memory / gpu_memory;
+    bandwidth += sign * l.min_step_rate * l.bandwidth_use;
+    compute += sign * l.min_step_rate * l.compute_use;
+  }
+  bool Within() const { return memory <= 1 + 1e-12 && bandwidth <= 1 + 1e-12 && compute <= 1 + 1e-12; }
+};
+
+class Planner {
+ public:
+  explicit Planner(const PlanInput& in) : in_(in) {
+    if (in.fleet.empty()) throw InputError("the fleet lists no GPU kind");
+    for (const FleetEntry& f : in.fleet) {
+      if (f.count < 0) throw InputError(fmt::format("fleet: {} count {} is negative", f.gpu->name, f.count));
+    }
+    const size_t kinds = in.fleet.size();
+    loads_.resize(in.classes.size());
+    alone_.resize(in.classes.size());
+    size_.resize(in.classes.size(), 0);
+    for (size_t c = 0; c < in.classes.size(); ++c) {
+      for (size_t k = 0; k < kinds; ++k) {
+        const GpuKind& gpu = *in.fleet[k].gpu;
+        loads_[c].push_back(MakeLoad(in.classes[c].tenant, gpu));
+        const TenantLoad* l = &loads_[c][k];
+        bool ok = FitsAny(gpu, std::span(&l, 1), in.allowed);
+        alone_[c].push_back(ok);
+        if (ok && size_[c] == 0) {
+          size_[c] = std::max({l->memory / gpu.memory_bytes, l->min_step_rate * l->bandwidth_use,
+                               l->min_step_rate * l->compute_use, 1e-12});
+        }
+      }
+    }
+    order_.resize(in.classes.size());
+    std::iota(order_.begin(), order_.end(), 0);
+    std::stable_sort(order_.begin(), order_.end(), [&](size_t a, size_t b) { return size_[a] > size_[b]; });
+  }
+
+  Plan Run() {
+    Plan plan;
+    std::vector<int> remaining(in_.classes.size());
+    size_t tenants = 0;
+    for (size_t c = 0; c < in_.classes.size(); ++c) {
+      const TenantClass& tc = in_.classes[c];
+      if (std::none_of(alone_[c].begin(), alone_[c].end(), [](bool b) { return b; })) {
+        for (int i = 0; i < tc.count; ++i) {
+          plan.unplaced.push_back({TenantName(c, i), WhyNowhere(c)});
+        }
+        continue;
+      }
+      remaining[c] = tc.count;
+      tenants += tc.count;
+    }
+    std::vector<Bin> bins;
+    if (tenants <= kExactTenantLimit) {
+      bins = Exact(remaining, &plan);
+      plan.exact = true;
+    } else {
+      bins = Greedy(remaining, &plan);
+    }
+    Report(bins, &plan);
+    Baseline(&plan);
+    return plan;
+  }
+
+ private:
+  std::string TenantName(size_t c, int i) const {
+    const TenantClass& tc = in_.classes[c];
+    return tc.count == 1 ? tc.tenant.name : fmt::format("{}#{}", tc.tenant.name, i + 1);
+  }
+
+  std::string WhyNowhere(size_t c) const {
+    std::string why;
+    for (size_t k = 0; k < in_.fleet.size(); ++k) {
+      const TenantLoad* l = &loads_[c][k];
+      StrategyResult r = EvaluateWhole(*in_.fleet[k].gpu, std::span(&l, 1));
+      why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", in_.fleet[k].gpu->name, r.verdict);
+    }
+    return "fits no GPU kind of the fleet even alone (" + why + ")";
+  }
+
+  bool Fits(const Bin& bin) const { return FitsAny(*in_.fleet[bin.kind].gpu, bin.loads, in_.allowed); }
+
+  // ---- Greedy: one GPU at a time, filled first-fit-decreasing over tenant classes. ----
+  std::vector<Bin> Greedy(std::vector<int>& remaining, Plan* plan) {
+    std::vector<Bin> bins;
+    std::vector<int> inventory;
+    for (const FleetEntry& f : in_.fleet) inventory.push_back(f.count);
+    for (size_t pos = 0; pos < order_.size();) {
+      size_t c0 = order_[pos];
+      if (remaining[c0] == 0) {
+        ++pos;
+        continue;
+      }
+      std::optional<Bin> best;
+      std::vector<int> best_taken;
+      for (size_t k = 0; k < in_.fleet.size(); ++k) {
+        if (inventory[k] == 0 || !alone_[c0][k]) continue;
+        std::vector<int> taken(in_.classes.size(), 0);
+        Bin bin = Fill(k, pos, remaining, &taken);
+        if (!best || bin.loads.size() > best->loads.size() ||
+            (bin.loads.size() == best->loads.size() &&
+             in_.fleet[k].price_per_hour < in_.fleet[best->kind].price_per_hour)) {
+          best = std::move(bin);
+          best_taken = std::move(taken);
+        }
+      }
+      if (!best) {
+        for (int i = 0; i < remaining[c0]; ++i) {
+          plan->unplaced.push_back({TenantName(c0, in_.classes[c0].count - remaining[c0] + i),
+                                    "no GPU left in the fleet that can hold it"});
+        }
+        remaining[c0] = 0;
+        continue;
+      }
+      --inventory[best->kind];
+      for (size_t c = 0; c < remaining.size(); ++c) remaining[c] -= best_taken[c];
+      bins.push_back(std::move(*best));
+    }
+    return bins;
+  }
+
+  // Fills one GPU of kind `k`, starting with the class at order_[first]. Hot path: the necessary
+  // check (Need) rejects most classes before the strategies are asked.
+  Bin Fill(size_t k, size_t first, const std::vector<int>& remaining, std::vector<int>* taken) const {
+    const GpuKind& gpu = *in_.fleet[k].gpu;
+    Bin bin;
+    bin.kind = k;
+    Need need;
+    for (size_t pos = first; pos < order_.size(); ++pos) {
+      size_t c = order_[pos];
+      if (!alone_[c][k]) continue;
+      const TenantLoad& l = loads_[c][k];
+      while ((*taken)[c] < remaining[c] && bin.loads.size() < size_t(kMpsMaxClients)) {
+        need.Add(l, gpu.memory_bytes);
+        bin.loads.push_back(&l);
+        if (need.Within() && (bin.loads.size() == 1 || Fits(bin))) {
+          bin.classes.push_back(c);
+          ++(*taken)[c];
+          continue;
+        }
+        bin.loads.pop_back();
+        need.Add(l, gpu.memory_bytes, -1);
+        break;  // identical tenants of this class will not fit either
+      }
+    }
+    return bin;
+  }
+
+  // ---- Exact: branch and bound over every assignment (small inputs). ----
+  struct Cost {
+    size_t unplaced = 0;
+    size_t gpus = 0;
+    double price = 0;
+    auto Key() const { return std::make_tuple(unplaced, gpus, price); }
+  };
+
+  std::vector<Bin> Exact(const std::vector<int>& remaining, Plan* plan) {
+    units_.clear();
+    for (size_t c : order_) {
+      for (int i = 0; i < remaining[c]; ++i) units_.push_back(c);
+    }
+    inventory_.clear();
+    for (const FleetEntry& f : in_.fleet) inventory_.push_back(f.count);
+    bins_.clear();
+    assigned_.assign(units_.size(), -1);
+    best_cost_ = {std::numeric_limits<size_t>::max(), 0, 0};
+    Branch(0, {});
+    // Placed tenants are named from #1 up (Report); the unplaced take the last names of their class.
+    std::vector<int> unplaced(in_.classes.size(), 0);
+    for (size_t i = 0; i < units_.size(); ++i) {
+      if (best_assigned_[i] < 0) {
+        size_t c = units_[i];
+        plan->unplaced.push_back({TenantName(c, remaining[c] - 1 - unplaced[c]++),
+                                  "no GPU left in the fleet that can hold it"});
+      }
+    }
+    return best_bins_;
+  }
+
+  void Branch(size_t i, Cost cost) {
+    if (cost.Key() >= best_cost_.Key()) return;
+    if (i == units_.size()) {
+      best_cost_ = cost;
+      best_bins_ = bins_;
+      best_assigned_ = assigned_;
+      return;
+    }
+    size_t c = units_[i];
+    // Identical tenants go to bins in non-decreasing order: no permuted duplicates.
+    int lowest = (i > 0 && units_[i - 1] == c) ? std::max(assigned_[i - 1], 0) : 0;
+    for (size_t b = size_t(lowest); b < bins_.size(); ++b) {
+      Bin& bin = bins_[b];
+      bin.loads.push_back(&loads_[c][bin.kind]);
+      if (Fits(bin)) {
+        bin.classes.push_back(c);
+        assigned_[i] = int(b);
+        Branch(i + 1, cost);
+        bin.classes.pop_back();
+      }
+      bins_[b].loads.pop_back();
+    }
+    for (size_t k = 0; k < in_.fleet.size(); ++k) {
+      if (inventory_[k] == 0 || !alone_[c][k]) continue;
+      --inventory_[k];
+      bins_.push_back({k, {c}, {&loads_[c][k]}});
+      assigned_[i] = int(bins_.size() - 1);
+      Branch(i + 1, {cost.unplaced, cost.gpus + 1, cost.price + in_.fleet[k].price_per_hour});
+      bins_.pop_back();
+      ++inventory_[k];
+    }
+    assigned_[i] = -1;
+    Branch(i + 1, {cost.unplaced + 1, cost.gpus, cost.price});
+  }
+
+  // ---- Reporting ----
+  void Report(const std::vector<Bin>& bins, Plan* plan) const {
+    std::vector<int> next_index(in_.classes.size(), 0);
+    double mem_cap = 0, bw_cap = 0, flops_cap = 0;
+    double mem = 0, bw = 0, flops = 0;
+    for (const Bin& bin : bins) {
+      const GpuKind& gpu = *in_.fleet[bin.kind].gpu;
+      std::vector<Tenant> named;
+      named.reserve(bin.classes.size());
+      for (size_t c : bin.classes) {
+        named.push_back(in_.classes[c].tenant);
+        named.back().name = TenantName(c, next_index[c]++);
+      }
+      std::vector<TenantLoad> loads;
+      loads.reserve(named.size());
+      for (const Tenant& t : named) loads.push_back(MakeLoad(t, gpu));
+      std::vector<const TenantLoad*> ptrs;
+      for (const TenantLoad& l : loads) ptrs.push_back(&l);
+      GpuChoice choice = ChooseStrategy(gpu, ptrs, in_.allowed);
+      PlannedGpu pg;
+      pg.fleet_index = bin.kind;
+      for (const Tenant& t : named) pg.tenant_names.push_back(t.name);
+      pg.chosen = *choice.chosen;  // the bin was admitted by FitsAny, so a strategy fits
+      pg.considered = std::move(choice.considered);
+      for (const TenantOutcome& o : pg.chosen.tenants) {
+        mem += o.memory;
+        bw += o.bandwidth;
+        flops += o.flops;
+      }
+      mem_cap += gpu.memory_bytes;
+      bw_cap += gpu.bandwidth;
+      flops_cap += gpu.PeakFlops(DType::kBf16);
+      plan->shared.price_per_hour += in_.fleet[bin.kind].price_per_hour;
+      plan->gpus.push_back(std::move(pg));
+    }
+    plan->shared.gpus = int(bins.size());
+    if (!bins.empty()) {
+      plan->shared.memory = mem / mem_cap;
+      plan->shared.bandwidth = bw / bw_cap;
+      plan->shared.flops = flops / flops_cap;
+    }
+  }
+
+  void Baseline(Plan* plan) const {
+    std::vector<int> inventory;
+    for (const FleetEntry& f : in_.fleet) inventory.push_back(f.count);
+    double mem_cap = 0, bw_cap = 0, flops_cap = 0, mem = 0, bw = 0, flops = 0;
+    Utilisation& u = plan->baseline;
+    for (size_t c = 0; c < in_.classes.size(); ++c) {
+      for (int i = 0; i < in_.classes[c].count; ++i) {
+        size_t k = 0;
+        while (k < in_.fleet.size() && !(inventory[k] > 0 && alone_[c][k])) ++k;
+        if (k == in_.fleet.size()) {
+          plan->baseline_unplaced.push_back(
+              {TenantName(c, i), std::none_of(alone_[c].begin(), alone_[c].end(), [](bool b) { return b; })
+                                     ? WhyNowhere(c)
+                                     : "no GPU left in the fleet that can hold it"});
+          continue;
+        }
+        --inventory[k];
+        const GpuKind& gpu = *in_.fleet[k].gpu;
+        const TenantLoad& l = loads_[c][k];
+        ++u.gpus;
+        u.price_per_hour += in_.fleet[k].price_per_hour;
+        mem += l.memory;
+        bw += l.solo_step_rate() * in_.classes[c].tenant.work.bytes_per_step;
+        flops += l.solo_step_rate() * in_.classes[c].tenant.work.flops_per_step;
+        mem_cap += gpu.memory_bytes;
+        bw_cap += gpu.bandwidth;
+        flops_cap += gpu.PeakFlops(DType::kBf16);
+      }
+    }
+    if (u.gpus > 0) {
+      u.memory = mem / mem_cap;
+      u.bandwidth = bw / bw_cap;
+      u.flops = flops / flops_cap;
+    }
+  }
+
+  const PlanInput& in_;
+  std::vector<std::vector<TenantLoad>> loads_;  // [class][fleet kind]
+  std::vector<std::vector<bool>> alone_;        // fits that kind alone
+  std::vector<double> size_;                    // largest demand fraction, for ordering
+  std::vector<size_t> order_;                   // classes, largest first
+  // Exact search state.
+  std::vector<size_t> units_;
+  std::vector<int> inventory_;
+  std::vector<Bin> bins_, best_bins_;
+  std::vector<int> assigned_, best_assigned_;
+  Cost best_cost_;
+};
+
+}  // namespace
+
+Plan PlanFleet(const PlanInput& input) { return Planner(input).Run(); }
+
+double GpuLowerBound(const PlanInput& input) {
+  // Every tenant uses, on whichever kind it lands, at least the smallest fraction of one GPU it would
+  // need on any kind: the sum of those fractions bounds the GPU count, per dimension.
+  double mem = 0, bw = 0, compute = 0;
+  for (const TenantClass& tc : input.classes) {
+    double m = INFINITY, b = INFINITY, c = INFINITY;
+    for (const FleetEntry& f : input.fleet) {
+      TenantLoad l = MakeLoad(tc.tenant, *f.gpu);
+      m = std::min(m, l.memory / f.gpu->memory_bytes);
+      b = std::min(b, l.min_step_rate * l.bandwidth_use);
+      c = std::min(c, l.min_step_rate * l.compute_use);
+    }
+    mem += tc.count * m;
+    bw += tc.count * b;
+    compute += tc.count * c;
+  }
+  return std::max({mem, bw, compute});
+}
+
+}  // namespace gpumux

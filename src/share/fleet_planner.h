@@ -1,0 +1,73 @@
+// Fleet planning: tenants and a fleet of GPU kinds -> the fewest GPUs that meet every SLO (then the
+// lowest $/hour), each GPU with its strategy and layout, beside the one-job-per-GPU baseline.
+//
+// Exact for up to kExactTenantLimit tenants (branch and bound over assignments); above that a
+// bin-at-a-time first-fit-decreasing heuristic over tenant classes, which is fast (10,000 tenants in
+// well under a second) but not guaranteed optimal. A tenant that fits no GPU kind alone is reported
+// with its reason and the rest is still planned. Pure function; thread-safe.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/gpu_kind.h"
+#include "share/gpu_choice.h"
+#include "share/tenant.h"
+
+namespace gpumux {
+
+inline constexpr size_t kExactTenantLimit = 12;
+
+struct FleetEntry {
+  const GpuKind* gpu = nullptr;
+  int count = 0;             // GPUs of this kind available
+  double price_per_hour = 0;
+};
+
+// `count` identical tenants; they are named "<name>" if count is 1, else "<name>#1".."<name>#N".
+struct TenantClass {
+  Tenant tenant;
+  int count = 1;
+};
+
+struct PlanInput {
+  std::vector<TenantClass> classes;
+  std::vector<FleetEntry> fleet;
+  StrategySet allowed;
+};
+
+struct PlannedGpu {
+  size_t fleet_index = 0;
+  std::vector<std::string> tenant_names;
+  StrategyResult chosen;
+  std::vector<StrategyResult> considered;
+};
+
+struct UnplacedTenant {
+  std::string name;
+  std::string reason;
+};
+
+struct Utilisation {
+  int gpus = 0;
+  double price_per_hour = 0;
+  double memory = 0, bandwidth = 0, flops = 0;  // fractions of the used GPUs' capacity
+};
+
+struct Plan {
+  std::vector<PlannedGpu> gpus;
+  std::vector<UnplacedTenant> unplaced;
+  Utilisation shared;                   // this plan
+  Utilisation baseline;                 // one job per GPU, on the first listed kind that holds it
+  std::vector<UnplacedTenant> baseline_unplaced;
+  bool exact = false;                   // true when the search proved the GPU count minimal
+};
+
+// Throws InputError for an empty fleet or a negative count.
+Plan PlanFleet(const PlanInput& input);
+
+// For tests: the largest per-dimension lower bound Σ demand / capacity over memory, the bandwidth
+// each SLO requires and the compute each SLO requires, on the largest fleet kind of each dimension.
+double GpuLowerBound(const PlanInput& input);
+
+}  // namespace gpumux

@@ -1,0 +1,215 @@
+// Strategy "MIG": each tenant gets its own GPU instance. An instance with k of the S memory slices
+// gets k/S of the HBM bandwidth (memory controllers and L2 are partitioned with the slices) and its
+// profile's SMs out of the whole GPU's; nothing leaks between instances.
+//
+// The layout is found by depth-first search over (profile, start) per tenant, checking the driver's
+// rules as it goes (allowed starts, no overlap, instance limits, compute slices, one +me). Only the
+// base profiles are used for tenants: +me variants hold the same memory and SMs plus media engines.
+// At most 7 instances and a handful of starts per profile keep the search small.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "core/units.h"
+#include "share/strategy.h"
+
+namespace gpumux {
+namespace {
+
+struct Candidate {
+  const MigProfile* profile;
+  double step_rate;
+  double ratio;       // rate / required (or rate / solo without an SLO)
+};
+
+double InstanceBandwidth(const GpuKind& gpu, const MigProfile& p) {
+  return gpu.bandwidth * p.memory_slices / gpu.mig->slots;
+}
+
+double InstanceFlops(const GpuKind& gpu, const MigProfile& p, DType dtype) {
+  return gpu.PeakFlops(dtype) * p.sms / gpu.sms;
+}
+
+double StepRateOn(const GpuKind& gpu, const TenantLoad& l, const MigProfile& p) {
+  double bw_fraction = double(p.memory_slices) / gpu.mig->slots;
+  double sm_fraction = double(p.sms) / gpu.sms;
+  double step = std::max({l.whole.pace, l.whole.memory / bw_fraction, l.whole.compute / sm_fraction});
+  return 1.0 / step;
+}
+
+class LayoutSearch {
+ public:
+  // `enforce_slo`: only consider instances that meet each tenant's SLO and stop at the first layout
+  // (the planner's yes/no question). Otherwise find the layout with the largest smallest ratio,
+  // then the fewest slots, SLOs or not (to report how close MIG comes).
+  LayoutSearch(const GpuKind& gpu, std::span<const TenantLoad* const> loads, bool enforce_slo)
+      : gpu_(gpu), geo_(*gpu.mig), enforce_slo_(enforce_slo), loads_(loads.begin(), loads.end()) {
+    // Hardest tenants first: most memory, then highest required rate.
+    std::sort(loads_.begin(), loads_.end(), [](const TenantLoad* a, const TenantLoad* b) {
+      if (a->memory != b->memory) return a->memory > b->memory;
+      return a->min_step_rate > b->min_step_rate;
+    });
+    for (size_t i = 0; i < loads_.size(); ++i) {
+      const TenantLoad& l = *loads_[i];
+      std::vector<Candidate> cands;
+      for (const MigProfile& p : geo_.profiles) {
+        if (p.holds_media_engines || p.memory_bytes < l.memory) continue;
+        double rate = StepRateOn(gpu_, l, p);
+        if (enforce_slo_ && rate < l.min_step_rate * (1 - 1e-9)) continue;
+        double ratio = l.min_step_rate > 0 ? rate / l.min_step_rate : rate / l.solo_step_rate();
+        cands.push_back({&p, rate, ratio});
+      }
+      // Smallest instances first: the first layout found wastes least.
+      std::sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {
+        if (a.profile->memory_slices != b.profile->memory_slices)
+          return a.profile->memory_slices < b.profile->memory_slices;
+        return a.profile->compute_slices < b.profile->compute_slices;
+      });
+      candidates_.push_back(std::move(cands));
+      same_as_previous_.push_back(i > 0 && SameDemand(*loads_[i - 1], l));
+    }
+    chosen_.resize(loads_.size());
+  }
+
+  // Runs the search; true if a layout was found.
+  bool Run() {
+    if (loads_.size() > size_t(geo_.compute_slices)) return false;
+    for (const auto& c : candidates_) {
+      if (c.empty()) return false;
+    }
+    Search(0, 0, 0, std::numeric_limits<double>::infinity());
+    return found_;
+  }
+
+  const std::vector<Candidate>& best() const { return best_; }
+  const std::vector<int>& best_starts() const { return best_starts_; }
+  const std::vector<const TenantLoad*>& loads() const { return loads_; }
+  // The first tenant no instance can hold (or satisfy), or null.
+  const TenantLoad* Unplaceable() const {
+    for (size_t i = 0; i < loads_.size(); ++i) {
+      if (candidates_[i].empty()) return loads_[i];
+    }
+    return nullptr;
+  }
+
+ private:
+  static bool SameDemand(const TenantLoad& a, const TenantLoad& b) {
+    return a.memory == b.memory && a.whole.memory == b.whole.memory &&
+           a.whole.compute == b.whole.compute && a.whole.pace == b.whole.pace &&
+           a.min_step_rate == b.min_step_rate;
+  }
+
+  void Search(size_t i, unsigned occupied, int compute, double min_ratio) {
+    if (found_ && enforce_slo_) return;
+    if (i == loads_.size()) {
+      int slots = __builtin_popcount(occupied);
+      if (!found_ || min_ratio > best_ratio_ || (min_ratio == best_ratio_ && slots < best_slots_)) {
+        found_ = true;
+        best_ratio_ = min_ratio;
+        best_slots_ = slots;
+        best_.clear();
+        best_starts_.clear();
+        for (size_t k = 0; k < loads_.size(); ++k) {
+          best_.push_back(chosen_[k].candidate);
+          best_starts_.push_back(chosen_[k].start);
+        }
+      }
+      return;
+    }
+    for (size_t c = 0; c < candidates_[i].size(); ++c) {
+      const Candidate& cand = candidates_[i][c];
+      const MigProfile& p = *cand.profile;
+      double ratio = std::min(min_ratio, cand.ratio);
+      if (found_ && ratio < best_ratio_) continue;  // cannot beat the best smallest ratio
+      if (compute + p.compute_slices > geo_.compute_slices) continue;
+      if (CountOf(i, &p) >= p.max_instances) continue;
+      for (int start : p.placement_starts) {
+        // Identical tenants take (candidate, start) in increasing order: no permuted duplicates.
+        if (same_as_previous_[i] &&
+            (c < chosen_[i - 1].index || (c == chosen_[i - 1].index && start <= chosen_[i - 1].start))) {
+          continue;
+        }
+        unsigned mask = ((1u << p.memory_slices) - 1u) << start;
+        if (mask & occupied) continue;
+        chosen_[i] = {cand, c, start};
+        Search(i + 1, occupied | mask, compute + p.compute_slices, ratio);
+      }
+    }
+  }
+
+  int CountOf(size_t upto, const MigProfile* p) const {
+    int n = 0;
+    for (size_t k = 0; k < upto; ++k) n += chosen_[k].candidate.profile == p;
+    return n;
+  }
+
+  struct Choice {
+    Candidate candidate{};
+    size_t index = 0;
+    int start = 0;
+  };
+
+  const GpuKind& gpu_;
+  const MigGeometry& geo_;
+  bool enforce_slo_;
+  std::vector<const TenantLoad*> loads_;
+  std::vector<std::vector<Candidate>> candidates_;
+  std::vector<bool> same_as_previous_;
+  std::vector<Choice> chosen_;
+  bool found_ = false;
+  double best_ratio_ = 0;
+  int best_slots_ = 0;
+  std::vector<Candidate> best_;
+  std::vector<int> best_starts_;
+};
+
+}  // namespace
+
+bool FitsMig(const GpuKind& gpu, std::span<const TenantLoad* const> loads) {
+  if (!gpu.mig || loads.empty()) return false;
+  return LayoutSearch(gpu, loads, /*enforce_slo=*/true).Run();
+}
+
+StrategyResult EvaluateMig(const GpuKind& gpu, std::span<const TenantLoad* const> loads) {
+  StrategyResult r;
+  r.kind = StrategyKind::kMig;
+  if (!gpu.mig) {
+    r.verdict = fmt::format("mig: {} does not support MIG", gpu.name);
+    return r;
+  }
+  LayoutSearch search(gpu, loads, /*enforce_slo=*/false);
+  if (!search.Run()) {
+    if (const TenantLoad* l = search.Unplaceable()) {
+      r.verdict = fmt::format("mig: no instance holds {} ({}; the largest holds {})", l->tenant->name,
+                              FormatBytes(l->memory), FormatBytes(gpu.mig->profiles.back().memory_bytes));
+    } else {
+      r.verdict = fmt::format("mig: no valid layout gives {} tenants an instance each on {}",
+                              loads.size(), gpu.name);
+    }
+    return r;
+  }
+  MigLayout layout;
+  for (size_t i = 0; i < search.loads().size(); ++i) {
+    const TenantLoad& l = *search.loads()[i];
+    const Candidate& c = search.best()[i];
+    const MigProfile& p = *c.profile;
+    int start = search.best_starts()[i];
+    layout.instances.push_back({&p, start});
+    TenantOutcome o = MakeOutcome(
+        l, c.step_rate,
+        fmt::format("MIG {}@{} ({} of bandwidth, {}/{} SMs)", p.name, start,
+                    FormatPercent(double(p.memory_slices) / gpu.mig->slots), p.sms, gpu.sms));
+    o.stranded_memory = p.memory_bytes - l.memory;
+    o.stranded_bandwidth = InstanceBandwidth(gpu, p) - o.bandwidth;
+    o.stranded_flops = InstanceFlops(gpu, p, l.tenant->work.compute_dtype) - o.flops;
+    r.tenants.push_back(std::move(o));
+  }
+  std::string cause = "mig: " + layout.Describe();
+  r.layout = std::move(layout);
+  Conclude(&r, true, cause, /*name_slice=*/true);
+  return r;
+}
+
+}  // namespace gpumux

@@ -1,0 +1,91 @@
+#include "share/mig_layout.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+namespace gpumux {
+namespace {
+
+unsigned Mask(const MigProfile& p, int start) {
+  return ((1u << p.memory_slices) - 1u) << start;
+}
+
+}  // namespace
+
+int FirstFreeStart(const MigProfile& profile, unsigned occupied_mask) {
+  for (int start : profile.placement_starts) {
+    if ((Mask(profile, start) & occupied_mask) == 0) return start;
+  }
+  return -1;
+}
+
+std::string MigLayout::Violation(const MigGeometry& geo) const {
+  unsigned occupied = 0;
+  int compute = 0, media = 0;
+  std::map<const MigProfile*, int> count;
+  for (const MigInstance& inst : instances) {
+    const MigProfile& p = *inst.profile;
+    if (std::find(p.placement_starts.begin(), p.placement_starts.end(), inst.start) ==
+        p.placement_starts.end()) {
+      return fmt::format("{} may not start at slot {}", p.name, inst.start);
+    }
+    unsigned mask = Mask(p, inst.start);
+    if (mask & occupied) return fmt::format("{}@{} overlaps another instance", p.name, inst.start);
+    occupied |= mask;
+    if (++count[&p] > p.max_instances) {
+      return fmt::format("more than {} instances of {}", p.max_instances, p.name);
+    }
+    compute += p.compute_slices;
+    media += p.holds_media_engines ? 1 : 0;
+  }
+  if (compute > geo.compute_slices) {
+    return fmt::format("{} compute slices used of {}", compute, geo.compute_slices);
+  }
+  if (media > 1) return "more than one media-engine (+me) instance";
+  return "";
+}
+
+int MigLayout::SlotsUsed() const {
+  int slots = 0;
+  for (const MigInstance& inst : instances) slots += inst.profile->memory_slices;
+  return slots;
+}
+
+std::vector<MigInstance> MigLayout::FirstFitCreationOrder(const MigGeometry&) const {
+  std::vector<MigInstance> order = instances;
+  // Largest first, then by start: the order the MIG user guide recommends (A100: "3g.20gb first").
+  std::sort(order.begin(), order.end(), [](const MigInstance& a, const MigInstance& b) {
+    if (a.profile->memory_slices != b.profile->memory_slices) {
+      return a.profile->memory_slices > b.profile->memory_slices;
+    }
+    return a.start < b.start;
+  });
+  unsigned occupied = 0;
+  for (const MigInstance& inst : order) {
+    if (FirstFreeStart(*inst.profile, occupied) != inst.start) return {};
+    occupied |= Mask(*inst.profile, inst.start);
+  }
+  return order;
+}
+
+std::string MigLayout::CreateCommand(const MigGeometry& geo) const {
+  std::vector<MigInstance> order = FirstFitCreationOrder(geo);
+  if (order.empty()) order = instances;
+  std::string list;
+  for (const MigInstance& inst : order) {
+    list += fmt::format("{}{}:{}", list.empty() ? "" : ",", inst.profile->id, inst.start);
+  }
+  return fmt::format("nvidia-smi mig -cgi {} -C", list);
+}
+
+std::string MigLayout::Describe() const {
+  std::string out;
+  for (const MigInstance& inst : instances) {
+    out += fmt::format("{}{}@{}", out.empty() ? "" : " ", inst.profile->name, inst.start);
+  }
+  return out;
+}
+
+}  // namespace gpumux

@@ -1,0 +1,25 @@
+// Strategy "whole": one tenant owns the GPU. The baseline every sharing strategy is compared with.
+#include <fmt/format.h>
+
+#include "core/units.h"
+#include "share/strategy.h"
+
+namespace gpumux {
+
+StrategyResult EvaluateWhole(const GpuKind& gpu, std::span<const TenantLoad* const> loads) {
+  StrategyResult r;
+  r.kind = StrategyKind::kWhole;
+  if (loads.size() != 1) {
+    r.verdict = fmt::format("whole: one tenant per GPU, and {} tenants share this one", loads.size());
+    return r;
+  }
+  const TenantLoad& load = *loads[0];
+  r.tenants.push_back(MakeOutcome(load, load.solo_step_rate(), "whole GPU"));
+  bool memory_ok = load.memory <= gpu.memory_bytes;
+  Conclude(&r, memory_ok,
+           memory_ok ? "" : fmt::format("memory {} > {} on {}", FormatBytes(load.memory),
+                                        FormatBytes(gpu.memory_bytes), gpu.name));
+  return r;
+}
+
+}  // namespace gpumux
