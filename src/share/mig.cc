@@ -21,7 +21,17 @@ namespace {
 struct Candidate {
   const MigProfile* profile;
   double step_rate;
-  double ratio;       // rate / required (or rate / solo without an SLO)
+  double slo_ratio;   // min(1, rate / required): 1 when the SLO is met or there is none
+  double ratio;       // rate / required (or rate / solo without an SLO): the headroom
+};
+
+// What the search maximises, lexicographically: first every SLO met (or as nearly as possible), then
+// the smallest headroom, then the fewest slots used.
+struct Score {
+  double slo = 1, headroom = std::numeric_limits<double>::infinity();
+  Score With(const Candidate& c) const { return {std::min(slo, c.slo_ratio), std::min(headroom, c.ratio)}; }
+  bool operator<(const Score& o) const { return slo < o.slo || (slo == o.slo && headroom < o.headroom); }
+  bool operator==(const Score& o) const { return slo == o.slo && headroom == o.headroom; }
 };
 
 double InstanceBandwidth(const GpuKind& gpu, const MigProfile& p) {
@@ -42,8 +52,8 @@ double StepRateOn(const GpuKind& gpu, const TenantLoad& l, const MigProfile& p) 
 class LayoutSearch {
  public:
   // `enforce_slo`: only consider instances that meet each tenant's SLO and stop at the first layout
-  // (the planner's yes/no question). Otherwise find the layout with the largest smallest ratio,
-  // then the fewest slots, SLOs or not (to report how close MIG comes).
+  // (the planner's yes/no question). Otherwise find the best layout by Score, SLOs met or not (to
+  // report how close MIG comes); when some layout meets every SLO, the best one does.
   LayoutSearch(const GpuKind& gpu, std::span<const TenantLoad* const> loads, bool enforce_slo)
       : gpu_(gpu), geo_(*gpu.mig), enforce_slo_(enforce_slo), loads_(loads.begin(), loads.end()) {
     // Hardest tenants first: most memory, then highest required rate.
@@ -59,7 +69,8 @@ class LayoutSearch {
         double rate = StepRateOn(gpu_, l, p);
         if (enforce_slo_ && rate < l.min_step_rate * (1 - 1e-9)) continue;
         double ratio = l.min_step_rate > 0 ? rate / l.min_step_rate : rate / l.solo_step_rate();
-        cands.push_back({&p, rate, ratio});
+        double slo_ratio = l.min_step_rate > 0 ? std::min(1.0, ratio * (1 + 1e-9)) : 1.0;
+        cands.push_back({&p, rate, slo_ratio, ratio});
       }
       // Smallest instances first: the first layout found wastes least.
       std::sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {
@@ -79,7 +90,7 @@ class LayoutSearch {
     for (const auto& c : candidates_) {
       if (c.empty()) return false;
     }
-    Search(0, 0, 0, std::numeric_limits<double>::infinity());
+    Search(0, 0, 0, Score{});
     return found_;
   }
 
@@ -101,13 +112,13 @@ class LayoutSearch {
            a.min_step_rate == b.min_step_rate;
   }
 
-  void Search(size_t i, unsigned occupied, int compute, double min_ratio) {
+  void Search(size_t i, unsigned occupied, int compute, Score score) {
     if (found_ && enforce_slo_) return;
     if (i == loads_.size()) {
       int slots = __builtin_popcount(occupied);
-      if (!found_ || min_ratio > best_ratio_ || (min_ratio == best_ratio_ && slots < best_slots_)) {
+      if (!found_ || best_score_ < score || (score == best_score_ && slots < best_slots_)) {
         found_ = true;
-        best_ratio_ = min_ratio;
+        best_score_ = score;
         best_slots_ = slots;
         best_.clear();
         best_starts_.clear();
@@ -121,8 +132,8 @@ class LayoutSearch {
     for (size_t c = 0; c < candidates_[i].size(); ++c) {
       const Candidate& cand = candidates_[i][c];
       const MigProfile& p = *cand.profile;
-      double ratio = std::min(min_ratio, cand.ratio);
-      if (found_ && ratio < best_ratio_) continue;  // cannot beat the best smallest ratio
+      Score next = score.With(cand);
+      if (found_ && next < best_score_) continue;  // scores only fall as tenants are added
       if (compute + p.compute_slices > geo_.compute_slices) continue;
       if (CountOf(i, &p) >= p.max_instances) continue;
       for (int start : p.placement_starts) {
@@ -134,7 +145,7 @@ class LayoutSearch {
         unsigned mask = ((1u << p.memory_slices) - 1u) << start;
         if (mask & occupied) continue;
         chosen_[i] = {cand, c, start};
-        Search(i + 1, occupied | mask, compute + p.compute_slices, ratio);
+        Search(i + 1, occupied | mask, compute + p.compute_slices, next);
       }
     }
   }
@@ -159,7 +170,7 @@ class LayoutSearch {
   std::vector<bool> same_as_previous_;
   std::vector<Choice> chosen_;
   bool found_ = false;
-  double best_ratio_ = 0;
+  Score best_score_;
   int best_slots_ = 0;
   std::vector<Candidate> best_;
   std::vector<int> best_starts_;

@@ -12,13 +12,22 @@ unsigned Mask(const MigProfile& p, int start) {
   return ((1u << p.memory_slices) - 1u) << start;
 }
 
+// Largest instance first, then highest start: the MIG user guide's advice for creation order.
+bool LargerFirst(const MigInstance& a, const MigInstance& b) {
+  if (a.profile->memory_slices != b.profile->memory_slices) {
+    return a.profile->memory_slices > b.profile->memory_slices;
+  }
+  return a.start > b.start;
+}
+
 }  // namespace
 
-int FirstFreeStart(const MigProfile& profile, unsigned occupied_mask) {
+int DriverDefaultStart(const MigProfile& profile, unsigned occupied_mask) {
+  int best = -1;
   for (int start : profile.placement_starts) {
-    if ((Mask(profile, start) & occupied_mask) == 0) return start;
+    if ((Mask(profile, start) & occupied_mask) == 0) best = std::max(best, start);
   }
-  return -1;
+  return best;
 }
 
 std::string MigLayout::Violation(const MigGeometry& geo) const {
@@ -55,24 +64,28 @@ int MigLayout::SlotsUsed() const {
 
 std::vector<MigInstance> MigLayout::FirstFitCreationOrder(const MigGeometry&) const {
   std::vector<MigInstance> order = instances;
-  // Largest first, then by start: the order the MIG user guide recommends (A100: "3g.20gb first").
-  std::sort(order.begin(), order.end(), [](const MigInstance& a, const MigInstance& b) {
-    if (a.profile->memory_slices != b.profile->memory_slices) {
-      return a.profile->memory_slices > b.profile->memory_slices;
+  // Largest first, then every other order until one reproduces the layout.
+  std::sort(order.begin(), order.end(), LargerFirst);
+  auto reproduces = [](const std::vector<MigInstance>& seq) {
+    unsigned occupied = 0;
+    for (const MigInstance& inst : seq) {
+      if (DriverDefaultStart(*inst.profile, occupied) != inst.start) return false;
+      occupied |= Mask(*inst.profile, inst.start);
     }
-    return a.start < b.start;
-  });
-  unsigned occupied = 0;
-  for (const MigInstance& inst : order) {
-    if (FirstFreeStart(*inst.profile, occupied) != inst.start) return {};
-    occupied |= Mask(*inst.profile, inst.start);
-  }
-  return order;
+    return true;
+  };
+  do {
+    if (reproduces(order)) return order;
+  } while (std::next_permutation(order.begin(), order.end(), LargerFirst));
+  return {};
 }
 
 std::string MigLayout::CreateCommand(const MigGeometry& geo) const {
   std::vector<MigInstance> order = FirstFitCreationOrder(geo);
-  if (order.empty()) order = instances;
+  if (order.empty()) {
+    order = instances;
+    std::sort(order.begin(), order.end(), LargerFirst);
+  }
   std::string list;
   for (const MigInstance& inst : order) {
     list += fmt::format("{}{}:{}", list.empty() ? "" : ",", inst.profile->id, inst.start);

@@ -21,17 +21,21 @@ struct MigLayout {
   // Empty if the driver would accept the layout; otherwise the first rule it breaks.
   std::string Violation(const MigGeometry& geo) const;
   int SlotsUsed() const;
-  // An order of creation in which `nvidia-smi mig -cgi ID` (first free legal start, no explicit
-  // placement) reproduces this layout, largest first; empty if no such order exists among those tried,
-  // in which case placements must be given explicitly.
+  // An order of creation in which `nvidia-smi mig -cgi ID` without explicit placements (the driver
+  // then picks DriverDefaultStart) reproduces this layout, largest first when that works; empty if
+  // no order does, in which case the placements must be given explicitly.
   std::vector<MigInstance> FirstFitCreationOrder(const MigGeometry& geo) const;
-  // "nvidia-smi mig -cgi 9:0,14:4,19:6 -C" (explicit placements, creation order).
+  // "nvidia-smi mig -cgi 9:4,14:2,19:1 -C": explicit placements, in an order that the driver's
+  // default placement would also reproduce when there is one, else largest first.
   std::string CreateCommand(const MigGeometry& geo) const;
   std::string Describe() const;  // "3g.40gb@0 2g.20gb@4 1g.10gb@6"
 };
 
-// The start `nvidia-smi mig -cgi` picks for `profile` given the slots already taken: the first
-// allowed start whose slots are free; -1 if none.
-int FirstFreeStart(const MigProfile& profile, unsigned occupied_mask);
+// The start the driver picks for `profile` when none is given, with `occupied_mask` slots taken:
+// the highest allowed start whose slots are all free; -1 if none. Highest, not lowest: it is the only
+// rule that reproduces the MIG user guide's A100 examples (`3-2-1-1` gives 1g@0 1g@1 2g@2 3g@4,
+// `2-1-1-1-1-1` gives 1g@0,1,2,3,6 2g@4) and its known issue (`-cgi 19,19,14,9` fails while
+// `-cgi 9,19,14,19` works). mig_layout_test checks all three.
+int DriverDefaultStart(const MigProfile& profile, unsigned occupied_mask);
 
 }  // namespace gpumux

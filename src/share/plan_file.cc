@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <map>
+
 #include "core/yaml_fields.h"
 
 namespace gpumux {
@@ -126,10 +128,13 @@ PlanFile LoadPlanFile(const std::string& path, const Catalog& catalog) {
   bool explicit_default = top.Has("default_slo");
   if (explicit_default) default_slo = ReadSlo(path, top.Map("default_slo"), "plan default");
 
+  std::map<std::string, std::string> names;  // name -> where it was first defined
   for (const auto& item : top.List("tenants")) {
     YamlFields first(path, item, "tenant");
     TenantClass tc;
     tc.tenant.name = first.String("name");
+    auto [it, fresh] = names.emplace(tc.tenant.name, first.Location("name"));
+    if (!fresh) first.Fail("name", fmt::format("'{}' is already used at {}", tc.tenant.name, it->second));
     std::string where = fmt::format("tenant '{}'", tc.tenant.name);
     YamlFields f(path, item, where);
     f.AllowOnly({"name", "count", "workload", "slo", "mps_thread_percentage"});

@@ -1,0 +1,52 @@
+#include "core/units.h"
+
+#include <gtest/gtest.h>
+
+namespace gpumux {
+namespace {
+
+TEST(ParseBytes, DecimalAndBinaryPrefixes) {
+  EXPECT_DOUBLE_EQ(ParseBytes("26 GB"), 26e9);
+  EXPECT_DOUBLE_EQ(ParseBytes("80GiB"), 80.0 * (1ull << 30));
+  EXPECT_DOUBLE_EQ(ParseBytes("512 MiB"), 512.0 * (1 << 20));
+  EXPECT_DOUBLE_EQ(ParseBytes("1e9"), 1e9);
+  EXPECT_DOUBLE_EQ(ParseBytes(" 9.75 GiB "), 9.75 * (1ull << 30));
+}
+
+TEST(ParseBytes, RefusesUnknownUnitsAndNegatives) {
+  EXPECT_THROW(ParseBytes("80 GX"), UnitError);
+  EXPECT_THROW(ParseBytes("-1 GB"), UnitError);
+  EXPECT_THROW(ParseBytes("GB"), UnitError);
+  try {
+    ParseBytes("80 gigs");
+    FAIL();
+  } catch (const UnitError& e) {
+    EXPECT_NE(std::string(e.what()).find("GiB"), std::string::npos) << "lists the units it knows";
+  }
+}
+
+TEST(ParseBandwidth, RequiresAUnit) {
+  EXPECT_DOUBLE_EQ(ParseBandwidth("3.35 TB/s"), 3.35e12);
+  EXPECT_DOUBLE_EQ(ParseBandwidth("864 GB/s"), 864e9);
+  EXPECT_THROW(ParseBandwidth("3.35"), UnitError);
+  EXPECT_THROW(ParseBandwidth("3.35 TB"), UnitError);
+}
+
+TEST(ParseFlopsAndFraction, Basics) {
+  EXPECT_DOUBLE_EQ(ParseFlops("20 TFLOPS"), 20e12);
+  EXPECT_DOUBLE_EQ(ParseFlops("500 GFLOP/s"), 500e9);
+  EXPECT_DOUBLE_EQ(ParseFraction("40%"), 0.4);
+  EXPECT_DOUBLE_EQ(ParseFraction("0.25"), 0.25);
+  EXPECT_THROW(ParseFraction("140%"), UnitError);
+}
+
+TEST(Format, ThreeSignificantFigures) {
+  EXPECT_EQ(FormatBytes(26e9), "26.0 GB");
+  EXPECT_EQ(FormatBandwidth(3.35e12), "3.35 TB/s");
+  EXPECT_EQ(FormatFlops(989.4e12), "989 TFLOP/s");
+  EXPECT_EQ(FormatPercent(0.3254), "32.5%");
+  EXPECT_EQ(FormatPercent(0.00339), "0.34%");
+}
+
+}  // namespace
+}  // namespace gpumux

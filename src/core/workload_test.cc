@@ -1,0 +1,124 @@
+#include "core/workload.h"
+
+#include <gtest/gtest.h>
+
+#include "core/catalog.h"
+#include "core/input_error.h"
+
+namespace gpumux {
+namespace {
+
+class WorkloadTest : public ::testing::Test {
+ protected:
+  Catalog catalog_ = Catalog::LoadBundled();
+  const GpuKind& h100_ = catalog_.FindGpu("H100-SXM5-80GB");
+};
+
+// The README's opening numbers: "13B" at 2 bytes/param, batch 1, on an H100 SXM5 with η = 1.
+TEST_F(WorkloadTest, GoldenThirteenBillionOnH100) {
+  LlmSpec spec;
+  spec.params = 13e9;
+  spec.dtype = DType::kBf16;
+  spec.bandwidth_efficiency = 1;
+  Demand d = SoloDemand(LlmDecode(spec), h100_);
+  EXPECT_NEAR(d.memory_bytes, 26e9, 1e6);
+  EXPECT_NEAR(d.tokens_per_second, 128, 1.5);                // 3.35 TB/s / 26 GB = 128.8
+  EXPECT_NEAR(d.ms_per_token, 7.8, 0.05);
+  EXPECT_NEAR(d.flops, 3.3e12, 0.06e12);                     // 2 FLOP/param/token
+  EXPECT_NEAR(d.flops_fraction, 0.0034, 0.0002);             // ≈0.3% of 989 TFLOP/s
+  EXPECT_NEAR(d.bandwidth, 3.35e12, 0.05e12);
+  EXPECT_GE(d.bandwidth_fraction, 0.97);
+  EXPECT_LE(d.bandwidth_fraction, 1.0 + 1e-12);
+  // 26 GB of the H100's 80 GiB (85.9 GB): 30%. The README's "≈33%" divides by a decimal 80 GB.
+  EXPECT_NEAR(d.memory_fraction, 26e9 / (80.0 * (1ull << 30)), 1e-9);
+  EXPECT_TRUE(d.bandwidth_bound);
+}
+
+TEST_F(WorkloadTest, Llama2ThirteenWithKvCacheIsMoreExact) {
+  LlmSpec spec;
+  spec.shape = &catalog_.FindModel("Llama-2-13B");
+  spec.context = 4096;
+  spec.bandwidth_efficiency = 1;
+  Workload w = LlmDecode(spec);
+  EXPECT_NEAR(w.weight_bytes, 26.03e9, 0.02e9);
+  EXPECT_NEAR(w.kv_cache_bytes, 4096.0 * 800 * 1024, 1);     // 3.36 GB
+  // Streamed bytes exclude the input embedding table (reference §4.1: 25.70 GB + KV).
+  EXPECT_NEAR(w.bytes_per_step, 25.70e9 + 4096.0 * 800 * 1024, 0.02e9);
+  Demand d = SoloDemand(w, h100_);
+  EXPECT_NEAR(d.tokens_per_second, 3.35e12 / w.bytes_per_step, 1e-6);
+  EXPECT_LT(d.tokens_per_second, 128) << "KV reads slow it below the rule of thumb";
+}
+
+TEST_F(WorkloadTest, ReferenceDecodeCeilingsAtContext2048) {
+  // Reference §4.4, H100 SXM at η = 1.0 and 0.7 (tokens/s, batch 1, ctx 2048).
+  struct Row { const char* model; double eta1, eta07; } rows[] = {
+      {"Llama-2-7B", 234, 164}, {"Llama-2-13B", 122, 86}, {"Llama-3-8B", 219, 154}, {"Qwen2.5-14B", 118, 83}};
+  for (const Row& r : rows) {
+    LlmSpec spec;
+    spec.shape = &catalog_.FindModel(r.model);
+    spec.context = 2048;
+    spec.bandwidth_efficiency = 1;
+    EXPECT_NEAR(SoloDemand(LlmDecode(spec), h100_).tokens_per_second, r.eta1, 1.0) << r.model;
+    spec.bandwidth_efficiency = 0.7;
+    EXPECT_NEAR(SoloDemand(LlmDecode(spec), h100_).tokens_per_second, r.eta07, 1.0) << r.model;
+  }
+}
+
+TEST_F(WorkloadTest, SlidingWindowCapsMistralKvCache) {
+  LlmSpec spec;
+  spec.shape = &catalog_.FindModel("Mistral-7B");
+  spec.context = 32768;
+  EXPECT_DOUBLE_EQ(LlmDecode(spec).kv_cache_bytes, 4096.0 * 128 * 1024);
+}
+
+TEST_F(WorkloadTest, BatchAndDtypeScaleAsTheyShould) {
+  LlmSpec spec;
+  spec.shape = &catalog_.FindModel("Llama-3-8B");
+  spec.context = 1024;
+  Workload b1 = LlmDecode(spec);
+  spec.batch = 8;
+  Workload b8 = LlmDecode(spec);
+  EXPECT_DOUBLE_EQ(b8.kv_cache_bytes, 8 * b1.kv_cache_bytes);
+  EXPECT_DOUBLE_EQ(b8.weight_bytes, b1.weight_bytes) << "weights are read once per step for the batch";
+  EXPECT_GT(SoloDemand(b8, h100_).tokens_per_second, 6 * SoloDemand(b1, h100_).tokens_per_second);
+  spec.batch = 1;
+  spec.dtype = DType::kInt4;
+  EXPECT_DOUBLE_EQ(LlmDecode(spec).weight_bytes, b1.weight_bytes / 4);
+  EXPECT_EQ(LlmDecode(spec).kv_cache_bytes, b1.kv_cache_bytes) << "int4 weights keep a bf16 KV cache";
+}
+
+TEST_F(WorkloadTest, PrefillIsComputeBound) {
+  LlmSpec spec;
+  spec.shape = &catalog_.FindModel("Llama-3-8B");
+  spec.context = 2048;
+  Demand d = SoloDemand(LlmPrefill(spec), h100_);
+  EXPECT_FALSE(d.bandwidth_bound);
+  EXPECT_NEAR(d.flops_fraction, kDefaultComputeEfficiency, 1e-9);
+  EXPECT_GT(d.tokens_per_second, 10000);
+}
+
+TEST_F(WorkloadTest, GenericJobRunsAtItsOwnPaceWhenTheGpuAllows) {
+  Workload w = GenericJob(10e9, 500e9, 20e12, DType::kBf16);
+  Demand d = SoloDemand(w, h100_);
+  EXPECT_DOUBLE_EQ(d.steps_per_second, 1);
+  EXPECT_DOUBLE_EQ(d.bandwidth, 500e9);
+  EXPECT_DOUBLE_EQ(d.flops, 20e12);
+  // On an L4 (300 GB/s) the same job cannot get 500 GB/s: it runs at 0.6 of its pace.
+  Demand l4 = SoloDemand(w, catalog_.FindGpu("L4"));
+  EXPECT_NEAR(l4.steps_per_second, 0.6, 1e-9);
+}
+
+TEST_F(WorkloadTest, RefusesImpossibleSpecs) {
+  LlmSpec spec;
+  EXPECT_THROW(LlmDecode(spec), InputError);  // neither model nor params
+  spec.params = 7e9;
+  spec.batch = 0;
+  EXPECT_THROW(LlmDecode(spec), InputError);
+  spec.batch = 1;
+  spec.bandwidth_efficiency = 1.5;
+  EXPECT_THROW(LlmDecode(spec), InputError);
+  EXPECT_THROW(GenericJob(1e9, 0, 0, DType::kBf16), InputError);
+}
+
+}  // namespace
+}  // namespace gpumux

@@ -1,0 +1,167 @@
+#include "share/mig_layout.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+
+#include "core/catalog.h"
+#include "share/strategy.h"
+#include "share/test_support.h"
+
+namespace gpumux {
+namespace {
+
+// An independent statement of the driver's rules, written from the reference notes (§1.3), not from
+// MigLayout: per-slot occupancy, allowed starts, instance limits, compute slices, one +me instance.
+bool DriverAccepts(const GpuKind& gpu, const std::vector<MigInstance>& layout) {
+  const MigGeometry& geo = *gpu.mig;
+  std::vector<int> slot(geo.slots, 0);
+  std::map<std::string, int> count;
+  int compute = 0, media = 0;
+  for (const MigInstance& inst : layout) {
+    const MigProfile& p = *inst.profile;
+    bool allowed = false;
+    for (int s : p.placement_starts) allowed |= (s == inst.start);
+    if (!allowed) return false;
+    for (int s = inst.start; s < inst.start + p.memory_slices; ++s) {
+      if (s >= geo.slots || slot[s]++) return false;
+    }
+    if (++count[p.name] > p.max_instances) return false;
+    compute += p.compute_slices;
+    if (p.name.find("+me") != std::string::npos) ++media;
+  }
+  return compute <= geo.compute_slices && media <= 1;
+}
+
+const MigProfile& Profile(const GpuKind& gpu, const std::string& name) {
+  for (const MigProfile& p : gpu.mig->profiles) {
+    if (p.name == name) return p;
+  }
+  throw std::runtime_error("no profile " + name);
+}
+
+class MigLayoutTest : public ::testing::Test {
+ protected:
+  Catalog catalog_ = Catalog::LoadBundled();
+};
+
+TEST_F(MigLayoutTest, ViolationAgreesWithTheDriverRulesOnRandomLayouts) {
+  std::mt19937 rng(11);
+  for (const GpuKind& gpu : catalog_.gpus()) {
+    if (!gpu.mig) continue;
+    const auto& profiles = gpu.mig->profiles;
+    int accepted = 0;
+    for (int trial = 0; trial < 20000; ++trial) {
+      MigLayout layout;
+      int n = 1 + int(rng() % 8);
+      for (int i = 0; i < n; ++i) {
+        const MigProfile& p = profiles[rng() % profiles.size()];
+        // Mostly allowed starts, sometimes any slot, so both kinds of mistake are exercised.
+        int start = rng() % 4 ? p.placement_starts[rng() % p.placement_starts.size()]
+                              : int(rng() % gpu.mig->slots);
+        layout.instances.push_back({&p, start});
+      }
+      bool ok = DriverAccepts(gpu, layout.instances);
+      accepted += ok;
+      EXPECT_EQ(layout.Violation(*gpu.mig).empty(), ok) << gpu.name << ": " << layout.Describe();
+    }
+    EXPECT_GT(accepted, 100) << gpu.name << ": the sample must hold valid layouts too";
+  }
+}
+
+TEST_F(MigLayoutTest, UserGuideExamplesOnA100) {
+  const GpuKind& a100 = catalog_.FindGpu("A100-40GB");
+  const MigProfile &g1 = Profile(a100, "1g.5gb"), &g2 = Profile(a100, "2g.10gb"),
+                   &g3 = Profile(a100, "3g.20gb"), &g4 = Profile(a100, "4g.20gb"),
+                   &g7 = Profile(a100, "7g.40gb"), &d1 = Profile(a100, "1g.10gb"),
+                   &me = Profile(a100, "1g.5gb+me");
+  auto valid = [&](std::vector<MigInstance> v) { return MigLayout{v}.Violation(*a100.mig).empty(); };
+  EXPECT_TRUE(valid({{&g1, 0}, {&g1, 1}, {&g2, 2}, {&g3, 4}}));                 // 3-2-1-1
+  EXPECT_TRUE(valid({{&g1, 0}, {&g1, 1}, {&g1, 2}, {&g1, 3}, {&g1, 6}, {&g2, 4}}));  // 2-1-1-1-1-1
+  EXPECT_TRUE(valid({{&g4, 0}, {&g3, 4}}));
+  EXPECT_TRUE(valid({{&d1, 0}, {&d1, 2}, {&d1, 4}, {&d1, 6}})) << "all 8 slots, 4 compute slices";
+  EXPECT_FALSE(valid({{&g1, 7}})) << "slot 7 is only for 7g";
+  EXPECT_FALSE(valid({{&g2, 6}})) << "2g starts at 0, 2 or 4";
+  EXPECT_FALSE(valid({{&g7, 0}, {&g1, 0}}));
+  EXPECT_FALSE(valid({{&me, 0}, {&me, 1}})) << "one +me instance per GPU";
+  EXPECT_FALSE(valid({{&g3, 0}, {&g3, 4}, {&g1, 0}}));
+}
+
+// Creates instances in order without placements, as `nvidia-smi mig -cgi A,B,C` does.
+bool CreateInOrder(const std::vector<const MigProfile*>& order, std::vector<MigInstance>* out) {
+  unsigned occupied = 0;
+  for (const MigProfile* p : order) {
+    int start = DriverDefaultStart(*p, occupied);
+    if (start < 0) return false;
+    occupied |= ((1u << p->memory_slices) - 1) << start;
+    out->push_back({p, start});
+  }
+  return true;
+}
+
+TEST_F(MigLayoutTest, DriverDefaultPlacementReproducesTheUserGuide) {
+  const GpuKind& a100 = catalog_.FindGpu("A100-40GB");
+  const MigProfile *g1 = &Profile(a100, "1g.5gb"), *g2 = &Profile(a100, "2g.10gb"),
+                   *g3 = &Profile(a100, "3g.20gb");
+  std::vector<MigInstance> got;
+  EXPECT_FALSE(CreateInOrder({g1, g1, g2, g3}, &got)) << "known issue: -cgi 19,19,14,9 fails";
+  got.clear();
+  ASSERT_TRUE(CreateInOrder({g3, g1, g2, g1}, &got)) << "-cgi 9,19,14,19 works";
+  got.clear();
+  ASSERT_TRUE(CreateInOrder({g3, g2, g1, g1}, &got));
+  EXPECT_EQ(MigLayout{got}.Describe(), "3g.20gb@4 2g.10gb@2 1g.5gb@1 1g.5gb@0");
+  got.clear();
+  ASSERT_TRUE(CreateInOrder({g2, g1, g1, g1, g1, g1}, &got));
+  EXPECT_EQ(MigLayout{got}.Describe(), "2g.10gb@4 1g.5gb@6 1g.5gb@3 1g.5gb@2 1g.5gb@1 1g.5gb@0");
+}
+
+TEST_F(MigLayoutTest, CreationOrderReproducesTheLayoutItWasAskedFor) {
+  const GpuKind& h100 = catalog_.FindGpu("H100-SXM5-80GB");
+  const MigProfile &g1 = Profile(h100, "1g.10gb"), &g2 = Profile(h100, "2g.20gb"), &g3 = Profile(h100, "3g.40gb");
+  MigLayout layout{{{&g1, 1}, {&g3, 4}, {&g2, 2}}};
+  std::vector<MigInstance> order = layout.FirstFitCreationOrder(*h100.mig);
+  ASSERT_EQ(order.size(), 3u);
+  std::vector<const MigProfile*> profiles;
+  for (const MigInstance& i : order) profiles.push_back(i.profile);
+  std::vector<MigInstance> created;
+  ASSERT_TRUE(CreateInOrder(profiles, &created));
+  for (size_t i = 0; i < order.size(); ++i) EXPECT_EQ(created[i].start, order[i].start);
+  EXPECT_EQ(layout.CreateCommand(*h100.mig), "nvidia-smi mig -cgi 9:4,14:2,19:1 -C");
+  // 1g@0 beside 2g@2 and 3g@4 cannot come from default placements (the driver would pick slot 1):
+  // the command then pins every start, largest first.
+  MigLayout pinned{{{&g1, 0}, {&g3, 4}, {&g2, 2}}};
+  EXPECT_TRUE(pinned.FirstFitCreationOrder(*h100.mig).empty());
+  EXPECT_EQ(pinned.CreateCommand(*h100.mig), "nvidia-smi mig -cgi 9:4,14:2,19:0 -C");
+}
+
+// The property the issue asks for: whatever tenants it is given, the MIG strategy never proposes a
+// layout the driver would refuse, and every instance holds its tenant's memory.
+TEST_F(MigLayoutTest, ProposedLayoutsAreAlwaysAccepted) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> u(0, 1);
+  int proposed = 0;
+  for (const GpuKind& gpu : catalog_.gpus()) {
+    if (!gpu.mig) continue;
+    for (int trial = 0; trial < 150; ++trial) {
+      TenantSet set(gpu);
+      int n = 1 + int(u(rng) * 7);
+      for (int i = 0; i < n; ++i) {
+        double params = (0.5 + u(rng) * 0.3 * gpu.memory_bytes / 2e9) * 1e9 / 2;
+        set.AddDecoder("t", params, 0.7, u(rng) < 0.5 ? Slo{} : MinRate(20 + 200 * u(rng)));
+      }
+      StrategyResult r = EvaluateMig(gpu, set.loads());
+      if (!r.layout) continue;
+      ++proposed;
+      EXPECT_TRUE(DriverAccepts(gpu, r.layout->instances)) << gpu.name << ": " << r.layout->Describe();
+      for (size_t i = 0; i < r.tenants.size(); ++i) {
+        EXPECT_GE(r.tenants[i].stranded_memory, 0) << gpu.name;
+      }
+      EXPECT_EQ(r.fits, FitsMig(gpu, set.loads())) << gpu.name << ": " << r.verdict;
+    }
+  }
+  EXPECT_GT(proposed, 300);
+}
+
+}  // namespace
+}  // namespace gpumux

@@ -1,0 +1,84 @@
+#include "share/plan_file.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/input_error.h"
+
+namespace gpumux {
+namespace {
+
+std::string WriteFile(const std::string& text) {
+  auto dir = std::filesystem::temp_directory_path() / "gpumux_plan_file_test";
+  std::filesystem::create_directories(dir);
+  auto path = (dir / "plan.yaml").string();
+  std::ofstream(path) << text;
+  return path;
+}
+
+const char* kPlan = R"(fleet:
+  - {gpu: h100, count: 8, price_per_hour: 3.1}
+strategies: [mps, timeslice]
+tenants:
+  - name: chat
+    count: 2
+    workload: {kind: llm-decode, model: Llama-2-13B, context: 4096, efficiency: 0.7}
+    slo: {min_tokens_per_second: 40}
+  - name: etl
+    workload: {kind: generic, memory: 10 GB, bandwidth: 500 GB/s, compute: 20 TFLOPS}
+)";
+
+TEST(PlanFile, LoadsFleetTenantsAndAppliesTheDefaultSloVisibly) {
+  Catalog catalog = Catalog::LoadBundled();
+  PlanFile f = LoadPlanFile(WriteFile(kPlan), catalog);
+  ASSERT_EQ(f.input.fleet.size(), 1u);
+  EXPECT_EQ(f.input.fleet[0].gpu->name, "H100-SXM5-80GB");
+  EXPECT_DOUBLE_EQ(f.input.fleet[0].price_per_hour, 3.1);
+  EXPECT_FALSE(f.input.allowed.mig);
+  ASSERT_EQ(f.input.classes.size(), 2u);
+  EXPECT_EQ(f.input.classes[0].count, 2);
+  EXPECT_DOUBLE_EQ(*f.input.classes[0].tenant.slo.min_rate, 40);
+  EXPECT_DOUBLE_EQ(*f.input.classes[1].tenant.slo.max_slowdown, kDefaultMaxSlowdown);
+  ASSERT_EQ(f.notes.size(), 1u);
+  EXPECT_NE(f.notes[0].find("etl: no SLO given"), std::string::npos);
+}
+
+void ExpectRefused(const std::string& from, const std::string& to, std::initializer_list<std::string> needles) {
+  std::string text = kPlan;
+  text.replace(text.find(from), from.size(), to);
+  std::string path = WriteFile(text);
+  Catalog catalog = Catalog::LoadBundled();
+  try {
+    LoadPlanFile(path, catalog);
+    FAIL() << "accepted:\n" << text;
+  } catch (const InputError& e) {
+    std::string msg = e.what();
+    for (const std::string& n : needles) EXPECT_NE(msg.find(n), std::string::npos) << "missing '" << n << "' in " << msg;
+  }
+}
+
+TEST(PlanFile, RefusesBadInputWithFileLineAndField) {
+  ExpectRefused("gpu: h100", "gpu: h1000", {"plan.yaml:2:", "unknown GPU kind 'h1000'", "nearest known"});
+  ExpectRefused("model: Llama-2-13B", "model: Llama-2-31B", {"plan.yaml:7:", "unknown model"});
+  ExpectRefused("bandwidth: 500 GB/s", "bandwidth: 500 GB", {"plan.yaml:10:", "'bandwidth'", "TB/s"});
+  ExpectRefused("count: 2", "count: -2", {"plan.yaml:6:", "'count'"});
+  ExpectRefused("efficiency: 0.7", "efficiency: 1.7", {"'efficiency'", "(0, 1]"});
+  ExpectRefused("strategies: [mps, timeslice]", "strategies: [mps, magic]", {"'magic' is not one of"});
+  ExpectRefused("min_tokens_per_second: 40", "min_token_per_second: 40", {"unknown field 'min_token_per_second'"});
+  ExpectRefused("name: etl", "name: chat", {"plan.yaml:9:", "'chat' is already used at", "plan.yaml:5"});
+  ExpectRefused("kind: llm-decode", "kind: llm-train", {"'llm-train' is not one of"});
+  ExpectRefused("context: 4096,", "context: 4096, params: 13e9,", {"exactly one of 'model' and 'params'"});
+}
+
+TEST(PlanFile, BundledExamplesLoad) {
+  Catalog catalog = Catalog::LoadBundled();
+  for (const char* name : {"p5-48xlarge.yaml", "mixed-inference-fleet.yaml"}) {
+    std::string path = std::string(GPUMUX_SOURCE_DIR) + "/examples/" + name;
+    EXPECT_NO_THROW(LoadPlanFile(path, catalog)) << path;
+  }
+}
+
+}  // namespace
+}  // namespace gpumux

@@ -1,0 +1,165 @@
+// Runs the `gpumux` binary as a user or a script would and checks what it prints and how it exits.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+struct Result {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Result Gpumux(const std::string& args) {
+  std::string cmd = std::string(GPUMUX_BINARY) + " " + args + " 2>&1";
+  Result r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
+  int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string Example(const char* name) { return std::string(GPUMUX_SOURCE_DIR) + "/examples/" + name; }
+
+std::string WriteTemp(const std::string& name, const std::string& text) {
+  auto path = std::filesystem::temp_directory_path() / name;
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+TEST(Explain, GoldenExampleAsJson) {
+  Result r = Gpumux("explain --gpu H100-SXM5-80GB --params 13e9 --dtype bf16 --batch 1 --efficiency 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_NEAR(j["memory_bytes"].get<double>(), 26e9, 1e7);
+  EXPECT_NEAR(j["tokens_per_second"].get<double>(), 128, 1.5);
+  EXPECT_NEAR(j["flops_per_second"].get<double>(), 3.3e12, 0.06e12);
+  EXPECT_NEAR(j["bandwidth_bytes_per_second"].get<double>(), 3.3e12, 0.06e12);
+  EXPECT_NEAR(j["flops_fraction"].get<double>(), 0.003, 0.001);
+  EXPECT_NEAR(j["bandwidth_fraction"].get<double>(), 0.98, 0.021);
+  EXPECT_NEAR(j["memory_fraction"].get<double>(), 0.30, 0.01);
+}
+
+TEST(Explain, ModelShapeShowsTheExactFiguresBesideTheRuleOfThumb) {
+  Result r = Gpumux("explain --gpu h100-sxm5-80gb --model llama-2-13b --context 4096 --efficiency 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j["kv_cache_bytes"].get<double>(), 3.3e9);
+  EXPECT_LT(j["tokens_per_second"].get<double>(), j["rule_of_thumb"]["tokens_per_second"].get<double>());
+  Result text = Gpumux("explain --gpu H100 --model Llama-2-13B --context 4096");
+  EXPECT_NE(text.out.find("shape + KV cache"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("params x bytes"), std::string::npos) << text.out;
+}
+
+TEST(Explain, SharingVerdictInNumbers) {
+  Result ok = Gpumux("explain --gpu H100 --params 13e9 --efficiency 1 --tenants 2 --min-tokens-per-second 50");
+  ASSERT_EQ(ok.exit_code, 0) << ok.out;
+  EXPECT_NE(ok.out.find("chosen"), std::string::npos) << ok.out;
+  Result no = Gpumux("explain --gpu H100 --params 13e9 --efficiency 1 --tenants 2 --min-tokens-per-second 100 --json");
+  ASSERT_EQ(no.exit_code, 0) << no.out;
+  auto j = nlohmann::json::parse(no.out);
+  EXPECT_FALSE(j["sharing"].contains("chosen"));
+  EXPECT_EQ(j["sharing"]["max_copies"], 1);
+  for (const auto& c : j["sharing"]["considered"]) {
+    EXPECT_NE(c["verdict"].get<std::string>().find("< SLO 100"), std::string::npos) << c["verdict"];
+  }
+}
+
+TEST(Explain, UnknownNamesExitTwoAndSuggest) {
+  Result gpu = Gpumux("explain --gpu H100-SMX5 --params 13e9");
+  EXPECT_EQ(gpu.exit_code, 2);
+  EXPECT_NE(gpu.out.find("nearest known: H100"), std::string::npos) << gpu.out;
+  Result model = Gpumux("explain --gpu H100 --model Lama-3-8B");
+  EXPECT_EQ(model.exit_code, 2);
+  EXPECT_NE(model.out.find("Llama-3-8B"), std::string::npos) << model.out;
+  EXPECT_EQ(Gpumux("explain --gpu H100").exit_code, 2) << "needs --model or --params";
+  EXPECT_EQ(Gpumux("explain --gpu H100 --params 13e9 --batch 0").exit_code, 2);
+  EXPECT_EQ(Gpumux("explain --gpu H100 --params 13e9 --efficiency 2").exit_code, 2);
+}
+
+TEST(Explain, UserCatalogAddsAGpuKind) {
+  std::string path = WriteTemp("gpumux_cli_catalog.yaml", R"(gpus:
+  - name: My-GPU
+    memory: 32 GiB
+    memory_bandwidth: 1 TB/s
+    tflops: {bf16: 200, fp16: 200, fp8: null, tf32: 100}
+    sms: 80
+    tdp_watts: 300
+)");
+  Result r = Gpumux("explain --catalog " + path + " --gpu my-gpu --params 7e9 --efficiency 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NEAR(nlohmann::json::parse(r.out)["tokens_per_second"].get<double>(), 1e12 / 14e9, 0.01);
+  std::string bad = WriteTemp("gpumux_cli_bad_catalog.yaml", "gpus:\n  - name: X\n    memory: 1 GiB\n");
+  Result b = Gpumux("explain --catalog " + bad + " --gpu X --params 1e9");
+  EXPECT_EQ(b.exit_code, 2);
+  EXPECT_NE(b.out.find(bad + ":2:"), std::string::npos) << b.out;
+}
+
+TEST(Plan, WorkedExampleSavesGpus) {
+  Result r = Gpumux("plan " + Example("p5-48xlarge.yaml") + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["baseline"]["gpus"], 8);
+  EXPECT_LT(j["shared"]["gpus"].get<int>(), 8);
+  EXPECT_GT(j["gpus_saved"].get<int>(), 0);
+  for (const auto& g : j["gpus"]) {
+    for (const auto& t : g["chosen"]["tenants"]) EXPECT_TRUE(t["meets_slo"].get<bool>()) << t;
+  }
+  Result text = Gpumux("plan " + Example("p5-48xlarge.yaml"));
+  EXPECT_NE(text.out.find("one job per GPU"), std::string::npos) << text.out;
+}
+
+TEST(Plan, MixedFleetPlansEveryTenant) {
+  Result r = Gpumux("plan " + Example("mixed-inference-fleet.yaml") + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["unplaced"].empty());
+  EXPECT_LT(j["shared"]["gpus"].get<int>(), j["baseline"]["gpus"].get<int>());
+}
+
+TEST(Plan, PartialPlanExitsThreeAndNamesTheTenant) {
+  std::string path = WriteTemp("gpumux_cli_plan.yaml", R"(fleet:
+  - {gpu: L4, count: 2}
+tenants:
+  - name: huge
+    workload: {kind: llm-decode, model: Llama-3-70B}
+  - name: tiny
+    workload: {kind: llm-decode, model: Qwen2.5-0.5B}
+    slo: {max_slowdown: 2}
+)");
+  Result r = Gpumux("plan " + path);
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_NE(r.out.find("UNPLACED huge"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tiny"), std::string::npos) << r.out;
+}
+
+TEST(Plan, BadFileExitsTwoWithLocation) {
+  std::string path = WriteTemp("gpumux_cli_bad_plan.yaml", "fleet:\n  - {gpu: H100, count: many}\ntenants: []\n");
+  Result r = Gpumux("plan " + path);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find(path + ":2:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("'count'"), std::string::npos) << r.out;
+  EXPECT_EQ(Gpumux("plan /nonexistent/plan.yaml").exit_code, 2);
+}
+
+TEST(Cli, HelpAndUsage) {
+  Result help = Gpumux("--help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("explain"), std::string::npos);
+  EXPECT_NE(help.out.find("plan"), std::string::npos);
+  EXPECT_EQ(Gpumux("explain --help").exit_code, 0);
+  EXPECT_EQ(Gpumux("").exit_code, 2);
+  EXPECT_EQ(Gpumux("frobnicate").exit_code, 2);
+}
+
+}  // namespace
