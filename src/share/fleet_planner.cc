@@ -42,6 +42,7 @@ class Planner {
     loads_.resize(in.classes.size());
     alone_.resize(in.classes.size());
     size_.resize(in.classes.size(), 0);
+    home_.resize(in.classes.size(), 0);
     for (size_t c = 0; c < in.classes.size(); ++c) {
       for (size_t k = 0; k < kinds; ++k) {
         const GpuKind& gpu = *in.fleet[k].gpu;
@@ -50,6 +51,7 @@ class Planner {
         bool ok = FitsAny(gpu, std::span(&l, 1), in.allowed);
         alone_[c].push_back(ok);
         if (ok && size_[c] == 0) {
+          home_[c] = k;
           size_[c] = std::max({l->memory / gpu.memory_bytes, l->min_step_rate * l->bandwidth_use,
                                l->min_step_rate * l->compute_use, 1e-12});
         }
@@ -105,73 +107,6 @@ class Planner {
 
   bool Fits(const Bin& bin) const { return FitsAny(*in_.fleet[bin.kind].gpu, bin.loads, in_.allowed); }
 
-  // ---- Greedy: one GPU at a time, filled first-fit-decreasing over tenant classes. ----
-  std::vector<Bin> Greedy(std::vector<int>& remaining, Plan* plan) {
-    std::vector<Bin> bins;
-    std::vector<int> inventory;
-    for (const FleetEntry& f : in_.fleet) inventory.push_back(f.count);
-    for (size_t pos = 0; pos < order_.size();) {
-      size_t c0 = order_[pos];
-      if (remaining[c0] == 0) {
-        ++pos;
-        continue;
-      }
-      std::optional<Bin> best;
-      std::vector<int> best_taken;
-      for (size_t k = 0; k < in_.fleet.size(); ++k) {
-        if (inventory[k] == 0 || !alone_[c0][k]) continue;
-        std::vector<int> taken(in_.classes.size(), 0);
-        Bin bin = Fill(k, pos, remaining, &taken);
-        if (!best || bin.loads.size() > best->loads.size() ||
-            (bin.loads.size() == best->loads.size() &&
-             in_.fleet[k].price_per_hour < in_.fleet[best->kind].price_per_hour)) {
-          best = std::move(bin);
-          best_taken = std::move(taken);
-        }
-      }
-      if (!best) {
-        for (int i = 0; i < remaining[c0]; ++i) {
-          plan->unplaced.push_back({TenantName(c0, in_.classes[c0].count - remaining[c0] + i),
-                                    "no GPU left in the fleet that can hold it"});
-        }
-        remaining[c0] = 0;
-        continue;
-      }
-      --inventory[best->kind];
-      for (size_t c = 0; c < remaining.size(); ++c) remaining[c] -= best_taken[c];
-      bins.push_back(std::move(*best));
-    }
-    return bins;
-  }
-
-  // Fills one GPU of kind `k`, starting with the class at order_[first]. Hot path: the necessary
-  // check (Need) rejects most classes before the strategies are asked.
-  Bin Fill(size_t k, size_t first, const std::vector<int>& remaining, std::vector<int>* taken) const {
-    const GpuKind& gpu = *in_.fleet[k].gpu;
-    Bin bin;
-    bin.kind = k;
-    Need need;
-    for (size_t pos = first; pos < order_.size(); ++pos) {
-      size_t c = order_[pos];
-      if (!alone_[c][k]) continue;
-      const TenantLoad& l = loads_[c][k];
-      while ((*taken)[c] < remaining[c] && bin.loads.size() < size_t(kMpsMaxClients)) {
-        need.Add(l, gpu.memory_bytes);
-        bin.loads.push_back(&l);
-        if (need.Within() && (bin.loads.size() == 1 || Fits(bin))) {
-          bin.classes.push_back(c);
-          ++(*taken)[c];
-          continue;
-        }
-        bin.loads.pop_back();
-        need.Add(l, gpu.memory_bytes, -1);
-        break;  // identical tenants of this class will not fit either
-      }
-    }
-    return bin;
-  }
-
-  // ---- Exact: branch and bound over every assignment (small inputs). ----
   struct Cost {
     size_t unplaced = 0;
     size_t gpus = 0;
@@ -179,6 +114,121 @@ class Planner {
     auto Key() const { return std::make_tuple(unplaced, gpus, price); }
   };
 
+  // ---- Greedy: first-fit decreasing over tenant classes, under a few orderings. ----
+  //
+  // Identical tenants are placed together: a GPU that refused one tenant of a class refuses the rest
+  // (adding tenants never helps any strategy), so each class scans the open GPUs once. A GPU that
+  // has refused kMaxRefusals tenants is closed to further scans, which bounds the work when every
+  // tenant is different. Which order packs best depends on the mix (memory-heavy, SLO-tight,
+  // bandwidth-bound), so three are tried and the best plan kept.
+  static constexpr int kMaxRefusals = 64;
+
+  struct OpenBin {
+    Bin bin;
+    Need need;
+    int refusals = 0;
+  };
+
+  struct Packing {
+    std::vector<Bin> bins;
+    std::vector<std::pair<size_t, int>> unplaced;  // class, how many
+    Cost cost;
+  };
+
+  std::vector<Bin> Greedy(const std::vector<int>& remaining, Plan* plan) {
+    std::vector<std::vector<size_t>> orders = {order_, order_, order_};
+    auto tolerance = [&](size_t c) {  // how much slowdown its SLO allows (large = loose)
+      const TenantLoad& l = loads_[c][home_[c]];
+      return l.min_step_rate > 0 ? l.solo_step_rate() / l.min_step_rate : INFINITY;
+    };
+    std::stable_sort(orders[1].begin(), orders[1].end(),
+                     [&](size_t a, size_t b) { return tolerance(a) < tolerance(b); });
+    std::stable_sort(orders[2].begin(), orders[2].end(), [&](size_t a, size_t b) {
+      return loads_[a][home_[a]].memory > loads_[b][home_[b]].memory;
+    });
+    std::optional<Packing> best;
+    for (const auto& order : orders) {
+      Packing p = FirstFitDecreasing(order, remaining);
+      if (!best || p.cost.Key() < best->cost.Key()) best = std::move(p);
+    }
+    for (auto [c, count] : best->unplaced) {
+      for (int i = 0; i < count; ++i) {
+        plan->unplaced.push_back({TenantName(c, remaining[c] - count + i), "no GPU left in the fleet that can hold it"});
+      }
+    }
+    return std::move(best->bins);
+  }
+
+  Packing FirstFitDecreasing(const std::vector<size_t>& order, std::vector<int> remaining) const {
+    Packing out;
+    std::vector<OpenBin> open;
+    std::vector<int> inventory;
+    for (const FleetEntry& f : in_.fleet) inventory.push_back(f.count);
+    for (size_t c : order) {
+      size_t b = 0;  // GPUs before b have refused this class
+      while (remaining[c] > 0) {
+        for (; b < open.size(); ++b) {
+          if (open[b].refusals < kMaxRefusals && TryAdd(&open[b], c)) break;
+        }
+        if (b == open.size()) {
+          std::optional<size_t> k = NewGpuKind(c, inventory);
+          if (!k) {
+            out.unplaced.push_back({c, remaining[c]});
+            break;
+          }
+          --inventory[*k];
+          out.cost.gpus += 1;
+          out.cost.price += in_.fleet[*k].price_per_hour;
+          open.push_back({Bin{*k, {}, {}}, {}, 0});
+          TryAdd(&open.back(), c);  // holds it alone by construction
+        }
+        --remaining[c];
+      }
+    }
+    for (const auto& u : out.unplaced) out.cost.unplaced += u.second;
+    for (OpenBin& ob : open) out.bins.push_back(std::move(ob.bin));
+    return out;
+  }
+
+  // Adds one tenant of class `c` to the GPU if every check passes. Hot path: the necessary check
+  // (Need) rejects most misfits before any strategy is asked.
+  bool TryAdd(OpenBin* ob, size_t c) const {
+    Bin& bin = ob->bin;
+    if (!alone_[c][bin.kind]) return false;
+    const GpuKind& gpu = *in_.fleet[bin.kind].gpu;
+    const TenantLoad& l = loads_[c][bin.kind];
+    Need need = ob->need;
+    need.Add(l, gpu.memory_bytes);
+    if (need.Within() && bin.loads.size() < size_t(kMpsMaxClients)) {
+      bin.loads.push_back(&l);
+      if (bin.loads.size() == 1 || Fits(bin)) {
+        bin.classes.push_back(c);
+        ob->need = need;
+        return true;
+      }
+      bin.loads.pop_back();
+    }
+    ++ob->refusals;
+    return false;
+  }
+
+  // The kind to open for a tenant of class `c`: for the fewest GPUs, the one with the most
+  // bandwidth among those that hold it and have GPUs left (then the cheapest).
+  std::optional<size_t> NewGpuKind(size_t c, const std::vector<int>& inventory) const {
+    std::optional<size_t> best;
+    for (size_t k = 0; k < in_.fleet.size(); ++k) {
+      if (inventory[k] == 0 || !alone_[c][k]) continue;
+      const FleetEntry& f = in_.fleet[k];
+      if (!best || f.gpu->bandwidth > in_.fleet[*best].gpu->bandwidth ||
+          (f.gpu->bandwidth == in_.fleet[*best].gpu->bandwidth &&
+           f.price_per_hour < in_.fleet[*best].price_per_hour)) {
+        best = k;
+      }
+    }
+    return best;
+  }
+
+  // ---- Exact: branch and bound over every assignment (small inputs). ----
   std::vector<Bin> Exact(const std::vector<int>& remaining, Plan* plan) {
     units_.clear();
     for (size_t c : order_) {
@@ -320,6 +370,7 @@ class Planner {
   std::vector<std::vector<TenantLoad>> loads_;  // [class][fleet kind]
   std::vector<std::vector<bool>> alone_;        // fits that kind alone
   std::vector<double> size_;                    // largest demand fraction, for ordering
+  std::vector<size_t> home_;                    // first kind that holds the class alone
   std::vector<size_t> order_;                   // classes, largest first
   // Exact search state.
   std::vector<size_t> units_;

@@ -1,9 +1,10 @@
 // Fleet planning: tenants and a fleet of GPU kinds -> the fewest GPUs that meet every SLO (then the
 // lowest $/hour), each GPU with its strategy and layout, beside the one-job-per-GPU baseline.
 //
-// Exact for up to kExactTenantLimit tenants (branch and bound over assignments); above that a
-// bin-at-a-time first-fit-decreasing heuristic over tenant classes, which is fast (10,000 tenants in
-// well under a second) but not guaranteed optimal. A tenant that fits no GPU kind alone is reported
+// Exact for up to kExactTenantLimit tenants (branch and bound over assignments); above that
+// first-fit decreasing over tenant classes under three orderings (largest demand, tightest SLO,
+// most memory), keeping the best: fast (10,000 tenants well under a second, bench/) but not
+// guaranteed optimal. A tenant that fits no GPU kind alone is reported
 // with its reason and the rest is still planned. Pure function; thread-safe.
 #pragma once
 
