@@ -22,5 +22,6 @@ struct Command {
 
 Command AddExplainCommand(CLI::App& app);
 Command AddPlanCommand(CLI::App& app);
+Command AddFleetCommand(CLI::App& app);  // `fleet simulate`
 
 }  // namespace gpumux

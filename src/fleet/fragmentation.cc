@@ -1,0 +1,100 @@
+#include "fleet/fragmentation.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+namespace gpumux::fleet {
+
+TargetWorkload TargetWorkload::FromPods(const Cluster& cluster, const std::vector<PodSpec>& pods,
+                                        double coverage) {
+  // Key: CPU, milli, GPU count, spec text (the artifact's PodResource, whose order breaks ties).
+  using Key = std::tuple<int64_t, int, int, std::string>;
+  std::map<Key, std::pair<int, Shape>> counts;
+  for (const PodSpec& p : pods) {
+    std::string spec;
+    for (const std::string& m : p.gpu_spec) spec += (spec.empty() ? "" : "|") + m;
+    Shape s = cluster.ShapeOf(p);
+    s.memory_mib = 0;
+    auto& entry = counts[{p.cpu_milli, p.gpu_milli, p.num_gpu, spec}];
+    ++entry.first;
+    entry.second = s;
+  }
+  std::vector<std::pair<Key, std::pair<int, Shape>>> sorted(counts.begin(), counts.end());
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+    if (a.second.first != b.second.first) return a.second.first > b.second.first;
+    return a.first > b.first;  // reverse of the artifact's Less on equal counts
+  });
+  TargetWorkload w;
+  double expected = coverage * double(pods.size());
+  double covered = 0;
+  for (const auto& [key, entry] : sorted) {
+    if (covered >= expected) break;
+    w.classes_.push_back({entry.second, entry.first, 0});
+    covered += entry.first;
+  }
+  for (TargetClass& c : w.classes_) c.probability = c.count / covered;
+  return w;
+}
+
+namespace {
+
+// The part of a node's state the measure reads, cheap to copy and modify.
+struct FreeView {
+  int model;
+  int gpus;
+  int64_t cpu_left;
+  int total;
+  std::array<int16_t, kMaxGpusPerNode> left;
+};
+
+FreeView ViewOf(const NodeState& n) { return {n.model, n.gpus, n.cpu_left, n.gpu_left_total, n.gpu_left}; }
+
+double Fragmentation(const FreeView& v, const TargetWorkload& target) {
+  // Hot path: called for every candidate GPU of every node FGD and gpumux score.
+  if (v.total == 0) return 0;
+  double frag = 0;
+  for (const TargetClass& c : target.classes()) {
+    const Shape& s = c.shape;
+    int frag_m = v.total;  // all free milli, unless the shape fits
+    if (!s.cpu_only() && (s.models >> v.model & 1) && v.cpu_left >= s.cpu_milli) {
+      int fitting = 0, too_small = 0;
+      for (int g = 0; g < v.gpus; ++g) {
+        if (v.left[g] >= s.gpu_milli) {
+          ++fitting;
+        } else {
+          too_small += v.left[g];
+        }
+      }
+      if (fitting >= s.num_gpu) frag_m = too_small;
+    }
+    frag += c.probability * frag_m;
+  }
+  return frag;
+}
+
+}  // namespace
+
+double NodeFragmentation(const NodeState& n, const TargetWorkload& target) {
+  return Fragmentation(ViewOf(n), target);
+}
+
+double NodeFragmentationAfter(const NodeState& n, const TargetWorkload& target, const Shape& shape,
+                              int gpu) {
+  FreeView v = ViewOf(n);
+  v.cpu_left -= shape.cpu_milli;
+  if (shape.shares_gpu()) {
+    v.left[gpu] = int16_t(v.left[gpu] - shape.gpu_milli);
+  } else {
+    for (int g = 0, need = shape.num_gpu; g < v.gpus && need > 0; ++g) {
+      if (v.left[g] == kMilli) {
+        v.left[g] = 0;
+        --need;
+      }
+    }
+  }
+  v.total -= int(shape.total_gpu_milli());
+  return Fragmentation(v, target);
+}
+
+}  // namespace gpumux::fleet

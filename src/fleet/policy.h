@@ -1,0 +1,68 @@
+// A placement policy: how to choose the node (and the GPU) for a pod among the nodes that can host
+// it. The simulator owns the loop: it filters feasible nodes, asks the policy for scores, places the
+// pod on the highest score and breaks ties by a per-seed random ranking of the nodes (as the
+// artifact's scheduler does, reference A.1 C1).
+//
+// Policies are stateless apart from what they were built with, and thread-compatible (one per run).
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fleet/cluster.h"
+#include "fleet/fragmentation.h"
+#include "fleet/rng.h"
+
+namespace gpumux::fleet {
+
+struct NodeScore {
+  double score = 0;  // higher is better
+  int gpu = -1;      // for a GPU-sharing pod: the GPU it would take on this node
+};
+
+class Policy {
+ public:
+  virtual ~Policy() = default;
+
+  // Score of placing a pod of `shape` on the feasible node `node`. Depends only on that node's state
+  // and the shape, so the simulator caches it until the node changes.
+  virtual NodeScore Score(const Cluster& cluster, int node, const Shape& shape) const = 0;
+
+  // A policy that picks a node at random rather than by score returns its choice; -1 = use scores.
+  virtual int PickNode(std::span<const int> feasible, Rng& rng) const {
+    (void)feasible;
+    (void)rng;
+    return -1;
+  }
+
+  // The GPU a sharing pod takes on the chosen node; by default the one Score picked.
+  virtual int PickGpu(const Cluster& cluster, int node, const Shape& shape, int scored_gpu, Rng& rng) const {
+    (void)cluster, (void)node, (void)shape, (void)rng;
+    return scored_gpu;
+  }
+};
+
+// Names accepted by MakePolicy, in the order the README lists them.
+const std::vector<std::string>& PolicyNames();
+
+// Builds a policy by name. `target` is the workload FGD-style policies measure fragmentation
+// against; it must outlive the policy. Throws InputError for an unknown name, listing the known ones.
+std::unique_ptr<Policy> MakePolicy(std::string_view name, const TargetWorkload& target);
+
+// The GPU with the least free milli that still holds `milli`, lowest index on ties; -1 if none.
+// The artifact's "best" GPU selection, shared by several policies.
+int BestFitGpu(const NodeState& node, int milli);
+
+// Constructors, one per file in policies/.
+std::unique_ptr<Policy> MakeRandomPolicy();
+std::unique_ptr<Policy> MakeDotProductPolicy();
+std::unique_ptr<Policy> MakeGpuClusteringPolicy();
+std::unique_ptr<Policy> MakeGpuPackingPolicy();
+std::unique_ptr<Policy> MakeBestFitPolicy();
+std::unique_ptr<Policy> MakeFgdPolicy(const TargetWorkload& target);
+std::unique_ptr<Policy> MakeGpumuxPolicy(const TargetWorkload& target);
+
+}  // namespace gpumux::fleet

@@ -1,0 +1,42 @@
+// Trace replay exactly as the FGD artifact runs its experiments (reference A.1): pods arrive one by
+// one and never leave; each goes to the feasible node the policy scores highest, ties to the node
+// ranked first in a per-seed random ranking; a pod no node can host fails and the stream goes on.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "fleet/cluster.h"
+#include "fleet/fragmentation.h"
+#include "fleet/rng.h"
+#include "fleet/trace.h"
+
+namespace gpumux::fleet {
+
+// The pods of one run, as indices into the trace (C2, C3): the whole trace once in a random order,
+// then clones drawn with replacement from the trace until the next draw's per-GPU share would take
+// the total GPU request past `inflation` x capacity (the artifact checks the per-GPU share, not
+// num_gpu x share, so an 8-GPU clone can overshoot; reproduced on purpose).
+std::vector<int> BuildStream(const std::vector<PodSpec>& pods, int64_t capacity_milli, double inflation, Rng& rng);
+
+struct StreamRow {
+  int64_t arrived_milli = 0;  // GPU request of every pod so far, failed ones included
+  int64_t used_milli = 0;     // GPU milli allocated
+  double frag_milli = 0;      // cluster fragmentation against the target workload
+  int failed_pods = 0;        // so far
+};
+
+struct Simulation {
+  std::vector<StreamRow> rows;  // one per pod, after it was placed or failed
+  int64_t capacity_milli = 0;
+  int failed_pods = 0;
+};
+
+// One run of `policy` with `seed`. `empty` is the cluster before any pod; `target` the workload FGD
+// measures fragmentation against (built from the original trace). Throws InputError for an unknown
+// policy name.
+Simulation Simulate(const Cluster& empty, const std::vector<PodSpec>& pods, const TargetWorkload& target,
+                    std::string_view policy, uint64_t seed, double inflation);
+
+}  // namespace gpumux::fleet
