@@ -39,7 +39,7 @@ TargetWorkload TargetWorkload::FromPods(const Cluster& cluster, const std::vecto
 
 namespace {
 
-// The part of a node's state the measure reads, cheap to copy and modify.
+// The part of a node's state the measures read, cheap to copy and modify.
 struct FreeView {
   int model;
   int gpus;
@@ -50,6 +50,27 @@ struct FreeView {
 
 FreeView ViewOf(const NodeState& n) { return {n.model, n.gpus, n.cpu_left, n.gpu_left_total, n.gpu_left}; }
 
+// The view after placing a pod of `shape` as Cluster::Place would.
+FreeView After(const NodeState& n, const Shape& shape, int gpu) {
+  FreeView v = ViewOf(n);
+  v.cpu_left -= shape.cpu_milli;
+  if (shape.shares_gpu()) {
+    v.left[gpu] = int16_t(v.left[gpu] - shape.gpu_milli);
+  } else {
+    for (int g = 0, need = shape.num_gpu; g < v.gpus && need > 0; ++g) {
+      if (v.left[g] == kMilli) {
+        v.left[g] = 0;
+        --need;
+      }
+    }
+  }
+  v.total -= int(shape.total_gpu_milli());
+  return v;
+}
+
+// Whether a pod of shape `s` could ever use GPUs on this node: a GPU shape of an allowed model.
+bool MayUseGpus(const FreeView& v, const Shape& s) { return !s.cpu_only() && (s.models >> v.model & 1); }
+
 double Fragmentation(const FreeView& v, const TargetWorkload& target) {
   // Hot path: called for every candidate GPU of every node FGD and gpumux score.
   if (v.total == 0) return 0;
@@ -57,7 +78,7 @@ double Fragmentation(const FreeView& v, const TargetWorkload& target) {
   for (const TargetClass& c : target.classes()) {
     const Shape& s = c.shape;
     int frag_m = v.total;  // all free milli, unless the shape fits
-    if (!s.cpu_only() && (s.models >> v.model & 1) && v.cpu_left >= s.cpu_milli) {
+    if (MayUseGpus(v, s) && v.cpu_left >= s.cpu_milli) {
       int fitting = 0, too_small = 0;
       for (int g = 0; g < v.gpus; ++g) {
         if (v.left[g] >= s.gpu_milli) {
@@ -73,6 +94,30 @@ double Fragmentation(const FreeView& v, const TargetWorkload& target) {
   return frag;
 }
 
+double CapacityFragmentation(const FreeView& v, const TargetWorkload& target) {
+  // Hot path, like Fragmentation.
+  if (v.total == 0) return 0;
+  double frag = 0;
+  for (const TargetClass& c : target.classes()) {
+    const Shape& s = c.shape;
+    int64_t usable = 0;
+    if (MayUseGpus(v, s)) {
+      int64_t by_cpu = s.cpu_milli > 0 ? v.cpu_left / s.cpu_milli : int64_t(1) << 40;
+      if (s.shares_gpu()) {
+        int64_t by_gpu = 0;
+        for (int g = 0; g < v.gpus; ++g) by_gpu += v.left[g] / s.gpu_milli;
+        usable = std::min(by_gpu, by_cpu) * s.gpu_milli;
+      } else {
+        int free = 0;
+        for (int g = 0; g < v.gpus; ++g) free += v.left[g] == kMilli;
+        usable = std::min<int64_t>(free / s.num_gpu, by_cpu) * s.total_gpu_milli();
+      }
+    }
+    frag += c.probability * double(v.total - usable);
+  }
+  return frag;
+}
+
 }  // namespace
 
 double NodeFragmentation(const NodeState& n, const TargetWorkload& target) {
@@ -81,20 +126,16 @@ double NodeFragmentation(const NodeState& n, const TargetWorkload& target) {
 
 double NodeFragmentationAfter(const NodeState& n, const TargetWorkload& target, const Shape& shape,
                               int gpu) {
-  FreeView v = ViewOf(n);
-  v.cpu_left -= shape.cpu_milli;
-  if (shape.shares_gpu()) {
-    v.left[gpu] = int16_t(v.left[gpu] - shape.gpu_milli);
-  } else {
-    for (int g = 0, need = shape.num_gpu; g < v.gpus && need > 0; ++g) {
-      if (v.left[g] == kMilli) {
-        v.left[g] = 0;
-        --need;
-      }
-    }
-  }
-  v.total -= int(shape.total_gpu_milli());
-  return Fragmentation(v, target);
+  return Fragmentation(After(n, shape, gpu), target);
+}
+
+double NodeCapacityFragmentation(const NodeState& n, const TargetWorkload& target) {
+  return CapacityFragmentation(ViewOf(n), target);
+}
+
+double NodeCapacityFragmentationAfter(const NodeState& n, const TargetWorkload& target,
+                                      const Shape& shape, int gpu) {
+  return CapacityFragmentation(After(n, shape, gpu), target);
 }
 
 }  // namespace gpumux::fleet

@@ -41,4 +41,12 @@ double NodeFragmentation(const NodeState& node, const TargetWorkload& target);
 double NodeFragmentationAfter(const NodeState& node, const TargetWorkload& target, const Shape& shape,
                               int gpu);
 
+// gpumux's capacity fragment: for each target shape, the node's free GPU milli that pods of that
+// shape could not use if the node were filled with them until GPU room or CPU ran out (FGD's
+// measure asks only whether the next such pod fits). Catches GPUs stranded by exhausted CPU and
+// crumbs left by repeated fills. Same weighting over the target workload; hot path, no allocation.
+double NodeCapacityFragmentation(const NodeState& node, const TargetWorkload& target);
+double NodeCapacityFragmentationAfter(const NodeState& node, const TargetWorkload& target,
+                                      const Shape& shape, int gpu);
+
 }  // namespace gpumux::fleet
