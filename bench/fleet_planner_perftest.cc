@@ -109,4 +109,3 @@ BENCHMARK(BM_PerTenantFirstFit)->Args({2000, 0})->Unit(benchmark::kMillisecond);
 }  // namespace
 }  // namespace gpumux
 
-BENCHMARK_MAIN();

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -150,6 +151,54 @@ TEST(Plan, BadFileExitsTwoWithLocation) {
   EXPECT_NE(r.out.find(path + ":2:"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("'count'"), std::string::npos) << r.out;
   EXPECT_EQ(Gpumux("plan /nonexistent/plan.yaml").exit_code, 2);
+}
+
+std::string SmallTrace() {
+  std::string nodes = WriteTemp("gpumux_cli_nodes.csv",
+                                "sn,cpu_milli,memory_mib,gpu,model\nn0,96000,393216,8,G2\nn1,104000,524288,2,T4\n"
+                                "n2,64000,262144,4,V100\n");
+  std::string pods = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n";
+  const char* rows[] = {"1000,1024,1,500", "8000,16384,1,1000", "4000,8192,0,0", "2000,4096,1,250",
+                        "16000,65536,2,1000", "6000,4096,1,810"};
+  for (int i = 0; i < 30; ++i) pods += "p" + std::to_string(i) + "," + rows[i % 6] + "\n";
+  return "--nodes " + nodes + " --pods " + WriteTemp("gpumux_cli_pods.csv", pods);
+}
+
+TEST(Fleet, SimulateWritesCurvesPlotAndJson) {
+  auto out = std::filesystem::temp_directory_path() / "gpumux_cli_fleet";
+  std::filesystem::remove_all(out);
+  std::filesystem::create_directories(out);
+  Result r = Gpumux("fleet simulate " + SmallTrace() + " --policy fgd,bestfit --seeds 3 --json --out " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["policies"].size(), 2u);
+  EXPECT_EQ(j["policies"][0]["name"], "fgd");
+  EXPECT_EQ(j["policies"][1]["name"], "bestfit");
+  for (const auto& p : j["policies"]) {
+    double un = p["unallocated_pct_at_100"]["mean"].get<double>();
+    double al = p["allocation_pct_at_100"]["mean"].get<double>();
+    EXPECT_NEAR(un + al, 100, 1e-9);
+    EXPECT_GE(p["unallocated_pct_at_100"]["sd"].get<double>(), 0);
+  }
+  EXPECT_TRUE(std::filesystem::exists(out / "fleet_curves.csv"));
+  std::ifstream svg(out / "fleet_unallocated.svg");
+  std::string text((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("<svg"), std::string::npos);
+  EXPECT_NE(text.find(">bestfit<"), std::string::npos) << "legend names every policy";
+  Result table = Gpumux("fleet simulate " + SmallTrace() + " --policy gpumux --seeds 2 --out " + out.string());
+  ASSERT_EQ(table.exit_code, 0) << table.out;
+  EXPECT_NE(table.out.find("gpumux"), std::string::npos);
+}
+
+TEST(Fleet, BadInputExitsTwo) {
+  std::string bad = WriteTemp("gpumux_cli_bad_pods.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,1000,1,1,2000\n");
+  Result r = Gpumux("fleet simulate --nodes " + WriteTemp("gpumux_cli_n.csv", "sn,cpu_milli,memory_mib,gpu,model\nn0,1000,1,1,G2\n") +
+                    " --pods " + bad + " --seeds 1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find(bad + ":2: gpu_milli 2000 is over 1000"), std::string::npos) << r.out;
+  Result policy = Gpumux("fleet simulate " + SmallTrace() + " --policy fdg --seeds 1");
+  EXPECT_EQ(policy.exit_code, 2);
+  EXPECT_NE(policy.out.find("unknown policy 'fdg'"), std::string::npos) << policy.out;
 }
 
 TEST(Cli, HelpAndUsage) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -58,7 +59,8 @@ int RunSimulate(const FleetOptions& o) {
   std::string csv = o.out_dir + "/fleet_curves.csv", svg = o.out_dir + "/fleet_unallocated.svg";
   fleet::WriteCurvesCsv(csv, curves, eo.max_pct);
   fleet::WriteUnallocatedSvg(svg, curves, eo.max_pct,
-                             fmt::format("Unallocated GPU vs arrived workload ({}, {} seeds)", o.pods, o.seeds));
+                             fmt::format("Unallocated GPU vs arrived workload: {}, mean of {} seeds",
+                                         std::filesystem::path(o.pods).filename().string(), o.seeds));
 
   auto stat_json = [](fleet::Stat s) { return nlohmann::json{{"mean", s.mean}, {"sd", s.sd}}; };
   if (o.json) {

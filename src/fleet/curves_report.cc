@@ -44,15 +44,22 @@ void WriteUnallocatedSvg(const std::string& path, const std::vector<PolicyCurves
                          const std::string& title) {
   constexpr double kW = 760, kH = 460, kLeft = 60, kRight = 150, kTop = 40, kBottom = 50;
   const double pw = kW - kLeft - kRight, ph = kH - kTop - kBottom;
+  // The interesting part starts where the first policies fall behind: plot from 50% arrived.
+  const int xmin = std::min(50, max_pct);
   double ymax = 0;
   for (const PolicyCurves& c : curves) {
-    for (int x = 0; x <= max_pct; ++x) {
+    for (int x = xmin; x <= max_pct; ++x) {
       Stat s = At(c, x, &CurvePoint::unallocated_pct);
-      if (!std::isnan(s.mean) && x >= 50) ymax = std::max(ymax, s.mean);
+      if (!std::isnan(s.mean)) ymax = std::max(ymax, s.mean);
     }
   }
-  ymax = std::max(5.0, std::ceil(ymax / 5) * 5);
-  auto px = [&](double x) { return kLeft + pw * x / max_pct; };
+  double step = 1;
+  for (double candidate : {1.0, 2.0, 5.0, 10.0, 20.0, 25.0}) {
+    step = candidate;
+    if (ymax / candidate <= 10) break;
+  }
+  ymax = std::max(step, std::ceil(ymax / step) * step);
+  auto px = [&](double x) { return kLeft + pw * (x - xmin) / std::max(1, max_pct - xmin); };
   auto py = [&](double y) { return kTop + ph * (1 - std::min(y, ymax) / ymax); };
   static const char* kColours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
 
@@ -60,11 +67,11 @@ void WriteUnallocatedSvg(const std::string& path, const std::vector<PolicyCurves
   out << fmt::format(R"svg(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif" font-size="12">)svg", kW, kH) << "\n";
   out << fmt::format(R"svg(<rect width="{}" height="{}" fill="white"/>)svg", kW, kH) << "\n";
   out << fmt::format(R"svg(<text x="{}" y="22" font-size="14">{}</text>)svg", kLeft, title) << "\n";
-  for (int x = 0; x <= max_pct; x += 10) {
+  for (int x = xmin; x <= max_pct; x += 10) {
     out << fmt::format(R"svg(<line x1="{0}" y1="{1}" x2="{0}" y2="{2}" stroke="#ddd"/><text x="{0}" y="{3}" text-anchor="middle">{4}</text>)svg",
                        px(x), kTop, kTop + ph, kTop + ph + 16, x) << "\n";
   }
-  for (double y = 0; y <= ymax + 1e-9; y += ymax / 5) {
+  for (double y = 0; y <= ymax + 1e-9; y += step) {
     out << fmt::format(R"svg(<line x1="{0}" y1="{1}" x2="{2}" y2="{1}" stroke="#ddd"/><text x="{3}" y="{4}" text-anchor="end">{5:g}</text>)svg",
                        kLeft, py(y), kLeft + pw, kLeft - 6, py(y) + 4, y) << "\n";
   }
@@ -72,7 +79,7 @@ void WriteUnallocatedSvg(const std::string& path, const std::vector<PolicyCurves
   out << fmt::format(R"svg(<text transform="translate(16,{}) rotate(-90)" text-anchor="middle">unallocated GPU (%)</text>)svg", kTop + ph / 2) << "\n";
   for (size_t i = 0; i < curves.size(); ++i) {
     std::string points;
-    for (int x = 0; x <= max_pct; ++x) {
+    for (int x = xmin; x <= max_pct; ++x) {
       Stat s = At(curves[i], x, &CurvePoint::unallocated_pct);
       if (!std::isnan(s.mean)) points += fmt::format("{:.1f},{:.1f} ", px(x), py(s.mean));
     }

@@ -32,10 +32,12 @@ std::vector<CurvePoint> Curve(const Simulation& sim, int max_pct) {
   std::vector<CurvePoint> curve(max_pct + 1);
   for (int x = 0; x <= max_pct; ++x) {
     Sum total = sums[x];
-    if (total.rows == 0) {  // widen to X±1
-      for (int d : {-1, 1}) {
-        if (x + d < 0 || x + d > max_pct) continue;
-        const Sum& s = sums[x + d];
+    // Widen to X±1, X±2, ... until some row falls in (the artifact stops at ±1, which always
+    // suffices on its traces; small clusters arrive in bigger steps).
+    for (int d = 1; total.rows == 0 && d <= max_pct; ++d) {
+      for (int y : {x - d, x + d}) {
+        if (y < 0 || y > max_pct) continue;
+        const Sum& s = sums[y];
         total.alloc += s.alloc, total.frag_cap += s.frag_cap, total.frag_idle += s.frag_idle;
         total.failed += s.failed, total.rows += s.rows;
       }

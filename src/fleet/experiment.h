@@ -1,7 +1,8 @@
 // An experiment: several policies, several seeds, on one cluster and trace; and the curves the FGD
 // paper reports, computed the way its analysis scripts compute them (reference A.1 C13): the value at
 // "X% arrived" is the mean over the per-pod rows whose arrived GPU request, as a percentage of
-// capacity, rounds (half to even) to X; if no row does, the window widens to X±1.
+// capacity, rounds (half to even) to X; if no row does, the window widens to X±1 (and further, one
+// point at a time, on small clusters where pods arrive in bigger steps).
 #pragma once
 
 #include <cstdint>

@@ -28,7 +28,8 @@ std::vector<int> BuildStream(const std::vector<PodSpec>& pods, int64_t capacity_
 }
 
 Simulation Simulate(const Cluster& empty, const std::vector<PodSpec>& pods, const TargetWorkload& target,
-                    std::string_view policy_name, uint64_t seed, double inflation) {
+                    std::string_view policy_name, uint64_t seed, double inflation,
+                    std::vector<Placement>* placements) {
   std::unique_ptr<Policy> policy = MakePolicy(policy_name, target);
   Cluster cluster = empty;
   Rng rng(seed);
@@ -95,6 +96,7 @@ Simulation Simulate(const Cluster& empty, const std::vector<PodSpec>& pods, cons
     } else {
       int gpu = s.shares_gpu() ? policy->PickGpu(cluster, chosen, s, scored_gpu, rng) : -1;
       cluster.Place(chosen, s, gpu);
+      if (placements) placements->push_back({pod, chosen, gpu});
       double f = NodeFragmentation(cluster.node(chosen), target);
       frag += f - node_frag[chosen];
       node_frag[chosen] = f;

@@ -27,6 +27,12 @@ struct StreamRow {
   int failed_pods = 0;        // so far
 };
 
+struct Placement {
+  int pod = 0;   // index into the trace
+  int node = 0;
+  int gpu = -1;  // the GPU of a sharing pod
+};
+
 struct Simulation {
   std::vector<StreamRow> rows;  // one per pod, after it was placed or failed
   int64_t capacity_milli = 0;
@@ -34,9 +40,10 @@ struct Simulation {
 };
 
 // One run of `policy` with `seed`. `empty` is the cluster before any pod; `target` the workload FGD
-// measures fragmentation against (built from the original trace). Throws InputError for an unknown
-// policy name.
+// measures fragmentation against (built from the original trace). If `placements` is given, every
+// placement is appended to it (for checking). Throws InputError for an unknown policy name.
 Simulation Simulate(const Cluster& empty, const std::vector<PodSpec>& pods, const TargetWorkload& target,
-                    std::string_view policy, uint64_t seed, double inflation);
+                    std::string_view policy, uint64_t seed, double inflation,
+                    std::vector<Placement>* placements = nullptr);
 
 }  // namespace gpumux::fleet

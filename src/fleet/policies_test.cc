@@ -1,0 +1,121 @@
+// Each policy's choice on small hand-built clusters where the right answer is known.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "core/input_error.h"
+#include "fleet/policy.h"
+#include "fleet/test_support.h"
+
+namespace gpumux::fleet {
+namespace {
+
+// The node a policy picks among feasible ones (highest score, lowest index on ties), and its GPU.
+std::pair<int, int> Choose(const Policy& p, const Cluster& c, const Shape& s) {
+  int best = -1, gpu = -1;
+  double score = 0;
+  for (int i = 0; i < c.size(); ++i) {
+    if (!c.Fits(i, s)) continue;
+    NodeScore ns = p.Score(c, i, s);
+    if (best < 0 || ns.score > score) best = i, score = ns.score, gpu = ns.gpu;
+  }
+  return {best, gpu};
+}
+
+class PoliciesTest : public ::testing::Test {
+ protected:
+  // Two 4-GPU nodes; node 1 is partly used (one GPU at 400 free, 32 of 64 cores taken).
+  PoliciesTest() : cluster_({Node("empty", 64, 4, "G2"), Node("used", 64, 4, "G2")}) {
+    cluster_.Place(1, cluster_.ShapeOf(Pod("old", 32, 1, 600)), 2);
+    pods_ = {Pod("a", 4, 1, 1000), Pod("b", 4, 1, 400), Pod("c", 4, 1, 600)};
+    target_ = TargetWorkload::FromPods(cluster_, pods_, 1.0);
+  }
+  Shape Share(int milli, int cores = 2) { return cluster_.ShapeOf(Pod("p", cores, 1, milli)); }
+  Cluster cluster_;
+  std::vector<PodSpec> pods_;
+  TargetWorkload target_;
+};
+
+TEST_F(PoliciesTest, BestFitPacksOntoTheUsedNodeAndTheTightestGpu) {
+  auto [node, gpu] = Choose(*MakeBestFitPolicy(), cluster_, Share(300));
+  EXPECT_EQ(node, 1);
+  EXPECT_EQ(gpu, 2) << "the GPU with 400 free is the tightest that holds 300";
+}
+
+TEST_F(PoliciesTest, DotProductPrefersLessFreeResourceAlongThePodsRequest) {
+  EXPECT_EQ(Choose(*MakeDotProductPolicy(), cluster_, Share(300)).first, 1);
+}
+
+TEST_F(PoliciesTest, PackingUsesSharedGpusFirstThenUsedNodesThenIdleOnes) {
+  auto packing = MakeGpuPackingPolicy();
+  auto [node, gpu] = Choose(*packing, cluster_, Share(300));
+  EXPECT_EQ(node, 1);
+  EXPECT_EQ(gpu, 2);
+  // A whole GPU: a free GPU on the used node beats opening the idle node.
+  EXPECT_EQ(Choose(*packing, cluster_, cluster_.ShapeOf(Pod("w", 2, 1, 1000))).first, 1);
+}
+
+TEST_F(PoliciesTest, ClusteringKeepsPodKindsTogether) {
+  auto clustering = MakeGpuClusteringPolicy();
+  EXPECT_EQ(Choose(*clustering, cluster_, Share(300)).first, 1) << "the node already running sharing pods";
+  // A 2-GPU pod: the used node runs another kind only (0-25), the idle node scores 25-50.
+  EXPECT_EQ(Choose(*clustering, cluster_, cluster_.ShapeOf(Pod("w", 2, 2, 1000))).first, 0);
+}
+
+TEST_F(PoliciesTest, FgdFillsTheLeftoverThatMatchesATargetShape) {
+  // A 400-milli pod: on GPU 2 (400 free) it leaves nothing; elsewhere it leaves 600 on a GPU
+  // (usable by the 600 shape, but no longer by whole pods).
+  auto [node, gpu] = Choose(*MakeFgdPolicy(target_), cluster_, Share(400));
+  EXPECT_EQ(node, 1);
+  EXPECT_EQ(gpu, 2);
+}
+
+TEST_F(PoliciesTest, GpumuxSendsCpuOnlyPodsWhereTheirCpuStrandsNoGpu) {
+  // Two idle 2-GPU nodes; whole pods need 16 cores. A 20-core CPU-only pod leaves node "tight"
+  // (48 cores) unable to feed both GPUs, but leaves "roomy" (96 cores) able to. FGD sees no
+  // difference (the next whole pod fits on either); gpumux's capacity tie-break does.
+  Cluster c({Node("tight", 48, 2, "G2"), Node("roomy", 96, 2, "G2")});
+  std::vector<PodSpec> pods = {Pod("w", 16, 1, 1000)};
+  TargetWorkload t = TargetWorkload::FromPods(c, pods, 1.0);
+  Shape cpu = c.ShapeOf(Pod("cpu", 20, 0, 0));
+  EXPECT_EQ(MakeFgdPolicy(t)->Score(c, 0, cpu).score, MakeFgdPolicy(t)->Score(c, 1, cpu).score);
+  EXPECT_EQ(Choose(*MakeGpumuxPolicy(t), c, cpu).first, 1);
+}
+
+TEST_F(PoliciesTest, RandomPicksEveryFeasibleNodeAndGpuAndNothingElse) {
+  Cluster c({Node("a", 8, 2, "G2"), Node("b", 8, 2, "G2"), Node("full", 1, 2, "G2")});
+  auto random = MakeRandomPolicy();
+  Shape s = c.ShapeOf(Pod("p", 2, 1, 500));
+  std::vector<int> feasible;
+  for (int i = 0; i < c.size(); ++i) {
+    if (c.Fits(i, s)) feasible.push_back(i);
+  }
+  ASSERT_EQ(feasible, (std::vector<int>{0, 1}));
+  Rng rng(1);
+  std::map<int, int> nodes, gpus;
+  for (int i = 0; i < 2000; ++i) {
+    ++nodes[random->PickNode(feasible, rng)];
+    ++gpus[random->PickGpu(c, 0, s, -1, rng)];
+  }
+  EXPECT_EQ(nodes.size(), 2u);
+  EXPECT_GT(nodes[0], 850);
+  EXPECT_GT(nodes[1], 850);
+  EXPECT_GT(gpus[0], 850);
+  EXPECT_GT(gpus[1], 850);
+}
+
+TEST(Policies, UnknownNameListsTheKnownOnes) {
+  Cluster c({Node("a", 8, 2, "G2")});
+  TargetWorkload t = TargetWorkload::FromPods(c, {Pod("p", 1, 1, 500)});
+  try {
+    MakePolicy("fdg", t);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown policy 'fdg' (known: random, dotprod"), std::string::npos) << e.what();
+  }
+  for (const std::string& name : PolicyNames()) EXPECT_NO_THROW(MakePolicy(name, t)) << name;
+}
+
+}  // namespace
+}  // namespace gpumux::fleet
