@@ -33,7 +33,7 @@ void BM_Experiment(benchmark::State& state, const char* policy) {
     return;
   }
   Cluster empty(trace->nodes);
-  TargetWorkload target = TargetWorkload::FromPods(empty, trace->pods);
+  TargetWorkloads target = TargetWorkloads::FromPods(empty, trace->pods);
   size_t pods = 0;
   uint64_t seed = 42;
   for (auto _ : state) {

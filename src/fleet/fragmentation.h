@@ -33,6 +33,16 @@ class TargetWorkload {
   std::vector<TargetClass> classes_;
 };
 
+// The target workloads the policies measure against, built once per trace.
+struct TargetWorkloads {
+  TargetWorkload fgd;   // the shapes covering 95% of pods, as FGD's artifact builds it
+  TargetWorkload wide;  // 99%: gpumux's capacity tie-break also sees rarer shapes (e.g. pods that
+                        // fit only one node type), which protects the nodes they need
+  static TargetWorkloads FromPods(const Cluster& cluster, const std::vector<PodSpec>& pods) {
+    return {TargetWorkload::FromPods(cluster, pods, 0.95), TargetWorkload::FromPods(cluster, pods, 0.99)};
+  }
+};
+
 // Expected fragment of a node in milli-GPU. Hot path of FGD and gpumux scoring: no allocation.
 double NodeFragmentation(const NodeState& node, const TargetWorkload& target);
 

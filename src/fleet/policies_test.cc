@@ -77,9 +77,9 @@ TEST_F(PoliciesTest, GpumuxSendsCpuOnlyPodsWhereTheirCpuStrandsNoGpu) {
   // difference (the next whole pod fits on either); gpumux's capacity tie-break does.
   Cluster c({Node("tight", 48, 2, "G2"), Node("roomy", 96, 2, "G2")});
   std::vector<PodSpec> pods = {Pod("w", 16, 1, 1000)};
-  TargetWorkload t = TargetWorkload::FromPods(c, pods, 1.0);
+  TargetWorkloads t = TargetWorkloads::FromPods(c, pods);
   Shape cpu = c.ShapeOf(Pod("cpu", 20, 0, 0));
-  EXPECT_EQ(MakeFgdPolicy(t)->Score(c, 0, cpu).score, MakeFgdPolicy(t)->Score(c, 1, cpu).score);
+  EXPECT_EQ(MakeFgdPolicy(t.fgd)->Score(c, 0, cpu).score, MakeFgdPolicy(t.fgd)->Score(c, 1, cpu).score);
   EXPECT_EQ(Choose(*MakeGpumuxPolicy(t), c, cpu).first, 1);
 }
 
@@ -107,7 +107,7 @@ TEST_F(PoliciesTest, RandomPicksEveryFeasibleNodeAndGpuAndNothingElse) {
 
 TEST(Policies, UnknownNameListsTheKnownOnes) {
   Cluster c({Node("a", 8, 2, "G2")});
-  TargetWorkload t = TargetWorkload::FromPods(c, {Pod("p", 1, 1, 500)});
+  TargetWorkloads t = TargetWorkloads::FromPods(c, {Pod("p", 1, 1, 500)});
   try {
     MakePolicy("fdg", t);
     FAIL();

@@ -13,14 +13,14 @@ const std::vector<std::string>& PolicyNames() {
   return names;
 }
 
-std::unique_ptr<Policy> MakePolicy(std::string_view name, const TargetWorkload& target) {
+std::unique_ptr<Policy> MakePolicy(std::string_view name, const TargetWorkloads& targets) {
   if (name == "random") return MakeRandomPolicy();
   if (name == "dotprod") return MakeDotProductPolicy();
   if (name == "clustering") return MakeGpuClusteringPolicy();
   if (name == "packing") return MakeGpuPackingPolicy();
   if (name == "bestfit") return MakeBestFitPolicy();
-  if (name == "fgd") return MakeFgdPolicy(target);
-  if (name == "gpumux") return MakeGpumuxPolicy(target);
+  if (name == "fgd") return MakeFgdPolicy(targets.fgd);
+  if (name == "gpumux") return MakeGpumuxPolicy(targets);
   throw InputError(fmt::format("unknown policy '{}' (known: {})", name, fmt::join(PolicyNames(), ", ")));
 }
 

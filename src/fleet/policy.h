@@ -48,9 +48,9 @@ class Policy {
 // Names accepted by MakePolicy, in the order the README lists them.
 const std::vector<std::string>& PolicyNames();
 
-// Builds a policy by name. `target` is the workload FGD-style policies measure fragmentation
-// against; it must outlive the policy. Throws InputError for an unknown name, listing the known ones.
-std::unique_ptr<Policy> MakePolicy(std::string_view name, const TargetWorkload& target);
+// Builds a policy by name. `targets` are the workloads FGD-style policies measure fragmentation
+// against; they must outlive the policy. Throws InputError for an unknown name, listing the known ones.
+std::unique_ptr<Policy> MakePolicy(std::string_view name, const TargetWorkloads& targets);
 
 // The GPU with the least free milli that still holds `milli`, lowest index on ties; -1 if none.
 // The artifact's "best" GPU selection, shared by several policies.
@@ -63,6 +63,6 @@ std::unique_ptr<Policy> MakeGpuClusteringPolicy();
 std::unique_ptr<Policy> MakeGpuPackingPolicy();
 std::unique_ptr<Policy> MakeBestFitPolicy();
 std::unique_ptr<Policy> MakeFgdPolicy(const TargetWorkload& target);
-std::unique_ptr<Policy> MakeGpumuxPolicy(const TargetWorkload& target);
+std::unique_ptr<Policy> MakeGpumuxPolicy(const TargetWorkloads& targets);
 
 }  // namespace gpumux::fleet

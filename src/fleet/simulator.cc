@@ -27,10 +27,11 @@ std::vector<int> BuildStream(const std::vector<PodSpec>& pods, int64_t capacity_
   return stream;
 }
 
-Simulation Simulate(const Cluster& empty, const std::vector<PodSpec>& pods, const TargetWorkload& target,
+Simulation Simulate(const Cluster& empty, const std::vector<PodSpec>& pods, const TargetWorkloads& targets,
                     std::string_view policy_name, uint64_t seed, double inflation,
                     std::vector<Placement>* placements) {
-  std::unique_ptr<Policy> policy = MakePolicy(policy_name, target);
+  std::unique_ptr<Policy> policy = MakePolicy(policy_name, targets);
+  const TargetWorkload& target = targets.fgd;
   Cluster cluster = empty;
   Rng rng(seed);
   std::vector<int> stream = BuildStream(pods, cluster.gpu_capacity_milli(), inflation, rng);

@@ -68,7 +68,7 @@ TEST(Simulator, EveryPolicyRespectsCapacityAndModelsOnEveryRun) {
   for (uint64_t seed : {1, 2}) {
     World w = MakeWorld(seed);
     Cluster empty(w.nodes);
-    TargetWorkload target = TargetWorkload::FromPods(empty, w.pods);
+    TargetWorkloads target = TargetWorkloads::FromPods(empty, w.pods);
     for (const std::string& policy : PolicyNames()) {
       std::vector<Placement> placements;
       Simulation sim = Simulate(empty, w.pods, target, policy, seed, 1.3, &placements);
@@ -107,7 +107,7 @@ TEST(Simulator, EveryPolicyRespectsCapacityAndModelsOnEveryRun) {
 TEST(Simulator, SameSeedSameRun) {
   World w = MakeWorld(5);
   Cluster empty(w.nodes);
-  TargetWorkload target = TargetWorkload::FromPods(empty, w.pods);
+  TargetWorkloads target = TargetWorkloads::FromPods(empty, w.pods);
   for (const char* policy : {"random", "fgd", "gpumux"}) {
     Simulation a = Simulate(empty, w.pods, target, policy, 7, 1.3);
     Simulation b = Simulate(empty, w.pods, target, policy, 7, 1.3);
@@ -151,6 +151,22 @@ TEST(Reproduction, ArtifactNumbersOnTheDefaultTrace) {
   double fgd = At(curves[3], 100, &CurvePoint::unallocated_pct).mean;
   double ours = At(curves[4], 100, &CurvePoint::unallocated_pct).mean;
   EXPECT_LT(ours, fgd - 0.2) << "gpumux must beat FGD on the default trace";
+}
+
+// gpumux's policy against FGD on every trace variant, same seeds, same run.
+TEST(Reproduction, GpumuxBeatsFgdOnEveryTraceVariant) {
+  std::string dir = SharedTraceDir();
+  if (dir.empty()) GTEST_SKIP() << "../shared/traces/openb-v2023 not found beside the checkout";
+  auto nodes = LoadNodes(dir + "/openb_node_list_gpu_node.csv");
+  for (const char* variant : {"default", "gpushare40", "multigpu30", "gpuspec20", "cpu100"}) {
+    ExperimentOptions o;
+    o.policies = {"fgd", "gpumux"};
+    o.jobs = 2;
+    auto curves = RunExperiment(nodes, LoadPods(dir + "/openb_pod_list_" + std::string(variant) + ".csv"), o);
+    double fgd = At(curves[0], 100, &CurvePoint::unallocated_pct).mean;
+    double ours = At(curves[1], 100, &CurvePoint::unallocated_pct).mean;
+    EXPECT_LT(ours, fgd) << variant << ": gpumux " << ours << "% vs FGD " << fgd << "%";
+  }
 }
 
 }  // namespace
