@@ -2,17 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include "core/catalog_fixture.h"
+
 #include "core/catalog.h"
 #include "core/input_error.h"
 
 namespace gpumux {
 namespace {
 
-class WorkloadTest : public ::testing::Test {
- protected:
-  Catalog catalog_ = Catalog::LoadBundled();
-  const GpuKind& h100_ = catalog_.FindGpu("H100-SXM5-80GB");
-};
+class WorkloadTest : public CatalogFixture {};
 
 // The README's opening numbers: "13B" at 2 bytes/param, batch 1, on an H100 SXM5 with η = 1.
 TEST_F(WorkloadTest, GoldenThirteenBillionOnH100) {

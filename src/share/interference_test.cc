@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/catalog_fixture.h"
+
 #include <random>
 
 #include "share/test_support.h"
@@ -9,11 +11,7 @@
 namespace gpumux {
 namespace {
 
-class InterferenceTest : public ::testing::Test {
- protected:
-  Catalog catalog_ = Catalog::LoadBundled();
-  const GpuKind& h100_ = catalog_.FindGpu("H100-SXM5-80GB");
-};
+class InterferenceTest : public CatalogFixture {};
 
 TEST_F(InterferenceTest, TwoSaturatingDecodersEachGetHalf) {
   TenantSet set(h100_);

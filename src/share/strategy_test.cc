@@ -2,17 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include "core/catalog_fixture.h"
+
 #include "share/gpu_choice.h"
 #include "share/test_support.h"
 
 namespace gpumux {
 namespace {
 
-class StrategyTest : public ::testing::Test {
- protected:
-  Catalog catalog_ = Catalog::LoadBundled();
-  const GpuKind& h100_ = catalog_.FindGpu("H100-SXM5-80GB");
-};
+class StrategyTest : public CatalogFixture {};
 
 // The packing scenario: two independent 13B BF16 batch-1 servers on one H100.
 TEST_F(StrategyTest, TwoThirteenBServersPackForFiftyTokensPerSecond) {
