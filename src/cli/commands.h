@@ -23,5 +23,7 @@ struct Command {
 Command AddExplainCommand(CLI::App& app);
 Command AddPlanCommand(CLI::App& app);
 Command AddFleetCommand(CLI::App& app);  // `fleet simulate`
+Command AddRunCommand(CLI::App& app);
+Command AddStatusCommand(CLI::App& app);
 
 }  // namespace gpumux

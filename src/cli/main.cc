@@ -13,7 +13,8 @@ int main(int argc, char** argv) {
   CLI::App app{"gpumux: share GPUs safely. Models what each job uses, plans which jobs share which GPU "
                "and how (MIG, MPS, time-slicing), and says why."};
   app.require_subcommand(1);
-  std::vector<Command> commands = {AddExplainCommand(app), AddPlanCommand(app), AddFleetCommand(app)};
+  std::vector<Command> commands = {AddExplainCommand(app), AddPlanCommand(app), AddFleetCommand(app),
+                                   AddRunCommand(app), AddStatusCommand(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

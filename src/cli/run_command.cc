@@ -1,0 +1,241 @@
+// `gpumux run`: start a command as a tenant of a shared GPU with a memory quota, under the shim;
+// `gpumux status`: show each tenant's quota, usage and processes from the GPU's ledger.
+#include <dlfcn.h>
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/report.h"
+#include "core/catalog.h"
+#include "core/input_error.h"
+#include "core/units.h"
+#include "node/ledger/ledger.h"
+
+namespace gpumux {
+namespace {
+
+struct RunOptions {
+  int gpu = 0;
+  std::string mem;
+  std::string sim;
+  std::string tenant;
+  bool strict = false;
+  std::vector<std::string> catalogs;
+  std::vector<std::string> command;
+};
+
+struct StatusOptions {
+  int gpu = 0;
+  bool json = false;
+};
+
+struct DeviceInfo {
+  std::string name;
+  uint64_t memory = 0;
+  int sms = 0;
+  bool simulated = false;
+};
+
+// The real GPU's name and memory through NVML, opened at run time (no NVIDIA header or library is
+// needed to build gpumux).
+DeviceInfo RealDevice(int index) {
+  void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+  if (!nvml) {
+    throw InputError("no NVIDIA driver found (libnvidia-ml.so.1); run with --sim KIND (or GPUMUX_SIM=KIND) to "
+                     "use the simulated GPU");
+  }
+  struct Memory { unsigned long long total, free, used; };
+  auto init = reinterpret_cast<int (*)()>(dlsym(nvml, "nvmlInit_v2"));
+  auto handle = reinterpret_cast<int (*)(unsigned, void**)>(dlsym(nvml, "nvmlDeviceGetHandleByIndex_v2"));
+  auto memory = reinterpret_cast<int (*)(void*, Memory*)>(dlsym(nvml, "nvmlDeviceGetMemoryInfo"));
+  auto name = reinterpret_cast<int (*)(void*, char*, unsigned)>(dlsym(nvml, "nvmlDeviceGetName"));
+  void* dev = nullptr;
+  Memory m{};
+  char buf[96] = {0};
+  if (!init || !handle || !memory || !name || init() != 0 || handle(unsigned(index), &dev) != 0 ||
+      memory(dev, &m) != 0 || name(dev, buf, sizeof(buf)) != 0) {
+    throw InputError(fmt::format("GPU {}: NVML cannot describe it (is the index right?)", index));
+  }
+  return {buf, m.total, 0, false};
+}
+
+std::string ExecutableDir() {
+  return std::filesystem::read_symlink("/proc/self/exe").parent_path().string();
+}
+
+std::string Prepend(const char* var, const std::string& value) {
+  const char* old = std::getenv(var);
+  return old && *old ? value + ":" + old : value;
+}
+
+pid_t g_child = 0;
+void Forward(int sig) {
+  if (g_child > 0) kill(g_child, sig);
+}
+
+// Removes the tenant if none of its processes is left (another `gpumux run` may share it).
+void RemoveIfIdle(node::Ledger& ledger, int tenant, const std::string& id) {
+  ledger.ReclaimDead();
+  for (const node::TenantUsage& u : ledger.Snapshot()) {
+    if (u.slot == tenant && u.id == id && u.processes.empty()) ledger.RemoveTenant(tenant);
+  }
+}
+
+int RunTenant(const RunOptions& o) {
+  if (o.command.empty()) throw InputError("give the command to run after --");
+  std::string sim = o.sim;
+  if (sim.empty() && std::getenv("GPUMUX_SIM")) sim = std::getenv("GPUMUX_SIM");
+  DeviceInfo device;
+  if (!sim.empty()) {
+    Catalog catalog = Catalog::LoadBundled();
+    for (const std::string& path : o.catalogs) catalog.AddFile(path);
+    const GpuKind& kind = catalog.FindGpu(sim);
+    device = {kind.name + " (simulated)", uint64_t(kind.memory_bytes), kind.sms, true};
+  } else {
+    device = RealDevice(o.gpu);
+  }
+  uint64_t quota = 0;
+  try {
+    quota = uint64_t(ParseBytes(o.mem));
+  } catch (const UnitError& e) {
+    throw InputError(fmt::format("--mem: {}", e.what()));
+  }
+  if (quota == 0) throw InputError("--mem must be more than 0 bytes");
+  if (quota > device.memory) {
+    throw InputError(fmt::format("--mem {} is more than GPU {}'s {} ({})", FormatBytes(double(quota)), o.gpu,
+                                 FormatBytes(double(device.memory)), device.name));
+  }
+  std::string path = node::LedgerPath(o.gpu);
+  node::Ledger ledger = [&] {
+    try {
+      return node::Ledger::CreateOrOpen(path, device.memory, device.name);
+    } catch (const node::LedgerError& e) {
+      throw InputError(e.what());
+    }
+  }();
+  if (ledger.gpu_name() != device.name || ledger.capacity() != device.memory) {
+    throw InputError(fmt::format("{} is the ledger of a {} ({}), not of this {} ({}); remove it if the GPU changed",
+                                 path, ledger.gpu_name(), FormatBytes(double(ledger.capacity())), device.name,
+                                 FormatBytes(double(device.memory))));
+  }
+  std::string id = o.tenant.empty()
+                       ? fmt::format("{}-{}", std::filesystem::path(o.command[0]).filename().string(), getpid())
+                       : o.tenant;
+  ledger.ReclaimDead();
+  int tenant = [&] {
+    try {
+      return ledger.AddTenant(id, quota, o.strict);
+    } catch (const node::LedgerError& e) {
+      throw InputError(fmt::format("tenant '{}': {}", id, e.what()));
+    }
+  }();
+
+  std::string dir = ExecutableDir();
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"LD_PRELOAD", Prepend("LD_PRELOAD", dir + "/libgpumux.so")},
+      {"GPUMUX_LEDGER", path},
+      {"GPUMUX_TENANT", id},
+  };
+  if (device.simulated) {
+    env.push_back({"LD_LIBRARY_PATH", Prepend("LD_LIBRARY_PATH", dir + "/simgpu")});
+    env.push_back({"GPUMUX_SIM_NAME", device.name});
+    env.push_back({"GPUMUX_SIM_MEMORY", std::to_string(device.memory)});
+    env.push_back({"GPUMUX_SIM_SMS", std::to_string(device.sms)});
+    env.push_back({"GPUMUX_SIM_STATE", path.substr(0, path.rfind('/')) + "/sim-gpu" + std::to_string(o.gpu) + ".state"});
+  }
+  g_child = fork();
+  if (g_child < 0) throw InputError(fmt::format("cannot start '{}': fork failed", o.command[0]));
+  if (g_child == 0) {
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    std::vector<char*> argv;
+    for (const std::string& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    fmt::print(stderr, "gpumux: cannot run '{}': {}\n", o.command[0], std::strerror(errno));
+    _exit(127);
+  }
+  signal(SIGINT, Forward);
+  signal(SIGTERM, Forward);
+  int status = 0;
+  while (waitpid(g_child, &status, 0) < 0 && errno == EINTR) {
+  }
+  RemoveIfIdle(ledger, tenant, id);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return WEXITSTATUS(status);
+}
+
+int ShowStatus(const StatusOptions& o) {
+  std::string path = node::LedgerPath(o.gpu);
+  if (!std::filesystem::exists(path)) {
+    if (o.json) {
+      fmt::print("{}\n", nlohmann::json{{"gpu", o.gpu}, {"ledger", path}, {"tenants", nlohmann::json::array()}}.dump(2));
+    } else {
+      fmt::print("GPU {}: no ledger at {}: nothing runs under gpumux there\n", o.gpu, path);
+    }
+    return kExitOk;
+  }
+  node::Ledger ledger = [&] {
+    try {
+      return node::Ledger::Open(path);
+    } catch (const node::LedgerError& e) {
+      throw InputError(e.what());
+    }
+  }();
+  ledger.ReclaimDead();
+  std::vector<node::TenantUsage> tenants = ledger.Snapshot();
+  if (o.json) {
+    nlohmann::json j = {{"gpu", o.gpu}, {"ledger", path}, {"device", ledger.gpu_name()},
+                        {"capacity_bytes", ledger.capacity()}, {"tenants", nlohmann::json::array()}};
+    for (const node::TenantUsage& u : tenants) {
+      nlohmann::json procs = nlohmann::json::array();
+      for (auto [pid, bytes] : u.processes) procs.push_back({{"pid", pid}, {"used_bytes", bytes}});
+      j["tenants"].push_back({{"id", u.id}, {"quota_bytes", u.quota}, {"used_bytes", u.used},
+                              {"refused_allocations", u.refused}, {"reclaimed_bytes", u.reclaimed},
+                              {"processes", procs}});
+    }
+    fmt::print("{}\n", j.dump(2));
+    return kExitOk;
+  }
+  fmt::print("GPU {}: {}, {} ({})\n", o.gpu, ledger.gpu_name(), FormatBytes(double(ledger.capacity())), path);
+  std::vector<std::vector<std::string>> rows = {{"tenant", "quota", "used", "refused", "reclaimed", "processes"}};
+  for (const node::TenantUsage& u : tenants) {
+    std::string procs;
+    for (auto [pid, bytes] : u.processes) procs += fmt::format("{}{}:{}", procs.empty() ? "" : " ", pid, FormatBytes(double(bytes)));
+    rows.push_back({u.id, FormatBytes(double(u.quota)), FormatBytes(double(u.used)), std::to_string(u.refused),
+                    FormatBytes(double(u.reclaimed)), procs.empty() ? "-" : procs});
+  }
+  fmt::print("{}", FormatTable(rows));
+  return kExitOk;
+}
+
+}  // namespace
+
+Command AddRunCommand(CLI::App& app) {
+  auto o = std::make_shared<RunOptions>();
+  CLI::App* sub = app.add_subcommand("run", "Run a command as a tenant of a shared GPU, with a memory quota enforced by the shim");
+  sub->add_option("--gpu", o->gpu, "GPU index")->check(CLI::NonNegativeNumber)->capture_default_str();
+  sub->add_option("--mem", o->mem, "memory quota, e.g. 24GiB")->required();
+  sub->add_option("--sim", o->sim, "run on the simulated GPU of this catalog kind (or set GPUMUX_SIM)");
+  sub->add_option("--tenant", o->tenant, "tenant id (default: command name and launcher pid); runs with the same id share the quota");
+  sub->add_flag("--strict", o->strict, "refuse if the GPU's quotas would sum past its memory");
+  sub->add_option("--catalog", o->catalogs, "extra catalog file with your own GPU kinds");
+  sub->add_option("command", o->command, "the command and its arguments, after --")->required();
+  return {sub, [o] { return RunTenant(*o); }};
+}
+
+Command AddStatusCommand(CLI::App& app) {
+  auto o = std::make_shared<StatusOptions>();
+  CLI::App* sub = app.add_subcommand("status", "Each tenant's quota, usage and processes on a GPU");
+  sub->add_option("--gpu", o->gpu, "GPU index")->check(CLI::NonNegativeNumber)->capture_default_str();
+  sub->add_flag("--json", o->json, "print one JSON object");
+  return {sub, [o] { return ShowStatus(*o); }};
+}
+
+}  // namespace gpumux

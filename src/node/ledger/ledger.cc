@@ -1,0 +1,265 @@
+#include "node/ledger/ledger.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <new>
+#include <sstream>
+
+namespace gpumux::node {
+namespace {
+
+std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+// Holds an exclusive flock while the launcher changes tenants (not on the allocation path).
+class FileLock {
+ public:
+  explicit FileLock(int fd) : fd_(fd) { flock(fd_, LOCK_EX); }
+  ~FileLock() { flock(fd_, LOCK_UN); }
+
+ private:
+  int fd_;
+};
+
+LedgerLayout* Map(int fd, const std::string& path) {
+  void* p = mmap(nullptr, sizeof(LedgerLayout), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) throw LedgerError(Errno(path + ": cannot map the ledger"));
+  return static_cast<LedgerLayout*>(p);
+}
+
+void Validate(const LedgerLayout* l, const std::string& path) {
+  if (l->header.magic != kLedgerMagic) throw LedgerError(path + ": not a gpumux ledger (bad magic number)");
+  if (l->header.version != kLedgerVersion) {
+    throw LedgerError(path + ": ledger version " + std::to_string(l->header.version) + ", this gpumux reads version " +
+                      std::to_string(kLedgerVersion));
+  }
+  if (l->header.size != sizeof(LedgerLayout)) throw LedgerError(path + ": ledger layout size differs from this gpumux's");
+}
+
+bool Alive(pid_t pid, uint64_t start_time) {
+  std::optional<uint64_t> now = ProcessStartTime(pid);
+  return now && *now == start_time;
+}
+
+}  // namespace
+
+std::optional<uint64_t> ProcessStartTime(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(in, text)) return std::nullopt;
+  // The command name (field 2) may hold spaces: fields are counted after the last ')'.
+  size_t close = text.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream rest(text.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && rest >> field; ++i) {
+    if (i == 3 && field == "Z") return std::nullopt;  // a zombie has exited
+    if (i == 22) return std::stoull(field);
+  }
+  return std::nullopt;
+}
+
+std::string LedgerPath(int gpu_index) {
+  const char* dir = std::getenv("GPUMUX_RUNTIME_DIR");
+  std::string base = dir && *dir ? dir : "/dev/shm/gpumux-" + std::to_string(getuid());
+  return base + "/gpu" + std::to_string(gpu_index) + ".ledger";
+}
+
+Ledger::Ledger(int fd, LedgerLayout* layout) : fd_(fd), layout_(layout) {}
+Ledger::Ledger(Ledger&& o) noexcept : fd_(o.fd_), layout_(o.layout_) {
+  o.fd_ = -1;
+  o.layout_ = nullptr;
+}
+Ledger::~Ledger() {
+  if (layout_) munmap(layout_, sizeof(LedgerLayout));
+  if (fd_ >= 0) close(fd_);
+}
+
+Ledger Ledger::CreateOrOpen(const std::string& path, uint64_t capacity, const std::string& gpu_name) {
+  std::string dir = path.substr(0, path.rfind('/'));
+  if (!dir.empty()) mkdir(dir.c_str(), 0700);
+  int fd = open(path.c_str(), O_RDWR | O_CREAT, 0600);
+  if (fd < 0) throw LedgerError(Errno(path + ": cannot open or create the ledger"));
+  FileLock lock(fd);
+  struct stat st;
+  fstat(fd, &st);
+  if (st.st_size == 0) {
+    if (ftruncate(fd, sizeof(LedgerLayout)) != 0) {
+      close(fd);
+      throw LedgerError(Errno(path + ": cannot size the ledger"));
+    }
+    LedgerLayout* l = Map(fd, path);
+    new (l) LedgerLayout();  // zeroed by ftruncate; atomics start at 0
+    std::strncpy(l->header.gpu_name, gpu_name.c_str(), sizeof(l->header.gpu_name) - 1);
+    l->header.capacity = capacity;
+    l->header.size = sizeof(LedgerLayout);
+    l->header.version = kLedgerVersion;
+    std::atomic_thread_fence(std::memory_order_release);
+    l->header.magic = kLedgerMagic;
+    return Ledger(fd, l);
+  }
+  if (size_t(st.st_size) < sizeof(LedgerLayout)) {
+    close(fd);
+    throw LedgerError(path + ": truncated ledger (" + std::to_string(st.st_size) + " bytes)");
+  }
+  LedgerLayout* l = Map(fd, path);
+  Ledger ledger(fd, l);
+  Validate(l, path);
+  return ledger;
+}
+
+Ledger Ledger::Open(const std::string& path) {
+  int fd = open(path.c_str(), O_RDWR);
+  if (fd < 0) throw LedgerError(Errno(path + ": cannot open the ledger"));
+  struct stat st;
+  fstat(fd, &st);
+  if (size_t(st.st_size) < sizeof(LedgerLayout)) {
+    close(fd);
+    throw LedgerError(path + ": truncated ledger (" + std::to_string(st.st_size) + " bytes)");
+  }
+  LedgerLayout* l = Map(fd, path);
+  Ledger ledger(fd, l);
+  Validate(l, path);
+  return ledger;
+}
+
+std::optional<int> Ledger::FindTenant(const std::string& id) const {
+  for (int t = 0; t < kMaxTenants; ++t) {
+    const TenantSlot& s = layout_->tenants[t];
+    if (s.state.load() == 1 && id == s.id) return t;
+  }
+  return std::nullopt;
+}
+
+int Ledger::AddTenant(const std::string& id, uint64_t quota, bool strict) {
+  if (id.empty() || id.size() >= kTenantIdSize) throw LedgerError("tenant id must be 1 to 63 characters: '" + id + "'");
+  FileLock lock(fd_);
+  std::optional<int> existing = FindTenant(id);
+  if (strict) {
+    uint64_t sum = quota;
+    for (int t = 0; t < kMaxTenants; ++t) {
+      if (layout_->tenants[t].state.load() == 1 && (!existing || t != *existing)) sum += layout_->tenants[t].quota.load();
+    }
+    if (sum > capacity()) {
+      throw LedgerError("quotas would sum to " + std::to_string(sum) + " bytes, more than the GPU's " +
+                        std::to_string(capacity()));
+    }
+  }
+  if (existing) {
+    layout_->tenants[*existing].quota.store(quota);
+    return *existing;
+  }
+  for (int t = 0; t < kMaxTenants; ++t) {
+    TenantSlot& s = layout_->tenants[t];
+    if (s.state.load() == 0) {
+      std::memset(s.id, 0, sizeof(s.id));
+      std::memcpy(s.id, id.data(), id.size());
+      s.quota.store(quota);
+      s.used.store(0);
+      s.refused.store(0);
+      s.reclaimed.store(0);
+      s.state.store(1);
+      return t;
+    }
+  }
+  throw LedgerError("all " + std::to_string(kMaxTenants) + " tenant slots of the ledger are in use");
+}
+
+void Ledger::RemoveTenant(int tenant) {
+  FileLock lock(fd_);
+  layout_->tenants[tenant].state.store(0);
+}
+
+int Ledger::RegisterProcess(int tenant, pid_t pid) {
+  if (pid == 0) pid = getpid();
+  std::optional<uint64_t> start = ProcessStartTime(pid);
+  if (!start) throw LedgerError("process " + std::to_string(pid) + " does not exist");
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    for (int p = 0; p < kMaxProcesses; ++p) {
+      ProcessSlot& s = layout_->processes[p];
+      int32_t expected = 0;
+      if (s.pid.load() == 0 && s.pid.compare_exchange_strong(expected, -1)) {  // -1: being filled in
+        s.tenant = tenant;
+        s.start_time = *start;
+        s.used.store(0);
+        s.pid.store(pid);
+        return p;
+      }
+    }
+    ReclaimDead();  // free the slots of dead processes, then try once more
+  }
+  throw LedgerError("all " + std::to_string(kMaxProcesses) + " process slots of the ledger are in use");
+}
+
+bool Ledger::TryReserve(int process, uint64_t bytes) {
+  // Hot path: no lock, no system call. The compare-and-swap makes check and add one step, so
+  // concurrent reservations of one tenant can never pass its quota together.
+  ProcessSlot& p = layout_->processes[process];
+  TenantSlot& t = layout_->tenants[p.tenant];
+  uint64_t quota = t.quota.load(std::memory_order_relaxed);
+  uint64_t used = t.used.load(std::memory_order_relaxed);
+  do {
+    if (bytes > quota || used > quota - bytes) {
+      t.refused.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+  } while (!t.used.compare_exchange_weak(used, used + bytes, std::memory_order_acq_rel));
+  p.used.fetch_add(bytes, std::memory_order_relaxed);
+  return true;
+}
+
+void Ledger::Release(int process, uint64_t bytes) {
+  ProcessSlot& p = layout_->processes[process];
+  p.used.fetch_sub(bytes, std::memory_order_relaxed);
+  layout_->tenants[p.tenant].used.fetch_sub(bytes, std::memory_order_acq_rel);
+}
+
+uint64_t Ledger::ReclaimDead() {
+  uint64_t total = 0;
+  for (int p = 0; p < kMaxProcesses; ++p) {
+    ProcessSlot& s = layout_->processes[p];
+    int32_t pid = s.pid.load();
+    if (pid <= 0 || Alive(pid, s.start_time)) continue;
+    // Claim the slot: only one reclaimer wins, and a dead process no longer touches it.
+    if (!s.pid.compare_exchange_strong(pid, -1)) continue;
+    uint64_t bytes = s.used.exchange(0);
+    TenantSlot& t = layout_->tenants[s.tenant];
+    t.used.fetch_sub(bytes);
+    t.reclaimed.fetch_add(bytes);
+    total += bytes;
+    s.pid.store(0);
+  }
+  return total;
+}
+
+void Ledger::UnregisterProcess(int process) {
+  ProcessSlot& s = layout_->processes[process];
+  uint64_t bytes = s.used.exchange(0);
+  layout_->tenants[s.tenant].used.fetch_sub(bytes);
+  s.pid.store(0);
+}
+
+std::vector<TenantUsage> Ledger::Snapshot() const {
+  std::vector<TenantUsage> out;
+  for (int t = 0; t < kMaxTenants; ++t) {
+    const TenantSlot& s = layout_->tenants[t];
+    if (s.state.load() != 1) continue;
+    TenantUsage u{t, s.id, s.quota.load(), s.used.load(), s.refused.load(), s.reclaimed.load(), {}};
+    for (int p = 0; p < kMaxProcesses; ++p) {
+      const ProcessSlot& ps = layout_->processes[p];
+      int32_t pid = ps.pid.load();
+      if (pid > 0 && ps.tenant == t) u.processes.push_back({pid, ps.used.load()});
+    }
+    out.push_back(std::move(u));
+  }
+  return out;
+}
+
+}  // namespace gpumux::node

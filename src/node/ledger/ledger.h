@@ -1,0 +1,131 @@
+// The per-GPU ledger: one shared, memory-mapped file per GPU that every tenant process and the
+// launcher map, holding each tenant's memory quota and usage and each process's usage.
+//
+// Reservations are lock-free: a process reserves bytes with a compare-and-swap on its tenant's usage
+// *before* calling the driver and releases them if the driver fails, so concurrent processes of one
+// tenant can never overshoot the quota together. A process that dies without freeing (SIGKILL, the
+// OOM killer) is found by pid plus start time (a reused pid is not mistaken for it) and its usage is
+// returned to the pool by whoever reclaims first; live processes are never stalled or moved.
+//
+// Layout: a header with a magic number and a version, then fixed arrays of tenant and process slots;
+// a truncated, foreign or newer-version file is refused with LedgerError. Thread- and process-safe.
+//
+// Threat model: the shim is cooperative. Quotas are written only by the launcher (`gpumux run`) or
+// the agent; the file is created mode 0600 by the launcher's user, so tenants of other users cannot
+// touch it, but a tenant process of the same user maps it writable and a deliberately hostile
+// process could rewrite its own quota or bypass the shim (static linking, raw ioctls). Only MIG
+// (hardware partitions) and MPS pinned-memory limits (enforced in the driver) stop that.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace gpumux::node {
+
+class LedgerError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+inline constexpr uint64_t kLedgerMagic = 0x4c58554d55504725ull;  // "%GPUMUXL"
+inline constexpr uint32_t kLedgerVersion = 1;
+inline constexpr int kMaxTenants = 64;
+inline constexpr int kMaxProcesses = 1024;
+inline constexpr int kTenantIdSize = 64;
+
+struct TenantSlot {
+  std::atomic<uint32_t> state;     // 0 free, 1 active
+  char id[kTenantIdSize];
+  std::atomic<uint64_t> quota;     // bytes; written by the launcher only
+  std::atomic<uint64_t> used;      // bytes reserved by all its processes
+  std::atomic<uint64_t> refused;   // allocations refused for quota
+  std::atomic<uint64_t> reclaimed; // bytes returned from dead processes
+};
+
+struct ProcessSlot {
+  std::atomic<int32_t> pid;        // 0 = free
+  int32_t tenant;
+  uint64_t start_time;             // /proc/<pid>/stat field 22, to tell a reused pid apart
+  std::atomic<uint64_t> used;
+};
+
+struct LedgerHeader {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t size;                   // bytes of the whole layout
+  uint64_t capacity;               // device memory bytes
+  char gpu_name[64];
+};
+
+struct LedgerLayout {
+  LedgerHeader header;
+  TenantSlot tenants[kMaxTenants];
+  ProcessSlot processes[kMaxProcesses];
+};
+
+struct TenantUsage {
+  int slot;
+  std::string id;
+  uint64_t quota, used, refused, reclaimed;
+  std::vector<std::pair<pid_t, uint64_t>> processes;  // live (pid, bytes)
+};
+
+class Ledger {
+ public:
+  // Creates the file if absent (mode 0600) for a device of `capacity` bytes, or opens it if it
+  // exists and matches. Throws LedgerError.
+  static Ledger CreateOrOpen(const std::string& path, uint64_t capacity, const std::string& gpu_name);
+  // Opens an existing ledger; throws LedgerError if missing, truncated, foreign or of another version.
+  static Ledger Open(const std::string& path);
+
+  Ledger(Ledger&&) noexcept;
+  Ledger& operator=(Ledger&&) = delete;
+  ~Ledger();
+
+  uint64_t capacity() const { return layout_->header.capacity; }
+  std::string gpu_name() const { return layout_->header.gpu_name; }
+
+  // Launcher side. Adds a tenant (or updates the quota of one with this id); returns its slot.
+  // Throws LedgerError when the quotas would sum past the device (with `strict`) or slots run out.
+  int AddTenant(const std::string& id, uint64_t quota, bool strict = false);
+  void RemoveTenant(int tenant);
+  std::optional<int> FindTenant(const std::string& id) const;
+
+  // Process side. Registers `pid` (this process by default) under a tenant; returns its slot.
+  int RegisterProcess(int tenant, pid_t pid = 0);
+  // Hot path of every allocation: reserves `bytes` for the process's tenant if the quota allows.
+  // Lock-free, no system call. Returns false (and counts a refusal) when over quota.
+  bool TryReserve(int process, uint64_t bytes);
+  // Returns bytes reserved earlier (after a free, or when the driver refused the allocation).
+  void Release(int process, uint64_t bytes);
+  uint64_t TenantUsed(int tenant) const { return layout_->tenants[tenant].used.load(); }
+  uint64_t TenantQuota(int tenant) const { return layout_->tenants[tenant].quota.load(); }
+  int ProcessTenant(int process) const { return layout_->processes[process].tenant; }
+
+  // Returns the usage of every process that is no longer alive to its tenant and frees the slot.
+  // Safe to call from any process at any time; each dead slot is reclaimed exactly once.
+  uint64_t ReclaimDead();
+  // Frees a live process's slot (at exit), returning what it still held.
+  void UnregisterProcess(int process);
+
+  std::vector<TenantUsage> Snapshot() const;
+
+ private:
+  Ledger(int fd, LedgerLayout* layout);
+  int fd_;
+  LedgerLayout* layout_;
+};
+
+// The start time of a process (clock ticks since boot), or nullopt if it does not exist.
+std::optional<uint64_t> ProcessStartTime(pid_t pid);
+
+// Default ledger path for GPU `index`: $GPUMUX_RUNTIME_DIR (else /dev/shm/gpumux-<uid>)/gpu<index>.ledger
+std::string LedgerPath(int gpu_index);
+
+}  // namespace gpumux::node

@@ -1,0 +1,142 @@
+#include "node/ledger/ledger.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+namespace gpumux::node {
+namespace {
+
+std::string FreshPath(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("gpumux_ledger_test_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::filesystem::remove(dir / name);
+  return (dir / name).string();
+}
+
+constexpr uint64_t kGiB = 1ull << 30;
+
+TEST(Ledger, CreatesOpensAndRefusesForeignOrTruncatedFiles) {
+  std::string path = FreshPath("a.ledger");
+  {
+    Ledger l = Ledger::CreateOrOpen(path, 80 * kGiB, "H100");
+    l.AddTenant("t1", kGiB);
+  }
+  Ledger again = Ledger::Open(path);
+  EXPECT_EQ(again.capacity(), 80 * kGiB);
+  EXPECT_TRUE(again.FindTenant("t1"));
+  std::string foreign = FreshPath("foreign.ledger");
+  std::ofstream(foreign) << std::string(sizeof(LedgerLayout), 'x');
+  EXPECT_THROW(Ledger::Open(foreign), LedgerError);
+  std::string truncated = FreshPath("short.ledger");
+  std::ofstream(truncated) << "abc";
+  try {
+    Ledger::Open(truncated);
+    FAIL();
+  } catch (const LedgerError& e) {
+    EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(Ledger::Open(FreshPath("missing.ledger")), LedgerError);
+}
+
+TEST(Ledger, ReservesUpToTheQuotaExactly) {
+  Ledger l = Ledger::CreateOrOpen(FreshPath("b.ledger"), 80 * kGiB, "H100");
+  int t = l.AddTenant("t", 3 * kGiB);
+  int p = l.RegisterProcess(t);
+  EXPECT_TRUE(l.TryReserve(p, 2 * kGiB));
+  EXPECT_FALSE(l.TryReserve(p, kGiB + 1));
+  EXPECT_TRUE(l.TryReserve(p, kGiB));
+  EXPECT_EQ(l.TenantUsed(t), 3 * kGiB);
+  l.Release(p, 2 * kGiB);
+  EXPECT_EQ(l.TenantUsed(t), kGiB);
+  EXPECT_EQ(l.Snapshot()[0].refused, 1u);
+}
+
+TEST(Ledger, StrictModeRefusesQuotasPastTheDevice) {
+  Ledger l = Ledger::CreateOrOpen(FreshPath("c.ledger"), 10 * kGiB, "L4");
+  l.AddTenant("a", 6 * kGiB, true);
+  EXPECT_THROW(l.AddTenant("b", 5 * kGiB, true), LedgerError);
+  EXPECT_NO_THROW(l.AddTenant("b", 5 * kGiB, false)) << "oversubscription is allowed unless strict";
+}
+
+TEST(Ledger, ConcurrentReservationsNeverOvershoot) {
+  Ledger l = Ledger::CreateOrOpen(FreshPath("d.ledger"), 80 * kGiB, "H100");
+  const uint64_t quota = 1000;
+  int t = l.AddTenant("t", quota);
+  int p = l.RegisterProcess(t);
+  std::atomic<bool> over{false};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] {
+      for (int k = 0; k < 200000; ++k) {
+        uint64_t bytes = 1 + (k * 7 + i) % 300;
+        if (l.TryReserve(p, bytes)) {
+          if (l.TenantUsed(t) > quota) over = true;
+          l.Release(p, bytes);
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_FALSE(over);
+  EXPECT_EQ(l.TenantUsed(t), 0u);
+}
+
+TEST(Ledger, ReclaimsWhatAKilledProcessHeld) {
+  std::string path = FreshPath("e.ledger");
+  Ledger l = Ledger::CreateOrOpen(path, 80 * kGiB, "H100");
+  int t = l.AddTenant("t", 10 * kGiB);
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    Ledger mine = Ledger::Open(path);
+    int p = mine.RegisterProcess(t);
+    bool ok = mine.TryReserve(p, 4 * kGiB);
+    char c = ok ? 'y' : 'n';
+    (void)!write(fds[1], &c, 1);
+    pause();
+    _exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(read(fds[0], &c, 1), 1);
+  ASSERT_EQ(c, 'y');
+  EXPECT_EQ(l.TenantUsed(t), 4 * kGiB);
+  EXPECT_EQ(l.ReclaimDead(), 0u) << "a live process keeps its memory";
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  EXPECT_EQ(l.ReclaimDead(), 4 * kGiB);
+  EXPECT_EQ(l.TenantUsed(t), 0u);
+  EXPECT_EQ(l.Snapshot()[0].reclaimed, 4 * kGiB);
+  EXPECT_EQ(l.ReclaimDead(), 0u) << "reclaimed exactly once";
+}
+
+TEST(Ledger, AReusedPidIsNotMistakenForTheDeadProcess) {
+  std::string path = FreshPath("f.ledger");
+  Ledger l = Ledger::CreateOrOpen(path, 80 * kGiB, "H100");
+  int t = l.AddTenant("t", 10 * kGiB);
+  int p = l.RegisterProcess(t);  // this live process
+  ASSERT_TRUE(l.TryReserve(p, kGiB));
+  EXPECT_EQ(l.ReclaimDead(), 0u);
+  // Rewrite the slot's start time through a second mapping: the recorded process is now one that
+  // started at another time, i.e. a dead process whose pid was reused by this one.
+  int fd = open(path.c_str(), O_RDWR);
+  auto* layout = static_cast<LedgerLayout*>(mmap(nullptr, sizeof(LedgerLayout), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  ASSERT_NE(layout, MAP_FAILED);
+  layout->processes[p].start_time += 1;
+  EXPECT_EQ(l.ReclaimDead(), kGiB);
+  EXPECT_EQ(l.TenantUsed(t), 0u);
+  munmap(layout, sizeof(LedgerLayout));
+  close(fd);
+}
+
+}  // namespace
+}  // namespace gpumux::node
