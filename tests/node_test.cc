@@ -64,6 +64,22 @@ TEST_F(NodeTest, RefusedAtExactlyTheQuotaHoweverTheDriverIsReached) {
   }
 }
 
+TEST_F(NodeTest, EveryAllocationPathCountsAndNvmlShowsOnlyTheTenant) {
+  // A neighbour holds 2 GiB meanwhile: NVML inside the tenant must not show its process or memory.
+  FILE* neighbour = popen((Run("neighbour", "2GiB", "direct fill " + std::to_string(kGiB) + " 3") + " 2>/dev/null").c_str(), "r");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  auto [code, out] = Sh(Run("mixed", "1GiB", "direct mixed " + std::to_string(64 * kMiB)));
+  pclose(neighbour);
+  ASSERT_EQ(code, 0) << out;
+  auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["allocated"].get<uint64_t>(), kGiB) << "plain, async, pool, managed, VMM and array allocations all count";
+  EXPECT_EQ(j["last_error"].get<int>(), 2);
+  EXPECT_EQ(j["nvml_held"]["total"].get<uint64_t>(), kGiB);
+  EXPECT_EQ(j["nvml_held"]["used"].get<uint64_t>(), kGiB);
+  EXPECT_EQ(j["nvml_held"]["processes"].get<int>(), 1) << "the neighbour's process is hidden";
+  EXPECT_EQ(j["nvml_freed"]["used"].get<uint64_t>(), 0u) << "every free path returns the reservation";
+}
+
 TEST_F(NodeTest, OneTenantOverQuotaLeavesItsNeighbourUntouched) {
   // Both run at once on one simulated H100; the small one is refused at 1 GiB, the other gets 3.
   FILE* a = popen((Run("small", "1GiB", "direct fill " + std::to_string(128 * kMiB) + " 1") + " 2>&1").c_str(), "r");

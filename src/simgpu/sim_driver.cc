@@ -6,15 +6,9 @@
 // allocation, as the real driver returns it when the process exits. Out of memory answers
 // CUDA_ERROR_OUT_OF_MEMORY like the real driver.
 //
-// This slice implements initialisation, device queries, contexts, the allocation family (plain,
-// pitch, managed) and frees, memory info, error strings and cuGetProcAddress. Kernels, streams,
-// events, graphs and NVML are not simulated yet.
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
+// Implemented: initialisation, device queries, contexts, the allocation family (plain, pitch,
+// managed, async and pools, virtual-memory handles, arrays) and frees, memory info, error strings and
+// cuGetProcAddress; NVML in sim_nvml.cc. Kernels, streams, events and graphs are not simulated yet.
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -22,139 +16,72 @@
 #include <string>
 #include <unordered_map>
 
-#include "node/ledger/ledger.h"
 #include "simgpu/cuda_types.h"
+#include "simgpu/sim_state.h"
 
 using namespace gpumux::cuda;
 
 namespace {
 
-constexpr uint64_t kStateMagic = 0x4d49535855504725ull;  // "%GPUXSIM"
-constexpr int kMaxSimProcesses = 1024;
+using gpumux::sim::Device;
 
-struct SimProcess {
-  std::atomic<int32_t> pid;
-  uint64_t start_time;
-  std::atomic<uint64_t> used;
-};
-
-struct SimState {
-  uint64_t magic;
-  uint64_t capacity;
-  std::atomic<uint64_t> used;
-  std::atomic<uint64_t> next_address;
-  SimProcess processes[kMaxSimProcesses];
-};
-
-struct Device {
-  bool ready = false;
-  std::string name;
-  uint64_t memory = 0;
-  int sms = 0;
-  SimState* state = nullptr;
-  int slot = -1;                                   // this process's SimProcess
-  std::mutex mu;                                   // guards `sizes`
-  std::unordered_map<CUdeviceptr, uint64_t> sizes;
+// What this process allocated, by kind of handle, so frees give back the right amount.
+struct Allocations {
+  std::mutex mu;
+  std::unordered_map<uint64_t, uint64_t> by_kind[3];  // 0 pointers, 1 VMM handles, 2 arrays
   CUcontext current = nullptr;
 };
 
-Device& Dev() {
-  static Device* d = new Device();  // never destroyed: atexit handlers may still allocate
-  return *d;
+Allocations& Local() {
+  static Allocations* a = new Allocations();  // never destroyed: atexit handlers may still free
+  return *a;
 }
 
-SimState* MapState(const std::string& path, uint64_t capacity) {
-  int fd = open(path.c_str(), O_RDWR | O_CREAT, 0600);
-  if (fd < 0) return nullptr;
-  flock(fd, LOCK_EX);
-  struct stat st;
-  fstat(fd, &st);
-  bool fresh = st.st_size == 0;
-  if (fresh && ftruncate(fd, sizeof(SimState)) != 0) {
-    close(fd);
-    return nullptr;
-  }
-  void* p = mmap(nullptr, sizeof(SimState), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  SimState* s = p == MAP_FAILED ? nullptr : static_cast<SimState*>(p);
-  if (s && fresh) {
-    s->capacity = capacity;
-    s->next_address.store(0x7f0000000000ull);
-    s->magic = kStateMagic;
-  }
-  if (s && s->magic != kStateMagic) s = nullptr;
-  flock(fd, LOCK_UN);
-  close(fd);
-  return s;
-}
+bool Ready() { return Device().state != nullptr; }
 
-// Returns the memory of processes that died without freeing it, as the driver does at exit.
-void ReclaimDeadProcesses(SimState* s) {
-  for (SimProcess& p : s->processes) {
-    int32_t pid = p.pid.load();
-    if (pid <= 0) continue;
-    auto start = gpumux::node::ProcessStartTime(pid);
-    if (start && *start == p.start_time) continue;
-    if (!p.pid.compare_exchange_strong(pid, -1)) continue;
-    s->used.fetch_sub(p.used.exchange(0));
-    p.pid.store(0);
-  }
-}
-
-CUresult Init() {
-  Device& d = Dev();
-  std::lock_guard<std::mutex> lock(d.mu);
-  if (d.ready) return kSuccess;
-  const char* mem = std::getenv("GPUMUX_SIM_MEMORY");
-  if (!mem || !*mem) return kErrorNoDevice;
-  d.memory = std::strtoull(mem, nullptr, 10);
-  const char* name = std::getenv("GPUMUX_SIM_NAME");
-  d.name = name ? name : "gpumux simulated GPU";
-  const char* sms = std::getenv("GPUMUX_SIM_SMS");
-  d.sms = sms ? std::atoi(sms) : 108;
-  const char* state = std::getenv("GPUMUX_SIM_STATE");
-  std::string path = state && *state ? state : "/dev/shm/gpumux-sim-" + std::to_string(getuid());
-  d.state = MapState(path, d.memory);
-  if (!d.state) return kErrorNotInitialized;
-  auto start = gpumux::node::ProcessStartTime(getpid());
-  for (int i = 0; i < kMaxSimProcesses && start; ++i) {
-    int32_t expected = 0;
-    if (d.state->processes[i].pid.compare_exchange_strong(expected, -1)) {
-      d.state->processes[i].start_time = *start;
-      d.state->processes[i].used.store(0);
-      d.state->processes[i].pid.store(getpid());
-      d.slot = i;
-      break;
-    }
-  }
-  d.ready = true;
+CUresult Take(int kind, uint64_t key, uint64_t bytes) {
+  if (!gpumux::sim::Take(bytes)) return kErrorOutOfMemory;
+  std::lock_guard<std::mutex> lock(Local().mu);
+  Local().by_kind[kind][key] = bytes;
   return kSuccess;
+}
+
+CUresult Give(int kind, uint64_t key) {
+  uint64_t bytes;
+  {
+    std::lock_guard<std::mutex> lock(Local().mu);
+    auto& map = Local().by_kind[kind];
+    auto it = map.find(key);
+    if (it == map.end()) return kErrorInvalidValue;
+    bytes = it->second;
+    map.erase(it);
+  }
+  gpumux::sim::Give(bytes);
+  return kSuccess;
+}
+
+uint64_t NewAddress(uint64_t bytes) {
+  return Device().state->next_address.fetch_add((bytes + 511) & ~uint64_t(511));
 }
 
 CUresult Allocate(CUdeviceptr* dptr, uint64_t bytes) {
-  Device& d = Dev();
-  if (!d.ready) return kErrorNotInitialized;
+  if (!Ready()) return kErrorNotInitialized;
   if (!dptr || bytes == 0) return kErrorInvalidValue;
-  uint64_t used = d.state->used.load();
-  do {
-    if (used + bytes > d.state->capacity) {
-      ReclaimDeadProcesses(d.state);
-      used = d.state->used.load();
-      if (used + bytes > d.state->capacity) return kErrorOutOfMemory;
-    }
-  } while (!d.state->used.compare_exchange_weak(used, used + bytes));
-  if (d.slot >= 0) d.state->processes[d.slot].used.fetch_add(bytes);
-  uint64_t aligned = (bytes + 511) & ~uint64_t(511);
-  *dptr = d.state->next_address.fetch_add(aligned);
-  std::lock_guard<std::mutex> lock(d.mu);
-  d.sizes[*dptr] = bytes;
-  return kSuccess;
+  CUdeviceptr p = NewAddress(bytes);
+  CUresult r = Take(0, p, bytes);
+  if (r == kSuccess) *dptr = p;
+  return r;
 }
 
 }  // namespace
 
 extern "C" {
 
-CUresult cuInit(unsigned int) { return Init(); }
+CUresult cuInit(unsigned int) {
+  if (!Ready()) return kErrorNoDevice;
+  gpumux::sim::ProcessSlot();
+  return kSuccess;
+}
 CUresult cuDriverGetVersion(int* v) {
   if (!v) return kErrorInvalidValue;
   *v = 12040;
@@ -162,55 +89,55 @@ CUresult cuDriverGetVersion(int* v) {
 }
 CUresult cuDeviceGetCount(int* count) {
   if (!count) return kErrorInvalidValue;
-  *count = Dev().ready ? 1 : 0;
-  return Dev().ready ? kSuccess : kErrorNotInitialized;
+  *count = Ready() ? 1 : 0;
+  return Ready() ? kSuccess : kErrorNotInitialized;
 }
 CUresult cuDeviceGet(CUdevice* dev, int ordinal) {
-  if (!Dev().ready) return kErrorNotInitialized;
+  if (!Ready()) return kErrorNotInitialized;
   if (!dev || ordinal != 0) return kErrorInvalidDevice;
   *dev = 0;
   return kSuccess;
 }
 CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
-  if (!Dev().ready) return kErrorNotInitialized;
+  if (!Ready()) return kErrorNotInitialized;
   if (!name || len <= 0 || dev != 0) return kErrorInvalidValue;
-  std::strncpy(name, Dev().name.c_str(), size_t(len) - 1);
+  std::strncpy(name, Device().name.c_str(), size_t(len) - 1);
   name[len - 1] = 0;
   return kSuccess;
 }
 CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
-  if (!Dev().ready) return kErrorNotInitialized;
+  if (!Ready()) return kErrorNotInitialized;
   if (!bytes || dev != 0) return kErrorInvalidValue;
-  *bytes = Dev().memory;
+  *bytes = Device().memory;
   return kSuccess;
 }
 CUresult cuDeviceGetAttribute(int* value, int attribute, CUdevice dev) {
-  if (!Dev().ready) return kErrorNotInitialized;
+  if (!Ready()) return kErrorNotInitialized;
   if (!value || dev != 0) return kErrorInvalidValue;
   if (attribute != kAttributeMultiprocessorCount) return kErrorInvalidValue;
-  *value = Dev().sms;
+  *value = Device().sms;
   return kSuccess;
 }
 CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
-  if (!Dev().ready) return kErrorNotInitialized;
+  if (!Ready()) return kErrorNotInitialized;
   if (!ctx || dev != 0) return kErrorInvalidValue;
-  *ctx = reinterpret_cast<CUcontext>(&Dev());
+  *ctx = reinterpret_cast<CUcontext>(&Local());
   return kSuccess;
 }
-CUresult cuDevicePrimaryCtxRelease_v2(CUdevice) { return Dev().ready ? kSuccess : kErrorNotInitialized; }
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice) { return Ready() ? kSuccess : kErrorNotInitialized; }
 CUresult cuCtxCreate_v2(CUcontext* ctx, unsigned int, CUdevice dev) {
   CUresult r = cuDevicePrimaryCtxRetain(ctx, dev);
-  if (r == kSuccess) Dev().current = *ctx;
+  if (r == kSuccess) Local().current = *ctx;
   return r;
 }
 CUresult cuCtxDestroy_v2(CUcontext) { return kSuccess; }
 CUresult cuCtxSetCurrent(CUcontext ctx) {
-  Dev().current = ctx;
+  Local().current = ctx;
   return kSuccess;
 }
 CUresult cuCtxGetCurrent(CUcontext* ctx) {
   if (!ctx) return kErrorInvalidValue;
-  *ctx = Dev().current;
+  *ctx = Local().current;
   return kSuccess;
 }
 
@@ -222,27 +149,63 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size
 }
 CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytes, unsigned int) { return Allocate(dptr, bytes); }
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
-  Device& d = Dev();
-  if (!d.ready) return kErrorNotInitialized;
-  uint64_t bytes;
-  {
-    std::lock_guard<std::mutex> lock(d.mu);
-    auto it = d.sizes.find(dptr);
-    if (it == d.sizes.end()) return kErrorInvalidValue;
-    bytes = it->second;
-    d.sizes.erase(it);
-  }
-  d.state->used.fetch_sub(bytes);
-  if (d.slot >= 0) d.state->processes[d.slot].used.fetch_sub(bytes);
+  if (!Ready()) return kErrorNotInitialized;
+  return Give(0, dptr);
+}
+CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream) { return Allocate(dptr, bytes); }
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes, CUmemoryPool, CUstream) {
+  return Allocate(dptr, bytes);
+}
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream) { return cuMemFree_v2(dptr); }
+
+// Virtual memory management: physical memory is taken by cuMemCreate, not by reserving or mapping
+// address ranges.
+CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t bytes, const CUmemAllocationProp* prop,
+                     unsigned long long) {
+  if (!Ready()) return kErrorNotInitialized;
+  if (!handle || !prop || bytes == 0) return kErrorInvalidValue;
+  CUmemGenericAllocationHandle h = NewAddress(bytes) | 1;  // odd: never a device pointer
+  CUresult r = Take(1, h, bytes);
+  if (r == kSuccess) *handle = h;
+  return r;
+}
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  if (!Ready()) return kErrorNotInitialized;
+  return Give(1, handle);
+}
+CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t, CUdeviceptr, unsigned long long) {
+  if (!Ready()) return kErrorNotInitialized;
+  if (!ptr || size == 0) return kErrorInvalidValue;
+  *ptr = NewAddress(size);
   return kSuccess;
 }
+CUresult cuMemAddressFree(CUdeviceptr, size_t) { return Ready() ? kSuccess : kErrorNotInitialized; }
+CUresult cuMemMap(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long) {
+  return Ready() ? kSuccess : kErrorNotInitialized;
+}
+CUresult cuMemUnmap(CUdeviceptr, size_t) { return Ready() ? kSuccess : kErrorNotInitialized; }
+
+CUresult cuArrayCreate_v2(CUarray* array, const CUDA_ARRAY_DESCRIPTOR* desc) {
+  if (!Ready()) return kErrorNotInitialized;
+  if (!array || !desc || ArrayBytes(*desc) == 0) return kErrorInvalidValue;
+  uint64_t bytes = ArrayBytes(*desc);
+  auto handle = NewAddress(bytes);
+  CUresult r = Take(2, handle, bytes);
+  if (r == kSuccess) *array = reinterpret_cast<CUarray>(handle);
+  return r;
+}
+CUresult cuArrayDestroy(CUarray array) {
+  if (!Ready()) return kErrorNotInitialized;
+  return Give(2, reinterpret_cast<uint64_t>(array));
+}
+
 CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
-  Device& d = Dev();
-  if (!d.ready) return kErrorNotInitialized;
+  if (!Ready()) return kErrorNotInitialized;
   if (!free_bytes || !total_bytes) return kErrorInvalidValue;
-  ReclaimDeadProcesses(d.state);
-  *total_bytes = d.state->capacity;
-  *free_bytes = d.state->capacity - d.state->used.load();
+  gpumux::sim::SimState* s = Device().state;
+  gpumux::sim::ReclaimDeadProcesses(s);
+  *total_bytes = s->capacity;
+  *free_bytes = s->capacity - s->used.load();
   return kSuccess;
 }
 
@@ -301,6 +264,17 @@ CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int, cuuint64_t, CU
       {"cuMemAllocPitch", (void*)&cuMemAllocPitch_v2},
       {"cuMemAllocManaged", (void*)&cuMemAllocManaged},
       {"cuMemFree", (void*)&cuMemFree_v2},
+      {"cuMemAllocAsync", (void*)&cuMemAllocAsync},
+      {"cuMemAllocFromPoolAsync", (void*)&cuMemAllocFromPoolAsync},
+      {"cuMemFreeAsync", (void*)&cuMemFreeAsync},
+      {"cuMemCreate", (void*)&cuMemCreate},
+      {"cuMemRelease", (void*)&cuMemRelease},
+      {"cuMemAddressReserve", (void*)&cuMemAddressReserve},
+      {"cuMemAddressFree", (void*)&cuMemAddressFree},
+      {"cuMemMap", (void*)&cuMemMap},
+      {"cuMemUnmap", (void*)&cuMemUnmap},
+      {"cuArrayCreate", (void*)&cuArrayCreate_v2},
+      {"cuArrayDestroy", (void*)&cuArrayDestroy},
       {"cuMemGetInfo", (void*)&cuMemGetInfo_v2},
       {"cuGetErrorName", (void*)&cuGetErrorName},
       {"cuGetErrorString", (void*)&cuGetErrorString},

@@ -2,6 +2,8 @@
 // the three ways real programs do, allocates, and prints what happened as one JSON line.
 //   alloc_client BINDING fill STEP HOLD_S   allocate STEP bytes until refused, hold, free
 //   alloc_client BINDING race THREADS SECONDS MAX_BYTES   random alloc/free from THREADS threads
+//   alloc_client direct mixed STEP   rotate through every allocation path until refused, read NVML,
+//                                    free everything and read NVML again
 // BINDING: direct (linked against libcuda.so.1), dlopen (dlopen + dlsym), procaddr (cuGetProcAddress).
 #include <dlfcn.h>
 #include <unistd.h>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "simgpu/cuda_types.h"
+#include "simgpu/nvml_types.h"
 
 extern "C" {
 CUresult cuInit(unsigned int);
@@ -24,6 +27,15 @@ CUresult cuGetProcAddress(const char*, void**, int, cuuint64_t);
 CUresult cuMemAlloc_v2(CUdeviceptr*, size_t);
 CUresult cuMemFree_v2(CUdeviceptr);
 CUresult cuMemGetInfo_v2(size_t*, size_t*);
+CUresult cuMemAllocAsync(CUdeviceptr*, size_t, CUstream);
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr*, size_t, CUmemoryPool, CUstream);
+CUresult cuMemAllocManaged(CUdeviceptr*, size_t, unsigned int);
+CUresult cuMemAllocPitch_v2(CUdeviceptr*, size_t*, size_t, size_t, unsigned int);
+CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
+CUresult cuMemCreate(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*, unsigned long long);
+CUresult cuMemRelease(CUmemGenericAllocationHandle);
+CUresult cuArrayCreate_v2(CUarray*, const CUDA_ARRAY_DESCRIPTOR*);
+CUresult cuArrayDestroy(CUarray);
 }
 
 namespace {
@@ -113,6 +125,67 @@ int main(int argc, char** argv) {
     }
     for (auto& th : pool) th.join();
     std::printf("{\"allocations\": %ld, \"refusals\": %ld}\n", allocs.load(), refusals.load());
+    return 0;
+  }
+  if (mode == "mixed") {
+    size_t step = std::strtoull(argv[3], nullptr, 10);
+    std::vector<CUdeviceptr> ptrs, async_ptrs;
+    std::vector<CUmemGenericAllocationHandle> handles;
+    std::vector<CUarray> arrays;
+    unsigned long long prop_storage[8] = {0};
+    auto* prop = reinterpret_cast<const CUmemAllocationProp*>(prop_storage);
+    size_t total = 0;
+    CUresult last = 0;
+    for (int i = 0; last == 0; ++i) {
+      CUdeviceptr p = 0;
+      switch (i % 6) {
+        case 0: last = cuMemAlloc_v2(&p, step); if (!last) ptrs.push_back(p); break;
+        case 1: last = cuMemAllocAsync(&p, step, nullptr); if (!last) async_ptrs.push_back(p); break;
+        case 2: last = cuMemAllocFromPoolAsync(&p, step, nullptr, nullptr); if (!last) async_ptrs.push_back(p); break;
+        case 3: last = cuMemAllocManaged(&p, step, 1); if (!last) ptrs.push_back(p); break;
+        case 4: {
+          CUmemGenericAllocationHandle h;
+          last = cuMemCreate(&h, step, prop, 0);
+          if (!last) handles.push_back(h);
+          break;
+        }
+        case 5: {
+          CUarray a;
+          CUDA_ARRAY_DESCRIPTOR d{step / 4, 1, 0x20, 1};  // float, one channel
+          last = cuArrayCreate_v2(&a, &d);
+          if (!last) arrays.push_back(a);
+          break;
+        }
+      }
+      if (!last) total += step;
+    }
+    auto nvml = [] {
+      void* h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+      if (!h) return std::string("{}");
+      auto init = reinterpret_cast<nvmlReturn_t (*)()>(dlsym(h, "nvmlInit_v2"));
+      auto get = reinterpret_cast<nvmlReturn_t (*)(unsigned, nvmlDevice_t*)>(dlsym(h, "nvmlDeviceGetHandleByIndex_v2"));
+      auto mem = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*)>(dlsym(h, "nvmlDeviceGetMemoryInfo"));
+      auto procs = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, unsigned*, nvmlProcessInfo_t*)>(
+          dlsym(h, "nvmlDeviceGetComputeRunningProcesses_v3"));
+      nvmlDevice_t dev;
+      nvmlMemory_t m{};
+      unsigned count = 0;
+      init();
+      get(0, &dev);
+      mem(dev, &m);
+      procs(dev, &count, nullptr);
+      char buf[200];
+      std::snprintf(buf, sizeof(buf), "{\"total\": %llu, \"used\": %llu, \"processes\": %u}", m.total, m.used, count);
+      return std::string(buf);
+    };
+    std::string held = nvml();
+    for (CUdeviceptr p : ptrs) cuMemFree_v2(p);
+    for (CUdeviceptr p : async_ptrs) cuMemFreeAsync(p, nullptr);
+    for (auto h : handles) cuMemRelease(h);
+    for (CUarray a : arrays) cuArrayDestroy(a);
+    std::string freed = nvml();
+    std::printf("{\"allocated\": %zu, \"last_error\": %d, \"nvml_held\": %s, \"nvml_freed\": %s}\n", total, last,
+                held.c_str(), freed.c_str());
     return 0;
   }
   return 2;

@@ -11,9 +11,10 @@
 // them the shim passes every call through. If they are set but the ledger cannot be used, it fails
 // closed: allocations return CUDA_ERROR_NOT_INITIALIZED and one line says why.
 //
-// This slice covers cuMemAlloc_v2, cuMemAllocPitch_v2, cuMemAllocManaged, cuMemFree_v2,
-// cuMemGetInfo_v2 and cuDeviceTotalMem_v2. Not yet: async/pool/VMM/array allocations, graph memory
-// nodes, NVML, compute shares and the launch path (the next slices of this work).
+// Covered: cuMemAlloc, cuMemAllocPitch, cuMemAllocManaged, cuMemAllocAsync, cuMemAllocFromPoolAsync,
+// cuMemCreate (virtual memory), cuArrayCreate and their frees; cuMemGetInfo, cuDeviceTotalMem; and
+// NVML's memory info and process list (`nvidia-smi` inside the tenant sees its quota and its own
+// processes). Not yet: graph memory nodes, 3D/mipmapped arrays, compute shares and the launch path.
 #include <dlfcn.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -27,9 +28,12 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
+#include <algorithm>
 
 #include "node/ledger/ledger.h"
 #include "simgpu/cuda_types.h"
+#include "simgpu/nvml_types.h"
 
 using namespace gpumux::cuda;
 
@@ -55,16 +59,26 @@ DlsymFn RealDlsym() {
   return real;
 }
 
-// The driver's own entry point for `name`: looked up past this library (the LD_PRELOAD case), else in
-// libcuda.so.1 itself (when this library was loaded after the driver). Null if there is no driver.
+void* OpenLibrary(const char* soname) {
+  void* h = dlopen(soname, RTLD_NOW | RTLD_NOLOAD);
+  return h ? h : dlopen(soname, RTLD_NOW);
+}
+
+// The real entry point for `name`: looked up past this library (the LD_PRELOAD case), else in
+// libcuda.so.1 or libnvidia-ml.so.1 itself (when the program loaded it with dlopen, out of this
+// library's reach). Null if the library is not there.
 template <typename Fn>
 Fn Real(const char* name) {
   if (void* p = RealDlsym()(RTLD_NEXT, name)) return reinterpret_cast<Fn>(p);
-  static void* driver = [] {
-    void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    return h ? h : dlopen("libcuda.so.1", RTLD_NOW);
-  }();
-  return driver ? reinterpret_cast<Fn>(RealDlsym()(driver, name)) : nullptr;
+  void* lib = nullptr;
+  if (std::strncmp(name, "nvml", 4) == 0) {
+    static void* nvml = OpenLibrary("libnvidia-ml.so.1");
+    lib = nvml;
+  } else {
+    static void* driver = OpenLibrary("libcuda.so.1");
+    lib = driver;
+  }
+  return lib ? reinterpret_cast<Fn>(RealDlsym()(lib, name)) : nullptr;
 }
 
 // Calls the driver's `fn` if it exists; a missing driver answers like the real one would.
@@ -80,7 +94,8 @@ struct Enforcement {
   std::string tenant;
   int process = -1;
   std::mutex mu;                                   // guards sizes and initialisation
-  std::unordered_map<CUdeviceptr, uint64_t> sizes; // this process's reserved allocations
+  // This process's reserved allocations by kind of handle (device pointer, VMM handle, array).
+  std::unordered_map<uint64_t, uint64_t> sizes[3];
 };
 
 Enforcement& State() {
@@ -99,7 +114,7 @@ void AfterFork() {
   // stays the parent's.
   Enforcement& e = State();
   new (&e.mu) std::mutex();
-  e.sizes.clear();
+  for (auto& m : e.sizes) m.clear();
   if (e.mode.load() == Enforcement::Mode::kEnforce) e.mode.store(Enforcement::Mode::kUnset);
 }
 
@@ -157,9 +172,11 @@ void LogRefusal(Enforcement& e, const char* what, uint64_t bytes) {
                skipped ? (" (" + std::to_string(skipped) + " more refused since the last line)").c_str() : "");
 }
 
-// Reserves, calls the driver, and records or rolls back. `allocate` performs the real call.
-template <typename Call>
-CUresult Guarded(CUdeviceptr* dptr, uint64_t bytes, const char* what, Call allocate) {
+enum Kind { kPointer = 0, kVmmHandle = 1, kArray = 2 };
+
+// Reserves, calls the driver (`allocate`), and records the new handle (`handle()`) or rolls back.
+template <typename Call, typename Handle>
+CUresult Guarded(Kind kind, uint64_t bytes, const char* what, Call allocate, Handle handle) {
   Enforcement& e = State();
   EnsureInitialised(e);
   if (e.mode == Enforcement::Mode::kPassThrough) return allocate();
@@ -177,8 +194,34 @@ CUresult Guarded(CUdeviceptr* dptr, uint64_t bytes, const char* what, Call alloc
     return r;
   }
   std::lock_guard<std::mutex> lock(e.mu);
-  e.sizes[*dptr] = bytes;
+  e.sizes[kind][handle()] = bytes;
   return r;
+}
+
+// After the driver freed `handle`, returns its reservation to the tenant.
+void Forget(Kind kind, uint64_t handle) {
+  Enforcement& e = State();
+  if (e.mode != Enforcement::Mode::kEnforce) return;
+  uint64_t bytes = 0;
+  {
+    std::lock_guard<std::mutex> lock(e.mu);
+    auto it = e.sizes[kind].find(handle);
+    if (it == e.sizes[kind].end()) return;
+    bytes = it->second;
+    e.sizes[kind].erase(it);
+  }
+  e.ledger->Release(e.process, bytes);
+}
+
+// The tenant's quota and usage, if this process is enforcing.
+bool TenantView(uint64_t* quota, uint64_t* used) {
+  Enforcement& e = State();
+  EnsureInitialised(e);
+  if (e.mode != Enforcement::Mode::kEnforce) return false;
+  int t = e.ledger->ProcessTenant(e.process);
+  *quota = e.ledger->TenantQuota(t);
+  *used = e.ledger->TenantUsed(t);
+  return true;
 }
 
 }  // namespace
@@ -188,7 +231,7 @@ extern "C" {
 CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
   static MemAllocFn real = Real<MemAllocFn>("cuMemAlloc_v2");
   if (!dptr) return CallReal(real, dptr, bytes);
-  return Guarded(dptr, bytes, "cuMemAlloc", [&] { return CallReal(real, dptr, bytes); });
+  return Guarded(kPointer, bytes, "cuMemAlloc", [&] { return CallReal(real, dptr, bytes); }, [&] { return *dptr; });
 }
 
 CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height, unsigned int element) {
@@ -196,55 +239,143 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size
   if (!dptr || !pitch) return CallReal(real, dptr, pitch, width, height, element);
   // The pitch is the driver's to choose; reserve for the widest row it may pick (512-byte aligned).
   uint64_t bytes = uint64_t((width + 511) & ~size_t(511)) * height;
-  return Guarded(dptr, bytes, "cuMemAllocPitch", [&] { return CallReal(real, dptr, pitch, width, height, element); });
+  return Guarded(kPointer, bytes, "cuMemAllocPitch",
+                 [&] { return CallReal(real, dptr, pitch, width, height, element); }, [&] { return *dptr; });
 }
 
 CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytes, unsigned int flags) {
   static MemAllocManagedFn real = Real<MemAllocManagedFn>("cuMemAllocManaged");
   if (!dptr) return CallReal(real, dptr, bytes, flags);
-  return Guarded(dptr, bytes, "cuMemAllocManaged", [&] { return CallReal(real, dptr, bytes, flags); });
+  return Guarded(kPointer, bytes, "cuMemAllocManaged", [&] { return CallReal(real, dptr, bytes, flags); },
+                 [&] { return *dptr; });
+}
+
+CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream stream) {
+  static auto real = Real<CUresult (*)(CUdeviceptr*, size_t, CUstream)>("cuMemAllocAsync");
+  if (!dptr) return CallReal(real, dptr, bytes, stream);
+  return Guarded(kPointer, bytes, "cuMemAllocAsync", [&] { return CallReal(real, dptr, bytes, stream); },
+                 [&] { return *dptr; });
+}
+
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream stream) {
+  static auto real = Real<CUresult (*)(CUdeviceptr*, size_t, CUmemoryPool, CUstream)>("cuMemAllocFromPoolAsync");
+  if (!dptr) return CallReal(real, dptr, bytes, pool, stream);
+  return Guarded(kPointer, bytes, "cuMemAllocFromPoolAsync",
+                 [&] { return CallReal(real, dptr, bytes, pool, stream); }, [&] { return *dptr; });
+}
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t bytes, const CUmemAllocationProp* prop,
+                     unsigned long long flags) {
+  static auto real = Real<CUresult (*)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*,
+                                       unsigned long long)>("cuMemCreate");
+  if (!handle) return CallReal(real, handle, bytes, prop, flags);
+  return Guarded(kVmmHandle, bytes, "cuMemCreate", [&] { return CallReal(real, handle, bytes, prop, flags); },
+                 [&] { return *handle; });
+}
+
+CUresult cuArrayCreate_v2(CUarray* array, const CUDA_ARRAY_DESCRIPTOR* desc) {
+  static auto real = Real<CUresult (*)(CUarray*, const CUDA_ARRAY_DESCRIPTOR*)>("cuArrayCreate_v2");
+  if (!array || !desc) return CallReal(real, array, desc);
+  return Guarded(kArray, ArrayBytes(*desc), "cuArrayCreate", [&] { return CallReal(real, array, desc); },
+                 [&] { return reinterpret_cast<uint64_t>(*array); });
 }
 
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
   static MemFreeFn real = Real<MemFreeFn>("cuMemFree_v2");
   CUresult r = CallReal(real, dptr);
-  Enforcement& e = State();
-  if (r != kSuccess || e.mode != Enforcement::Mode::kEnforce) return r;
-  uint64_t bytes = 0;
-  {
-    std::lock_guard<std::mutex> lock(e.mu);
-    auto it = e.sizes.find(dptr);
-    if (it == e.sizes.end()) return r;
-    bytes = it->second;
-    e.sizes.erase(it);
-  }
-  e.ledger->Release(e.process, bytes);
+  if (r == kSuccess) Forget(kPointer, dptr);
+  return r;
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
+  static auto real = Real<CUresult (*)(CUdeviceptr, CUstream)>("cuMemFreeAsync");
+  CUresult r = CallReal(real, dptr, stream);
+  if (r == kSuccess) Forget(kPointer, dptr);
+  return r;
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  static auto real = Real<CUresult (*)(CUmemGenericAllocationHandle)>("cuMemRelease");
+  CUresult r = CallReal(real, handle);
+  if (r == kSuccess) Forget(kVmmHandle, handle);
+  return r;
+}
+
+CUresult cuArrayDestroy(CUarray array) {
+  static auto real = Real<CUresult (*)(CUarray)>("cuArrayDestroy");
+  CUresult r = CallReal(real, array);
+  if (r == kSuccess) Forget(kArray, reinterpret_cast<uint64_t>(array));
   return r;
 }
 
 CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
   static MemGetInfoFn real = Real<MemGetInfoFn>("cuMemGetInfo_v2");
   CUresult r = CallReal(real, free_bytes, total_bytes);
-  Enforcement& e = State();
-  EnsureInitialised(e);
-  if (r != kSuccess || e.mode != Enforcement::Mode::kEnforce) return r;
-  int t = e.ledger->ProcessTenant(e.process);
-  uint64_t quota = e.ledger->TenantQuota(t), used = e.ledger->TenantUsed(t);
-  uint64_t left = used >= quota ? 0 : quota - used;
+  uint64_t quota, used;
+  if (r != kSuccess || !TenantView(&quota, &used)) return r;
   *total_bytes = std::min<uint64_t>(*total_bytes, quota);
-  *free_bytes = std::min<uint64_t>(*free_bytes, left);
+  *free_bytes = std::min<uint64_t>(*free_bytes, used >= quota ? 0 : quota - used);
   return r;
 }
 
 CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
   static DeviceTotalMemFn real = Real<DeviceTotalMemFn>("cuDeviceTotalMem_v2");
   CUresult r = CallReal(real, bytes, dev);
+  uint64_t quota, used;
+  if (r == kSuccess && TenantView(&quota, &used)) *bytes = std::min<uint64_t>(*bytes, quota);
+  return r;
+}
+
+// NVML: the tenant sees its quota as the device's memory, and only its own processes.
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* m) {
+  static auto real = Real<nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*)>("nvmlDeviceGetMemoryInfo");
+  nvmlReturn_t r = real ? real(device, m) : gpumux::nvml::kErrorDriverNotLoaded;
+  uint64_t quota, used;
+  if (r != gpumux::nvml::kSuccess || !TenantView(&quota, &used)) return r;
+  m->total = std::min<unsigned long long>(m->total, quota);
+  m->used = used;
+  m->free = used >= m->total ? 0 : m->total - used;
+  return r;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* m) {
+  static auto real = Real<nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_v2_t*)>("nvmlDeviceGetMemoryInfo_v2");
+  nvmlReturn_t r = real ? real(device, m) : gpumux::nvml::kErrorDriverNotLoaded;
+  uint64_t quota, used;
+  if (r != gpumux::nvml::kSuccess || !TenantView(&quota, &used)) return r;
+  m->total = std::min<unsigned long long>(m->total, quota);
+  m->used = used;
+  m->free = used >= m->total ? 0 : m->total - used;
+  return r;
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count, nvmlProcessInfo_t* infos) {
+  static auto real = Real<nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*)>(
+      "nvmlDeviceGetComputeRunningProcesses_v3");
+  if (!real) return gpumux::nvml::kErrorDriverNotLoaded;
   Enforcement& e = State();
   EnsureInitialised(e);
-  if (r == kSuccess && e.mode == Enforcement::Mode::kEnforce) {
-    *bytes = std::min<uint64_t>(*bytes, e.ledger->TenantQuota(e.ledger->ProcessTenant(e.process)));
+  if (e.mode != Enforcement::Mode::kEnforce || !count) return real(device, count, infos);
+  // Ask for the whole list, keep the tenant's own processes.
+  std::vector<nvmlProcessInfo_t> all(256);
+  unsigned int n = unsigned(all.size());
+  nvmlReturn_t r;
+  while ((r = real(device, &n, all.data())) == gpumux::nvml::kErrorInsufficientSize) all.resize(n), n = unsigned(all.size());
+  if (r != gpumux::nvml::kSuccess) return r;
+  int tenant = e.ledger->ProcessTenant(e.process);
+  std::vector<pid_t> mine;
+  for (const auto& u : e.ledger->Snapshot()) {
+    if (u.slot == tenant) for (auto [pid, bytes] : u.processes) mine.push_back(pid);
   }
-  return r;
+  unsigned int kept = 0;
+  for (unsigned int i = 0; i < n; ++i) {
+    if (std::find(mine.begin(), mine.end(), pid_t(all[i].pid)) == mine.end()) continue;
+    if (infos && kept < *count) infos[kept] = all[i];
+    ++kept;
+  }
+  bool fits = kept <= *count;
+  *count = kept;
+  return fits ? gpumux::nvml::kSuccess : gpumux::nvml::kErrorInsufficientSize;
 }
 
 // The wrapper for a driver entry point, by the base name cuGetProcAddress uses or the exported
@@ -256,6 +387,17 @@ static void* Wrapper(const char* name, bool versioned) {
       {"cuMemAllocPitch", "cuMemAllocPitch_v2", (void*)&cuMemAllocPitch_v2},
       {"cuMemAllocManaged", "cuMemAllocManaged", (void*)&cuMemAllocManaged},
       {"cuMemFree", "cuMemFree_v2", (void*)&cuMemFree_v2},
+      {"cuMemAllocAsync", "cuMemAllocAsync", (void*)&cuMemAllocAsync},
+      {"cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync", (void*)&cuMemAllocFromPoolAsync},
+      {"cuMemFreeAsync", "cuMemFreeAsync", (void*)&cuMemFreeAsync},
+      {"cuMemCreate", "cuMemCreate", (void*)&cuMemCreate},
+      {"cuMemRelease", "cuMemRelease", (void*)&cuMemRelease},
+      {"cuArrayCreate", "cuArrayCreate_v2", (void*)&cuArrayCreate_v2},
+      {"cuArrayDestroy", "cuArrayDestroy", (void*)&cuArrayDestroy},
+      {"nvmlDeviceGetMemoryInfo", "nvmlDeviceGetMemoryInfo", (void*)&nvmlDeviceGetMemoryInfo},
+      {"nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetMemoryInfo_v2", (void*)&nvmlDeviceGetMemoryInfo_v2},
+      {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v3",
+       (void*)&nvmlDeviceGetComputeRunningProcesses_v3},
       {"cuMemGetInfo", "cuMemGetInfo_v2", (void*)&cuMemGetInfo_v2},
       {"cuDeviceTotalMem", "cuDeviceTotalMem_v2", (void*)&cuDeviceTotalMem_v2},
   };
@@ -285,7 +427,7 @@ CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_
 // dlsym: a program that dlopens libcuda and looks entry points up by name gets the wrappers too.
 void* dlsym(void* handle, const char* name) {
   void* real = RealDlsym()(handle, name);
-  if (!real || name[0] != 'c' || name[1] != 'u') return real;
+  if (!real || !(std::strncmp(name, "cu", 2) == 0 || std::strncmp(name, "nvml", 4) == 0)) return real;
   if (std::strcmp(name, "cuGetProcAddress") == 0) return (void*)&cuGetProcAddress;
   if (std::strcmp(name, "cuGetProcAddress_v2") == 0) return (void*)&cuGetProcAddress_v2;
   if (void* w = Wrapper(name, true)) return w;

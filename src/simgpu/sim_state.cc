@@ -1,0 +1,113 @@
+#include "simgpu/sim_state.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <mutex>
+
+#include "node/ledger/ledger.h"
+
+namespace gpumux::sim {
+namespace {
+
+constexpr uint64_t kStateMagic = 0x4d49535855504725ull;  // "%GPUXSIM"
+
+SimState* MapState(const std::string& path, uint64_t capacity) {
+  int fd = open(path.c_str(), O_RDWR | O_CREAT, 0600);
+  if (fd < 0) return nullptr;
+  flock(fd, LOCK_EX);
+  struct stat st;
+  fstat(fd, &st);
+  bool fresh = st.st_size == 0;
+  if (fresh && ftruncate(fd, sizeof(SimState)) != 0) {
+    close(fd);
+    return nullptr;
+  }
+  void* p = mmap(nullptr, sizeof(SimState), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  SimState* s = p == MAP_FAILED ? nullptr : static_cast<SimState*>(p);
+  if (s && fresh) {
+    s->capacity = capacity;
+    s->next_address.store(0x7f0000000000ull);
+    s->magic = kStateMagic;
+  }
+  if (s && s->magic != kStateMagic) s = nullptr;
+  flock(fd, LOCK_UN);
+  close(fd);
+  return s;
+}
+
+}  // namespace
+
+const SimDevice& Device() {
+  static const SimDevice* device = [] {
+    auto* d = new SimDevice();
+    const char* mem = std::getenv("GPUMUX_SIM_MEMORY");
+    if (!mem || !*mem) return d;
+    d->memory = std::strtoull(mem, nullptr, 10);
+    const char* name = std::getenv("GPUMUX_SIM_NAME");
+    d->name = name ? name : "gpumux simulated GPU";
+    const char* sms = std::getenv("GPUMUX_SIM_SMS");
+    d->sms = sms ? std::atoi(sms) : 108;
+    const char* state = std::getenv("GPUMUX_SIM_STATE");
+    d->state = MapState(state && *state ? state : "/dev/shm/gpumux-sim-" + std::to_string(getuid()), d->memory);
+    return d;
+  }();
+  return *device;
+}
+
+int ProcessSlot() {
+  static int slot = [] {
+    SimState* s = Device().state;
+    auto start = gpumux::node::ProcessStartTime(getpid());
+    if (!s || !start) return -1;
+    for (int i = 0; i < kMaxSimProcesses; ++i) {
+      int32_t expected = 0;
+      if (s->processes[i].pid.compare_exchange_strong(expected, -1)) {
+        s->processes[i].start_time = *start;
+        s->processes[i].used.store(0);
+        s->processes[i].pid.store(getpid());
+        return i;
+      }
+    }
+    return -1;
+  }();
+  return slot;
+}
+
+void ReclaimDeadProcesses(SimState* s) {
+  for (SimProcess& p : s->processes) {
+    int32_t pid = p.pid.load();
+    if (pid <= 0) continue;
+    auto start = gpumux::node::ProcessStartTime(pid);
+    if (start && *start == p.start_time) continue;
+    if (!p.pid.compare_exchange_strong(pid, -1)) continue;
+    s->used.fetch_sub(p.used.exchange(0));
+    p.pid.store(0);
+  }
+}
+
+bool Take(uint64_t bytes) {
+  SimState* s = Device().state;
+  uint64_t used = s->used.load();
+  do {
+    if (used + bytes > s->capacity) {
+      ReclaimDeadProcesses(s);
+      used = s->used.load();
+      if (used + bytes > s->capacity) return false;
+    }
+  } while (!s->used.compare_exchange_weak(used, used + bytes));
+  if (int slot = ProcessSlot(); slot >= 0) s->processes[slot].used.fetch_add(bytes);
+  return true;
+}
+
+void Give(uint64_t bytes) {
+  SimState* s = Device().state;
+  s->used.fetch_sub(bytes);
+  if (int slot = ProcessSlot(); slot >= 0) s->processes[slot].used.fetch_sub(bytes);
+}
+
+}  // namespace gpumux::sim
