@@ -264,6 +264,22 @@ CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes, CUmemoryPool p
                  [&] { return CallReal(real, dptr, bytes, pool, stream); }, [&] { return *dptr; });
 }
 
+// Per-thread-default-stream variants (what cuGetProcAddress returns to a program built with
+// --default-stream per-thread): the same guard around the driver's own _ptsz entry points.
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUstream stream) {
+  static auto real = Real<CUresult (*)(CUdeviceptr*, size_t, CUstream)>("cuMemAllocAsync_ptsz");
+  if (!dptr) return CallReal(real, dptr, bytes, stream);
+  return Guarded(kPointer, bytes, "cuMemAllocAsync", [&] { return CallReal(real, dptr, bytes, stream); },
+                 [&] { return *dptr; });
+}
+
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream stream) {
+  static auto real = Real<CUresult (*)(CUdeviceptr*, size_t, CUmemoryPool, CUstream)>("cuMemAllocFromPoolAsync_ptsz");
+  if (!dptr) return CallReal(real, dptr, bytes, pool, stream);
+  return Guarded(kPointer, bytes, "cuMemAllocFromPoolAsync",
+                 [&] { return CallReal(real, dptr, bytes, pool, stream); }, [&] { return *dptr; });
+}
+
 CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t bytes, const CUmemAllocationProp* prop,
                      unsigned long long flags) {
   static auto real = Real<CUresult (*)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*,
@@ -289,6 +305,13 @@ CUresult cuMemFree_v2(CUdeviceptr dptr) {
 
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
   static auto real = Real<CUresult (*)(CUdeviceptr, CUstream)>("cuMemFreeAsync");
+  CUresult r = CallReal(real, dptr, stream);
+  if (r == kSuccess) Forget(kPointer, dptr);
+  return r;
+}
+
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
+  static auto real = Real<CUresult (*)(CUdeviceptr, CUstream)>("cuMemFreeAsync_ptsz");
   CUresult r = CallReal(real, dptr, stream);
   if (r == kSuccess) Forget(kPointer, dptr);
   return r;
@@ -378,33 +401,38 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
   return fits ? gpumux::nvml::kSuccess : gpumux::nvml::kErrorInsufficientSize;
 }
 
-// The wrapper for a driver entry point, by the base name cuGetProcAddress uses or the exported
-// (versioned) name dlsym uses; null when this library does not wrap it.
-static void* Wrapper(const char* name, bool versioned) {
-  struct Entry { const char* base; const char* exported; void* fn; };
-  static const Entry entries[] = {
+// The entry points this library wraps: the base name cuGetProcAddress is asked for, the exported
+// name of the driver function the wrapper forwards to, and the wrapper.
+struct WrappedEntry {
+  const char* base;
+  const char* exported;
+  void* wrapper;
+};
+
+static const std::vector<WrappedEntry>& WrappedEntries() {
+  static const std::vector<WrappedEntry> entries = {
       {"cuMemAlloc", "cuMemAlloc_v2", (void*)&cuMemAlloc_v2},
       {"cuMemAllocPitch", "cuMemAllocPitch_v2", (void*)&cuMemAllocPitch_v2},
       {"cuMemAllocManaged", "cuMemAllocManaged", (void*)&cuMemAllocManaged},
       {"cuMemFree", "cuMemFree_v2", (void*)&cuMemFree_v2},
       {"cuMemAllocAsync", "cuMemAllocAsync", (void*)&cuMemAllocAsync},
+      {"cuMemAllocAsync", "cuMemAllocAsync_ptsz", (void*)&cuMemAllocAsync_ptsz},
       {"cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync", (void*)&cuMemAllocFromPoolAsync},
+      {"cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz", (void*)&cuMemAllocFromPoolAsync_ptsz},
       {"cuMemFreeAsync", "cuMemFreeAsync", (void*)&cuMemFreeAsync},
+      {"cuMemFreeAsync", "cuMemFreeAsync_ptsz", (void*)&cuMemFreeAsync_ptsz},
       {"cuMemCreate", "cuMemCreate", (void*)&cuMemCreate},
       {"cuMemRelease", "cuMemRelease", (void*)&cuMemRelease},
       {"cuArrayCreate", "cuArrayCreate_v2", (void*)&cuArrayCreate_v2},
       {"cuArrayDestroy", "cuArrayDestroy", (void*)&cuArrayDestroy},
+      {"cuMemGetInfo", "cuMemGetInfo_v2", (void*)&cuMemGetInfo_v2},
+      {"cuDeviceTotalMem", "cuDeviceTotalMem_v2", (void*)&cuDeviceTotalMem_v2},
       {"nvmlDeviceGetMemoryInfo", "nvmlDeviceGetMemoryInfo", (void*)&nvmlDeviceGetMemoryInfo},
       {"nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetMemoryInfo_v2", (void*)&nvmlDeviceGetMemoryInfo_v2},
       {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v3",
        (void*)&nvmlDeviceGetComputeRunningProcesses_v3},
-      {"cuMemGetInfo", "cuMemGetInfo_v2", (void*)&cuMemGetInfo_v2},
-      {"cuDeviceTotalMem", "cuDeviceTotalMem_v2", (void*)&cuDeviceTotalMem_v2},
   };
-  for (const Entry& e : entries) {
-    if (std::strcmp(name, versioned ? e.exported : e.base) == 0) return e.fn;
-  }
-  return nullptr;
+  return entries;
 }
 
 CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
@@ -414,8 +442,15 @@ CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint
   if (r != kSuccess || !symbol || !pfn) return r;
   if (std::strcmp(symbol, "cuGetProcAddress") == 0) {
     *pfn = (void*)&cuGetProcAddress_v2;  // later lookups through the returned pointer stay wrapped
-  } else if (void* w = Wrapper(symbol, false)) {
-    *pfn = w;
+    return r;
+  }
+  // Wrap only when the driver handed out exactly the function a wrapper forwards to: an older ABI
+  // version or another stream variant is left alone rather than given the wrong semantics.
+  for (const WrappedEntry& e : WrappedEntries()) {
+    if (std::strcmp(symbol, e.base) == 0 && *pfn && *pfn == Real<void*>(e.exported)) {
+      *pfn = e.wrapper;
+      break;
+    }
   }
   return r;
 }
@@ -423,14 +458,15 @@ CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint
 CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags) {
   return cuGetProcAddress_v2(symbol, pfn, version, flags, nullptr);
 }
-
 // dlsym: a program that dlopens libcuda and looks entry points up by name gets the wrappers too.
 void* dlsym(void* handle, const char* name) {
   void* real = RealDlsym()(handle, name);
   if (!real || !(std::strncmp(name, "cu", 2) == 0 || std::strncmp(name, "nvml", 4) == 0)) return real;
   if (std::strcmp(name, "cuGetProcAddress") == 0) return (void*)&cuGetProcAddress;
   if (std::strcmp(name, "cuGetProcAddress_v2") == 0) return (void*)&cuGetProcAddress_v2;
-  if (void* w = Wrapper(name, true)) return w;
+  for (const WrappedEntry& e : WrappedEntries()) {
+    if (std::strcmp(name, e.exported) == 0) return e.wrapper;
+  }
   return real;
 }
 

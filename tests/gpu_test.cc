@@ -1,0 +1,88 @@
+// The memory quota on a real NVIDIA GPU (ctest label `gpu`): through a driver-API program and through
+// PyTorch. Each test skips, saying why, where there is no GPU (or no PyTorch).
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20, kGiB = 1ull << 30;
+
+// Why this machine cannot run the GPU tests, or "" if it can.
+std::string NoGpuReason() {
+  void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+  if (!nvml) return "no NVIDIA driver (libnvidia-ml.so.1 not found)";
+  auto init = reinterpret_cast<int (*)()>(dlsym(nvml, "nvmlInit_v2"));
+  auto count = reinterpret_cast<int (*)(unsigned*)>(dlsym(nvml, "nvmlDeviceGetCount_v2"));
+  unsigned n = 0;
+  if (!init || !count || init() != 0 || count(&n) != 0 || n == 0) return "NVML reports no GPU";
+  if (!dlopen("libcuda.so.1", RTLD_NOW)) return "no CUDA driver (libcuda.so.1 not found)";
+  return "";
+}
+
+std::pair<int, std::string> Sh(const std::string& cmd) {
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+class GpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why = NoGpuReason();
+    if (!why.empty()) GTEST_SKIP() << "needs an NVIDIA GPU: " << why;
+    dir_ = std::filesystem::temp_directory_path() / ("gpumux_gpu_" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+    setenv("GPUMUX_RUNTIME_DIR", dir_.c_str(), 1);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path dir_;
+};
+
+TEST_F(GpuTest, DriverApiProgramIsRefusedAtItsQuota) {
+  for (const char* binding : {"direct", "dlopen", "procaddr"}) {
+    auto [code, out] = Sh(std::string(GPUMUX_BINARY) + " run --gpu 0 --mem 1GiB --tenant gpu-" + binding + " -- " +
+                          GPUMUX_ALLOC_CLIENT + " " + binding + " fill " + std::to_string(64 * kMiB) + " 0 2>/dev/null");
+    ASSERT_EQ(code, 0) << binding << ": " << out;
+    auto j = nlohmann::json::parse(out);
+    EXPECT_EQ(j["allocated"].get<uint64_t>(), kGiB) << binding;
+    EXPECT_EQ(j["last_error"].get<int>(), 2) << binding;
+    EXPECT_EQ(j["total"].get<uint64_t>(), kGiB) << binding;
+  }
+}
+
+TEST_F(GpuTest, PyTorchSeesTheQuotaAndIsRefusedPastIt) {
+  if (Sh("python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null").first != 0) {
+    GTEST_SKIP() << "PyTorch with CUDA is not installed";
+  }
+  const char* script =
+      "import torch, json\n"
+      "free, total = torch.cuda.mem_get_info()\n"
+      "oom = False\n"
+      "try:\n"
+      "    x = torch.empty(3 << 30, dtype=torch.uint8, device='cuda')\n"
+      "except torch.cuda.OutOfMemoryError:\n"
+      "    oom = True\n"
+      "print(json.dumps({'total': total, 'oom': oom}))\n";
+  std::string path = (dir_ / "quota.py").string();
+  FILE* f = std::fopen(path.c_str(), "w");
+  std::fputs(script, f);
+  std::fclose(f);
+  auto [code, out] = Sh(std::string(GPUMUX_BINARY) + " run --gpu 0 --mem 2GiB -- python3 " + path + " 2>/dev/null");
+  ASSERT_EQ(code, 0) << out;
+  auto j = nlohmann::json::parse(out.substr(out.find('{')));
+  EXPECT_EQ(j["total"].get<uint64_t>(), 2 * kGiB) << "torch.cuda.mem_get_info() shows the quota";
+  EXPECT_TRUE(j["oom"].get<bool>()) << "3 GiB past a 2 GiB quota raises OutOfMemoryError in this process only";
+}
+
+}  // namespace
