@@ -1,6 +1,5 @@
 // Runs the `gpumux` binary as a user or a script would and checks what it prints and how it exits.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
@@ -10,24 +9,14 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "shell.h"
+
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string out;  // stdout and stderr together
-};
+using Result = gpumux::testing::ShellResult;
 
 Result Gpumux(const std::string& args) {
-  std::string cmd = std::string(GPUMUX_BINARY) + " " + args + " 2>&1";
-  Result r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-  int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return gpumux::testing::Shell(std::string(GPUMUX_BINARY) + " " + args + " 2>&1");
 }
 
 std::string Example(const char* name) { return std::string(GPUMUX_SOURCE_DIR) + "/examples/" + name; }

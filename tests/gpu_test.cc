@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "shell.h"
+
 namespace {
 
 constexpr uint64_t kMiB = 1ull << 20, kGiB = 1ull << 30;
@@ -27,13 +29,8 @@ std::string NoGpuReason() {
 }
 
 std::pair<int, std::string> Sh(const std::string& cmd) {
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  gpumux::testing::ShellResult r = gpumux::testing::Shell(cmd);
+  return {r.exit_code, r.out};
 }
 
 class GpuTest : public ::testing::Test {

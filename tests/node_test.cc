@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "node/ledger/ledger.h"
+#include "shell.h"
 
 namespace {
 
@@ -34,15 +35,10 @@ class NodeTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  // Runs a shell command, returns (exit code, stdout).
+  // Runs a shell command, returns (exit code, stdout); stderr is dropped.
   static std::pair<int, std::string> Sh(const std::string& cmd) {
-    FILE* pipe = popen((cmd + " 2>/dev/null").c_str(), "r");
-    std::string out;
-    std::array<char, 4096> buf;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-    int status = pclose(pipe);
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+    gpumux::testing::ShellResult r = gpumux::testing::Shell(cmd + " 2>/dev/null");
+    return {r.exit_code, r.out};
   }
 
   std::string Run(const std::string& tenant, const std::string& mem, const std::string& client_args) {

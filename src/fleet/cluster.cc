@@ -7,12 +7,6 @@
 
 namespace gpumux::fleet {
 
-int NodeState::GpusWithAtLeast(int milli) const {
-  int n = 0;
-  for (int g = 0; g < gpus; ++g) n += gpu_left[g] >= milli;
-  return n;
-}
-
 Cluster::Cluster(const std::vector<NodeSpec>& nodes) : specs_(nodes) {
   for (const NodeSpec& spec : nodes) {
     NodeState n;

@@ -43,8 +43,6 @@ struct NodeState {
   // GPU pods running here by kind: -1 = sharing pods, N = pods of N whole GPUs.
   std::vector<std::pair<int, int>> affinity;  // (kind, count)
 
-  // GPUs with at least `milli` free.
-  int GpusWithAtLeast(int milli) const;
 };
 
 class Cluster {
@@ -53,7 +51,6 @@ class Cluster {
 
   int size() const { return int(nodes_.size()); }
   const NodeState& node(int i) const { return nodes_[i]; }
-  const NodeSpec& spec(int i) const { return specs_[i]; }
   const std::vector<std::string>& models() const { return models_; }
   int64_t gpu_capacity_milli() const { return capacity_milli_; }
   int total_gpus() const { return int(capacity_milli_ / kMilli); }

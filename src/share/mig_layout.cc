@@ -56,12 +56,6 @@ std::string MigLayout::Violation(const MigGeometry& geo) const {
   return "";
 }
 
-int MigLayout::SlotsUsed() const {
-  int slots = 0;
-  for (const MigInstance& inst : instances) slots += inst.profile->memory_slices;
-  return slots;
-}
-
 std::vector<MigInstance> MigLayout::FirstFitCreationOrder(const MigGeometry&) const {
   std::vector<MigInstance> order = instances;
   // Largest first, then every other order until one reproduces the layout.

@@ -20,7 +20,6 @@ struct MigLayout {
 
   // Empty if the driver would accept the layout; otherwise the first rule it breaks.
   std::string Violation(const MigGeometry& geo) const;
-  int SlotsUsed() const;
   // An order of creation in which `nvidia-smi mig -cgi ID` without explicit placements (the driver
   // then picks DriverDefaultStart) reproduces this layout, largest first when that works; empty if
   // no order does, in which case the placements must be given explicitly.

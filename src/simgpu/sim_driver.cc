@@ -209,35 +209,43 @@ CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
   return kSuccess;
 }
 
+struct ErrorText {
+  CUresult code;
+  const char* name;
+  const char* text;
+};
+static const ErrorText kErrors[] = {
+    {kSuccess, "CUDA_SUCCESS", "no error"},
+    {kErrorInvalidValue, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {kErrorOutOfMemory, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {kErrorNotInitialized, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {kErrorNoDevice, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {kErrorInvalidDevice, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {kErrorInvalidContext, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {kErrorNotFound, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+};
+
 CUresult cuGetErrorName(CUresult error, const char** str) {
   if (!str) return kErrorInvalidValue;
-  switch (error) {
-    case kSuccess: *str = "CUDA_SUCCESS"; break;
-    case kErrorInvalidValue: *str = "CUDA_ERROR_INVALID_VALUE"; break;
-    case kErrorOutOfMemory: *str = "CUDA_ERROR_OUT_OF_MEMORY"; break;
-    case kErrorNotInitialized: *str = "CUDA_ERROR_NOT_INITIALIZED"; break;
-    case kErrorNoDevice: *str = "CUDA_ERROR_NO_DEVICE"; break;
-    case kErrorInvalidDevice: *str = "CUDA_ERROR_INVALID_DEVICE"; break;
-    case kErrorInvalidContext: *str = "CUDA_ERROR_INVALID_CONTEXT"; break;
-    case kErrorNotFound: *str = "CUDA_ERROR_NOT_FOUND"; break;
-    default: *str = nullptr; return kErrorInvalidValue;
+  for (const ErrorText& e : kErrors) {
+    if (e.code == error) {
+      *str = e.name;
+      return kSuccess;
+    }
   }
-  return kSuccess;
+  *str = nullptr;
+  return kErrorInvalidValue;
 }
 CUresult cuGetErrorString(CUresult error, const char** str) {
   if (!str) return kErrorInvalidValue;
-  switch (error) {
-    case kSuccess: *str = "no error"; break;
-    case kErrorInvalidValue: *str = "invalid argument"; break;
-    case kErrorOutOfMemory: *str = "out of memory"; break;
-    case kErrorNotInitialized: *str = "initialization error"; break;
-    case kErrorNoDevice: *str = "no CUDA-capable device is detected"; break;
-    case kErrorInvalidDevice: *str = "invalid device ordinal"; break;
-    case kErrorInvalidContext: *str = "invalid device context"; break;
-    case kErrorNotFound: *str = "named symbol not found"; break;
-    default: *str = nullptr; return kErrorInvalidValue;
+  for (const ErrorText& e : kErrors) {
+    if (e.code == error) {
+      *str = e.text;
+      return kSuccess;
+    }
   }
-  return kSuccess;
+  *str = nullptr;
+  return kErrorInvalidValue;
 }
 
 // cuGetProcAddress: the driver entry points by base name ("cuMemAlloc" resolves to cuMemAlloc_v2).

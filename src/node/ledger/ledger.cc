@@ -105,28 +105,24 @@ Ledger Ledger::CreateOrOpen(const std::string& path, uint64_t capacity, const st
     l->header.magic = kLedgerMagic;
     return Ledger(fd, l);
   }
-  if (size_t(st.st_size) < sizeof(LedgerLayout)) {
-    close(fd);
-    throw LedgerError(path + ": truncated ledger (" + std::to_string(st.st_size) + " bytes)");
-  }
-  LedgerLayout* l = Map(fd, path);
-  Ledger ledger(fd, l);
-  Validate(l, path);
-  return ledger;
+  return MapExisting(fd, path);
 }
 
 Ledger Ledger::Open(const std::string& path) {
   int fd = open(path.c_str(), O_RDWR);
   if (fd < 0) throw LedgerError(Errno(path + ": cannot open the ledger"));
+  return MapExisting(fd, path);
+}
+
+Ledger Ledger::MapExisting(int fd, const std::string& path) {
   struct stat st;
   fstat(fd, &st);
   if (size_t(st.st_size) < sizeof(LedgerLayout)) {
     close(fd);
     throw LedgerError(path + ": truncated ledger (" + std::to_string(st.st_size) + " bytes)");
   }
-  LedgerLayout* l = Map(fd, path);
-  Ledger ledger(fd, l);
-  Validate(l, path);
+  Ledger ledger(fd, Map(fd, path));  // owns fd from here, also if Validate throws
+  Validate(ledger.layout_, path);
   return ledger;
 }
 

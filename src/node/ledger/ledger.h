@@ -118,6 +118,9 @@ class Ledger {
 
  private:
   Ledger(int fd, LedgerLayout* layout);
+  // Maps an existing ledger file after checking its size, magic number, version and layout; takes
+  // ownership of `fd` (closed on error too).
+  static Ledger MapExisting(int fd, const std::string& path);
   int fd_;
   LedgerLayout* layout_;
 };

@@ -224,6 +224,17 @@ bool TenantView(uint64_t* quota, uint64_t* used) {
   return true;
 }
 
+// NVML memory info as the tenant sees it: its quota as the total, its usage as used.
+template <typename Memory>
+nvmlReturn_t TenantMemory(nvmlReturn_t r, Memory* m) {
+  uint64_t quota, used;
+  if (r != gpumux::nvml::kSuccess || !TenantView(&quota, &used)) return r;
+  m->total = std::min<unsigned long long>(m->total, quota);
+  m->used = used;
+  m->free = used >= m->total ? 0 : m->total - used;
+  return r;
+}
+
 }  // namespace
 
 extern "C" {
@@ -352,24 +363,12 @@ CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
 // NVML: the tenant sees its quota as the device's memory, and only its own processes.
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* m) {
   static auto real = Real<nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*)>("nvmlDeviceGetMemoryInfo");
-  nvmlReturn_t r = real ? real(device, m) : gpumux::nvml::kErrorDriverNotLoaded;
-  uint64_t quota, used;
-  if (r != gpumux::nvml::kSuccess || !TenantView(&quota, &used)) return r;
-  m->total = std::min<unsigned long long>(m->total, quota);
-  m->used = used;
-  m->free = used >= m->total ? 0 : m->total - used;
-  return r;
+  return TenantMemory(real ? real(device, m) : gpumux::nvml::kErrorDriverNotLoaded, m);
 }
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* m) {
   static auto real = Real<nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_v2_t*)>("nvmlDeviceGetMemoryInfo_v2");
-  nvmlReturn_t r = real ? real(device, m) : gpumux::nvml::kErrorDriverNotLoaded;
-  uint64_t quota, used;
-  if (r != gpumux::nvml::kSuccess || !TenantView(&quota, &used)) return r;
-  m->total = std::min<unsigned long long>(m->total, quota);
-  m->used = used;
-  m->free = used >= m->total ? 0 : m->total - used;
-  return r;
+  return TenantMemory(real ? real(device, m) : gpumux::nvml::kErrorDriverNotLoaded, m);
 }
 
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count, nvmlProcessInfo_t* infos) {
