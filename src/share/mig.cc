@@ -193,8 +193,10 @@ StrategyResult EvaluateMig(const GpuKind& gpu, std::span<const TenantLoad* const
   LayoutSearch search(gpu, loads, /*enforce_slo=*/false);
   if (!search.Run()) {
     if (const TenantLoad* l = search.Unplaceable()) {
+      double largest = 0;
+      for (const MigProfile& p : gpu.mig->profiles) largest = std::max(largest, p.memory_bytes);
       r.verdict = fmt::format("mig: no instance holds {} ({}; the largest holds {})", l->tenant->name,
-                              FormatBytes(l->memory), FormatBytes(gpu.mig->profiles.back().memory_bytes));
+                              FormatBytes(l->memory), FormatBytes(largest));
     } else {
       r.verdict = fmt::format("mig: no valid layout gives {} tenants an instance each on {}",
                               loads.size(), gpu.name);
