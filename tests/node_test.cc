@@ -68,7 +68,7 @@ TEST_F(NodeTest, EveryAllocationPathCountsAndNvmlShowsOnlyTheTenant) {
   pclose(neighbour);
   ASSERT_EQ(code, 0) << out;
   auto j = nlohmann::json::parse(out);
-  EXPECT_EQ(j["allocated"].get<uint64_t>(), kGiB) << "plain, async, pool, managed, VMM and array allocations all count";
+  EXPECT_EQ(j["allocated"].get<uint64_t>(), kGiB) << "plain, async, pool, managed, VMM, 2D/3D/mipmapped array allocations all count";
   EXPECT_EQ(j["last_error"].get<int>(), 2);
   EXPECT_EQ(j["nvml_held"]["total"].get<uint64_t>(), kGiB);
   EXPECT_EQ(j["nvml_held"]["used"].get<uint64_t>(), kGiB);

@@ -23,6 +23,15 @@ typedef struct {
   int Format;
   unsigned int NumChannels;
 } CUDA_ARRAY_DESCRIPTOR;
+typedef struct {
+  size_t Width;
+  size_t Height;  // 0 for a 1D array
+  size_t Depth;   // 0 for a 1D or 2D array
+  int Format;
+  unsigned int NumChannels;
+  unsigned int Flags;
+} CUDA_ARRAY3D_DESCRIPTOR;
+typedef struct CUmipmappedArray_st* CUmipmappedArray;
 }
 
 namespace gpumux::cuda {
@@ -48,6 +57,15 @@ inline size_t ArrayFormatBytes(int format) {
 }
 inline uint64_t ArrayBytes(const CUDA_ARRAY_DESCRIPTOR& d) {
   return uint64_t(d.Width) * (d.Height ? d.Height : 1) * d.NumChannels * ArrayFormatBytes(d.Format);
+}
+// Bytes of a 3D array, or of all `levels` levels of a mipmapped one (each level halves every extent).
+inline uint64_t Array3DBytes(const CUDA_ARRAY3D_DESCRIPTOR& d, unsigned int levels = 1) {
+  uint64_t total = 0, w = d.Width, h = d.Height ? d.Height : 1, z = d.Depth ? d.Depth : 1;
+  for (unsigned int l = 0; l < levels; ++l) {
+    total += w * h * z;
+    w = w > 1 ? w / 2 : 1, h = h > 1 ? h / 2 : 1, z = z > 1 ? z / 2 : 1;
+  }
+  return total * d.NumChannels * ArrayFormatBytes(d.Format);
 }
 inline constexpr int kProcAddressSymbolNotFound = 1;
 }  // namespace gpumux::cuda

@@ -198,6 +198,28 @@ CUresult cuArrayDestroy(CUarray array) {
   if (!Ready()) return kErrorNotInitialized;
   return Give(2, reinterpret_cast<uint64_t>(array));
 }
+CUresult cuArray3DCreate_v2(CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc) {
+  if (!Ready()) return kErrorNotInitialized;
+  if (!array || !desc || Array3DBytes(*desc) == 0) return kErrorInvalidValue;
+  uint64_t bytes = Array3DBytes(*desc);
+  auto handle = NewAddress(bytes);
+  CUresult r = Take(2, handle, bytes);
+  if (r == kSuccess) *array = reinterpret_cast<CUarray>(handle);
+  return r;
+}
+CUresult cuMipmappedArrayCreate(CUmipmappedArray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc, unsigned int levels) {
+  if (!Ready()) return kErrorNotInitialized;
+  if (!array || !desc || levels == 0 || Array3DBytes(*desc, levels) == 0) return kErrorInvalidValue;
+  uint64_t bytes = Array3DBytes(*desc, levels);
+  auto handle = NewAddress(bytes);
+  CUresult r = Take(2, handle, bytes);
+  if (r == kSuccess) *array = reinterpret_cast<CUmipmappedArray>(handle);
+  return r;
+}
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray array) {
+  if (!Ready()) return kErrorNotInitialized;
+  return Give(2, reinterpret_cast<uint64_t>(array));
+}
 
 CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
   if (!Ready()) return kErrorNotInitialized;
@@ -283,6 +305,9 @@ CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int, cuuint64_t, CU
       {"cuMemUnmap", (void*)&cuMemUnmap},
       {"cuArrayCreate", (void*)&cuArrayCreate_v2},
       {"cuArrayDestroy", (void*)&cuArrayDestroy},
+      {"cuArray3DCreate", (void*)&cuArray3DCreate_v2},
+      {"cuMipmappedArrayCreate", (void*)&cuMipmappedArrayCreate},
+      {"cuMipmappedArrayDestroy", (void*)&cuMipmappedArrayDestroy},
       {"cuMemGetInfo", (void*)&cuMemGetInfo_v2},
       {"cuGetErrorName", (void*)&cuGetErrorName},
       {"cuGetErrorString", (void*)&cuGetErrorString},

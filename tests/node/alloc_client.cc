@@ -36,6 +36,9 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle*, size_t, const CUmemAllocatio
 CUresult cuMemRelease(CUmemGenericAllocationHandle);
 CUresult cuArrayCreate_v2(CUarray*, const CUDA_ARRAY_DESCRIPTOR*);
 CUresult cuArrayDestroy(CUarray);
+CUresult cuArray3DCreate_v2(CUarray*, const CUDA_ARRAY3D_DESCRIPTOR*);
+CUresult cuMipmappedArrayCreate(CUmipmappedArray*, const CUDA_ARRAY3D_DESCRIPTOR*, unsigned int);
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray);
 }
 
 namespace {
@@ -132,13 +135,14 @@ int main(int argc, char** argv) {
     std::vector<CUdeviceptr> ptrs, async_ptrs;
     std::vector<CUmemGenericAllocationHandle> handles;
     std::vector<CUarray> arrays;
+    std::vector<CUmipmappedArray> mipmapped;
     unsigned long long prop_storage[8] = {0};
     auto* prop = reinterpret_cast<const CUmemAllocationProp*>(prop_storage);
     size_t total = 0;
     CUresult last = 0;
     for (int i = 0; last == 0; ++i) {
       CUdeviceptr p = 0;
-      switch (i % 6) {
+      switch (i % 8) {
         case 0: last = cuMemAlloc_v2(&p, step); if (!last) ptrs.push_back(p); break;
         case 1: last = cuMemAllocAsync(&p, step, nullptr); if (!last) async_ptrs.push_back(p); break;
         case 2: last = cuMemAllocFromPoolAsync(&p, step, nullptr, nullptr); if (!last) async_ptrs.push_back(p); break;
@@ -154,6 +158,20 @@ int main(int argc, char** argv) {
           CUDA_ARRAY_DESCRIPTOR d{step / 4, 1, 0x20, 1};  // float, one channel
           last = cuArrayCreate_v2(&a, &d);
           if (!last) arrays.push_back(a);
+          break;
+        }
+        case 6: {  // 3D: step/64 x 4 x 4 floats
+          CUarray a;
+          CUDA_ARRAY3D_DESCRIPTOR d{step / 64, 4, 4, 0x20, 1, 0};
+          last = cuArray3DCreate_v2(&a, &d);
+          if (!last) arrays.push_back(a);
+          break;
+        }
+        case 7: {  // mipmapped 2D, one level: the same bytes as a 2D array
+          CUmipmappedArray a;
+          CUDA_ARRAY3D_DESCRIPTOR d{step / 16, 4, 0, 0x20, 1, 0};
+          last = cuMipmappedArrayCreate(&a, &d, 1);
+          if (!last) mipmapped.push_back(a);
           break;
         }
       }
@@ -183,6 +201,7 @@ int main(int argc, char** argv) {
     for (CUdeviceptr p : async_ptrs) cuMemFreeAsync(p, nullptr);
     for (auto h : handles) cuMemRelease(h);
     for (CUarray a : arrays) cuArrayDestroy(a);
+    for (CUmipmappedArray a : mipmapped) cuMipmappedArrayDestroy(a);
     std::string freed = nvml();
     std::printf("{\"allocated\": %zu, \"last_error\": %d, \"nvml_held\": %s, \"nvml_freed\": %s}\n", total, last,
                 held.c_str(), freed.c_str());

@@ -12,9 +12,9 @@
 // closed: allocations return CUDA_ERROR_NOT_INITIALIZED and one line says why.
 //
 // Covered: cuMemAlloc, cuMemAllocPitch, cuMemAllocManaged, cuMemAllocAsync, cuMemAllocFromPoolAsync,
-// cuMemCreate (virtual memory), cuArrayCreate and their frees; cuMemGetInfo, cuDeviceTotalMem; and
+// cuMemCreate (virtual memory), cuArrayCreate, cuArray3DCreate, cuMipmappedArrayCreate and their frees; cuMemGetInfo, cuDeviceTotalMem; and
 // NVML's memory info and process list (`nvidia-smi` inside the tenant sees its quota and its own
-// processes). Not yet: graph memory nodes, 3D/mipmapped arrays, compute shares and the launch path.
+// processes). Not yet: graph memory nodes, compute shares and the launch path.
 #include <dlfcn.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -307,6 +307,28 @@ CUresult cuArrayCreate_v2(CUarray* array, const CUDA_ARRAY_DESCRIPTOR* desc) {
                  [&] { return reinterpret_cast<uint64_t>(*array); });
 }
 
+CUresult cuArray3DCreate_v2(CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc) {
+  static auto real = Real<CUresult (*)(CUarray*, const CUDA_ARRAY3D_DESCRIPTOR*)>("cuArray3DCreate_v2");
+  if (!array || !desc) return CallReal(real, array, desc);
+  return Guarded(kArray, Array3DBytes(*desc), "cuArray3DCreate", [&] { return CallReal(real, array, desc); },
+                 [&] { return reinterpret_cast<uint64_t>(*array); });
+}
+
+CUresult cuMipmappedArrayCreate(CUmipmappedArray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc, unsigned int levels) {
+  static auto real =
+      Real<CUresult (*)(CUmipmappedArray*, const CUDA_ARRAY3D_DESCRIPTOR*, unsigned int)>("cuMipmappedArrayCreate");
+  if (!array || !desc) return CallReal(real, array, desc, levels);
+  return Guarded(kArray, Array3DBytes(*desc, levels), "cuMipmappedArrayCreate",
+                 [&] { return CallReal(real, array, desc, levels); }, [&] { return reinterpret_cast<uint64_t>(*array); });
+}
+
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray array) {
+  static auto real = Real<CUresult (*)(CUmipmappedArray)>("cuMipmappedArrayDestroy");
+  CUresult r = CallReal(real, array);
+  if (r == kSuccess) Forget(kArray, reinterpret_cast<uint64_t>(array));
+  return r;
+}
+
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
   static MemFreeFn real = Real<MemFreeFn>("cuMemFree_v2");
   CUresult r = CallReal(real, dptr);
@@ -424,6 +446,9 @@ static const std::vector<WrappedEntry>& WrappedEntries() {
       {"cuMemRelease", "cuMemRelease", (void*)&cuMemRelease},
       {"cuArrayCreate", "cuArrayCreate_v2", (void*)&cuArrayCreate_v2},
       {"cuArrayDestroy", "cuArrayDestroy", (void*)&cuArrayDestroy},
+      {"cuArray3DCreate", "cuArray3DCreate_v2", (void*)&cuArray3DCreate_v2},
+      {"cuMipmappedArrayCreate", "cuMipmappedArrayCreate", (void*)&cuMipmappedArrayCreate},
+      {"cuMipmappedArrayDestroy", "cuMipmappedArrayDestroy", (void*)&cuMipmappedArrayDestroy},
       {"cuMemGetInfo", "cuMemGetInfo_v2", (void*)&cuMemGetInfo_v2},
       {"cuDeviceTotalMem", "cuDeviceTotalMem_v2", (void*)&cuDeviceTotalMem_v2},
       {"nvmlDeviceGetMemoryInfo", "nvmlDeviceGetMemoryInfo", (void*)&nvmlDeviceGetMemoryInfo},
