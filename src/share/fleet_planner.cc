@@ -264,13 +264,13 @@ class Planner {
     // Identical tenants go to bins in non-decreasing order: no permuted duplicates.
     int lowest = (i > 0 && units_[i - 1] == c) ? std::max(assigned_[i - 1], 0) : 0;
     for (size_t b = size_t(lowest); b < bins_.size(); ++b) {
-      Bin& bin = bins_[b];
-      bin.loads.push_back(&loads_[c][bin.kind]);
-      if (Fits(bin)) {
-        bin.classes.push_back(c);
+      // Index, never hold a reference across Branch: deeper levels push bins and may reallocate.
+      bins_[b].loads.push_back(&loads_[c][bins_[b].kind]);
+      if (Fits(bins_[b])) {
+        bins_[b].classes.push_back(c);
         assigned_[i] = int(b);
         Branch(i + 1, cost);
-        bin.classes.pop_back();
+        bins_[b].classes.pop_back();
       }
       bins_[b].loads.pop_back();
     }

@@ -483,7 +483,13 @@ CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_
   return cuGetProcAddress_v2(symbol, pfn, version, flags, nullptr);
 }
 // dlsym: a program that dlopens libcuda and looks entry points up by name gets the wrappers too.
+// RTLD_NEXT lookups go straight to glibc as a tail call: glibc resolves "next" relative to the
+// calling object (found from the return address), so forwarding them with a normal call would make
+// this library the caller and could hand a requester back its own symbol (sanitizer runtimes and
+// other interposers do exactly such lookups). The shim is built with sibling-call optimisation in
+// every build type for this reason (src/CMakeLists.txt).
 void* dlsym(void* handle, const char* name) {
+  if (handle == RTLD_NEXT) return RealDlsym()(handle, name);
   void* real = RealDlsym()(handle, name);
   if (!real || !(std::strncmp(name, "cu", 2) == 0 || std::strncmp(name, "nvml", 4) == 0)) return real;
   if (std::strcmp(name, "cuGetProcAddress") == 0) return (void*)&cuGetProcAddress;
