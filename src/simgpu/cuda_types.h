@@ -45,6 +45,7 @@ inline constexpr CUresult kErrorInvalidContext = 201;
 inline constexpr CUresult kErrorNotFound = 500;
 inline constexpr int kAttributeMultiprocessorCount = 16;
 inline constexpr int kProcAddressSuccess = 0;
+inline constexpr int kProcAddressSymbolNotFound = 1;
 
 // Bytes per channel element of a CUarray_format (0 for an unknown format).
 inline size_t ArrayFormatBytes(int format) {
@@ -55,9 +56,6 @@ inline size_t ArrayFormatBytes(int format) {
     default: return 0;
   }
 }
-inline uint64_t ArrayBytes(const CUDA_ARRAY_DESCRIPTOR& d) {
-  return uint64_t(d.Width) * (d.Height ? d.Height : 1) * d.NumChannels * ArrayFormatBytes(d.Format);
-}
 // Bytes of a 3D array, or of all `levels` levels of a mipmapped one (each level halves every extent).
 inline uint64_t Array3DBytes(const CUDA_ARRAY3D_DESCRIPTOR& d, unsigned int levels = 1) {
   uint64_t total = 0, w = d.Width, h = d.Height ? d.Height : 1, z = d.Depth ? d.Depth : 1;
@@ -67,5 +65,7 @@ inline uint64_t Array3DBytes(const CUDA_ARRAY3D_DESCRIPTOR& d, unsigned int leve
   }
   return total * d.NumChannels * ArrayFormatBytes(d.Format);
 }
-inline constexpr int kProcAddressSymbolNotFound = 1;
+inline uint64_t ArrayBytes(const CUDA_ARRAY_DESCRIPTOR& d) {
+  return Array3DBytes({d.Width, d.Height, 0, d.Format, d.NumChannels, 0});
+}
 }  // namespace gpumux::cuda

@@ -64,14 +64,19 @@ uint64_t NewAddress(uint64_t bytes) {
   return Device().state->next_address.fetch_add((bytes + 511) & ~uint64_t(511));
 }
 
-CUresult Allocate(CUdeviceptr* dptr, uint64_t bytes) {
+// Takes `bytes` of device memory under a new handle of `kind` (0 pointers, 1 VMM handles, 2 arrays);
+// `mark` is or'ed into the handle (VMM handles are odd, never a device pointer).
+template <typename Handle>
+CUresult TakeHandle(int kind, uint64_t bytes, Handle* out, uint64_t mark = 0) {
   if (!Ready()) return kErrorNotInitialized;
-  if (!dptr || bytes == 0) return kErrorInvalidValue;
-  CUdeviceptr p = NewAddress(bytes);
-  CUresult r = Take(0, p, bytes);
-  if (r == kSuccess) *dptr = p;
+  if (!out || bytes == 0) return kErrorInvalidValue;
+  uint64_t handle = NewAddress(bytes) | mark;
+  CUresult r = Take(kind, handle, bytes);
+  if (r == kSuccess) *out = (Handle)handle;
   return r;
 }
+
+CUresult Allocate(CUdeviceptr* dptr, uint64_t bytes) { return TakeHandle(0, bytes, dptr); }
 
 }  // namespace
 
@@ -162,12 +167,8 @@ CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream) { return cuMemFree_v2(dptr);
 // address ranges.
 CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t bytes, const CUmemAllocationProp* prop,
                      unsigned long long) {
-  if (!Ready()) return kErrorNotInitialized;
-  if (!handle || !prop || bytes == 0) return kErrorInvalidValue;
-  CUmemGenericAllocationHandle h = NewAddress(bytes) | 1;  // odd: never a device pointer
-  CUresult r = Take(1, h, bytes);
-  if (r == kSuccess) *handle = h;
-  return r;
+  if (!prop) return kErrorInvalidValue;
+  return TakeHandle(1, bytes, handle, /*mark=*/1);
 }
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   if (!Ready()) return kErrorNotInitialized;
@@ -186,35 +187,20 @@ CUresult cuMemMap(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, uns
 CUresult cuMemUnmap(CUdeviceptr, size_t) { return Ready() ? kSuccess : kErrorNotInitialized; }
 
 CUresult cuArrayCreate_v2(CUarray* array, const CUDA_ARRAY_DESCRIPTOR* desc) {
-  if (!Ready()) return kErrorNotInitialized;
-  if (!array || !desc || ArrayBytes(*desc) == 0) return kErrorInvalidValue;
-  uint64_t bytes = ArrayBytes(*desc);
-  auto handle = NewAddress(bytes);
-  CUresult r = Take(2, handle, bytes);
-  if (r == kSuccess) *array = reinterpret_cast<CUarray>(handle);
-  return r;
+  if (!desc) return kErrorInvalidValue;
+  return TakeHandle(2, ArrayBytes(*desc), array);
 }
 CUresult cuArrayDestroy(CUarray array) {
   if (!Ready()) return kErrorNotInitialized;
   return Give(2, reinterpret_cast<uint64_t>(array));
 }
 CUresult cuArray3DCreate_v2(CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc) {
-  if (!Ready()) return kErrorNotInitialized;
-  if (!array || !desc || Array3DBytes(*desc) == 0) return kErrorInvalidValue;
-  uint64_t bytes = Array3DBytes(*desc);
-  auto handle = NewAddress(bytes);
-  CUresult r = Take(2, handle, bytes);
-  if (r == kSuccess) *array = reinterpret_cast<CUarray>(handle);
-  return r;
+  if (!desc) return kErrorInvalidValue;
+  return TakeHandle(2, Array3DBytes(*desc), array);
 }
 CUresult cuMipmappedArrayCreate(CUmipmappedArray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc, unsigned int levels) {
-  if (!Ready()) return kErrorNotInitialized;
-  if (!array || !desc || levels == 0 || Array3DBytes(*desc, levels) == 0) return kErrorInvalidValue;
-  uint64_t bytes = Array3DBytes(*desc, levels);
-  auto handle = NewAddress(bytes);
-  CUresult r = Take(2, handle, bytes);
-  if (r == kSuccess) *array = reinterpret_cast<CUmipmappedArray>(handle);
-  return r;
+  if (!desc) return kErrorInvalidValue;
+  return TakeHandle(2, Array3DBytes(*desc, levels), array);  // 0 levels -> 0 bytes -> invalid
 }
 CUresult cuMipmappedArrayDestroy(CUmipmappedArray array) {
   if (!Ready()) return kErrorNotInitialized;
@@ -247,28 +233,16 @@ static const ErrorText kErrors[] = {
     {kErrorNotFound, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
 };
 
-CUresult cuGetErrorName(CUresult error, const char** str) {
+static CUresult LookUpError(CUresult error, const char** str, const char* ErrorText::*field) {
   if (!str) return kErrorInvalidValue;
-  for (const ErrorText& e : kErrors) {
-    if (e.code == error) {
-      *str = e.name;
-      return kSuccess;
-    }
-  }
   *str = nullptr;
-  return kErrorInvalidValue;
-}
-CUresult cuGetErrorString(CUresult error, const char** str) {
-  if (!str) return kErrorInvalidValue;
   for (const ErrorText& e : kErrors) {
-    if (e.code == error) {
-      *str = e.text;
-      return kSuccess;
-    }
+    if (e.code == error) *str = e.*field;
   }
-  *str = nullptr;
-  return kErrorInvalidValue;
+  return *str ? kSuccess : kErrorInvalidValue;
 }
+CUresult cuGetErrorName(CUresult error, const char** str) { return LookUpError(error, str, &ErrorText::name); }
+CUresult cuGetErrorString(CUresult error, const char** str) { return LookUpError(error, str, &ErrorText::text); }
 
 // cuGetProcAddress: the driver entry points by base name ("cuMemAlloc" resolves to cuMemAlloc_v2).
 CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int, cuuint64_t, CUdriverProcAddressQueryResult* status);
