@@ -22,7 +22,7 @@ bool FitsAny(const GpuKind& gpu, std::span<const TenantLoad* const> loads,
              const StrategySet& allowed) {
   if (loads.size() == 1) {
     const TenantLoad& l = *loads[0];
-    return l.memory <= gpu.memory_bytes && l.solo_step_rate() >= l.min_step_rate * (1 - 1e-9);
+    return l.memory <= gpu.memory_bytes && l.MeetsSlo(l.solo_step_rate());
   }
   return (allowed.mps && FitsMps(gpu, loads)) || (allowed.timeslice && FitsTimeSlice(gpu, loads)) ||
          (allowed.mig && FitsMig(gpu, loads));

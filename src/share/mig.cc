@@ -67,7 +67,7 @@ class LayoutSearch {
       for (const MigProfile& p : geo_.profiles) {
         if (p.holds_media_engines || p.memory_bytes < l.memory) continue;
         double rate = StepRateOn(gpu_, l, p);
-        if (enforce_slo_ && rate < l.min_step_rate * (1 - 1e-9)) continue;
+        if (enforce_slo_ && !l.MeetsSlo(rate)) continue;
         double ratio = l.min_step_rate > 0 ? rate / l.min_step_rate : rate / l.solo_step_rate();
         double slo_ratio = l.min_step_rate > 0 ? std::min(1.0, ratio * (1 + 1e-9)) : 1.0;
         cands.push_back({&p, rate, slo_ratio, ratio});

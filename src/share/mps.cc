@@ -13,12 +13,6 @@
 namespace gpumux {
 namespace {
 
-double SumMemory(std::span<const TenantLoad* const> loads) {
-  double sum = 0;
-  for (const TenantLoad* l : loads) sum += l->memory;
-  return sum;
-}
-
 std::vector<double> Caps(std::span<const TenantLoad* const> loads) {
   std::vector<double> caps;
   caps.reserve(loads.size());
@@ -30,11 +24,11 @@ std::vector<double> Caps(std::span<const TenantLoad* const> loads) {
 
 bool FitsMps(const GpuKind& gpu, std::span<const TenantLoad* const> loads) {
   // Hot path of the planner: called for every tentative addition to a GPU.
-  if (loads.size() > size_t(kMpsMaxClients) || SumMemory(loads) > gpu.memory_bytes) return false;
+  if (loads.size() > size_t(kMpsMaxClients) || TotalMemory(loads) > gpu.memory_bytes) return false;
   std::vector<double> caps = Caps(loads);
   Stretch s = SolveMpsStretch(loads, caps);
   for (size_t i = 0; i < loads.size(); ++i) {
-    if (StretchedStepRate(*loads[i], s, caps[i]) < loads[i]->min_step_rate * (1 - 1e-9)) return false;
+    if (!loads[i]->MeetsSlo(StretchedStepRate(*loads[i], s, caps[i]))) return false;
   }
   return true;
 }
@@ -58,7 +52,7 @@ StrategyResult EvaluateMps(const GpuKind& gpu, std::span<const TenantLoad* const
     solo_bandwidth += l.bandwidth_use * l.solo_step_rate();
     solo_compute += l.compute_use * l.solo_step_rate();
   }
-  double memory = SumMemory(loads);
+  double memory = TotalMemory(loads);
   bool memory_ok = memory <= gpu.memory_bytes;
   std::string cause;
   if (!memory_ok) {

@@ -29,8 +29,7 @@ TenantOutcome MakeOutcome(const TenantLoad& load, double step_rate, std::string 
   o.memory = load.memory;
   o.bandwidth = step_rate * t.work.bytes_per_step;
   o.flops = step_rate * t.work.flops_per_step;
-  // A relative tolerance keeps "exactly at the SLO" from failing on rounding.
-  o.meets_slo = o.rate >= o.required_rate * (1 - 1e-9);
+  o.meets_slo = load.MeetsSlo(step_rate);
   return o;
 }
 

@@ -25,6 +25,12 @@ std::string Slo::Describe(const std::string& unit) const {
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
+double TotalMemory(std::span<const TenantLoad* const> loads) {
+  double sum = 0;
+  for (const TenantLoad* l : loads) sum += l->memory;
+  return sum;
+}
+
 TenantLoad MakeLoad(const Tenant& tenant, const GpuKind& gpu) {
   const Workload& w = tenant.work;
   double peak = gpu.PeakFlops(w.compute_dtype);

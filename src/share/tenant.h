@@ -2,6 +2,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 
 #include "core/gpu_kind.h"
@@ -41,11 +42,17 @@ struct TenantLoad {
   double min_step_rate = 0;    // steps/s the SLO requires; 0 = none
 
   double solo_step_rate() const { return 1.0 / whole.step(); }
+  // Whether `step_rate` keeps the SLO; a relative tolerance keeps "exactly at the SLO" from failing
+  // on rounding.
+  bool MeetsSlo(double step_rate) const { return step_rate >= min_step_rate * (1 - 1e-9); }
   // Per-sequence rate for a step rate (tokens/s for decode).
   double SequenceRate(double step_rate) const {
     return step_rate * tenant->work.tokens_per_sequence_step;
   }
 };
 TenantLoad MakeLoad(const Tenant& tenant, const GpuKind& gpu);
+
+// Bytes the tenants hold together.
+double TotalMemory(std::span<const TenantLoad* const> loads);
 
 }  // namespace gpumux

@@ -44,13 +44,11 @@ double UsableTime(size_t tenants) {
 }  // namespace
 
 bool FitsTimeSlice(const GpuKind& gpu, std::span<const TenantLoad* const> loads) {
-  double memory = 0;
-  for (const TenantLoad* l : loads) memory += l->memory;
-  if (memory > gpu.memory_bytes) return false;
+  if (TotalMemory(loads) > gpu.memory_bytes) return false;
   std::vector<double> share = FairShares(loads, UsableTime(loads.size()));
   for (size_t i = 0; i < loads.size(); ++i) {
     double rate = loads[i]->solo_step_rate() * share[i] / BusyFraction(*loads[i]);
-    if (rate < loads[i]->min_step_rate * (1 - 1e-9)) return false;
+    if (!loads[i]->MeetsSlo(rate)) return false;
   }
   return true;
 }
@@ -60,10 +58,9 @@ StrategyResult EvaluateTimeSlice(const GpuKind& gpu, std::span<const TenantLoad*
   r.kind = StrategyKind::kTimeSlice;
   double usable = UsableTime(loads.size());
   std::vector<double> share = FairShares(loads, usable);
-  double memory = 0;
+  double memory = TotalMemory(loads);
   for (size_t i = 0; i < loads.size(); ++i) {
     const TenantLoad& l = *loads[i];
-    memory += l.memory;
     double rate = l.solo_step_rate() * share[i] / BusyFraction(l);
     r.tenants.push_back(MakeOutcome(l, rate, fmt::format("time share {}", FormatPercent(share[i]))));
   }
