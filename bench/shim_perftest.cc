@@ -33,7 +33,7 @@ struct Setup {
     setenv("GPUMUX_SIM_MEMORY", std::to_string(80ull << 30).c_str(), 1);
     setenv("GPUMUX_SIM_STATE", (dir + "/sim.state").c_str(), 1);
     std::string ledger = dir + "/gpu0.ledger";
-    gpumux::node::Ledger::CreateOrOpen(ledger, 80ull << 30, "bench").AddTenant("bench", 40ull << 30);
+    gpumux::node::Ledger::CreateOrOpen(ledger, 80ull << 30, "bench").AddTenant("bench", {40ull << 30});
     setenv("GPUMUX_LEDGER", ledger.c_str(), 1);
     setenv("GPUMUX_TENANT", "bench", 1);
     cuInit(0);

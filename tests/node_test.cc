@@ -142,7 +142,7 @@ TEST_F(NodeTest, EightProcessesOfEightThreadsNeverOvershootAndEndAtZero) {
   std::string path = gpumux::node::LedgerPath(0);
   const uint64_t quota = 512 * kMiB;
   gpumux::node::Ledger ledger = gpumux::node::Ledger::CreateOrOpen(path, 80 * kGiB, "H100 (race test)");
-  int tenant = ledger.AddTenant("racy", quota);
+  int tenant = ledger.AddTenant("racy", {quota});
   std::string env = "LD_PRELOAD=" + std::string(GPUMUX_SHIM) + " LD_LIBRARY_PATH=" + std::string(GPUMUX_SIM_DIR) +
                     " GPUMUX_LEDGER=" + path + " GPUMUX_TENANT=racy GPUMUX_SIM_MEMORY=" + std::to_string(80 * kGiB) +
                     " GPUMUX_SIM_STATE=" + (dir_ / "sim.state").string();

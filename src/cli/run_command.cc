@@ -1,5 +1,5 @@
-// `gpumux run`: start a command as a tenant of a shared GPU with a memory quota, under the shim;
-// `gpumux status`: show each tenant's quota, usage and processes from the GPU's ledger.
+// `gpumux run`: start a command as a tenant of a shared GPU with a memory quota and a compute share,
+// under the shim; `gpumux status`: show each tenant's limits, usage and processes from the GPU's ledger.
 #include <dlfcn.h>
 #include <fmt/format.h>
 #include <signal.h>
@@ -16,6 +16,7 @@
 #include "core/catalog.h"
 #include "core/input_error.h"
 #include "core/units.h"
+#include "node/clock.h"
 #include "node/ledger/ledger.h"
 
 namespace gpumux {
@@ -24,6 +25,9 @@ namespace {
 struct RunOptions {
   int gpu = 0;
   std::string mem;
+  std::string compute;
+  unsigned weight = 1;
+  std::string priority = "normal";
   std::string sim;
   std::string tenant;
   bool strict = false;
@@ -40,8 +44,27 @@ struct DeviceInfo {
   std::string name;
   uint64_t memory = 0;
   int sms = 0;
+  double bandwidth = 0, flops = 0;  // simulated only
   bool simulated = false;
 };
+
+// "40%" or "40" -> 400 per mille.
+uint32_t ParseComputeCap(const std::string& text) {
+  std::string number = !text.empty() && text.back() == '%' ? text.substr(0, text.size() - 1) : text;
+  char* end = nullptr;
+  double percent = std::strtod(number.c_str(), &end);
+  if (number.empty() || *end != 0 || !(percent > 0 && percent <= 100)) {
+    throw InputError(fmt::format("--compute '{}': give a share of GPU time above 0% and at most 100%, e.g. 40%", text));
+  }
+  return uint32_t(std::lround(percent * 10));
+}
+
+node::Priority ParsePriority(const std::string& text) {
+  if (text == "high") return node::Priority::kHigh;
+  if (text == "normal") return node::Priority::kNormal;
+  if (text == "low" || text == "best-effort") return node::Priority::kLow;
+  throw InputError(fmt::format("--priority '{}': expected high, normal or low (best-effort)", text));
+}
 
 // The real GPU's name and memory through NVML, opened at run time (no NVIDIA header or library is
 // needed to build gpumux).
@@ -63,7 +86,7 @@ DeviceInfo RealDevice(int index) {
       memory(dev, &m) != 0 || name(dev, buf, sizeof(buf)) != 0) {
     throw InputError(fmt::format("GPU {}: NVML cannot describe it (is the index right?)", index));
   }
-  return {buf, m.total, 0, false};
+  return {buf, m.total, 0, 0, 0, false};
 }
 
 std::string ExecutableDir() {
@@ -97,7 +120,8 @@ int RunTenant(const RunOptions& o) {
     Catalog catalog = Catalog::LoadBundled();
     for (const std::string& path : o.catalogs) catalog.AddFile(path);
     const GpuKind& kind = catalog.FindGpu(sim);
-    device = {kind.name + " (simulated)", uint64_t(kind.memory_bytes), kind.sms, true};
+    device = {kind.name + " (simulated)", uint64_t(kind.memory_bytes), kind.sms, kind.bandwidth,
+              kind.PeakFlops(DType::kBf16), true};
   } else {
     device = RealDevice(o.gpu);
   }
@@ -108,6 +132,13 @@ int RunTenant(const RunOptions& o) {
     throw InputError(fmt::format("--mem: {}", e.what()));
   }
   if (quota == 0) throw InputError("--mem must be more than 0 bytes");
+  node::TenantLimits limits{quota, o.compute.empty() ? node::kNoCap : ParseComputeCap(o.compute), o.weight,
+                            ParsePriority(o.priority)};
+  if (limits.priority == node::Priority::kHigh && limits.cap_permille < node::kNoCap) {
+    throw InputError("--priority high with --compute: a high-priority tenant's launches never wait, so a cap cannot "
+                     "hold; give one or the other");
+  }
+  if (limits.weight == 0) throw InputError("--weight must be at least 1");
   if (quota > device.memory) {
     throw InputError(fmt::format("--mem {} is more than GPU {}'s {} ({})", FormatBytes(double(quota)), o.gpu,
                                  FormatBytes(double(device.memory)), device.name));
@@ -131,7 +162,7 @@ int RunTenant(const RunOptions& o) {
   ledger.ReclaimDead();
   int tenant = [&] {
     try {
-      return ledger.AddTenant(id, quota, o.strict);
+      return ledger.AddTenant(id, limits, o.strict);
     } catch (const node::LedgerError& e) {
       throw InputError(fmt::format("tenant '{}': {}", id, e.what()));
     }
@@ -142,12 +173,15 @@ int RunTenant(const RunOptions& o) {
       {"LD_PRELOAD", Prepend("LD_PRELOAD", dir + "/libgpumux.so")},
       {"GPUMUX_LEDGER", path},
       {"GPUMUX_TENANT", id},
+      {"GPUMUX_GPU", std::to_string(o.gpu)},
   };
   if (device.simulated) {
     env.push_back({"LD_LIBRARY_PATH", Prepend("LD_LIBRARY_PATH", dir + "/simgpu")});
     env.push_back({"GPUMUX_SIM_NAME", device.name});
     env.push_back({"GPUMUX_SIM_MEMORY", std::to_string(device.memory)});
     env.push_back({"GPUMUX_SIM_SMS", std::to_string(device.sms)});
+    env.push_back({"GPUMUX_SIM_BANDWIDTH", fmt::format("{:.6g}", device.bandwidth)});
+    env.push_back({"GPUMUX_SIM_FLOPS", fmt::format("{:.6g}", device.flops)});
     env.push_back({"GPUMUX_SIM_STATE", path.substr(0, path.rfind('/')) + "/sim-gpu" + std::to_string(o.gpu) + ".state"});
   }
   g_child = fork();
@@ -169,6 +203,16 @@ int RunTenant(const RunOptions& o) {
   RemoveIfIdle(ledger, tenant, id);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return WEXITSTATUS(status);
+}
+
+const char* PriorityName(node::Priority p) {
+  return p == node::Priority::kHigh ? "high" : p == node::Priority::kLow ? "low" : "normal";
+}
+
+// The tenant's GPU time over its life so far, as a fraction of wall time.
+double GpuTimeShare(const node::TenantUsage& u) {
+  uint64_t now = node::NowNs();
+  return now > u.added_ns ? double(u.gpu_ns) / double(now - u.added_ns) : 0.0;
 }
 
 int ShowStatus(const StatusOptions& o) {
@@ -198,18 +242,26 @@ int ShowStatus(const StatusOptions& o) {
       for (auto [pid, bytes] : u.processes) procs.push_back({{"pid", pid}, {"used_bytes", bytes}});
       j["tenants"].push_back({{"id", u.id}, {"quota_bytes", u.quota}, {"used_bytes", u.used},
                               {"refused_allocations", u.refused}, {"reclaimed_bytes", u.reclaimed},
+                              {"compute_cap_percent", u.cap_permille / 10.0}, {"weight", u.weight},
+                              {"priority", PriorityName(u.priority)}, {"gpu_time_s", u.gpu_ns / 1e9},
+                              {"gpu_time_share", GpuTimeShare(u)}, {"held_launches", u.held},
                               {"processes", procs}});
     }
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
   fmt::print("GPU {}: {}, {} ({})\n", o.gpu, ledger.gpu_name(), FormatBytes(double(ledger.capacity())), path);
-  std::vector<std::vector<std::string>> rows = {{"tenant", "quota", "used", "refused", "reclaimed", "processes"}};
+  std::vector<std::vector<std::string>> rows = {
+      {"tenant", "quota", "used", "refused", "reclaimed", "compute", "gpu time", "held", "processes"}};
   for (const node::TenantUsage& u : tenants) {
     std::string procs;
     for (auto [pid, bytes] : u.processes) procs += fmt::format("{}{}:{}", procs.empty() ? "" : " ", pid, FormatBytes(double(bytes)));
+    std::string compute = fmt::format("{}{} w{}", u.cap_permille < node::kNoCap ? fmt::format("{:g}% ", u.cap_permille / 10.0) : "",
+                                      PriorityName(u.priority), u.weight);
     rows.push_back({u.id, FormatBytes(double(u.quota)), FormatBytes(double(u.used)), std::to_string(u.refused),
-                    FormatBytes(double(u.reclaimed)), procs.empty() ? "-" : procs});
+                    FormatBytes(double(u.reclaimed)), compute,
+                    fmt::format("{:.2f}s ({:.1f}%)", u.gpu_ns / 1e9, 100 * GpuTimeShare(u)), std::to_string(u.held),
+                    procs.empty() ? "-" : procs});
   }
   fmt::print("{}", FormatTable(rows));
   return kExitOk;
@@ -219,12 +271,20 @@ int ShowStatus(const StatusOptions& o) {
 
 Command AddRunCommand(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
-  CLI::App* sub = app.add_subcommand("run", "Run a command as a tenant of a shared GPU, with a memory quota enforced by the shim");
+  CLI::App* sub = app.add_subcommand(
+      "run", "Run a command as a tenant of a shared GPU, with a memory quota and a compute share enforced by the shim");
   sub->add_option("--gpu", o->gpu, "GPU index")->check(CLI::NonNegativeNumber)->capture_default_str();
   sub->add_option("--mem", o->mem, "memory quota, e.g. 24GiB")->required();
+  sub->add_option("--compute", o->compute, "cap on GPU time, e.g. 40% (default: none)");
+  sub->add_option("--weight", o->weight, "share of GPU time when tenants contend, relative to others' weights")
+      ->capture_default_str();
+  sub->add_option("--priority", o->priority,
+                  "high (launches never wait), normal, or low/best-effort; a tenant yields while one of higher "
+                  "priority has work in flight")
+      ->capture_default_str();
   sub->add_option("--sim", o->sim, "run on the simulated GPU of this catalog kind (or set GPUMUX_SIM)");
   sub->add_option("--tenant", o->tenant, "tenant id (default: command name and launcher pid); runs with the same id share the quota");
-  sub->add_flag("--strict", o->strict, "refuse if the GPU's quotas would sum past its memory");
+  sub->add_flag("--strict", o->strict, "refuse if the GPU's memory quotas would sum past its memory or its compute caps past 100%");
   sub->add_option("--catalog", o->catalogs, "extra catalog file with your own GPU kinds");
   sub->add_option("command", o->command, "the command and its arguments, after --")->required();
   return {sub, [o] { return RunTenant(*o); }};

@@ -32,6 +32,30 @@ typedef struct {
   unsigned int Flags;
 } CUDA_ARRAY3D_DESCRIPTOR;
 typedef struct CUmipmappedArray_st* CUmipmappedArray;
+typedef struct CUmod_st* CUmodule;
+typedef struct CUfunc_st* CUfunction;
+typedef struct CUevent_st* CUevent;
+typedef struct CUgraph_st* CUgraph;
+typedef struct CUgraphNode_st* CUgraphNode;
+typedef struct CUgraphExec_st* CUgraphExec;
+typedef struct CUlaunchAttribute_st CUlaunchAttribute;  // contents not read
+typedef struct {
+  unsigned int gridDimX, gridDimY, gridDimZ;
+  unsigned int blockDimX, blockDimY, blockDimZ;
+  unsigned int sharedMemBytes;
+  CUstream hStream;
+  CUlaunchAttribute* attrs;
+  unsigned int numAttrs;
+} CUlaunchConfig;
+// Graph memory nodes: only the size and the returned address are read; the pool properties
+// (CUmemPoolProps, 88 bytes in every CUDA 11.4+ and 12.x release) are carried opaquely.
+typedef struct {
+  unsigned char poolProps[88];
+  const void* accessDescs;
+  size_t accessDescCount;
+  size_t bytesize;
+  CUdeviceptr dptr;
+} CUDA_MEM_ALLOC_NODE_PARAMS;
 }
 
 namespace gpumux::cuda {
@@ -41,8 +65,13 @@ inline constexpr CUresult kErrorOutOfMemory = 2;
 inline constexpr CUresult kErrorNotInitialized = 3;
 inline constexpr CUresult kErrorNoDevice = 100;
 inline constexpr CUresult kErrorInvalidDevice = 101;
+inline constexpr CUresult kErrorInvalidImage = 200;
 inline constexpr CUresult kErrorInvalidContext = 201;
+inline constexpr CUresult kErrorFileNotFound = 301;
+inline constexpr CUresult kErrorInvalidHandle = 400;
 inline constexpr CUresult kErrorNotFound = 500;
+inline constexpr CUresult kErrorNotReady = 600;
+inline constexpr CUresult kErrorStreamCaptureUnsupported = 900;
 inline constexpr int kAttributeMultiprocessorCount = 16;
 inline constexpr int kProcAddressSuccess = 0;
 inline constexpr int kProcAddressSymbolNotFound = 1;

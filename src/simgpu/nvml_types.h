@@ -10,6 +10,11 @@ typedef struct { unsigned int version; unsigned long long total, reserved, free,
 typedef struct { unsigned int pid; unsigned long long usedGpuMemory; unsigned int gpuInstanceId, computeInstanceId; }
     nvmlProcessInfo_t;
 typedef struct { unsigned int gpu, memory; } nvmlUtilization_t;
+typedef struct {
+  unsigned int pid;
+  unsigned long long timeStamp;  // microseconds
+  unsigned int smUtil, memUtil, encUtil, decUtil;  // percent of the time since the previous sample
+} nvmlProcessUtilizationSample_t;
 }
 
 namespace gpumux::nvml {

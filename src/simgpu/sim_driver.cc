@@ -6,9 +6,10 @@
 // allocation, as the real driver returns it when the process exits. Out of memory answers
 // CUDA_ERROR_OUT_OF_MEMORY like the real driver.
 //
-// Implemented: initialisation, device queries, contexts, the allocation family (plain, pitch,
+// Implemented here: initialisation, device queries, contexts, the allocation family (plain, pitch,
 // managed, async and pools, virtual-memory handles, arrays) and frees, memory info, error strings and
-// cuGetProcAddress; NVML in sim_nvml.cc. Kernels, streams, events and graphs are not simulated yet.
+// cuGetProcAddress (honouring the per-thread-default-stream flag). Modules, streams, events,
+// launches, copies and graphs are in sim_exec.cc; NVML in sim_nvml.cc.
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -16,7 +17,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "simgpu/cuda_types.h"
+#include "simgpu/driver_api.h"
 #include "simgpu/sim_state.h"
 
 using namespace gpumux::cuda;
@@ -60,17 +61,13 @@ CUresult Give(int kind, uint64_t key) {
   return kSuccess;
 }
 
-uint64_t NewAddress(uint64_t bytes) {
-  return Device().state->next_address.fetch_add((bytes + 511) & ~uint64_t(511));
-}
-
 // Takes `bytes` of device memory under a new handle of `kind` (0 pointers, 1 VMM handles, 2 arrays);
 // `mark` is or'ed into the handle (VMM handles are odd, never a device pointer).
 template <typename Handle>
 CUresult TakeHandle(int kind, uint64_t bytes, Handle* out, uint64_t mark = 0) {
   if (!Ready()) return kErrorNotInitialized;
   if (!out || bytes == 0) return kErrorInvalidValue;
-  uint64_t handle = NewAddress(bytes) | mark;
+  uint64_t handle = gpumux::sim::NewAddress(bytes) | mark;
   CUresult r = Take(kind, handle, bytes);
   if (r == kSuccess) *out = (Handle)handle;
   return r;
@@ -162,6 +159,12 @@ CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes, CUmemoryPool, 
   return Allocate(dptr, bytes);
 }
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream) { return cuMemFree_v2(dptr); }
+// The simulator has one default stream, so the per-thread-stream variants behave the same.
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUstream) { return Allocate(dptr, bytes); }
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUmemoryPool, CUstream) {
+  return Allocate(dptr, bytes);
+}
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream) { return cuMemFree_v2(dptr); }
 
 // Virtual memory management: physical memory is taken by cuMemCreate, not by reserving or mapping
 // address ranges.
@@ -177,7 +180,7 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
 CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t, CUdeviceptr, unsigned long long) {
   if (!Ready()) return kErrorNotInitialized;
   if (!ptr || size == 0) return kErrorInvalidValue;
-  *ptr = NewAddress(size);
+  *ptr = gpumux::sim::NewAddress(size);
   return kSuccess;
 }
 CUresult cuMemAddressFree(CUdeviceptr, size_t) { return Ready() ? kSuccess : kErrorNotInitialized; }
@@ -230,7 +233,12 @@ static const ErrorText kErrors[] = {
     {kErrorNoDevice, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
     {kErrorInvalidDevice, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
     {kErrorInvalidContext, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {kErrorInvalidImage, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
+    {kErrorFileNotFound, "CUDA_ERROR_FILE_NOT_FOUND", "file not found"},
+    {kErrorInvalidHandle, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {kErrorNotFound, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {kErrorNotReady, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {kErrorStreamCaptureUnsupported, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
 };
 
 static CUresult LookUpError(CUresult error, const char** str, const char* ErrorText::*field) {
@@ -244,48 +252,94 @@ static CUresult LookUpError(CUresult error, const char** str, const char* ErrorT
 CUresult cuGetErrorName(CUresult error, const char** str) { return LookUpError(error, str, &ErrorText::name); }
 CUresult cuGetErrorString(CUresult error, const char** str) { return LookUpError(error, str, &ErrorText::text); }
 
-// cuGetProcAddress: the driver entry points by base name ("cuMemAlloc" resolves to cuMemAlloc_v2).
-CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int, cuuint64_t, CUdriverProcAddressQueryResult* status);
+// cuGetProcAddress: the driver entry points by base name ("cuMemAlloc" resolves to cuMemAlloc_v2);
+// with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM the per-thread-stream (_ptsz) variant where the
+// driver has one.
 CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags) {
   return cuGetProcAddress_v2(symbol, pfn, version, flags, nullptr);
 }
-CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int, cuuint64_t, CUdriverProcAddressQueryResult* status) {
-  static const std::unordered_map<std::string, void*> table = {
-      {"cuInit", (void*)&cuInit},
-      {"cuDriverGetVersion", (void*)&cuDriverGetVersion},
-      {"cuDeviceGetCount", (void*)&cuDeviceGetCount},
-      {"cuDeviceGet", (void*)&cuDeviceGet},
-      {"cuDeviceGetName", (void*)&cuDeviceGetName},
-      {"cuDeviceTotalMem", (void*)&cuDeviceTotalMem_v2},
-      {"cuDeviceGetAttribute", (void*)&cuDeviceGetAttribute},
-      {"cuDevicePrimaryCtxRetain", (void*)&cuDevicePrimaryCtxRetain},
-      {"cuDevicePrimaryCtxRelease", (void*)&cuDevicePrimaryCtxRelease_v2},
-      {"cuCtxCreate", (void*)&cuCtxCreate_v2},
-      {"cuCtxDestroy", (void*)&cuCtxDestroy_v2},
-      {"cuCtxSetCurrent", (void*)&cuCtxSetCurrent},
-      {"cuCtxGetCurrent", (void*)&cuCtxGetCurrent},
-      {"cuMemAlloc", (void*)&cuMemAlloc_v2},
-      {"cuMemAllocPitch", (void*)&cuMemAllocPitch_v2},
-      {"cuMemAllocManaged", (void*)&cuMemAllocManaged},
-      {"cuMemFree", (void*)&cuMemFree_v2},
-      {"cuMemAllocAsync", (void*)&cuMemAllocAsync},
-      {"cuMemAllocFromPoolAsync", (void*)&cuMemAllocFromPoolAsync},
-      {"cuMemFreeAsync", (void*)&cuMemFreeAsync},
-      {"cuMemCreate", (void*)&cuMemCreate},
-      {"cuMemRelease", (void*)&cuMemRelease},
-      {"cuMemAddressReserve", (void*)&cuMemAddressReserve},
-      {"cuMemAddressFree", (void*)&cuMemAddressFree},
-      {"cuMemMap", (void*)&cuMemMap},
-      {"cuMemUnmap", (void*)&cuMemUnmap},
-      {"cuArrayCreate", (void*)&cuArrayCreate_v2},
-      {"cuArrayDestroy", (void*)&cuArrayDestroy},
-      {"cuArray3DCreate", (void*)&cuArray3DCreate_v2},
-      {"cuMipmappedArrayCreate", (void*)&cuMipmappedArrayCreate},
-      {"cuMipmappedArrayDestroy", (void*)&cuMipmappedArrayDestroy},
-      {"cuMemGetInfo", (void*)&cuMemGetInfo_v2},
-      {"cuGetErrorName", (void*)&cuGetErrorName},
-      {"cuGetErrorString", (void*)&cuGetErrorString},
-      {"cuGetProcAddress", (void*)&cuGetProcAddress_v2},
+CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int, cuuint64_t flags, CUdriverProcAddressQueryResult* status) {
+  constexpr cuuint64_t kPerThreadDefaultStream = 2;
+  struct Entry {
+    void* legacy;
+    void* per_thread = nullptr;
+  };
+  static const std::unordered_map<std::string, Entry> table = {
+      {"cuInit", {(void*)&cuInit}},
+      {"cuDriverGetVersion", {(void*)&cuDriverGetVersion}},
+      {"cuDeviceGetCount", {(void*)&cuDeviceGetCount}},
+      {"cuDeviceGet", {(void*)&cuDeviceGet}},
+      {"cuDeviceGetName", {(void*)&cuDeviceGetName}},
+      {"cuDeviceTotalMem", {(void*)&cuDeviceTotalMem_v2}},
+      {"cuDeviceGetAttribute", {(void*)&cuDeviceGetAttribute}},
+      {"cuDevicePrimaryCtxRetain", {(void*)&cuDevicePrimaryCtxRetain}},
+      {"cuDevicePrimaryCtxRelease", {(void*)&cuDevicePrimaryCtxRelease_v2}},
+      {"cuCtxCreate", {(void*)&cuCtxCreate_v2}},
+      {"cuCtxDestroy", {(void*)&cuCtxDestroy_v2}},
+      {"cuCtxSetCurrent", {(void*)&cuCtxSetCurrent}},
+      {"cuCtxGetCurrent", {(void*)&cuCtxGetCurrent}},
+      {"cuCtxSynchronize", {(void*)&cuCtxSynchronize}},
+      {"cuMemAlloc", {(void*)&cuMemAlloc_v2}},
+      {"cuMemAllocPitch", {(void*)&cuMemAllocPitch_v2}},
+      {"cuMemAllocManaged", {(void*)&cuMemAllocManaged}},
+      {"cuMemFree", {(void*)&cuMemFree_v2}},
+      {"cuMemAllocAsync", {(void*)&cuMemAllocAsync, (void*)&cuMemAllocAsync_ptsz}},
+      {"cuMemAllocFromPoolAsync", {(void*)&cuMemAllocFromPoolAsync, (void*)&cuMemAllocFromPoolAsync_ptsz}},
+      {"cuMemFreeAsync", {(void*)&cuMemFreeAsync, (void*)&cuMemFreeAsync_ptsz}},
+      {"cuMemCreate", {(void*)&cuMemCreate}},
+      {"cuMemRelease", {(void*)&cuMemRelease}},
+      {"cuMemAddressReserve", {(void*)&cuMemAddressReserve}},
+      {"cuMemAddressFree", {(void*)&cuMemAddressFree}},
+      {"cuMemMap", {(void*)&cuMemMap}},
+      {"cuMemUnmap", {(void*)&cuMemUnmap}},
+      {"cuArrayCreate", {(void*)&cuArrayCreate_v2}},
+      {"cuArrayDestroy", {(void*)&cuArrayDestroy}},
+      {"cuArray3DCreate", {(void*)&cuArray3DCreate_v2}},
+      {"cuMipmappedArrayCreate", {(void*)&cuMipmappedArrayCreate}},
+      {"cuMipmappedArrayDestroy", {(void*)&cuMipmappedArrayDestroy}},
+      {"cuMemGetInfo", {(void*)&cuMemGetInfo_v2}},
+      {"cuMemcpyHtoD", {(void*)&cuMemcpyHtoD_v2}},
+      {"cuMemcpyDtoH", {(void*)&cuMemcpyDtoH_v2}},
+      {"cuMemcpyDtoD", {(void*)&cuMemcpyDtoD_v2}},
+      {"cuMemcpyHtoDAsync", {(void*)&cuMemcpyHtoDAsync_v2}},
+      {"cuMemcpyDtoHAsync", {(void*)&cuMemcpyDtoHAsync_v2}},
+      {"cuMemsetD8", {(void*)&cuMemsetD8_v2}},
+      {"cuMemsetD32", {(void*)&cuMemsetD32_v2}},
+      {"cuMemsetD8Async", {(void*)&cuMemsetD8Async}},
+      {"cuModuleLoad", {(void*)&cuModuleLoad}},
+      {"cuModuleLoadData", {(void*)&cuModuleLoadData}},
+      {"cuModuleUnload", {(void*)&cuModuleUnload}},
+      {"cuModuleGetFunction", {(void*)&cuModuleGetFunction}},
+      {"cuStreamCreate", {(void*)&cuStreamCreate}},
+      {"cuStreamCreateWithPriority", {(void*)&cuStreamCreateWithPriority}},
+      {"cuStreamDestroy", {(void*)&cuStreamDestroy_v2}},
+      {"cuStreamSynchronize", {(void*)&cuStreamSynchronize}},
+      {"cuStreamQuery", {(void*)&cuStreamQuery}},
+      {"cuStreamWaitEvent", {(void*)&cuStreamWaitEvent}},
+      {"cuEventCreate", {(void*)&cuEventCreate}},
+      {"cuEventDestroy", {(void*)&cuEventDestroy_v2}},
+      {"cuEventRecord", {(void*)&cuEventRecord}},
+      {"cuEventSynchronize", {(void*)&cuEventSynchronize}},
+      {"cuEventQuery", {(void*)&cuEventQuery}},
+      {"cuEventElapsedTime", {(void*)&cuEventElapsedTime}},
+      {"cuLaunchKernel", {(void*)&cuLaunchKernel, (void*)&cuLaunchKernel_ptsz}},
+      {"cuLaunchKernelEx", {(void*)&cuLaunchKernelEx, (void*)&cuLaunchKernelEx_ptsz}},
+      {"cuLaunchCooperativeKernel", {(void*)&cuLaunchCooperativeKernel, (void*)&cuLaunchCooperativeKernel_ptsz}},
+      {"cuStreamBeginCapture", {(void*)&cuStreamBeginCapture_v2}},
+      {"cuStreamEndCapture", {(void*)&cuStreamEndCapture}},
+      {"cuStreamIsCapturing", {(void*)&cuStreamIsCapturing}},
+      {"cuGraphCreate", {(void*)&cuGraphCreate}},
+      {"cuGraphDestroy", {(void*)&cuGraphDestroy}},
+      {"cuGraphAddKernelNode", {(void*)&cuGraphAddKernelNode_v2}},
+      {"cuGraphAddMemAllocNode", {(void*)&cuGraphAddMemAllocNode}},
+      {"cuGraphAddMemFreeNode", {(void*)&cuGraphAddMemFreeNode}},
+      {"cuGraphInstantiate", {(void*)&cuGraphInstantiateWithFlags}},
+      {"cuGraphInstantiateWithFlags", {(void*)&cuGraphInstantiateWithFlags}},
+      {"cuGraphExecDestroy", {(void*)&cuGraphExecDestroy}},
+      {"cuGraphLaunch", {(void*)&cuGraphLaunch, (void*)&cuGraphLaunch_ptsz}},
+      {"cuGetErrorName", {(void*)&cuGetErrorName}},
+      {"cuGetErrorString", {(void*)&cuGetErrorString}},
+      {"cuGetProcAddress", {(void*)&cuGetProcAddress_v2}},
   };
   if (!symbol || !pfn) return kErrorInvalidValue;
   auto it = table.find(symbol);
@@ -294,7 +348,8 @@ CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int, cuuint64_t, CU
     if (status) *status = kProcAddressSymbolNotFound;
     return kErrorNotFound;
   }
-  *pfn = it->second;
+  bool per_thread = (flags & kPerThreadDefaultStream) && it->second.per_thread;
+  *pfn = per_thread ? it->second.per_thread : it->second.legacy;
   if (status) *status = kProcAddressSuccess;
   return kSuccess;
 }

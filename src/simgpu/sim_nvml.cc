@@ -1,7 +1,14 @@
 // The simulated GPU's NVML: a stand-in for libnvidia-ml.so.1 that reports the simulated device
-// (sim_state.h): count, handle, name, memory, running processes and utilisation (zero: kernels are
-// not simulated yet).
+// (sim_state.h): count, handle, name, memory, running processes, device utilisation and per-process
+// utilisation. Utilisation is measured from the GPU time charged to each process, over the time
+// since this caller's previous query (real NVML samples the hardware on its own clock); the
+// simulator charges work when it is submitted, so a short window can read above 100%.
+#include <cmath>
 #include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+#include "node/clock.h"
 
 #include "simgpu/nvml_types.h"
 #include "simgpu/sim_state.h"
@@ -87,9 +94,45 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned in
 }
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t* u) {
   if (!Valid(d) || !u) return kErrorInvalidArgument;
-  u->gpu = 0;
-  u->memory = 0;
+  static auto* mu = new std::mutex();  // never destroyed: a governor thread may call during exit
+  static uint64_t last_ns = 0, last_busy = 0;
+  std::lock_guard<std::mutex> lock(*mu);
+  uint64_t busy = 0, now = gpumux::node::NowNs();
+  for (const auto& p : Device().state->processes) busy += p.pid.load() > 0 ? p.gpu_ns.load() : 0;
+  double share = last_ns && now > last_ns ? double(busy - std::min(busy, last_busy)) / double(now - last_ns) : 0;
+  u->gpu = unsigned(std::lround(std::min(share, 1.0) * 100));
+  u->memory = u->gpu;
+  last_ns = now, last_busy = busy;
   return kSuccess;
+}
+// One sample per process with a device context: its share of GPU time since the previous query.
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvmlProcessUtilizationSample_t* samples,
+                                             unsigned int* count, unsigned long long) {
+  if (!Valid(d) || !count) return kErrorInvalidArgument;
+  struct Seen {
+    uint64_t gpu_ns, at_ns;
+  };
+  static auto* mu = new std::mutex();  // never destroyed: a governor thread may call during exit
+  static auto* seen = new std::unordered_map<uint32_t, Seen>();  // pid -> at the previous query
+  std::lock_guard<std::mutex> lock(*mu);
+  uint64_t now = gpumux::node::NowNs();
+  unsigned int n = 0;
+  for (const auto& p : Device().state->processes) {
+    int32_t pid = p.pid.load();
+    if (pid <= 0) continue;
+    if (samples && n < *count) {
+      uint64_t gpu = p.gpu_ns.load();
+      auto [it, fresh] = seen->try_emplace(uint32_t(pid), Seen{gpu, now});
+      double window = double(now - it->second.at_ns);
+      unsigned util = fresh || window <= 0 ? 0 : unsigned(std::lround(100.0 * double(gpu - it->second.gpu_ns) / window));
+      it->second = {gpu, now};
+      samples[n] = {unsigned(pid), now / 1000, util, util, 0, 0};
+    }
+    ++n;
+  }
+  bool fits = samples && n <= *count;
+  *count = n;
+  return fits ? kSuccess : kErrorInsufficientSize;
 }
 
 }  // extern "C"

@@ -6,7 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <string>
 #include <mutex>
 
 #include "node/ledger/ledger.h"
@@ -14,7 +16,22 @@
 namespace gpumux::sim {
 namespace {
 
-constexpr uint64_t kStateMagic = 0x4d49535855504725ull;  // "%GPUXSIM"
+constexpr uint64_t kStateMagic = 0x324d495358555047ull;  // "GPUXSIM2": layout 2, with the timeline
+
+double EnvDouble(const char* name, double fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::strtod(v, nullptr) : fallback;
+}
+
+// Written once by the process that creates the state file; later processes use what it holds.
+void Describe(SimState* s, uint64_t capacity) {
+  s->capacity = capacity;
+  s->bandwidth = EnvDouble("GPUMUX_SIM_BANDWIDTH", 2.0e12);
+  s->flops = EnvDouble("GPUMUX_SIM_FLOPS", 300e12);
+  const char* mode = std::getenv("GPUMUX_SIM_MODE");
+  s->mode = mode && std::string(mode) == "mps" ? SimMode::kMps : SimMode::kTimeSlice;
+  s->next_address.store(0x7f0000000000ull);
+}
 
 SimState* MapState(const std::string& path, uint64_t capacity) {
   int fd = open(path.c_str(), O_RDWR | O_CREAT, 0600);
@@ -30,8 +47,7 @@ SimState* MapState(const std::string& path, uint64_t capacity) {
   void* p = mmap(nullptr, sizeof(SimState), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   SimState* s = p == MAP_FAILED ? nullptr : static_cast<SimState*>(p);
   if (s && fresh) {
-    s->capacity = capacity;
-    s->next_address.store(0x7f0000000000ull);
+    Describe(s, capacity);
     s->magic = kStateMagic;
   }
   if (s && s->magic != kStateMagic) s = nullptr;
@@ -69,6 +85,8 @@ int ProcessSlot() {
       if (s->processes[i].pid.compare_exchange_strong(expected, -1)) {
         s->processes[i].start_time = *start;
         s->processes[i].used.store(0);
+        s->processes[i].gpu_ns.store(0);
+        s->processes[i].tail_ns.store(0);
         s->processes[i].pid.store(getpid());
         return i;
       }
@@ -108,6 +126,39 @@ void Give(uint64_t bytes) {
   SimState* s = Device().state;
   s->used.fetch_sub(bytes);
   if (int slot = ProcessSlot(); slot >= 0) s->processes[slot].used.fetch_sub(bytes);
+}
+
+}  // namespace gpumux::sim
+
+namespace gpumux::sim {
+
+uint64_t NewAddress(uint64_t bytes) {
+  return Device().state->next_address.fetch_add((bytes + 511) & ~uint64_t(511));
+}
+
+uint64_t Execute(uint64_t ready_ns, uint64_t duration_ns) {
+  SimState* s = Device().state;
+  uint64_t end;
+  if (s->mode == SimMode::kTimeSlice) {
+    uint64_t free_at = s->free_at_ns.load();
+    do {
+      end = std::max(ready_ns, free_at) + duration_ns;
+    } while (!s->free_at_ns.compare_exchange_weak(free_at, end));
+  } else {
+    uint64_t busy = 1;  // this process, plus every other process whose work has not ended
+    for (const SimProcess& p : s->processes) {
+      if (p.pid.load(std::memory_order_relaxed) > 0 && p.pid.load() != getpid() && p.tail_ns.load() > ready_ns) ++busy;
+    }
+    end = ready_ns + duration_ns * busy;
+  }
+  if (int slot = ProcessSlot(); slot >= 0) {
+    SimProcess& me = s->processes[slot];
+    me.gpu_ns.fetch_add(duration_ns);
+    uint64_t tail = me.tail_ns.load();
+    while (tail < end && !me.tail_ns.compare_exchange_weak(tail, end)) {
+    }
+  }
+  return end;
 }
 
 }  // namespace gpumux::sim

@@ -13,6 +13,8 @@
 #include <new>
 #include <sstream>
 
+#include "node/clock.h"
+
 namespace gpumux::node {
 namespace {
 
@@ -134,22 +136,37 @@ std::optional<int> Ledger::FindTenant(const std::string& id) const {
   return std::nullopt;
 }
 
-int Ledger::AddTenant(const std::string& id, uint64_t quota, bool strict) {
+int Ledger::AddTenant(const std::string& id, const TenantLimits& limits, bool strict) {
   if (id.empty() || id.size() >= kTenantIdSize) throw LedgerError("tenant id must be 1 to 63 characters: '" + id + "'");
+  if (limits.cap_permille == 0 || limits.cap_permille > kNoCap) throw LedgerError("compute cap must be above 0% and at most 100%");
+  if (limits.weight == 0) throw LedgerError("compute weight must be at least 1");
   FileLock lock(fd_);
   std::optional<int> existing = FindTenant(id);
   if (strict) {
-    uint64_t sum = quota;
+    uint64_t memory = limits.memory;
+    uint32_t caps = limits.cap_permille < kNoCap ? limits.cap_permille : 0;
     for (int t = 0; t < kMaxTenants; ++t) {
-      if (layout_->tenants[t].state.load() == 1 && (!existing || t != *existing)) sum += layout_->tenants[t].quota.load();
+      const TenantSlot& s = layout_->tenants[t];
+      if (s.state.load() != 1 || (existing && t == *existing)) continue;
+      memory += s.quota.load();
+      if (s.cap_permille.load() < kNoCap) caps += s.cap_permille.load();
     }
-    if (sum > capacity()) {
-      throw LedgerError("quotas would sum to " + std::to_string(sum) + " bytes, more than the GPU's " +
+    if (memory > capacity()) {
+      throw LedgerError("quotas would sum to " + std::to_string(memory) + " bytes, more than the GPU's " +
                         std::to_string(capacity()));
     }
+    if (caps > kNoCap) {
+      throw LedgerError("compute caps would sum to " + std::to_string(caps / 10.0).substr(0, 5) + "%, more than 100%");
+    }
   }
+  auto set_limits = [&](TenantSlot& s) {
+    s.quota.store(limits.memory);
+    s.cap_permille.store(limits.cap_permille);
+    s.weight.store(limits.weight);
+    s.priority.store(int32_t(limits.priority));
+  };
   if (existing) {
-    layout_->tenants[*existing].quota.store(quota);
+    set_limits(layout_->tenants[*existing]);
     return *existing;
   }
   for (int t = 0; t < kMaxTenants; ++t) {
@@ -157,10 +174,12 @@ int Ledger::AddTenant(const std::string& id, uint64_t quota, bool strict) {
     if (s.state.load() == 0) {
       std::memset(s.id, 0, sizeof(s.id));
       std::memcpy(s.id, id.data(), id.size());
-      s.quota.store(quota);
-      s.used.store(0);
-      s.refused.store(0);
-      s.reclaimed.store(0);
+      set_limits(s);
+      uint64_t now = NowNs();
+      for (auto* zero : {&s.used, &s.refused, &s.reclaimed, &s.gpu_ns, &s.wanted_ns, &s.held}) zero->store(0);
+      s.credit_ns.store(0);
+      s.added_ns.store(now);
+      s.accrued_ns.store(now);
       s.state.store(1);
       return t;
     }
@@ -185,6 +204,7 @@ int Ledger::RegisterProcess(int tenant, pid_t pid) {
         s.tenant = tenant;
         s.start_time = *start;
         s.used.store(0);
+        s.gpu_ns.store(0);
         s.pid.store(pid);
         return p;
       }
@@ -242,12 +262,56 @@ void Ledger::UnregisterProcess(int process) {
   s.pid.store(0);
 }
 
+ComputeVerdict Ledger::ComputeTick(int process, uint64_t now_ns, uint64_t gpu_ns, bool wants_gpu) {
+  ProcessSlot& p = layout_->processes[process];
+  TenantSlot& me = layout_->tenants[p.tenant];
+  if (gpu_ns) {
+    p.gpu_ns.fetch_add(gpu_ns, std::memory_order_relaxed);
+    me.gpu_ns.fetch_add(gpu_ns, std::memory_order_relaxed);
+  }
+  if (wants_gpu) {
+    uint64_t last = me.wanted_ns.load();
+    while (last < now_ns && !me.wanted_ns.compare_exchange_weak(last, now_ns)) {
+    }
+  }
+  // Who wants the GPU now, and is anyone of higher priority at work?
+  std::vector<ComputeDemand> demand(kMaxTenants);
+  auto my_priority = Priority(me.priority.load());
+  bool yield = false;
+  for (int t = 0; t < kMaxTenants; ++t) {
+    const TenantSlot& s = layout_->tenants[t];
+    if (s.state.load(std::memory_order_relaxed) != 1) continue;
+    uint64_t wanted = s.wanted_ns.load(std::memory_order_relaxed);
+    uint64_t age = now_ns > wanted ? now_ns - wanted : 0;
+    demand[t] = {s.cap_permille.load(std::memory_order_relaxed), s.weight.load(std::memory_order_relaxed),
+                 wanted != 0 && age < kWantWindowNs};
+    if (Priority(s.priority.load(std::memory_order_relaxed)) < my_priority && wanted != 0 && age < kYieldHoldNs) yield = true;
+  }
+  demand[p.tenant].wants_gpu = true;  // a process that asks is at least deciding whether to launch
+  double share = FairShares(demand)[p.tenant];
+  // Bring the credit up to now: the process that moves accrued_ns forward adds that interval.
+  uint64_t accrued = me.accrued_ns.load();
+  if (now_ns > accrued && me.accrued_ns.compare_exchange_strong(accrued, now_ns)) {
+    int64_t credit = me.credit_ns.load();
+    int64_t next;
+    do {
+      next = AccrueCredit(credit, me.gpu_ns.load(), share, now_ns - accrued, kBurstNs);
+    } while (!me.credit_ns.compare_exchange_weak(credit, next));
+  }
+  ComputeVerdict v;
+  v.share = share;
+  if (my_priority != Priority::kHigh) v.hold = yield || int64_t(me.gpu_ns.load()) > me.credit_ns.load();
+  return v;
+}
+
 std::vector<TenantUsage> Ledger::Snapshot() const {
   std::vector<TenantUsage> out;
   for (int t = 0; t < kMaxTenants; ++t) {
     const TenantSlot& s = layout_->tenants[t];
     if (s.state.load() != 1) continue;
-    TenantUsage u{t, s.id, s.quota.load(), s.used.load(), s.refused.load(), s.reclaimed.load(), {}};
+    TenantUsage u{t, s.id, s.quota.load(), s.used.load(), s.refused.load(), s.reclaimed.load(),
+                  s.cap_permille.load(), s.weight.load(), Priority(s.priority.load()), s.added_ns.load(),
+                  s.gpu_ns.load(), s.held.load(), {}};
     for (int p = 0; p < kMaxProcesses; ++p) {
       const ProcessSlot& ps = layout_->processes[p];
       int32_t pid = ps.pid.load();

@@ -1,11 +1,17 @@
 // The per-GPU ledger: one shared, memory-mapped file per GPU that every tenant process and the
-// launcher map, holding each tenant's memory quota and usage and each process's usage.
+// launcher map, holding each tenant's memory quota and usage, its compute share (cap, weight,
+// priority) and GPU time, and each process's usage.
 //
 // Reservations are lock-free: a process reserves bytes with a compare-and-swap on its tenant's usage
 // *before* calling the driver and releases them if the driver fails, so concurrent processes of one
 // tenant can never overshoot the quota together. A process that dies without freeing (SIGKILL, the
 // OOM killer) is found by pid plus start time (a reused pid is not mistaken for it) and its usage is
 // returned to the pool by whoever reclaims first; live processes are never stalled or moved.
+//
+// Compute: every tenant process runs a governor (in the shim) that calls ComputeTick about once a
+// millisecond with the GPU time its process used since the last call; the ledger keeps each tenant's
+// GPU time and a token bucket of the time it may use (compute_share.h), and answers whether the
+// process must hold its launches. See ComputeTick for the algorithm and its accuracy.
 //
 // Layout: a header with a magic number and a version, then fixed arrays of tenant and process slots;
 // a truncated, foreign or newer-version file is refused with LedgerError. Thread- and process-safe.
@@ -26,6 +32,8 @@
 #include <string>
 #include <vector>
 
+#include "node/ledger/compute_share.h"
+
 namespace gpumux::node {
 
 class LedgerError : public std::runtime_error {
@@ -34,7 +42,7 @@ class LedgerError : public std::runtime_error {
 };
 
 inline constexpr uint64_t kLedgerMagic = 0x4c58554d55504725ull;  // "%GPUMUXL"
-inline constexpr uint32_t kLedgerVersion = 1;
+inline constexpr uint32_t kLedgerVersion = 2;
 inline constexpr int kMaxTenants = 64;
 inline constexpr int kMaxProcesses = 1024;
 inline constexpr int kTenantIdSize = 64;
@@ -46,6 +54,16 @@ struct TenantSlot {
   std::atomic<uint64_t> used;      // bytes reserved by all its processes
   std::atomic<uint64_t> refused;   // allocations refused for quota
   std::atomic<uint64_t> reclaimed; // bytes returned from dead processes
+  // Compute share; the first three are written by the launcher only.
+  std::atomic<uint32_t> cap_permille;  // of GPU time; kNoCap = none
+  std::atomic<uint32_t> weight;
+  std::atomic<int32_t> priority;       // Priority
+  std::atomic<uint64_t> added_ns;      // when the launcher added it (NowNs)
+  std::atomic<uint64_t> gpu_ns;        // GPU time its processes used, as measured
+  std::atomic<int64_t> credit_ns;      // GPU time it may have used by now (token bucket)
+  std::atomic<uint64_t> accrued_ns;    // when credit_ns was last brought up to date
+  std::atomic<uint64_t> wanted_ns;     // last time one of its processes launched or wanted to
+  std::atomic<uint64_t> held;          // launches held back by its share
 };
 
 struct ProcessSlot {
@@ -53,6 +71,7 @@ struct ProcessSlot {
   int32_t tenant;
   uint64_t start_time;             // /proc/<pid>/stat field 22, to tell a reused pid apart
   std::atomic<uint64_t> used;
+  std::atomic<uint64_t> gpu_ns;    // GPU time it used, as measured
 };
 
 struct LedgerHeader {
@@ -69,12 +88,34 @@ struct LedgerLayout {
   ProcessSlot processes[kMaxProcesses];
 };
 
+// What the launcher asks for a tenant.
+struct TenantLimits {
+  uint64_t memory = 0;                 // bytes
+  uint32_t cap_permille = kNoCap;      // most GPU time it may use
+  uint32_t weight = 1;                 // its share when contended
+  Priority priority = Priority::kNormal;
+};
+
 struct TenantUsage {
   int slot;
   std::string id;
   uint64_t quota, used, refused, reclaimed;
+  uint32_t cap_permille, weight;
+  Priority priority;
+  uint64_t added_ns, gpu_ns, held;
   std::vector<std::pair<pid_t, uint64_t>> processes;  // live (pid, bytes)
 };
+
+// What a process's governor must do until its next tick.
+struct ComputeVerdict {
+  bool hold = false;     // hold new launches (over its share, or yielding to a higher priority)
+  double share = 0;      // fraction of GPU time its tenant may use now
+};
+
+// Timing of the governor (see ComputeTick).
+inline constexpr uint64_t kWantWindowNs = 100'000'000;  // a tenant wants the GPU if it launched within this
+inline constexpr uint64_t kYieldHoldNs = 10'000'000;    // lower priorities yield this long after a launch
+inline constexpr uint64_t kBurstNs = 10'000'000;        // GPU time an idle tenant may bank
 
 class Ledger {
  public:
@@ -91,9 +132,10 @@ class Ledger {
   uint64_t capacity() const { return layout_->header.capacity; }
   std::string gpu_name() const { return layout_->header.gpu_name; }
 
-  // Launcher side. Adds a tenant (or updates the quota of one with this id); returns its slot.
-  // Throws LedgerError when the quotas would sum past the device (with `strict`) or slots run out.
-  int AddTenant(const std::string& id, uint64_t quota, bool strict = false);
+  // Launcher side. Adds a tenant (or updates the limits of one with this id); returns its slot.
+  // Throws LedgerError when slots run out or, with `strict`, when the memory quotas would sum past
+  // the device or the compute caps past 100%.
+  int AddTenant(const std::string& id, const TenantLimits& limits, bool strict = false);
   void RemoveTenant(int tenant);
   std::optional<int> FindTenant(const std::string& id) const;
 
@@ -113,6 +155,19 @@ class Ledger {
   uint64_t ReclaimDead();
   // Frees a live process's slot (at exit), returning what it still held.
   void UnregisterProcess(int process);
+
+  // Compute governor, called by each tenant process about once a millisecond (not on the launch
+  // path). Adds `gpu_ns` (GPU time the process used since its last call) to its tenant, notes that
+  // the tenant wants the GPU if `wants_gpu` (it launched, or a launch is waiting), brings the
+  // tenant's credit up to `now_ns` at its fair share (compute_share.h; each interval is accrued by
+  // exactly one process, claimed with a compare-and-swap), and tells the process to hold launches
+  // while the tenant's GPU time exceeds its credit or a higher-priority tenant launched within
+  // kYieldHoldNs. High-priority tenants are never held. Accuracy: a tenant overshoots by at most
+  // the work it had queued when it was held plus one tick; the overshoot is repaid from later
+  // credit, so long-run shares converge to the target (error shrinks as 1 / window).
+  ComputeVerdict ComputeTick(int process, uint64_t now_ns, uint64_t gpu_ns, bool wants_gpu);
+  // Counts a launch held back by the governor.
+  void CountHeld(int process) { layout_->tenants[layout_->processes[process].tenant].held.fetch_add(1, std::memory_order_relaxed); }
 
   std::vector<TenantUsage> Snapshot() const;
 

@@ -28,7 +28,7 @@ TEST(Ledger, CreatesOpensAndRefusesForeignOrTruncatedFiles) {
   std::string path = FreshPath("a.ledger");
   {
     Ledger l = Ledger::CreateOrOpen(path, 80 * kGiB, "H100");
-    l.AddTenant("t1", kGiB);
+    l.AddTenant("t1", {kGiB});
   }
   Ledger again = Ledger::Open(path);
   EXPECT_EQ(again.capacity(), 80 * kGiB);
@@ -49,7 +49,7 @@ TEST(Ledger, CreatesOpensAndRefusesForeignOrTruncatedFiles) {
 
 TEST(Ledger, ReservesUpToTheQuotaExactly) {
   Ledger l = Ledger::CreateOrOpen(FreshPath("b.ledger"), 80 * kGiB, "H100");
-  int t = l.AddTenant("t", 3 * kGiB);
+  int t = l.AddTenant("t", {3 * kGiB});
   int p = l.RegisterProcess(t);
   EXPECT_TRUE(l.TryReserve(p, 2 * kGiB));
   EXPECT_FALSE(l.TryReserve(p, kGiB + 1));
@@ -62,15 +62,15 @@ TEST(Ledger, ReservesUpToTheQuotaExactly) {
 
 TEST(Ledger, StrictModeRefusesQuotasPastTheDevice) {
   Ledger l = Ledger::CreateOrOpen(FreshPath("c.ledger"), 10 * kGiB, "L4");
-  l.AddTenant("a", 6 * kGiB, true);
-  EXPECT_THROW(l.AddTenant("b", 5 * kGiB, true), LedgerError);
-  EXPECT_NO_THROW(l.AddTenant("b", 5 * kGiB, false)) << "oversubscription is allowed unless strict";
+  l.AddTenant("a", {6 * kGiB}, true);
+  EXPECT_THROW(l.AddTenant("b", {5 * kGiB}, true), LedgerError);
+  EXPECT_NO_THROW(l.AddTenant("b", {5 * kGiB}, false)) << "oversubscription is allowed unless strict";
 }
 
 TEST(Ledger, ConcurrentReservationsNeverOvershoot) {
   Ledger l = Ledger::CreateOrOpen(FreshPath("d.ledger"), 80 * kGiB, "H100");
   const uint64_t quota = 1000;
-  int t = l.AddTenant("t", quota);
+  int t = l.AddTenant("t", {quota});
   int p = l.RegisterProcess(t);
   std::atomic<bool> over{false};
   std::vector<std::thread> threads;
@@ -93,7 +93,7 @@ TEST(Ledger, ConcurrentReservationsNeverOvershoot) {
 TEST(Ledger, ReclaimsWhatAKilledProcessHeld) {
   std::string path = FreshPath("e.ledger");
   Ledger l = Ledger::CreateOrOpen(path, 80 * kGiB, "H100");
-  int t = l.AddTenant("t", 10 * kGiB);
+  int t = l.AddTenant("t", {10 * kGiB});
   int fds[2];
   ASSERT_EQ(pipe(fds), 0);
   pid_t child = fork();
@@ -122,7 +122,7 @@ TEST(Ledger, ReclaimsWhatAKilledProcessHeld) {
 TEST(Ledger, AReusedPidIsNotMistakenForTheDeadProcess) {
   std::string path = FreshPath("f.ledger");
   Ledger l = Ledger::CreateOrOpen(path, 80 * kGiB, "H100");
-  int t = l.AddTenant("t", 10 * kGiB);
+  int t = l.AddTenant("t", {10 * kGiB});
   int p = l.RegisterProcess(t);  // this live process
   ASSERT_TRUE(l.TryReserve(p, kGiB));
   EXPECT_EQ(l.ReclaimDead(), 0u);

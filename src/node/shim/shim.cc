@@ -1,4 +1,5 @@
-// libgpumux.so: the LD_PRELOAD interposer that enforces a tenant's memory quota on a shared GPU.
+// libgpumux.so: the LD_PRELOAD interposer that enforces a tenant's memory quota and compute share on
+// a shared GPU.
 //
 // It wraps the driver API's allocation family and memory queries, reached in any of the three ways
 // programs reach the driver: direct symbol binding, dlsym() on a dlopen'ed libcuda, and
@@ -7,14 +8,21 @@
 // tenant is refused at exactly its quota however many processes and threads it runs; memory queries
 // report the quota as the device's size, so frameworks size their pools to it.
 //
-// Configured by `gpumux run`: GPUMUX_LEDGER (ledger file) and GPUMUX_TENANT (tenant id). Without
-// them the shim passes every call through. If they are set but the ledger cannot be used, it fails
-// closed: allocations return CUDA_ERROR_NOT_INITIALIZED and one line says why.
+// Every launch passes the compute governor's gate (governor.h): one relaxed atomic load when the
+// tenant is within its share; held (sleeping) while it is over its cap or weighted share, or while a
+// higher-priority tenant has work in flight.
+//
+// Configured by `gpumux run`: GPUMUX_LEDGER (ledger file), GPUMUX_TENANT (tenant id) and GPUMUX_GPU
+// (NVML index, for GPU-time measurement). Without them the shim passes every call through. If they
+// are set but the ledger cannot be used, it fails closed: allocations return
+// CUDA_ERROR_NOT_INITIALIZED and one line says why.
 //
 // Covered: cuMemAlloc, cuMemAllocPitch, cuMemAllocManaged, cuMemAllocAsync, cuMemAllocFromPoolAsync,
-// cuMemCreate (virtual memory), cuArrayCreate, cuArray3DCreate, cuMipmappedArrayCreate and their frees; cuMemGetInfo, cuDeviceTotalMem; and
-// NVML's memory info and process list (`nvidia-smi` inside the tenant sees its quota and its own
-// processes). Not yet: graph memory nodes, compute shares and the launch path.
+// cuMemCreate (virtual memory), cuArrayCreate, cuArray3DCreate, cuMipmappedArrayCreate and their
+// frees; graph memory nodes (reserved when the graph is instantiated, released with the executable
+// graph); cuMemGetInfo, cuDeviceTotalMem; NVML's memory info and process list (`nvidia-smi` inside
+// the tenant sees its quota and its own processes); launches: cuLaunchKernel, cuLaunchKernelEx,
+// cuLaunchCooperativeKernel, cuGraphLaunch, each with its per-thread-stream (_ptsz) variant.
 #include <dlfcn.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -32,7 +40,8 @@
 #include <algorithm>
 
 #include "node/ledger/ledger.h"
-#include "simgpu/cuda_types.h"
+#include "node/shim/governor.h"
+#include "simgpu/driver_api.h"
 #include "simgpu/nvml_types.h"
 
 using namespace gpumux::cuda;
@@ -93,9 +102,13 @@ struct Enforcement {
   std::optional<gpumux::node::Ledger> ledger;
   std::string tenant;
   int process = -1;
-  std::mutex mu;                                   // guards sizes and initialisation
-  // This process's reserved allocations by kind of handle (device pointer, VMM handle, array).
-  std::unordered_map<uint64_t, uint64_t> sizes[3];
+  std::mutex mu;                                   // guards sizes, graph_bytes and initialisation
+  // This process's reserved allocations by kind of handle (device pointer, VMM handle, array,
+  // executable graph).
+  std::unordered_map<uint64_t, uint64_t> sizes[4];
+  // Bytes of the memory nodes of each graph not yet instantiated.
+  std::unordered_map<CUgraph, uint64_t> graph_bytes;
+  gpumux::shim::Governor governor;
 };
 
 Enforcement& State() {
@@ -106,6 +119,7 @@ Enforcement& State() {
 void AtExit() {
   Enforcement& e = State();
   std::lock_guard<std::mutex> lock(e.mu);
+  e.governor.Stop();
   if (e.mode == Enforcement::Mode::kEnforce) e.ledger->UnregisterProcess(e.process);
 }
 
@@ -115,6 +129,8 @@ void AfterFork() {
   Enforcement& e = State();
   new (&e.mu) std::mutex();
   for (auto& m : e.sizes) m.clear();
+  e.graph_bytes.clear();
+  e.governor.Forget();
   if (e.mode.load() == Enforcement::Mode::kEnforce) e.mode.store(Enforcement::Mode::kUnset);
 }
 
@@ -133,6 +149,8 @@ void Initialise(Enforcement& e) {
     if (!slot) throw gpumux::node::LedgerError(std::string("tenant '") + tenant + "' is not in the ledger");
     e.process = e.ledger->RegisterProcess(*slot);
     e.tenant = tenant;
+    const char* gpu = std::getenv("GPUMUX_GPU");
+    e.governor.Start(&*e.ledger, e.process, gpu ? std::atoi(gpu) : 0);
     e.mode = Enforcement::Mode::kEnforce;
     static std::once_flag hooks;
     std::call_once(hooks, [] {
@@ -172,7 +190,7 @@ void LogRefusal(Enforcement& e, const char* what, uint64_t bytes) {
                skipped ? (" (" + std::to_string(skipped) + " more refused since the last line)").c_str() : "");
 }
 
-enum Kind { kPointer = 0, kVmmHandle = 1, kArray = 2 };
+enum Kind { kPointer = 0, kVmmHandle = 1, kArray = 2, kGraphExec = 3 };
 
 // Reserves, calls the driver (`allocate`), and records the new handle (`handle()`) or rolls back.
 template <typename Call, typename Handle>
@@ -233,6 +251,14 @@ nvmlReturn_t TenantMemory(nvmlReturn_t r, Memory* m) {
   m->used = used;
   m->free = used >= m->total ? 0 : m->total - used;
   return r;
+}
+
+// Every launch path calls this before the driver. Hot path: after the first call, one acquire load
+// and the governor's two relaxed loads; no lock, no system call while the tenant is within its share.
+inline void Gate() {
+  Enforcement& e = State();
+  EnsureInitialised(e);
+  e.governor.BeforeLaunch();
 }
 
 }  // namespace
@@ -382,6 +408,97 @@ CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
   return r;
 }
 
+// Launches: the governor's gate, then the driver.
+CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                        unsigned int by, unsigned int bz, unsigned int shared_bytes, CUstream stream, void** params,
+                        void** extra) {
+  static auto real = Real<decltype(&cuLaunchKernel)>("cuLaunchKernel");
+  Gate();
+  return CallReal(real, f, gx, gy, gz, bx, by, bz, shared_bytes, stream, params, extra);
+}
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                             unsigned int by, unsigned int bz, unsigned int shared_bytes, CUstream stream,
+                             void** params, void** extra) {
+  static auto real = Real<decltype(&cuLaunchKernel_ptsz)>("cuLaunchKernel_ptsz");
+  Gate();
+  return CallReal(real, f, gx, gy, gz, bx, by, bz, shared_bytes, stream, params, extra);
+}
+CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+  static auto real = Real<decltype(&cuLaunchKernelEx)>("cuLaunchKernelEx");
+  Gate();
+  return CallReal(real, config, f, params, extra);
+}
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+  static auto real = Real<decltype(&cuLaunchKernelEx_ptsz)>("cuLaunchKernelEx_ptsz");
+  Gate();
+  return CallReal(real, config, f, params, extra);
+}
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                                   unsigned int by, unsigned int bz, unsigned int shared_bytes, CUstream stream,
+                                   void** params) {
+  static auto real = Real<decltype(&cuLaunchCooperativeKernel)>("cuLaunchCooperativeKernel");
+  Gate();
+  return CallReal(real, f, gx, gy, gz, bx, by, bz, shared_bytes, stream, params);
+}
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                        unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared_bytes,
+                                        CUstream stream, void** params) {
+  static auto real = Real<decltype(&cuLaunchCooperativeKernel_ptsz)>("cuLaunchCooperativeKernel_ptsz");
+  Gate();
+  return CallReal(real, f, gx, gy, gz, bx, by, bz, shared_bytes, stream, params);
+}
+CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
+  static auto real = Real<decltype(&cuGraphLaunch)>("cuGraphLaunch");
+  Gate();
+  return CallReal(real, exec, stream);
+}
+CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream) {
+  static auto real = Real<decltype(&cuGraphLaunch_ptsz)>("cuGraphLaunch_ptsz");
+  Gate();
+  return CallReal(real, exec, stream);
+}
+
+// Graph memory nodes: noted per graph when added, reserved in the ledger when the graph is
+// instantiated (the executable graph holds the memory) and released when it is destroyed.
+CUresult cuGraphAddMemAllocNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t ndeps,
+                                CUDA_MEM_ALLOC_NODE_PARAMS* params) {
+  static auto real = Real<decltype(&cuGraphAddMemAllocNode)>("cuGraphAddMemAllocNode");
+  CUresult r = CallReal(real, node, graph, deps, ndeps, params);
+  Enforcement& e = State();
+  EnsureInitialised(e);
+  if (r == kSuccess && params && e.mode == Enforcement::Mode::kEnforce) {
+    std::lock_guard<std::mutex> lock(e.mu);
+    e.graph_bytes[graph] += params->bytesize;
+  }
+  return r;
+}
+CUresult cuGraphDestroy(CUgraph graph) {
+  static auto real = Real<decltype(&cuGraphDestroy)>("cuGraphDestroy");
+  CUresult r = CallReal(real, graph);
+  if (r == kSuccess) {
+    std::lock_guard<std::mutex> lock(State().mu);
+    State().graph_bytes.erase(graph);
+  }
+  return r;
+}
+CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long flags) {
+  static auto real = Real<decltype(&cuGraphInstantiateWithFlags)>("cuGraphInstantiateWithFlags");
+  uint64_t bytes = 0;
+  {
+    std::lock_guard<std::mutex> lock(State().mu);
+    if (auto it = State().graph_bytes.find(graph); it != State().graph_bytes.end()) bytes = it->second;
+  }
+  if (!exec || bytes == 0) return CallReal(real, exec, graph, flags);
+  return Guarded(kGraphExec, bytes, "graph memory", [&] { return CallReal(real, exec, graph, flags); },
+                 [&] { return reinterpret_cast<uint64_t>(*exec); });
+}
+CUresult cuGraphExecDestroy(CUgraphExec exec) {
+  static auto real = Real<decltype(&cuGraphExecDestroy)>("cuGraphExecDestroy");
+  CUresult r = CallReal(real, exec);
+  if (r == kSuccess) Forget(kGraphExec, reinterpret_cast<uint64_t>(exec));
+  return r;
+}
+
 // NVML: the tenant sees its quota as the device's memory, and only its own processes.
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* m) {
   static auto real = Real<nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*)>("nvmlDeviceGetMemoryInfo");
@@ -451,6 +568,19 @@ static const std::vector<WrappedEntry>& WrappedEntries() {
       {"cuMipmappedArrayDestroy", "cuMipmappedArrayDestroy", (void*)&cuMipmappedArrayDestroy},
       {"cuMemGetInfo", "cuMemGetInfo_v2", (void*)&cuMemGetInfo_v2},
       {"cuDeviceTotalMem", "cuDeviceTotalMem_v2", (void*)&cuDeviceTotalMem_v2},
+      {"cuLaunchKernel", "cuLaunchKernel", (void*)&cuLaunchKernel},
+      {"cuLaunchKernel", "cuLaunchKernel_ptsz", (void*)&cuLaunchKernel_ptsz},
+      {"cuLaunchKernelEx", "cuLaunchKernelEx", (void*)&cuLaunchKernelEx},
+      {"cuLaunchKernelEx", "cuLaunchKernelEx_ptsz", (void*)&cuLaunchKernelEx_ptsz},
+      {"cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel", (void*)&cuLaunchCooperativeKernel},
+      {"cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz", (void*)&cuLaunchCooperativeKernel_ptsz},
+      {"cuGraphLaunch", "cuGraphLaunch", (void*)&cuGraphLaunch},
+      {"cuGraphLaunch", "cuGraphLaunch_ptsz", (void*)&cuGraphLaunch_ptsz},
+      {"cuGraphAddMemAllocNode", "cuGraphAddMemAllocNode", (void*)&cuGraphAddMemAllocNode},
+      {"cuGraphDestroy", "cuGraphDestroy", (void*)&cuGraphDestroy},
+      {"cuGraphInstantiate", "cuGraphInstantiateWithFlags", (void*)&cuGraphInstantiateWithFlags},
+      {"cuGraphInstantiateWithFlags", "cuGraphInstantiateWithFlags", (void*)&cuGraphInstantiateWithFlags},
+      {"cuGraphExecDestroy", "cuGraphExecDestroy", (void*)&cuGraphExecDestroy},
       {"nvmlDeviceGetMemoryInfo", "nvmlDeviceGetMemoryInfo", (void*)&nvmlDeviceGetMemoryInfo},
       {"nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetMemoryInfo_v2", (void*)&nvmlDeviceGetMemoryInfo_v2},
       {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v3",

@@ -1,0 +1,47 @@
+#include "node/ledger/compute_share.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace gpumux::node {
+
+std::vector<double> FairShares(const std::vector<ComputeDemand>& tenants) {
+  std::vector<double> share(tenants.size(), 0.0);
+  std::vector<size_t> open;  // wanting tenants not yet at their cap
+  for (size_t i = 0; i < tenants.size(); ++i) {
+    if (tenants[i].wants_gpu && tenants[i].weight > 0) open.push_back(i);
+  }
+  double left = 1.0;
+  // Each round gives every open tenant its weighted part of what is left; tenants that reach
+  // their cap are fixed there and the rest shared again. At most one round per tenant.
+  while (!open.empty() && left > 1e-12) {
+    double weights = 0;
+    for (size_t i : open) weights += tenants[i].weight;
+    std::vector<size_t> still_open;
+    double given = 0;
+    for (size_t i : open) {
+      double cap = std::min(tenants[i].cap_permille, kNoCap) / 1000.0;
+      double offer = left * tenants[i].weight / weights;
+      if (share[i] + offer >= cap) {
+        given += cap - share[i];
+        share[i] = cap;
+      } else {
+        still_open.push_back(i);
+      }
+    }
+    if (still_open.size() == open.size()) {  // nobody capped: the rest is divided by weight
+      for (size_t i : open) share[i] += left * tenants[i].weight / weights;
+      break;
+    }
+    left -= given;
+    open = std::move(still_open);
+  }
+  return share;
+}
+
+int64_t AccrueCredit(int64_t credit_ns, uint64_t used_ns, double share, uint64_t elapsed_ns, uint64_t burst_ns) {
+  int64_t credit = credit_ns + int64_t(std::llround(share * double(elapsed_ns)));
+  return std::min(credit, int64_t(used_ns + burst_ns));
+}
+
+}  // namespace gpumux::node

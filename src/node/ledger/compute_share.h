@@ -1,0 +1,33 @@
+// How GPU time is divided among the tenants of one GPU (the policy; the ledger applies it).
+//
+// Each tenant has a cap (never more than this fraction of GPU time), a weight (its share when
+// tenants contend) and a priority. Among the tenants that want the GPU now, GPU time is divided by
+// weight, no tenant above its cap, and what a capped tenant cannot use goes to the others by weight
+// (water-filling), so the GPU is never idled by the division while someone wants it. Priority is
+// applied on top: a tenant yields entirely while a tenant of higher priority has work in flight.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace gpumux::node {
+
+enum class Priority : int32_t { kHigh = 0, kNormal = 1, kLow = 2 };
+
+inline constexpr uint32_t kNoCap = 1000;  // caps are in per-mille of GPU time
+
+struct ComputeDemand {
+  uint32_t cap_permille = kNoCap;
+  uint32_t weight = 1;
+  bool wants_gpu = false;
+};
+
+// Fraction of GPU time (0..1) each tenant may use now; 0 for those that do not want the GPU.
+std::vector<double> FairShares(const std::vector<ComputeDemand>& tenants);
+
+// The token bucket of one tenant's GPU time: `credit_ns` grows at `share` of wall time and is capped
+// at `burst_ns` ahead of what the tenant used, so an idle tenant cannot bank unlimited time.
+// Returns the new credit.
+int64_t AccrueCredit(int64_t credit_ns, uint64_t used_ns, double share, uint64_t elapsed_ns, uint64_t burst_ns);
+
+}  // namespace gpumux::node

@@ -1,0 +1,88 @@
+#include "node/ledger/compute_share.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <unistd.h>
+
+#include "node/ledger/ledger.h"
+
+namespace gpumux::node {
+namespace {
+
+TEST(FairShares, CapsHoldAndTheRestGoesToOthersByWeight) {
+  // 30% and 70% caps, both busy: exactly their caps.
+  auto s = FairShares({{300, 1, true}, {700, 1, true}});
+  EXPECT_NEAR(s[0], 0.30, 1e-9);
+  EXPECT_NEAR(s[1], 0.70, 1e-9);
+  // Weights 1:3, no caps: 25/75.
+  s = FairShares({{kNoCap, 1, true}, {kNoCap, 3, true}});
+  EXPECT_NEAR(s[0], 0.25, 1e-9);
+  EXPECT_NEAR(s[1], 0.75, 1e-9);
+  // A capped tenant's unused part is shared by the others' weights: 10% cap, then 1:2 of 90%.
+  s = FairShares({{100, 5, true}, {kNoCap, 1, true}, {kNoCap, 2, true}});
+  EXPECT_NEAR(s[0], 0.10, 1e-9);
+  EXPECT_NEAR(s[1], 0.30, 1e-9);
+  EXPECT_NEAR(s[2], 0.60, 1e-9);
+  // Idle tenants get nothing and take nothing: a lone capped tenant gets its cap, a lone uncapped one all.
+  s = FairShares({{400, 1, true}, {kNoCap, 1, false}});
+  EXPECT_NEAR(s[0], 0.40, 1e-9);
+  EXPECT_EQ(s[1], 0.0);
+  EXPECT_NEAR(FairShares({{kNoCap, 7, true}})[0], 1.0, 1e-9);
+  // Caps summing below 100% leave the GPU partly idle, on purpose: a cap is a ceiling.
+  s = FairShares({{200, 1, true}, {300, 1, true}});
+  EXPECT_NEAR(s[0] + s[1], 0.5, 1e-9);
+}
+
+TEST(AccrueCredit, GrowsAtTheShareAndBanksAtMostTheBurst) {
+  EXPECT_EQ(AccrueCredit(0, 0, 0.3, 1'000'000, 10'000'000), 300'000);
+  EXPECT_EQ(AccrueCredit(0, 0, 1.0, 1'000'000'000, 10'000'000), 10'000'000) << "idle time banks at most the burst";
+  EXPECT_EQ(AccrueCredit(-5'000'000, 20'000'000, 0.5, 2'000'000, 10'000'000), -4'000'000) << "debt is repaid";
+}
+
+class ComputeTickTest : public ::testing::Test {
+ protected:
+  ComputeTickTest() : path_(std::filesystem::temp_directory_path() / ("gpumux_tick_" + std::to_string(getpid()))) {
+    std::filesystem::remove(path_);
+  }
+  ~ComputeTickTest() override { std::filesystem::remove(path_); }
+  std::filesystem::path path_;
+};
+
+TEST_F(ComputeTickTest, HoldsATenantOverItsCapUntilItsCreditCatchesUp) {
+  Ledger l = Ledger::CreateOrOpen(path_, 1ull << 30, "sim");
+  int t = l.AddTenant("capped", {1ull << 20, 300});
+  int p = l.RegisterProcess(t);
+  uint64_t start = l.Snapshot()[0].added_ns;
+  // 1 ms later it has used 1 ms of GPU time: 0.3 ms of credit, so it must hold.
+  ComputeVerdict v = l.ComputeTick(p, start + 1'000'000, 1'000'000, true);
+  EXPECT_NEAR(v.share, 0.3, 1e-9);
+  EXPECT_TRUE(v.hold);
+  // By 1 ms / 0.3 = 3.33 ms its credit covers the 1 ms it used.
+  EXPECT_TRUE(l.ComputeTick(p, start + 3'000'000, 0, true).hold);
+  EXPECT_FALSE(l.ComputeTick(p, start + 3'400'000, 0, true).hold);
+  EXPECT_EQ(l.Snapshot()[0].gpu_ns, 1'000'000u);
+}
+
+TEST_F(ComputeTickTest, LowerPrioritiesYieldWhileAHighPriorityTenantLaunches) {
+  Ledger l = Ledger::CreateOrOpen(path_, 1ull << 30, "sim");
+  int hp = l.RegisterProcess(l.AddTenant("hp", {1ull << 20, kNoCap, 1, Priority::kHigh}));
+  int be = l.RegisterProcess(l.AddTenant("be", {1ull << 20, kNoCap, 1, Priority::kLow}));
+  uint64_t now = l.Snapshot()[0].added_ns + 1'000'000;
+  EXPECT_FALSE(l.ComputeTick(be, now, 0, true).hold) << "nobody of higher priority is at work";
+  EXPECT_FALSE(l.ComputeTick(hp, now, 0, true).hold) << "high priority never waits";
+  EXPECT_TRUE(l.ComputeTick(be, now + 1'000'000, 0, true).hold);
+  EXPECT_FALSE(l.ComputeTick(be, now + kYieldHoldNs + 1'000'000, 0, true).hold) << "resumes once the high tenant is quiet";
+}
+
+TEST_F(ComputeTickTest, StrictRefusesCapsOverOneHundredPercent) {
+  Ledger l = Ledger::CreateOrOpen(path_, 1ull << 30, "sim");
+  l.AddTenant("a", {1, 600}, true);
+  EXPECT_THROW(l.AddTenant("b", {1, 500}, true), LedgerError);
+  EXPECT_NO_THROW(l.AddTenant("b", {1, 400}, true));
+  EXPECT_NO_THROW(l.AddTenant("c", {1}, true)) << "an uncapped tenant adds no cap";
+  EXPECT_THROW(l.AddTenant("d", {1, 0}), LedgerError);
+}
+
+}  // namespace
+}  // namespace gpumux::node

@@ -1,0 +1,101 @@
+#include "node/shim/governor.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+#include "node/clock.h"
+#include "simgpu/nvml_types.h"
+
+namespace gpumux::shim {
+namespace {
+
+constexpr uint64_t kTickNs = 1'000'000;
+constexpr uint64_t kRecheckNs = 100'000;  // a held launch looks at the gate this often
+
+// GPU time used by this process, from NVML's per-process utilisation samples.
+class GpuTimeMeter {
+ public:
+  explicit GpuTimeMeter(int gpu_index) {
+    void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!nvml) nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    if (!nvml) return;
+    auto init = reinterpret_cast<nvmlReturn_t (*)()>(dlsym(nvml, "nvmlInit_v2"));
+    auto handle = reinterpret_cast<nvmlReturn_t (*)(unsigned, nvmlDevice_t*)>(dlsym(nvml, "nvmlDeviceGetHandleByIndex_v2"));
+    utilisation_ = reinterpret_cast<decltype(utilisation_)>(dlsym(nvml, "nvmlDeviceGetProcessUtilization"));
+    if (!init || !handle || !utilisation_ || init() != nvml::kSuccess ||
+        handle(unsigned(gpu_index), &device_) != nvml::kSuccess) {
+      utilisation_ = nullptr;
+    }
+    samples_.resize(1024);
+  }
+  bool usable() const { return utilisation_ != nullptr; }
+  bool seen_self() const { return seen_self_; }
+
+  // Nanoseconds of GPU time this process used since the previous call.
+  uint64_t Used() {
+    unsigned int n = unsigned(samples_.size());
+    if (utilisation_(device_, samples_.data(), &n, last_us_) != nvml::kSuccess) return 0;
+    uint64_t used = 0, newest = last_us_;
+    for (unsigned int i = 0; i < n; ++i) {
+      const nvmlProcessUtilizationSample_t& s = samples_[i];
+      if (s.pid != unsigned(getpid()) || s.timeStamp <= last_us_) continue;
+      seen_self_ = true;
+      if (last_us_) used += uint64_t(s.smUtil) * (s.timeStamp - last_us_) * 10;  // % of µs -> ns
+      newest = std::max<uint64_t>(newest, s.timeStamp);
+    }
+    if (newest > last_us_) last_us_ = newest;
+    return used;
+  }
+
+ private:
+  nvmlReturn_t (*utilisation_)(nvmlDevice_t, nvmlProcessUtilizationSample_t*, unsigned int*, unsigned long long) = nullptr;
+  nvmlDevice_t device_ = nullptr;
+  std::vector<nvmlProcessUtilizationSample_t> samples_;
+  unsigned long long last_us_ = 0;
+  bool seen_self_ = false;
+};
+
+}  // namespace
+
+void Governor::Start(node::Ledger* ledger, int process, int gpu_index) {
+  ledger_ = ledger;
+  process_ = process;
+  std::thread([this, gpu_index] { Run(gpu_index); }).detach();
+}
+
+void Governor::WaitForTurn() {
+  waiting_.store(true, std::memory_order_relaxed);
+  if (ledger_) ledger_->CountHeld(process_);
+  while (gate_closed_.load(std::memory_order_relaxed)) node::SleepUntilNs(node::NowNs() + kRecheckNs);
+  waiting_.store(false, std::memory_order_relaxed);
+}
+
+void Governor::Run(int gpu_index) {
+  GpuTimeMeter meter(gpu_index);
+  if (!meter.usable()) {
+    std::fprintf(stderr, "gpumux: compute share not enforced: NVML per-process utilisation is unavailable\n");
+    return;
+  }
+  uint64_t started = node::NowNs();
+  bool warned = false;
+  while (!stopped_.load()) {
+    uint64_t now = node::NowNs();
+    uint64_t used = meter.Used();
+    bool wants = launched_.exchange(false, std::memory_order_relaxed) || waiting_.load(std::memory_order_relaxed);
+    node::ComputeVerdict v = ledger_->ComputeTick(process_, now, used, wants);
+    gate_closed_.store(v.hold, std::memory_order_relaxed);
+    if (!warned && !meter.seen_self() && wants && now - started > 2'000'000'000ull) {
+      std::fprintf(stderr, "gpumux: NVML reports no GPU time for pid %d (a PID namespace?): its compute share is not "
+                   "measured\n", int(getpid()));
+      warned = true;
+    }
+    node::SleepUntilNs(now + kTickNs);
+  }
+  gate_closed_.store(false);
+}
+
+}  // namespace gpumux::shim

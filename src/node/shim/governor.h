@@ -1,0 +1,46 @@
+// The compute governor of one tenant process (part of the shim): a background thread that, about
+// once a millisecond, measures the GPU time this process used (NVML per-process utilisation, the
+// same call on the real and the simulated GPU), reports it to the ledger's ComputeTick and opens or
+// closes the launch gate that every intercepted launch passes. The share algorithm and its accuracy
+// are described at Ledger::ComputeTick.
+//
+// If NVML is missing, or never reports this process (a PID namespace hides the host PID), the
+// governor says so once on stderr and leaves launches ungated: memory quotas still hold.
+#pragma once
+
+#include <atomic>
+
+#include "node/ledger/ledger.h"
+
+namespace gpumux::shim {
+
+class Governor {
+ public:
+  // Hot path of every launch: two relaxed atomic loads (a store only on a process's first launch
+  // of a tick); no lock, no system call unless the gate is closed.
+  void BeforeLaunch() {
+    if (!launched_.load(std::memory_order_relaxed)) launched_.store(true, std::memory_order_relaxed);
+    if (gate_closed_.load(std::memory_order_relaxed)) WaitForTurn();
+  }
+
+  // Starts the thread for `process` of `ledger` (which must outlive it). Call once per process
+  // (again in a forked child, after Forget()).
+  void Start(node::Ledger* ledger, int process, int gpu_index);
+  // Stops ticking (at exit, before the libraries the thread calls are torn down).
+  void Stop() { stopped_.store(true); }
+  // In a forked child: the parent's thread does not exist here.
+  void Forget() {
+    gate_closed_.store(false);
+    stopped_.store(false);
+  }
+
+ private:
+  void WaitForTurn();
+  void Run(int gpu_index);
+
+  node::Ledger* ledger_ = nullptr;
+  int process_ = -1;
+  std::atomic<bool> launched_{false}, waiting_{false}, gate_closed_{false}, stopped_{false};
+};
+
+}  // namespace gpumux::shim
