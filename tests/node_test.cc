@@ -15,45 +15,24 @@
 #include <thread>
 
 #include "node/ledger/ledger.h"
-#include "shell.h"
+#include "node_fixture.h"
 
 namespace {
 
-constexpr uint64_t kMiB = 1ull << 20, kGiB = 1ull << 30;
+using gpumux::testing::NodeTest;
+using gpumux::testing::kGiB;
+using gpumux::testing::kMiB;
 const std::string kClient = GPUMUX_ALLOC_CLIENT;
 const std::string kGpumux = GPUMUX_BINARY;
 
-// Each test gets its own runtime directory (ledger and simulated device state).
-class NodeTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("gpumux_node_" + std::to_string(getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    setenv("GPUMUX_RUNTIME_DIR", dir_.c_str(), 1);
-    // In the sanitizer build (debug preset) the shim is preloaded ahead of the ASan runtime, which
-    // ASan refuses by default; the order is fine for this test's programs. No effect elsewhere.
-    setenv("ASAN_OPTIONS", "verify_asan_link_order=0", 0);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  // Runs a shell command, returns (exit code, stdout); stderr is dropped.
-  static std::pair<int, std::string> Sh(const std::string& cmd) {
-    gpumux::testing::ShellResult r = gpumux::testing::Shell(cmd + " 2>/dev/null");
-    return {r.exit_code, r.out};
-  }
-
-  std::string Run(const std::string& tenant, const std::string& mem, const std::string& client_args) {
-    return kGpumux + " run --sim H100 --tenant " + tenant + " --mem " + mem + " -- " + kClient + " " + client_args;
-  }
-
-  std::filesystem::path dir_;
-};
+// `gpumux run` of the allocation client with a memory quota.
+std::string RunAlloc(const std::string& tenant, const std::string& mem, const std::string& client_args) {
+  return NodeTest::Launch(tenant, "--mem " + mem, kClient + " " + client_args);
+}
 
 TEST_F(NodeTest, RefusedAtExactlyTheQuotaHoweverTheDriverIsReached) {
   for (const char* binding : {"direct", "dlopen", "procaddr"}) {
-    auto [code, out] = Sh(Run(std::string("t-") + binding, "1GiB", std::string(binding) + " fill " + std::to_string(64 * kMiB) + " 0"));
+    auto [code, out] = Sh(RunAlloc(std::string("t-") + binding, "1GiB", std::string(binding) + " fill " + std::to_string(64 * kMiB) + " 0"));
     ASSERT_EQ(code, 0) << binding << ": " << out;
     auto j = nlohmann::json::parse(out);
     EXPECT_EQ(j["allocated"].get<uint64_t>(), kGiB) << binding;
@@ -65,9 +44,9 @@ TEST_F(NodeTest, RefusedAtExactlyTheQuotaHoweverTheDriverIsReached) {
 
 TEST_F(NodeTest, EveryAllocationPathCountsAndNvmlShowsOnlyTheTenant) {
   // A neighbour holds 2 GiB meanwhile: NVML inside the tenant must not show its process or memory.
-  FILE* neighbour = popen((Run("neighbour", "2GiB", "direct fill " + std::to_string(kGiB) + " 3") + " 2>/dev/null").c_str(), "r");
+  FILE* neighbour = popen((RunAlloc("neighbour", "2GiB", "direct fill " + std::to_string(kGiB) + " 3") + " 2>/dev/null").c_str(), "r");
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  auto [code, out] = Sh(Run("mixed", "1GiB", "direct mixed " + std::to_string(64 * kMiB)));
+  auto [code, out] = Sh(RunAlloc("mixed", "1GiB", "direct mixed " + std::to_string(64 * kMiB)));
   pclose(neighbour);
   ASSERT_EQ(code, 0) << out;
   auto j = nlohmann::json::parse(out);
@@ -81,8 +60,8 @@ TEST_F(NodeTest, EveryAllocationPathCountsAndNvmlShowsOnlyTheTenant) {
 
 TEST_F(NodeTest, OneTenantOverQuotaLeavesItsNeighbourUntouched) {
   // Both run at once on one simulated H100; the small one is refused at 1 GiB, the other gets 3.
-  FILE* a = popen((Run("small", "1GiB", "direct fill " + std::to_string(128 * kMiB) + " 1") + " 2>&1").c_str(), "r");
-  FILE* b = popen((Run("big", "3GiB", "direct fill " + std::to_string(128 * kMiB) + " 1") + " 2>/dev/null").c_str(), "r");
+  FILE* a = popen((RunAlloc("small", "1GiB", "direct fill " + std::to_string(128 * kMiB) + " 1") + " 2>&1").c_str(), "r");
+  FILE* b = popen((RunAlloc("big", "3GiB", "direct fill " + std::to_string(128 * kMiB) + " 1") + " 2>/dev/null").c_str(), "r");
   std::array<char, 4096> buf;
   std::string out_a, out_b;
   size_t n;
@@ -104,7 +83,7 @@ TEST_F(NodeTest, OneTenantOverQuotaLeavesItsNeighbourUntouched) {
 TEST_F(NodeTest, AKilledTenantsMemoryReturnsWithinASecond) {
   pid_t launcher = fork();
   if (launcher == 0) {
-    std::string cmd = Run("crashy", "2GiB", "direct fill " + std::to_string(256 * kMiB) + " 60") + " >/dev/null 2>&1";
+    std::string cmd = RunAlloc("crashy", "2GiB", "direct fill " + std::to_string(256 * kMiB) + " 60") + " >/dev/null 2>&1";
     execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
     _exit(127);
   }
