@@ -66,6 +66,14 @@ TEST_F(ComputeTest, WeightsDivideAContendedGpu) {
   EXPECT_NEAR(r[1]["gpu_share"].get<double>(), 0.75, 0.05) << r[1];
 }
 
+TEST_F(ComputeTest, BestEffortTenantsUseWhatTheOthersLeave) {
+  auto r = RunTogether({{"capped", "--compute 30%", "launch busy {start} 3 1"},
+                        {"filler", "--priority low", "ex busy {start} 3 1"}});
+  ASSERT_TRUE(r[0].contains("gpu_share") && r[1].contains("gpu_share")) << r[0] << r[1];
+  EXPECT_NEAR(r[0]["gpu_share"].get<double>(), 0.30, 0.05) << r[0];
+  EXPECT_NEAR(r[1]["gpu_share"].get<double>(), 0.70, 0.05) << r[1] << ": the 70% the capped tenant may not use";
+}
+
 TEST_F(ComputeTest, EveryLaunchPathIsHeldToTheCap) {
   // Alone on the GPU, an ungoverned busy tenant would take ~100%.
   for (const char* path : {"launch", "ex", "coop", "graph", "ptsz"}) {

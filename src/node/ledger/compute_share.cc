@@ -5,15 +5,13 @@
 
 namespace gpumux::node {
 
-std::vector<double> FairShares(const std::vector<ComputeDemand>& tenants) {
-  std::vector<double> share(tenants.size(), 0.0);
-  std::vector<size_t> open;  // wanting tenants not yet at their cap
-  for (size_t i = 0; i < tenants.size(); ++i) {
-    if (tenants[i].wants_gpu && tenants[i].weight > 0) open.push_back(i);
-  }
-  double left = 1.0;
-  // Each round gives every open tenant its weighted part of what is left; tenants that reach
-  // their cap are fixed there and the rest shared again. At most one round per tenant.
+namespace {
+
+// Water-fills `left` of the GPU among `open` (wanting tenants of one tier) into `share`; returns
+// what is left. Each round gives every open tenant its weighted part of what is left; tenants that
+// reach their cap are fixed there and the rest shared again. At most one round per tenant.
+double WaterFill(const std::vector<ComputeDemand>& tenants, std::vector<size_t> open, double left,
+                 std::vector<double>& share) {
   while (!open.empty() && left > 1e-12) {
     double weights = 0;
     for (size_t i : open) weights += tenants[i].weight;
@@ -31,11 +29,23 @@ std::vector<double> FairShares(const std::vector<ComputeDemand>& tenants) {
     }
     if (still_open.size() == open.size()) {  // nobody capped: the rest is divided by weight
       for (size_t i : open) share[i] += left * tenants[i].weight / weights;
-      break;
+      return 0;
     }
     left -= given;
     open = std::move(still_open);
   }
+  return left;
+}
+
+}  // namespace
+
+std::vector<double> FairShares(const std::vector<ComputeDemand>& tenants) {
+  std::vector<double> share(tenants.size(), 0.0);
+  std::vector<size_t> first, second;  // wanting tenants: normal and high, then best-effort
+  for (size_t i = 0; i < tenants.size(); ++i) {
+    if (tenants[i].wants_gpu && tenants[i].weight > 0) (tenants[i].best_effort ? second : first).push_back(i);
+  }
+  WaterFill(tenants, second, WaterFill(tenants, first, 1.0, share), share);
   return share;
 }
 

@@ -3,8 +3,10 @@
 // Each tenant has a cap (never more than this fraction of GPU time), a weight (its share when
 // tenants contend) and a priority. Among the tenants that want the GPU now, GPU time is divided by
 // weight, no tenant above its cap, and what a capped tenant cannot use goes to the others by weight
-// (water-filling), so the GPU is never idled by the division while someone wants it. Priority is
-// applied on top: a tenant yields entirely while a tenant of higher priority has work in flight.
+// (water-filling), so the GPU is never idled by the division while someone wants it. Best-effort
+// (low-priority) tenants are a second tier: they share only what the others leave (their caps, or
+// their absence). On top of the division, normal and low tenants yield entirely while a
+// high-priority (latency-sensitive) tenant has work in flight (Ledger::ComputeTick).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,7 @@ struct ComputeDemand {
   uint32_t cap_permille = kNoCap;
   uint32_t weight = 1;
   bool wants_gpu = false;
+  bool best_effort = false;  // shares only what the others leave
 };
 
 // Fraction of GPU time (0..1) each tenant may use now; 0 for those that do not want the GPU.

@@ -29,6 +29,15 @@ TEST(FairShares, CapsHoldAndTheRestGoesToOthersByWeight) {
   EXPECT_NEAR(s[0], 0.40, 1e-9);
   EXPECT_EQ(s[1], 0.0);
   EXPECT_NEAR(FairShares({{kNoCap, 7, true}})[0], 1.0, 1e-9);
+  // Best-effort tenants share what the others leave: nothing next to an uncapped busy tenant, the
+  // rest next to a capped one.
+  s = FairShares({{kNoCap, 1, true}, {kNoCap, 1, true, true}});
+  EXPECT_NEAR(s[0], 1.0, 1e-9);
+  EXPECT_EQ(s[1], 0.0);
+  s = FairShares({{300, 1, true}, {kNoCap, 1, true, true}, {kNoCap, 3, true, true}});
+  EXPECT_NEAR(s[0], 0.300, 1e-9);
+  EXPECT_NEAR(s[1], 0.175, 1e-9);
+  EXPECT_NEAR(s[2], 0.525, 1e-9);
   // Caps summing below 100% leave the GPU partly idle, on purpose: a cap is a ceiling.
   s = FairShares({{200, 1, true}, {300, 1, true}});
   EXPECT_NEAR(s[0] + s[1], 0.5, 1e-9);
@@ -64,7 +73,7 @@ TEST_F(ComputeTickTest, HoldsATenantOverItsCapUntilItsCreditCatchesUp) {
   EXPECT_EQ(l.Snapshot()[0].gpu_ns, 1'000'000u);
 }
 
-TEST_F(ComputeTickTest, LowerPrioritiesYieldWhileAHighPriorityTenantLaunches) {
+TEST_F(ComputeTickTest, OthersYieldWhileAHighPriorityTenantLaunches) {
   Ledger l = Ledger::CreateOrOpen(path_, 1ull << 30, "sim");
   int hp = l.RegisterProcess(l.AddTenant("hp", {1ull << 20, kNoCap, 1, Priority::kHigh}));
   int be = l.RegisterProcess(l.AddTenant("be", {1ull << 20, kNoCap, 1, Priority::kLow}));

@@ -274,7 +274,7 @@ ComputeVerdict Ledger::ComputeTick(int process, uint64_t now_ns, uint64_t gpu_ns
     while (last < now_ns && !me.wanted_ns.compare_exchange_weak(last, now_ns)) {
     }
   }
-  // Who wants the GPU now, and is anyone of higher priority at work?
+  // Who wants the GPU now, and is a high-priority tenant at work?
   std::vector<ComputeDemand> demand(kMaxTenants);
   auto my_priority = Priority(me.priority.load());
   bool yield = false;
@@ -283,9 +283,10 @@ ComputeVerdict Ledger::ComputeTick(int process, uint64_t now_ns, uint64_t gpu_ns
     if (s.state.load(std::memory_order_relaxed) != 1) continue;
     uint64_t wanted = s.wanted_ns.load(std::memory_order_relaxed);
     uint64_t age = now_ns > wanted ? now_ns - wanted : 0;
+    auto priority = Priority(s.priority.load(std::memory_order_relaxed));
     demand[t] = {s.cap_permille.load(std::memory_order_relaxed), s.weight.load(std::memory_order_relaxed),
-                 wanted != 0 && age < kWantWindowNs};
-    if (Priority(s.priority.load(std::memory_order_relaxed)) < my_priority && wanted != 0 && age < kYieldHoldNs) yield = true;
+                 wanted != 0 && age < kWantWindowNs, priority == Priority::kLow};
+    if (priority == Priority::kHigh && wanted != 0 && age < kYieldHoldNs) yield = true;
   }
   demand[p.tenant].wants_gpu = true;  // a process that asks is at least deciding whether to launch
   double share = FairShares(demand)[p.tenant];

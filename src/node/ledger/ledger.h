@@ -114,7 +114,7 @@ struct ComputeVerdict {
 
 // Timing of the governor (see ComputeTick).
 inline constexpr uint64_t kWantWindowNs = 100'000'000;  // a tenant wants the GPU if it launched within this
-inline constexpr uint64_t kYieldHoldNs = 10'000'000;    // lower priorities yield this long after a launch
+inline constexpr uint64_t kYieldHoldNs = 10'000'000;    // others yield this long after a high-priority launch
 inline constexpr uint64_t kBurstNs = 10'000'000;        // GPU time an idle tenant may bank
 
 class Ledger {
@@ -161,7 +161,7 @@ class Ledger {
   // the tenant wants the GPU if `wants_gpu` (it launched, or a launch is waiting), brings the
   // tenant's credit up to `now_ns` at its fair share (compute_share.h; each interval is accrued by
   // exactly one process, claimed with a compare-and-swap), and tells the process to hold launches
-  // while the tenant's GPU time exceeds its credit or a higher-priority tenant launched within
+  // while the tenant's GPU time exceeds its credit or a high-priority tenant launched within
   // kYieldHoldNs. High-priority tenants are never held. Accuracy: a tenant overshoots by at most
   // the work it had queued when it was held plus one tick; the overshoot is repaid from later
   // credit, so long-run shares converge to the target (error shrinks as 1 / window).
