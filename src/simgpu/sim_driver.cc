@@ -116,8 +116,28 @@ CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
 CUresult cuDeviceGetAttribute(int* value, int attribute, CUdevice dev) {
   if (!Ready()) return kErrorNotInitialized;
   if (!value || dev != 0) return kErrorInvalidValue;
-  if (attribute != kAttributeMultiprocessorCount) return kErrorInvalidValue;
-  *value = Device().sms;
+  // The attributes frameworks ask for at start-up (CUdevice_attribute values); the SM count is the
+  // simulated kind's, the rest those of a compute capability 9.0 part.
+  static const std::unordered_map<int, int> fixed = {
+      {1, 1024},   // MAX_THREADS_PER_BLOCK
+      {8, 49152},  // MAX_SHARED_MEMORY_PER_BLOCK
+      {10, 32},    // WARP_SIZE
+      {41, 1},     // UNIFIED_ADDRESSING
+      {75, 9},     // COMPUTE_CAPABILITY_MAJOR
+      {76, 0},     // COMPUTE_CAPABILITY_MINOR
+      {83, 1},     // MANAGED_MEMORY
+      {89, 1},     // CONCURRENT_MANAGED_ACCESS
+      {95, 1},     // COOPERATIVE_LAUNCH
+      {102, 1},    // VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
+      {115, 1},    // MEMORY_POOLS_SUPPORTED
+  };
+  if (attribute == kAttributeMultiprocessorCount) {
+    *value = Device().sms;
+    return kSuccess;
+  }
+  auto it = fixed.find(attribute);
+  if (it == fixed.end()) return kErrorInvalidValue;
+  *value = it->second;
   return kSuccess;
 }
 CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
