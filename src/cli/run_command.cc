@@ -1,6 +1,5 @@
 // `gpumux run`: start a command as a tenant of a shared GPU with a memory quota and a compute share,
 // under the shim; `gpumux status`: show each tenant's limits, usage and processes from the GPU's ledger.
-#include <dlfcn.h>
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -17,6 +16,7 @@
 #include "core/input_error.h"
 #include "core/units.h"
 #include "node/clock.h"
+#include "node/device.h"
 #include "node/ledger/ledger.h"
 
 namespace gpumux {
@@ -40,62 +40,13 @@ struct StatusOptions {
   bool json = false;
 };
 
-struct DeviceInfo {
-  std::string name;
-  uint64_t memory = 0;
-  int sms = 0;
-  double bandwidth = 0, flops = 0;  // simulated only
-  bool simulated = false;
-};
-
-// "40%" or "40" -> 400 per mille.
-uint32_t ParseComputeCap(const std::string& text) {
-  std::string number = !text.empty() && text.back() == '%' ? text.substr(0, text.size() - 1) : text;
-  char* end = nullptr;
-  double percent = std::strtod(number.c_str(), &end);
-  if (number.empty() || *end != 0 || !(percent > 0 && percent <= 100)) {
-    throw InputError(fmt::format("--compute '{}': give a share of GPU time above 0% and at most 100%, e.g. 40%", text));
-  }
-  return uint32_t(std::lround(percent * 10));
-}
-
-node::Priority ParsePriority(const std::string& text) {
-  if (text == "high") return node::Priority::kHigh;
-  if (text == "normal") return node::Priority::kNormal;
-  if (text == "low" || text == "best-effort") return node::Priority::kLow;
-  throw InputError(fmt::format("--priority '{}': expected high, normal or low (best-effort)", text));
-}
-
-// The real GPU's name and memory through NVML, opened at run time (no NVIDIA header or library is
-// needed to build gpumux).
-DeviceInfo RealDevice(int index) {
-  void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW);
-  if (!nvml) {
-    throw InputError("no NVIDIA driver found (libnvidia-ml.so.1); run with --sim KIND (or GPUMUX_SIM=KIND) to "
-                     "use the simulated GPU");
-  }
-  struct Memory { unsigned long long total, free, used; };
-  auto init = reinterpret_cast<int (*)()>(dlsym(nvml, "nvmlInit_v2"));
-  auto handle = reinterpret_cast<int (*)(unsigned, void**)>(dlsym(nvml, "nvmlDeviceGetHandleByIndex_v2"));
-  auto memory = reinterpret_cast<int (*)(void*, Memory*)>(dlsym(nvml, "nvmlDeviceGetMemoryInfo"));
-  auto name = reinterpret_cast<int (*)(void*, char*, unsigned)>(dlsym(nvml, "nvmlDeviceGetName"));
-  void* dev = nullptr;
-  Memory m{};
-  char buf[96] = {0};
-  if (!init || !handle || !memory || !name || init() != 0 || handle(unsigned(index), &dev) != 0 ||
-      memory(dev, &m) != 0 || name(dev, buf, sizeof(buf)) != 0) {
-    throw InputError(fmt::format("GPU {}: NVML cannot describe it (is the index right?)", index));
-  }
-  return {buf, m.total, 0, 0, 0, false};
-}
-
 std::string ExecutableDir() {
   return std::filesystem::read_symlink("/proc/self/exe").parent_path().string();
 }
 
-std::string Prepend(const char* var, const std::string& value) {
-  const char* old = std::getenv(var);
-  return old && *old ? value + ":" + old : value;
+std::string EnvOr(const char* var) {
+  const char* v = std::getenv(var);
+  return v ? v : "";
 }
 
 pid_t g_child = 0;
@@ -115,15 +66,17 @@ int RunTenant(const RunOptions& o) {
   if (o.command.empty()) throw InputError("give the command to run after --");
   std::string sim = o.sim;
   if (sim.empty() && std::getenv("GPUMUX_SIM")) sim = std::getenv("GPUMUX_SIM");
-  DeviceInfo device;
-  if (!sim.empty()) {
-    Catalog catalog = Catalog::LoadBundled();
-    for (const std::string& path : o.catalogs) catalog.AddFile(path);
-    const GpuKind& kind = catalog.FindGpu(sim);
-    device = {kind.name + " (simulated)", uint64_t(kind.memory_bytes), kind.sms, kind.bandwidth,
-              kind.PeakFlops(DType::kBf16), true};
-  } else {
-    device = RealDevice(o.gpu);
+  node::Device device;
+  try {
+    if (!sim.empty()) {
+      Catalog catalog = Catalog::LoadBundled();
+      for (const std::string& path : o.catalogs) catalog.AddFile(path);
+      device = node::SimulatedDevice(catalog.FindGpu(sim), o.gpu);
+    } else {
+      device = node::RealDevice(o.gpu);
+    }
+  } catch (const node::DeviceError& e) {
+    throw InputError(e.what());
   }
   uint64_t quota = 0;
   try {
@@ -132,8 +85,14 @@ int RunTenant(const RunOptions& o) {
     throw InputError(fmt::format("--mem: {}", e.what()));
   }
   if (quota == 0) throw InputError("--mem must be more than 0 bytes");
-  node::TenantLimits limits{quota, o.compute.empty() ? node::kNoCap : ParseComputeCap(o.compute), o.weight,
-                            ParsePriority(o.priority)};
+  node::TenantLimits limits{quota};
+  limits.weight = o.weight;
+  try {
+    if (!o.compute.empty()) limits.cap_permille = node::ParseComputeCap(o.compute);
+    limits.priority = node::ParsePriority(o.priority);
+  } catch (const std::invalid_argument& e) {
+    throw InputError(fmt::format("--{}", e.what()));
+  }
   if (limits.priority == node::Priority::kHigh && limits.cap_permille < node::kNoCap) {
     throw InputError("--priority high with --compute: a high-priority tenant's launches never wait, so a cap cannot "
                      "hold; give one or the other");
@@ -168,22 +127,8 @@ int RunTenant(const RunOptions& o) {
     }
   }();
 
-  std::string dir = ExecutableDir();
-  std::vector<std::pair<std::string, std::string>> env = {
-      {"LD_PRELOAD", Prepend("LD_PRELOAD", dir + "/libgpumux.so")},
-      {"GPUMUX_LEDGER", path},
-      {"GPUMUX_TENANT", id},
-      {"GPUMUX_GPU", std::to_string(o.gpu)},
-  };
-  if (device.simulated) {
-    env.push_back({"LD_LIBRARY_PATH", Prepend("LD_LIBRARY_PATH", dir + "/simgpu")});
-    env.push_back({"GPUMUX_SIM_NAME", device.name});
-    env.push_back({"GPUMUX_SIM_MEMORY", std::to_string(device.memory)});
-    env.push_back({"GPUMUX_SIM_SMS", std::to_string(device.sms)});
-    env.push_back({"GPUMUX_SIM_BANDWIDTH", fmt::format("{:.6g}", device.bandwidth)});
-    env.push_back({"GPUMUX_SIM_FLOPS", fmt::format("{:.6g}", device.flops)});
-    env.push_back({"GPUMUX_SIM_STATE", path.substr(0, path.rfind('/')) + "/sim-gpu" + std::to_string(o.gpu) + ".state"});
-  }
+  std::vector<std::pair<std::string, std::string>> env =
+      node::TenantEnvironment(device, path, id, ExecutableDir(), EnvOr("LD_PRELOAD"), EnvOr("LD_LIBRARY_PATH"));
   g_child = fork();
   if (g_child < 0) throw InputError(fmt::format("cannot start '{}': fork failed", o.command[0]));
   if (g_child == 0) {
@@ -203,10 +148,6 @@ int RunTenant(const RunOptions& o) {
   RemoveIfIdle(ledger, tenant, id);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return WEXITSTATUS(status);
-}
-
-const char* PriorityName(node::Priority p) {
-  return p == node::Priority::kHigh ? "high" : p == node::Priority::kLow ? "low" : "normal";
 }
 
 // The tenant's GPU time over its life so far, as a fraction of wall time.
@@ -243,7 +184,7 @@ int ShowStatus(const StatusOptions& o) {
       j["tenants"].push_back({{"id", u.id}, {"quota_bytes", u.quota}, {"used_bytes", u.used},
                               {"refused_allocations", u.refused}, {"reclaimed_bytes", u.reclaimed},
                               {"compute_cap_percent", u.cap_permille / 10.0}, {"weight", u.weight},
-                              {"priority", PriorityName(u.priority)}, {"gpu_time_s", u.gpu_ns / 1e9},
+                              {"priority", node::PriorityName(u.priority)}, {"gpu_time_s", u.gpu_ns / 1e9},
                               {"gpu_time_share", GpuTimeShare(u)}, {"held_launches", u.held},
                               {"processes", procs}});
     }
@@ -257,7 +198,7 @@ int ShowStatus(const StatusOptions& o) {
     std::string procs;
     for (auto [pid, bytes] : u.processes) procs += fmt::format("{}{}:{}", procs.empty() ? "" : " ", pid, FormatBytes(double(bytes)));
     std::string compute = fmt::format("{}{} w{}", u.cap_permille < node::kNoCap ? fmt::format("{:g}% ", u.cap_permille / 10.0) : "",
-                                      PriorityName(u.priority), u.weight);
+                                      node::PriorityName(u.priority), u.weight);
     rows.push_back({u.id, FormatBytes(double(u.quota)), FormatBytes(double(u.used)), std::to_string(u.refused),
                     FormatBytes(double(u.reclaimed)), compute,
                     fmt::format("{:.2f}s ({:.1f}%)", u.gpu_ns / 1e9, 100 * GpuTimeShare(u)), std::to_string(u.held),

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <stdexcept>
 
 namespace gpumux::node {
 
@@ -47,6 +49,27 @@ std::vector<double> FairShares(const std::vector<ComputeDemand>& tenants) {
   }
   WaterFill(tenants, second, WaterFill(tenants, first, 1.0, share), share);
   return share;
+}
+
+Priority ParsePriority(const std::string& text) {
+  if (text == "high") return Priority::kHigh;
+  if (text == "normal") return Priority::kNormal;
+  if (text == "low" || text == "best-effort") return Priority::kLow;
+  throw std::invalid_argument("priority '" + text + "': expected high, normal or low (best-effort)");
+}
+
+const char* PriorityName(Priority p) {
+  return p == Priority::kHigh ? "high" : p == Priority::kLow ? "low" : "normal";
+}
+
+uint32_t ParseComputeCap(const std::string& text) {
+  std::string number = !text.empty() && text.back() == '%' ? text.substr(0, text.size() - 1) : text;
+  char* end = nullptr;
+  double percent = std::strtod(number.c_str(), &end);
+  if (number.empty() || *end != 0 || !(percent > 0 && percent <= 100)) {
+    throw std::invalid_argument("compute '" + text + "': give a share of GPU time above 0% and at most 100%, e.g. 40%");
+  }
+  return uint32_t(std::lround(percent * 10));
 }
 
 int64_t AccrueCredit(int64_t credit_ns, uint64_t used_ns, double share, uint64_t elapsed_ns, uint64_t burst_ns) {

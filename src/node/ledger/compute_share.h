@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace gpumux::node {
@@ -24,6 +25,11 @@ struct ComputeDemand {
   bool wants_gpu = false;
   bool best_effort = false;  // shares only what the others leave
 };
+
+// The words of the command line and the API. Throw std::invalid_argument saying what is expected.
+Priority ParsePriority(const std::string& text);     // "high", "normal", "low" or "best-effort"
+const char* PriorityName(Priority p);
+uint32_t ParseComputeCap(const std::string& text);   // "40%" or "40" -> 400 per mille
 
 // Fraction of GPU time (0..1) each tenant may use now; 0 for those that do not want the GPU.
 std::vector<double> FairShares(const std::vector<ComputeDemand>& tenants);

@@ -1,0 +1,106 @@
+#include "node/agent/tenant_store.h"
+
+#include <sqlite3.h>
+
+namespace gpumux::agent {
+namespace {
+
+// A prepared statement, finalised on scope exit.
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) : db_(db) {
+    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK) throw StoreError(sqlite3_errmsg(db));
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement& Bind(int i, const std::string& v) {
+    sqlite3_bind_text(stmt_, i, v.c_str(), int(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Statement& Bind(int i, int64_t v) {
+    sqlite3_bind_int64(stmt_, i, v);
+    return *this;
+  }
+  bool Step() {
+    int rc = sqlite3_step(stmt_);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) throw StoreError(sqlite3_errmsg(db_));
+    return rc == SQLITE_ROW;
+  }
+  TenantRecord Row() const {
+    TenantRecord t;
+    t.id = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, 0));
+    t.gpu = sqlite3_column_int(stmt_, 1);
+    t.limits.memory = uint64_t(sqlite3_column_int64(stmt_, 2));
+    t.limits.cap_permille = uint32_t(sqlite3_column_int(stmt_, 3));
+    t.limits.weight = uint32_t(sqlite3_column_int(stmt_, 4));
+    t.limits.priority = node::Priority(sqlite3_column_int(stmt_, 5));
+    t.owner = uid_t(sqlite3_column_int64(stmt_, 6));
+    t.source = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, 7));
+    return t;
+  }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+constexpr const char* kColumns = "id, gpu, memory, cap_permille, weight, priority, owner, source";
+
+}  // namespace
+
+TenantStore::TenantStore(const std::string& path) {
+  if (sqlite3_open(path.c_str(), &db_) != SQLITE_OK) {
+    std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    throw StoreError(path + ": " + why);
+  }
+  try {
+    Exec("PRAGMA journal_mode=WAL");
+    Exec("PRAGMA synchronous=FULL");
+    Exec("CREATE TABLE IF NOT EXISTS tenants (id TEXT PRIMARY KEY, gpu INTEGER NOT NULL, memory INTEGER NOT NULL, "
+         "cap_permille INTEGER NOT NULL, weight INTEGER NOT NULL, priority INTEGER NOT NULL, owner INTEGER NOT NULL, "
+         "source TEXT NOT NULL)");
+  } catch (const StoreError& e) {
+    sqlite3_close(db_);
+    throw StoreError(path + ": " + e.what());
+  }
+}
+
+TenantStore::~TenantStore() { sqlite3_close(db_); }
+
+void TenantStore::Exec(const std::string& sql) {
+  char* error = nullptr;
+  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
+    std::string why = error ? error : "unknown error";
+    sqlite3_free(error);
+    throw StoreError(why);
+  }
+}
+
+void TenantStore::Put(const TenantRecord& t) {
+  Statement(db_, "INSERT OR REPLACE INTO tenants (id, gpu, memory, cap_permille, weight, priority, owner, source) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+      .Bind(1, t.id).Bind(2, t.gpu).Bind(3, int64_t(t.limits.memory)).Bind(4, t.limits.cap_permille)
+      .Bind(5, t.limits.weight).Bind(6, int64_t(t.limits.priority)).Bind(7, int64_t(t.owner)).Bind(8, t.source)
+      .Step();
+}
+
+bool TenantStore::Remove(const std::string& id) {
+  Statement(db_, "DELETE FROM tenants WHERE id = ?").Bind(1, id).Step();
+  return sqlite3_changes(db_) > 0;
+}
+
+std::optional<TenantRecord> TenantStore::Find(const std::string& id) const {
+  Statement s(db_, (std::string("SELECT ") + kColumns + " FROM tenants WHERE id = ?").c_str());
+  s.Bind(1, id);
+  if (!s.Step()) return std::nullopt;
+  return s.Row();
+}
+
+std::vector<TenantRecord> TenantStore::All() const {
+  Statement s(db_, (std::string("SELECT ") + kColumns + " FROM tenants ORDER BY gpu, id").c_str());
+  std::vector<TenantRecord> out;
+  while (s.Step()) out.push_back(s.Row());
+  return out;
+}
+
+}  // namespace gpumux::agent

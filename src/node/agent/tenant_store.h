@@ -1,0 +1,54 @@
+// gpumuxd's durable state: the tenants it admitted, in SQLite (WAL journal, synchronous writes), so
+// a restarted agent finds them, re-attaches to the ledgers and loses nothing. The ledgers hold the
+// live usage; the store holds what was granted and to whom.
+//
+// Thread-safety: one TenantStore per thread (the agent uses it from its serving thread only).
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "node/ledger/ledger.h"
+
+struct sqlite3;
+
+namespace gpumux::agent {
+
+class StoreError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct TenantRecord {
+  std::string id;
+  int gpu = 0;
+  node::TenantLimits limits;
+  uid_t owner = 0;         // the user whose processes run as this tenant; may read its state
+  std::string source;      // who asked: "api", "slurm job 12 step 0", ...
+};
+
+class TenantStore {
+ public:
+  // Opens (creating if needed) the database at `path`. Throws StoreError.
+  explicit TenantStore(const std::string& path);
+  ~TenantStore();
+  TenantStore(const TenantStore&) = delete;
+  TenantStore& operator=(const TenantStore&) = delete;
+
+  // Inserts or replaces the tenant with this id. Durable when it returns. Throws StoreError.
+  void Put(const TenantRecord& t);
+  // Removes it; false if there was none. Throws StoreError.
+  bool Remove(const std::string& id);
+  std::optional<TenantRecord> Find(const std::string& id) const;
+  std::vector<TenantRecord> All() const;
+
+ private:
+  void Exec(const std::string& sql);
+  sqlite3* db_ = nullptr;
+};
+
+}  // namespace gpumux::agent
