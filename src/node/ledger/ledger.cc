@@ -176,7 +176,7 @@ int Ledger::AddTenant(const std::string& id, const TenantLimits& limits, bool st
       std::memcpy(s.id, id.data(), id.size());
       set_limits(s);
       uint64_t now = NowNs();
-      for (auto* zero : {&s.used, &s.refused, &s.reclaimed, &s.gpu_ns, &s.wanted_ns, &s.held}) zero->store(0);
+      for (auto* zero : {&s.used, &s.refused, &s.reclaimed, &s.reclaimed_processes, &s.gpu_ns, &s.wanted_ns, &s.held}) zero->store(0);
       s.credit_ns.store(0);
       s.added_ns.store(now);
       s.accrued_ns.store(now);
@@ -249,6 +249,7 @@ uint64_t Ledger::ReclaimDead() {
     TenantSlot& t = layout_->tenants[s.tenant];
     t.used.fetch_sub(bytes);
     t.reclaimed.fetch_add(bytes);
+    t.reclaimed_processes.fetch_add(1);
     total += bytes;
     s.pid.store(0);
   }
@@ -311,6 +312,7 @@ std::vector<TenantUsage> Ledger::Snapshot() const {
     const TenantSlot& s = layout_->tenants[t];
     if (s.state.load() != 1) continue;
     TenantUsage u{t, s.id, s.quota.load(), s.used.load(), s.refused.load(), s.reclaimed.load(),
+                  s.reclaimed_processes.load(),
                   s.cap_permille.load(), s.weight.load(), Priority(s.priority.load()), s.added_ns.load(),
                   s.gpu_ns.load(), s.held.load(), {}};
     for (int p = 0; p < kMaxProcesses; ++p) {

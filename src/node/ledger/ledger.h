@@ -54,6 +54,7 @@ struct TenantSlot {
   std::atomic<uint64_t> used;      // bytes reserved by all its processes
   std::atomic<uint64_t> refused;   // allocations refused for quota
   std::atomic<uint64_t> reclaimed; // bytes returned from dead processes
+  std::atomic<uint64_t> reclaimed_processes;  // dead processes whose slots were reclaimed
   // Compute share; the first three are written by the launcher only.
   std::atomic<uint32_t> cap_permille;  // of GPU time; kNoCap = none
   std::atomic<uint32_t> weight;
@@ -99,7 +100,7 @@ struct TenantLimits {
 struct TenantUsage {
   int slot;
   std::string id;
-  uint64_t quota, used, refused, reclaimed;
+  uint64_t quota, used, refused, reclaimed, reclaimed_processes;
   uint32_t cap_permille, weight;
   Priority priority;
   uint64_t added_ns, gpu_ns, held;

@@ -1,0 +1,262 @@
+#include "node/agent/agent.h"
+
+#include <grp.h>
+#include <pwd.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "core/units.h"
+#include "node/agent/metrics.h"
+#include "node/clock.h"
+
+namespace gpumux::agent {
+namespace {
+
+using nlohmann::json;
+
+HttpResponse Json(int status, const json& body) { return {status, body.dump(2) + "\n"}; }
+HttpResponse Error(int status, const std::string& why) { return Json(status, {{"error", why}}); }
+
+// Bytes from a JSON number or a size string ("24GiB").
+uint64_t Bytes(const json& v, const std::string& field) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>();
+  if (v.is_string()) return uint64_t(ParseBytes(v.get<std::string>()));
+  throw std::invalid_argument(field + ": expected bytes or a size such as \"24GiB\"");
+}
+
+std::string Escape(const std::string& s) {
+  std::string out;
+  for (char c : s) out += c == '"' ? std::string("\\\"") : std::string(1, c);
+  return out;
+}
+
+}  // namespace
+
+void Log(const char* level, const std::string& message, const std::vector<std::pair<std::string, std::string>>& fields) {
+  auto now = std::chrono::system_clock::now();
+  std::time_t t = std::chrono::system_clock::to_time_t(now);
+  char ts[32];
+  std::strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  std::string line = std::string("ts=") + ts + " level=" + level + " msg=\"" + Escape(message) + "\"";
+  for (const auto& [k, v] : fields) {
+    bool plain = !v.empty() && v.find_first_of(" \"=") == std::string::npos;
+    line += " " + k + "=" + (plain ? v : "\"" + Escape(v) + "\"");
+  }
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+Agent::Agent(AgentConfig config) : config_(std::move(config)), store_(config_.state_path) {
+  mkdir(config_.runtime_dir.c_str(), 0755);
+  for (const node::Device& d : config_.gpus) {
+    std::string path = config_.runtime_dir + "/gpu" + std::to_string(d.index) + ".ledger";
+    auto ledger = std::make_unique<node::Ledger>(node::Ledger::CreateOrOpen(path, d.memory, d.name));
+    if (ledger->gpu_name() != d.name || ledger->capacity() != d.memory) {
+      throw node::LedgerError(path + " is the ledger of a " + ledger->gpu_name() + ", not of this " + d.name +
+                              "; remove it if the GPU changed");
+    }
+    chmod(path.c_str(), 0644);  // tenants of every user read it; only the agent writes limits
+    gpus_.push_back({d, path, std::move(ledger)});
+  }
+  for (const TenantRecord& t : store_.All()) {
+    if (t.gpu < 0 || size_t(t.gpu) >= gpus_.size()) {
+      Log("warn", "stored tenant names a GPU this node no longer has; kept in the store, not admitted",
+          {{"tenant", t.id}, {"gpu", std::to_string(t.gpu)}});
+      continue;
+    }
+    Apply(t);
+    Log("info", "tenant restored", {{"tenant", t.id}, {"gpu", std::to_string(t.gpu)}});
+  }
+}
+
+void Agent::Apply(const TenantRecord& t) { gpus_[size_t(t.gpu)].ledger->AddTenant(t.id, t.limits, false); }
+
+bool Agent::IsOperator(const HttpRequest& r) const {
+  if (!r.has_credentials) return false;
+  if (r.uid == 0) return true;
+  if (config_.operator_group.empty()) return false;
+  group* g = getgrnam(config_.operator_group.c_str());
+  if (!g) return false;
+  if (r.gid == g->gr_gid) return true;
+  passwd* pw = getpwuid(r.uid);
+  if (!pw) return false;
+  int n = 64;
+  std::vector<gid_t> groups(static_cast<size_t>(n));
+  if (getgrouplist(pw->pw_name, pw->pw_gid, groups.data(), &n) < 0) {
+    groups.resize(size_t(n));
+    getgrouplist(pw->pw_name, pw->pw_gid, groups.data(), &n);
+  }
+  for (int i = 0; i < n; ++i) {
+    if (groups[size_t(i)] == g->gr_gid) return true;
+  }
+  return false;
+}
+
+HttpResponse Agent::Handle(const HttpRequest& r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string prefix = "/v1/tenants";
+  std::string id = r.path.rfind(prefix + "/", 0) == 0 ? r.path.substr(prefix.size() + 1) : "";
+  bool tenants = r.path == prefix || !id.empty();
+  if (r.method == "GET" && r.path == "/v1/health") return Json(200, {{"status", "ok"}});
+  if (r.method == "GET" && r.path == "/metrics") return {200, MetricsText(), "text/plain; version=0.0.4"};
+  if (r.method == "GET" && r.path == "/v1/gpus") {
+    json gpus = json::array();
+    for (const Gpu& g : gpus_) {
+      gpus.push_back({{"index", g.device.index}, {"name", g.device.name}, {"memory_bytes", g.device.memory},
+                      {"simulated", g.device.simulated}, {"ledger", g.ledger_path},
+                      {"shards", g.device.memory / config_.shard_bytes}});
+    }
+    return Json(200, {{"gpus", gpus}});
+  }
+  if (!tenants) return Error(404, "no such endpoint: " + r.method + " " + r.path);
+  if (r.method == "GET") return ListTenants(r, id);
+  if (!IsOperator(r)) {
+    return Error(403, "only root or members of the operator group" +
+                          (config_.operator_group.empty() ? std::string() : " '" + config_.operator_group + "'") +
+                          " may change tenants (caller uid " + std::to_string(r.uid) + ")");
+  }
+  if (r.method == "POST" && id.empty()) return Admit(r, "");
+  if (r.method == "PUT" && !id.empty()) return Admit(r, id);
+  if (r.method == "DELETE" && !id.empty()) return Remove(id);
+  return Error(405, r.method + " is not allowed on " + r.path);
+}
+
+HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path) {
+  TenantRecord t;
+  try {
+    json body = json::parse(r.body.empty() ? "{}" : r.body);
+    t.id = id_from_path.empty() ? body.value("id", "") : id_from_path;
+    if (t.id.empty()) return Error(400, "id: give the tenant's id");
+    auto existing = store_.Find(t.id);
+    if (!id_from_path.empty() && !existing) return Error(404, "no tenant '" + t.id + "'");
+    if (existing) t = *existing;  // PUT and a repeated POST change only what they give
+    if (body.contains("gpu")) t.gpu = body["gpu"].get<int>();
+    if (t.gpu < 0 || size_t(t.gpu) >= gpus_.size()) {
+      return Error(400, "gpu: this node has GPUs 0 to " + std::to_string(gpus_.size() - 1) + ", not " + std::to_string(t.gpu));
+    }
+    const node::Device& device = gpus_[size_t(t.gpu)].device;
+    // What Slurm granted, converted: shards are shard_bytes each; an MPS percentage is that share
+    // of the GPU's memory and its compute cap.
+    if (body.contains("shards")) t.limits.memory = body["shards"].get<uint64_t>() * config_.shard_bytes;
+    if (body.contains("mps_percent")) {
+      double p = body["mps_percent"].get<double>();
+      if (!(p > 0 && p <= 100)) return Error(400, "mps_percent: expected above 0 and at most 100");
+      t.limits.memory = uint64_t(double(device.memory) * p / 100);
+      t.limits.cap_permille = uint32_t(p * 10);
+    }
+    if (body.contains("memory")) t.limits.memory = Bytes(body["memory"], "memory");
+    if (body.contains("compute")) t.limits.cap_permille = node::ParseComputeCap(body["compute"].get<std::string>());
+    if (body.contains("weight")) t.limits.weight = body["weight"].get<uint32_t>();
+    if (body.contains("priority")) t.limits.priority = node::ParsePriority(body["priority"].get<std::string>());
+    if (body.contains("owner_uid")) t.owner = body["owner_uid"].get<uid_t>();
+    if (body.contains("source")) t.source = body["source"].get<std::string>();
+    if (t.source.empty()) t.source = "api";
+    if (t.limits.memory == 0) return Error(400, "memory: give the quota (memory, shards or mps_percent)");
+    if (t.limits.memory > device.memory) {
+      return Error(409, "memory " + FormatBytes(double(t.limits.memory)) + " is more than GPU " + std::to_string(t.gpu) +
+                            "'s " + FormatBytes(double(device.memory)));
+    }
+    if (t.limits.priority == node::Priority::kHigh && t.limits.cap_permille < node::kNoCap) {
+      return Error(400, "a high-priority tenant never waits, so it cannot have a compute cap");
+    }
+    if (existing && existing->gpu != t.gpu) return Error(409, "tenant '" + t.id + "' is on GPU " + std::to_string(existing->gpu));
+    gpus_[size_t(t.gpu)].ledger->AddTenant(t.id, t.limits, config_.strict);
+  } catch (const json::exception& e) {
+    return Error(400, std::string("request body: ") + e.what());
+  } catch (const std::invalid_argument& e) {
+    return Error(400, e.what());
+  } catch (const UnitError& e) {
+    return Error(400, std::string("memory: ") + e.what());
+  } catch (const node::LedgerError& e) {
+    Log("info", "tenant refused", {{"tenant", t.id}, {"gpu", std::to_string(t.gpu)}, {"reason", e.what()}});
+    return Error(409, std::string("does not fit: ") + e.what());
+  }
+  store_.Put(t);
+  Log("info", id_from_path.empty() ? "tenant admitted" : "tenant updated",
+      {{"tenant", t.id}, {"gpu", std::to_string(t.gpu)}, {"memory", std::to_string(t.limits.memory)},
+       {"compute_permille", std::to_string(t.limits.cap_permille)}, {"priority", node::PriorityName(t.limits.priority)},
+       {"source", t.source}});
+  json env = json::object();
+  const Gpu& gpu = gpus_[size_t(t.gpu)];
+  for (const auto& [k, v] : node::TenantEnvironment(gpu.device, gpu.ledger_path, t.id, config_.bin_dir)) env[k] = v;
+  return Json(id_from_path.empty() ? 201 : 200, {{"id", t.id}, {"gpu", t.gpu}, {"memory_bytes", t.limits.memory},
+                                                 {"compute_cap_percent", t.limits.cap_permille / 10.0},
+                                                 {"env", env}});
+}
+
+HttpResponse Agent::Remove(const std::string& id) {
+  auto t = store_.Find(id);
+  if (!t) return Error(404, "no tenant '" + id + "'");
+  node::Ledger& ledger = *gpus_[size_t(t->gpu)].ledger;
+  ledger.ReclaimDead();
+  for (const node::TenantUsage& u : ledger.Snapshot()) {
+    if (u.id != id) continue;
+    if (!u.processes.empty()) {
+      return Error(409, "tenant '" + id + "' still has " + std::to_string(u.processes.size()) + " live process(es), pid " +
+                            std::to_string(u.processes[0].first));
+    }
+    ledger.RemoveTenant(u.slot);
+  }
+  store_.Remove(id);
+  Log("info", "tenant removed", {{"tenant", id}, {"gpu", std::to_string(t->gpu)}});
+  return Json(200, {{"removed", id}});
+}
+
+HttpResponse Agent::ListTenants(const HttpRequest& r, const std::string& only_id) {
+  bool op = IsOperator(r);
+  json list = json::array();
+  for (const TenantRecord& t : store_.All()) {
+    if (!only_id.empty() && t.id != only_id) continue;
+    if (!op && (!r.has_credentials || t.owner != r.uid)) continue;
+    json j = {{"id", t.id}, {"gpu", t.gpu}, {"quota_bytes", t.limits.memory},
+              {"compute_cap_percent", t.limits.cap_permille / 10.0}, {"weight", t.limits.weight},
+              {"priority", node::PriorityName(t.limits.priority)}, {"owner_uid", t.owner}, {"source", t.source}};
+    if (size_t(t.gpu) < gpus_.size()) {
+      for (const node::TenantUsage& u : gpus_[size_t(t.gpu)].ledger->Snapshot()) {
+        if (u.id != t.id) continue;
+        json procs = json::array();
+        for (auto [pid, bytes] : u.processes) procs.push_back({{"pid", pid}, {"used_bytes", bytes}});
+        j.update({{"used_bytes", u.used}, {"refused_allocations", u.refused}, {"reclaimed_bytes", u.reclaimed},
+                  {"gpu_time_s", u.gpu_ns / 1e9}, {"held_launches", u.held}, {"processes", procs}});
+      }
+    }
+    list.push_back(j);
+  }
+  if (!only_id.empty()) {
+    if (list.empty()) return Error(op ? 404 : 403, "no tenant '" + only_id + "' you may read");
+    return Json(200, list[0]);
+  }
+  return Json(200, {{"tenants", list}});
+}
+
+uint64_t Agent::Reclaim() {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t total = 0;
+  for (Gpu& g : gpus_) {
+    uint64_t bytes = g.ledger->ReclaimDead();
+    if (bytes) Log("info", "reclaimed memory of dead processes", {{"gpu", std::to_string(g.device.index)}, {"bytes", std::to_string(bytes)}});
+    total += bytes;
+  }
+  return total;
+}
+
+std::string Agent::Metrics() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return MetricsText();
+}
+
+std::string Agent::MetricsText() {
+  std::vector<GpuMetrics> gpus;
+  for (const Gpu& g : gpus_) gpus.push_back({g.device.index, g.device.name, g.device.memory, g.ledger->Snapshot()});
+  return FormatMetrics(gpus, node::NowNs());
+}
+
+size_t Agent::tenant_count() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return store_.All().size();
+}
+
+}  // namespace gpumux::agent

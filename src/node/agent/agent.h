@@ -1,0 +1,80 @@
+// gpumuxd's core: owns the ledgers of a node's GPUs, admits tenants (quota, compute share,
+// priority) and refuses what does not fit with a reason, keeps what it granted in the tenant store,
+// reclaims what dead processes held, and answers the HTTP API and the Prometheus scrape.
+//
+// API (JSON over the Unix socket; see README "gpumuxd"):
+//   GET    /v1/health                    anyone
+//   GET    /v1/gpus                      anyone
+//   GET    /v1/tenants[/ID]              operators see all; anyone else only tenants they own
+//   POST   /v1/tenants                   operators: admit (or update) a tenant; answers its environment
+//   PUT    /v1/tenants/ID                operators: change its limits
+//   DELETE /v1/tenants/ID                operators: remove it (refused while it has live processes)
+//   GET    /metrics                      anyone (also on the TCP metrics address)
+// Operators are root and members of the configured operator group, identified by the connection's
+// credentials (SO_PEERCRED), never by what the request says.
+//
+// Thread-safety: Handle() and Reclaim() may be called from different threads (one lock inside).
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "node/agent/http_server.h"
+#include "node/agent/tenant_store.h"
+#include "node/device.h"
+#include "node/ledger/ledger.h"
+
+namespace gpumux::agent {
+
+struct AgentConfig {
+  std::vector<node::Device> gpus;
+  std::string runtime_dir;      // ledgers (and simulated device state) live here
+  std::string state_path;       // SQLite database
+  std::string bin_dir;          // where libgpumux.so (and simgpu/) are
+  std::string operator_group;   // empty: root only
+  uint64_t shard_bytes = 1ull << 30;  // memory per Slurm shard (gpumux slurm gres-conf uses the same)
+  bool strict = true;           // refuse tenants whose quotas or caps would oversubscribe a GPU
+};
+
+class Agent {
+ public:
+  // Opens the store and every GPU's ledger, and re-admits the stored tenants (a restarted agent
+  // loses nothing; tenants that kept running meanwhile keep their usage). Throws StoreError or
+  // node::LedgerError.
+  explicit Agent(AgentConfig config);
+
+  HttpResponse Handle(const HttpRequest& request);
+  // Returns the memory of dead processes to their tenants; returns how many bytes.
+  uint64_t Reclaim();
+  // The Prometheus text exposition of every GPU and tenant.
+  std::string Metrics();
+  size_t tenant_count();
+
+ private:
+  struct Gpu {
+    node::Device device;
+    std::string ledger_path;
+    std::unique_ptr<node::Ledger> ledger;
+  };
+
+  bool IsOperator(const HttpRequest& r) const;
+  HttpResponse Admit(const HttpRequest& r, const std::string& id_from_path);
+  HttpResponse Remove(const std::string& id);
+  HttpResponse ListTenants(const HttpRequest& r, const std::string& only_id);
+  void Apply(const TenantRecord& t);  // writes the record's limits into its GPU's ledger
+  std::string MetricsText();          // with mu_ held
+
+  AgentConfig config_;
+  TenantStore store_;
+  std::vector<Gpu> gpus_;
+  std::mutex mu_;
+};
+
+// One structured log line on stderr: `ts=... level=... msg="..." key=value ...`.
+void Log(const char* level, const std::string& message, const std::vector<std::pair<std::string, std::string>>& fields = {});
+
+}  // namespace gpumux::agent

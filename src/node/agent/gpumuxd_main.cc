@@ -1,0 +1,91 @@
+// gpumuxd: the node agent. Owns the node's GPUs' ledgers, admits tenants through its API on a Unix
+// socket, keeps them in SQLite, reclaims dead processes' memory twice a second, and serves
+// Prometheus metrics. See agent.h for the API and README "gpumuxd" for installing it.
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <filesystem>
+#include <thread>
+
+#include "core/catalog.h"
+#include "core/input_error.h"
+#include "core/units.h"
+#include "node/agent/agent.h"
+#include "node/agent/http_server.h"
+
+namespace {
+
+gpumux::agent::HttpServer* g_server = nullptr;
+void StopOnSignal(int) {
+  if (g_server) g_server->Stop();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("gpumuxd: the gpumux node agent");
+  std::string socket = "/run/gpumux/gpumuxd.sock", state = "/var/lib/gpumux/state.db", runtime_dir = "/run/gpumux";
+  std::string sim, metrics_listen, operator_group, shard_size = "1GiB";
+  std::vector<std::string> catalogs;
+  int sim_gpus = 1;
+  app.add_option("--socket", socket, "API socket")->capture_default_str();
+  app.add_option("--state", state, "SQLite database of admitted tenants")->capture_default_str();
+  app.add_option("--runtime-dir", runtime_dir, "where the GPUs' ledgers live (tenants map them)")->capture_default_str();
+  app.add_option("--sim", sim, "manage simulated GPUs of this catalog kind instead of the real ones");
+  app.add_option("--gpus", sim_gpus, "how many simulated GPUs (with --sim)")->capture_default_str();
+  app.add_option("--metrics-listen", metrics_listen, "also serve /metrics on this HOST:PORT");
+  app.add_option("--operator-group", operator_group, "group whose members may change tenants (root always may)");
+  app.add_option("--shard-size", shard_size, "memory per Slurm shard")->capture_default_str();
+  app.add_option("--catalog", catalogs, "extra catalog file with your own GPU kinds");
+  CLI11_PARSE(app, argc, argv);
+
+  using gpumux::agent::Log;
+  try {
+    gpumux::agent::AgentConfig config;
+    config.runtime_dir = runtime_dir;
+    config.state_path = state;
+    config.operator_group = operator_group;
+    config.bin_dir = std::filesystem::read_symlink("/proc/self/exe").parent_path().string();
+    config.shard_bytes = uint64_t(gpumux::ParseBytes(shard_size));
+    if (config.shard_bytes == 0) throw gpumux::InputError("--shard-size must be more than 0 bytes");
+    if (!sim.empty()) {
+      gpumux::Catalog catalog = gpumux::Catalog::LoadBundled();
+      for (const std::string& path : catalogs) catalog.AddFile(path);
+      const gpumux::GpuKind& kind = catalog.FindGpu(sim);
+      for (int i = 0; i < sim_gpus; ++i) config.gpus.push_back(gpumux::node::SimulatedDevice(kind, i));
+    } else {
+      int n = gpumux::node::RealDeviceCount();
+      for (int i = 0; i < n; ++i) config.gpus.push_back(gpumux::node::RealDevice(i));
+    }
+    std::filesystem::create_directories(std::filesystem::path(state).parent_path());
+    std::filesystem::create_directories(std::filesystem::path(socket).parent_path());
+    gpumux::agent::Agent agent(config);
+    gpumux::agent::HttpServer server;
+    server.ListenUnix(socket);
+    if (!metrics_listen.empty()) server.ListenTcp(metrics_listen);
+    g_server = &server;
+    signal(SIGTERM, StopOnSignal);
+    signal(SIGINT, StopOnSignal);
+    signal(SIGPIPE, SIG_IGN);
+    std::atomic<bool> done{false};
+    std::thread reclaimer([&] {
+      while (!done.load()) {
+        agent.Reclaim();
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      }
+    });
+    Log("info", "gpumuxd started",
+        {{"socket", socket}, {"gpus", std::to_string(config.gpus.size())}, {"tenants", std::to_string(agent.tenant_count())},
+         {"state", state}, {"metrics", metrics_listen.empty() ? "socket" : metrics_listen + ":" + std::to_string(server.tcp_port())}});
+    server.Serve([&](const gpumux::agent::HttpRequest& r) { return agent.Handle(r); });
+    done = true;
+    reclaimer.join();
+    Log("info", "gpumuxd stopped");
+    return 0;
+  } catch (const std::exception& e) {
+    Log("error", e.what());
+    return 2;
+  }
+}

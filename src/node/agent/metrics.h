@@ -1,0 +1,25 @@
+// gpumuxd's Prometheus metrics, in the text exposition format (version 0.0.4): per GPU its memory
+// and tenant count; per tenant (labels gpu, tenant) its quota, memory used, compute cap, GPU time
+// and its share of wall time since admission, launches held by its share, allocations refused for
+// its quota, and memory and processes reclaimed from dead processes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "node/ledger/ledger.h"
+
+namespace gpumux::agent {
+
+struct GpuMetrics {
+  int index;
+  std::string name;
+  uint64_t capacity;
+  std::vector<node::TenantUsage> tenants;
+};
+
+// `now_ns` on the node's monotonic clock (for the GPU-time share).
+std::string FormatMetrics(const std::vector<GpuMetrics>& gpus, uint64_t now_ns);
+
+}  // namespace gpumux::agent

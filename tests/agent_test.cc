@@ -1,0 +1,177 @@
+// gpumuxd end to end on simulated GPUs: it admits tenants and hands out the environment that runs
+// them under the shim; it refuses what does not fit; a restart loses nothing while tenants keep
+// running; only operators change tenants; its metrics pass promtool.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "node/agent/http_server.h"
+#include "node_fixture.h"
+
+namespace {
+
+using gpumux::agent::CallUnix;
+using gpumux::testing::kGiB;
+using gpumux::testing::kMiB;
+using nlohmann::json;
+
+class AgentTest : public gpumux::testing::NodeTest {
+ protected:
+  void SetUp() override {
+    NodeTest::SetUp();
+    socket_ = (dir_ / "agent.sock").string();
+  }
+  void TearDown() override {
+    StopAgent(SIGTERM);
+    NodeTest::TearDown();
+  }
+
+  // Starts gpumuxd on one simulated H100 and waits until it answers.
+  void StartAgent() {
+    agent_ = fork();
+    if (agent_ == 0) {
+      std::string log = (dir_ / "agent.log").string();
+      freopen(log.c_str(), "a", stderr);
+      execl(GPUMUXD_BINARY, "gpumuxd", "--sim", "H100", "--socket", socket_.c_str(), "--state",
+            (dir_ / "state.db").c_str(), "--runtime-dir", (dir_ / "run").c_str(), nullptr);
+      _exit(127);
+    }
+    for (int i = 0; i < 200; ++i) {
+      try {
+        if (CallUnix(socket_, "GET", "/v1/health").first == 200) return;
+      } catch (const gpumux::agent::HttpError&) {
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    FAIL() << "gpumuxd did not start";
+  }
+  void StopAgent(int sig) {
+    if (agent_ <= 0) return;
+    kill(agent_, sig);
+    waitpid(agent_, nullptr, 0);
+    agent_ = 0;
+  }
+
+  json Call(const std::string& method, const std::string& path, const json& body, int expect) {
+    auto [status, text] = CallUnix(socket_, method, path, body.is_null() ? "" : body.dump());
+    EXPECT_EQ(status, expect) << method << " " << path << ": " << text;
+    return json::parse(text);
+  }
+
+  // The shell prefix that runs a program as the admitted tenant `admitted` (the POST's answer).
+  static std::string Env(const json& admitted) {
+    std::string env = "env";
+    for (auto& [k, v] : admitted["env"].items()) env += " " + k + "='" + v.get<std::string>() + "'";
+    return env + " ASAN_OPTIONS=verify_asan_link_order=0 ";
+  }
+
+  std::string socket_;
+  pid_t agent_ = 0;
+};
+
+const std::string kClient = GPUMUX_ALLOC_CLIENT;
+
+TEST_F(AgentTest, AdmitsATenantWhoseProgramsAreHeldToItsQuota) {
+  StartAgent();
+  json a = Call("POST", "/v1/tenants", {{"id", "job-1"}, {"gpu", 0}, {"memory", "1GiB"}}, 201);
+  auto [code, out] = Sh(Env(a) + kClient + " direct fill " + std::to_string(64 * kMiB) + " 0");
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_EQ(json::parse(out)["allocated"].get<uint64_t>(), kGiB);
+  EXPECT_EQ(json::parse(out)["last_error"].get<int>(), 2);
+  // Slurm's grants convert: 8 shards of 1 GiB; MPS 25% of an 80 GiB H100 is 20 GiB and a 25% cap.
+  json shards = Call("POST", "/v1/tenants", {{"id", "job-2"}, {"gpu", 0}, {"shards", 8}}, 201);
+  EXPECT_EQ(shards["memory_bytes"].get<uint64_t>(), 8 * kGiB);
+  json mps = Call("POST", "/v1/tenants", {{"id", "job-3"}, {"gpu", 0}, {"mps_percent", 25}}, 201);
+  EXPECT_EQ(mps["memory_bytes"].get<uint64_t>(), 20 * kGiB);
+  EXPECT_EQ(mps["compute_cap_percent"].get<double>(), 25.0);
+  // What does not fit is refused with the reason.
+  json over = Call("POST", "/v1/tenants", {{"id", "big"}, {"gpu", 0}, {"memory", "60GiB"}}, 409);
+  EXPECT_NE(over["error"].get<std::string>().find("quotas would sum"), std::string::npos) << over;
+  Call("POST", "/v1/tenants", {{"id", "x"}, {"gpu", 3}, {"memory", "1GiB"}}, 400);
+  Call("POST", "/v1/tenants", {{"id", "x"}, {"gpu", 0}, {"memory", "lots"}}, 400);
+  Call("DELETE", "/v1/tenants/job-1", json(), 200);
+  Call("GET", "/v1/tenants/job-1", json(), 404);
+}
+
+TEST_F(AgentTest, ARestartLosesNothingAndRunningTenantsKeepRunning) {
+  StartAgent();
+  json a = Call("POST", "/v1/tenants", {{"id", "steady"}, {"gpu", 0}, {"memory", "1GiB"}, {"compute", "40%"}}, 201);
+  // The tenant holds 1 GiB for 3 s; the agent is killed and restarted meanwhile.
+  FILE* client = popen((Env(a) + kClient + " direct fill " + std::to_string(256 * kMiB) + " 3 2>/dev/null").c_str(), "r");
+  json before = json::object();
+  for (int i = 0; i < 100 && before.value("used_bytes", 0ull) != kGiB; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    before = Call("GET", "/v1/tenants/steady", json(), 200);
+  }
+  ASSERT_EQ(before["used_bytes"].get<uint64_t>(), kGiB) << before;
+  StopAgent(SIGKILL);
+  StartAgent();
+  json after = Call("GET", "/v1/tenants/steady", json(), 200);
+  EXPECT_EQ(after["quota_bytes"].get<uint64_t>(), kGiB);
+  EXPECT_EQ(after["compute_cap_percent"].get<double>(), 40.0);
+  EXPECT_EQ(after["used_bytes"].get<uint64_t>(), kGiB) << "usage survives in the ledger";
+  EXPECT_EQ(after["processes"].size(), 1u);
+  char buf[512] = {0};
+  fread(buf, 1, sizeof(buf) - 1, client);
+  EXPECT_EQ(WEXITSTATUS(pclose(client)), 0);
+  EXPECT_EQ(json::parse(buf)["allocated"].get<uint64_t>(), kGiB) << "the tenant ran on while the agent was down";
+  Call("DELETE", "/v1/tenants/steady", json(), 200);
+}
+
+TEST_F(AgentTest, OnlyOperatorsChangeTenantsAndOthersReadOnlyTheirOwn) {
+  if (getuid() != 0) GTEST_SKIP() << "needs root to act as another user (CI runs as root)";
+  StartAgent();
+  const uid_t nobody = 65534;
+  Call("POST", "/v1/tenants", {{"id", "theirs"}, {"gpu", 0}, {"memory", "1GiB"}, {"owner_uid", nobody}}, 201);
+  Call("POST", "/v1/tenants", {{"id", "other"}, {"gpu", 0}, {"memory", "1GiB"}}, 201);
+  int pipefd[2];
+  ASSERT_EQ(pipe(pipefd), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    if (setgid(nobody) != 0 || setuid(nobody) != 0) _exit(3);
+    json r;
+    r["put"] = CallUnix(socket_, "PUT", "/v1/tenants/theirs", R"({"memory": "70GiB"})").first;
+    r["delete"] = CallUnix(socket_, "DELETE", "/v1/tenants/other").first;
+    r["list"] = json::parse(CallUnix(socket_, "GET", "/v1/tenants").second);
+    r["other"] = CallUnix(socket_, "GET", "/v1/tenants/other").first;
+    std::string text = r.dump();
+    write(pipefd[1], text.data(), text.size());
+    _exit(0);
+  }
+  close(pipefd[1]);
+  std::string text;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(pipefd[0], buf, sizeof(buf))) > 0) text.append(buf, size_t(n));
+  waitpid(child, nullptr, 0);
+  json r = json::parse(text);
+  EXPECT_EQ(r["put"].get<int>(), 403) << "a tenant cannot raise its own quota";
+  EXPECT_EQ(r["delete"].get<int>(), 403);
+  ASSERT_EQ(r["list"]["tenants"].size(), 1u) << r;
+  EXPECT_EQ(r["list"]["tenants"][0]["id"], "theirs") << "it reads its own state only";
+  EXPECT_EQ(r["other"].get<int>(), 403);
+  EXPECT_EQ(Call("GET", "/v1/tenants/theirs", json(), 200)["quota_bytes"].get<uint64_t>(), kGiB) << "unchanged";
+}
+
+TEST_F(AgentTest, MetricsPassPromtool) {
+  StartAgent();
+  json a = Call("POST", "/v1/tenants", {{"id", "metered \"one\""}, {"gpu", 0}, {"memory", "1GiB"}}, 201);
+  Sh(Env(a) + kClient + " direct fill " + std::to_string(256 * kMiB) + " 0");
+  auto [status, text] = CallUnix(socket_, "GET", "/metrics");
+  ASSERT_EQ(status, 200);
+  EXPECT_NE(text.find("gpumux_tenant_refused_allocations_total{gpu=\"0\",tenant=\"metered \\\"one\\\"\"} 1"), std::string::npos)
+      << text;
+  std::ofstream(dir_ / "metrics.txt") << text;
+  auto [code, out] = Sh("promtool check metrics < " + (dir_ / "metrics.txt").string() + " 2>&1");
+  EXPECT_EQ(code, 0) << "promtool (Debian package prometheus, installed by scripts/install-deps.sh): " << out;
+}
+
+}  // namespace
