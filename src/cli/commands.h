@@ -25,5 +25,6 @@ Command AddPlanCommand(CLI::App& app);
 Command AddFleetCommand(CLI::App& app);  // `fleet simulate`
 Command AddRunCommand(CLI::App& app);
 Command AddStatusCommand(CLI::App& app);
+Command AddSlurmCommand(CLI::App& app);  // `slurm gres-conf`
 
 }  // namespace gpumux
