@@ -2,7 +2,8 @@
 # Installs what gpumux needs to build and test on Debian 12, and nothing that is already there.
 set -euo pipefail
 packages=(g++ cmake ninja-build pkg-config libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libfmt-dev
-          libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev prometheus)
+          libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev prometheus
+          slurm-wlm munge libslurm-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,176 @@
+// spank_gpumux.so: the SPANK plugin that turns what Slurm granted a job step on a GPU into a quota
+// gpumux enforces. For each step that holds a share of a GPU (shards, an MPS percentage, or the
+// plugin's own --gpumux-mem/--gpumux-compute options) it asks gpumuxd to admit the step as a tenant
+// and starts the step's tasks under the shim with the environment gpumuxd answers; when the step
+// ends (exits, fails or is cancelled) it removes the tenant.
+//
+// plugstack.conf:  required /usr/lib/gpumux/spank_gpumux.so [socket=/run/gpumux/gpumuxd.sock]
+//
+// Callbacks (Slurm 22.05): slurm_spank_init registers the options everywhere; in slurmstepd
+// (remote context, root) slurm_spank_init_post_opt admits the tenant once per step (the step's
+// environment already holds SLURM_STEP_GPUS/SLURM_JOB_GPUS and SLURM_SHARDS_ON_NODE there),
+// slurm_spank_task_init_privileged sets each task's environment (tasks are forked from slurmstepd,
+// so they inherit the answer), and slurm_spank_exit removes the tenant. A step whose tenant is
+// refused (it does not fit, or gpumuxd is down) fails with gpumuxd's reason rather than running
+// unguarded. No exception crosses into Slurm.
+#include <cstdlib>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "node/agent/http_server.h"
+
+extern "C" {
+#include <slurm/slurm.h>
+#include <slurm/spank.h>
+
+// SPANK_PLUGIN(gpumux, 1), spelled out: in C++ namespace-scope const objects would get internal
+// linkage and Slurm would not find them.
+extern const char plugin_name[] = "gpumux";
+extern const char plugin_type[] = "spank";
+extern const unsigned int plugin_version = SLURM_VERSION_NUMBER;
+extern const unsigned int spank_plugin_version = 1;
+}
+
+namespace {
+
+using nlohmann::json;
+
+struct StepState {
+  std::string socket = "/run/gpumux/gpumuxd.sock";
+  std::string mem, compute, priority;  // the user's options
+  std::string tenant;                  // set once admitted
+  json env;                            // gpumuxd's answer
+} g;
+
+int OnMem(int, const char* arg, int) {
+  g.mem = arg ? arg : "";
+  return 0;
+}
+int OnCompute(int, const char* arg, int) {
+  g.compute = arg ? arg : "";
+  return 0;
+}
+int OnPriority(int, const char* arg, int) {
+  g.priority = arg ? arg : "";
+  return 0;
+}
+
+struct spank_option kOptions[] = {
+    {const_cast<char*>("gpumux-mem"), const_cast<char*>("SIZE"),
+     const_cast<char*>("GPU memory quota enforced by gpumux, e.g. 24GiB (default: from the granted shards)"), 1, 0, OnMem},
+    {const_cast<char*>("gpumux-compute"), const_cast<char*>("PCT"),
+     const_cast<char*>("cap on GPU time enforced by gpumux, e.g. 40%"), 1, 0, OnCompute},
+    {const_cast<char*>("gpumux-priority"), const_cast<char*>("P"),
+     const_cast<char*>("gpumux priority: high, normal or low"), 1, 0, OnPriority},
+};
+
+std::string Env(spank_t sp, const char* name) {
+  char buf[4096];
+  if (spank_getenv(sp, name, buf, sizeof(buf)) != ESPANK_SUCCESS) return "";
+  return buf;
+}
+
+// "slurm-<job>.<step>" (the batch step is "batch").
+std::string TenantId(spank_t sp) {
+  uint32_t job = 0, step = 0;
+  spank_get_item(sp, S_JOB_ID, &job);
+  spank_get_item(sp, S_JOB_STEPID, &step);
+  std::string s = step == SLURM_BATCH_SCRIPT ? "batch" : step == SLURM_EXTERN_CONT ? "extern" : std::to_string(step);
+  return "slurm-" + std::to_string(job) + "." + s;
+}
+
+// Prepends `first` to a colon-separated list unless it is there already (nested steps inherit it).
+std::string Prepend(const std::string& first, const std::string& list) {
+  if (list.empty()) return first;
+  if ((":" + list + ":").find(":" + first + ":") != std::string::npos) return list;
+  return first + ":" + list;
+}
+
+// Asks gpumuxd to admit this step; fills g.tenant and g.env. Returns false (after saying why) if
+// the step must not run.
+bool Admit(spank_t sp) {
+  std::string gpus = Env(sp, "SLURM_STEP_GPUS");
+  if (gpus.empty()) gpus = Env(sp, "SLURM_JOB_GPUS");
+  std::string shards = Env(sp, "SLURM_SHARDS_ON_NODE"), mps = Env(sp, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+  if (gpus.empty() || (shards.empty() && mps.empty() && g.mem.empty() && g.compute.empty())) return true;  // no shared GPU
+  json request = {{"id", TenantId(sp)}, {"gpu", std::atoi(gpus.c_str())}};
+  uint32_t uid = 0, job = 0;
+  spank_get_item(sp, S_JOB_UID, &uid);
+  spank_get_item(sp, S_JOB_ID, &job);
+  request["owner_uid"] = uid;
+  request["source"] = "slurm job " + std::to_string(job);
+  if (!shards.empty()) request["shards"] = std::strtoull(shards.c_str(), nullptr, 10);
+  if (!mps.empty()) request["mps_percent"] = std::atof(mps.c_str());
+  if (!g.mem.empty()) request["memory"] = g.mem;
+  if (!g.compute.empty()) request["compute"] = g.compute;
+  if (!g.priority.empty()) request["priority"] = g.priority;
+  auto [status, body] = gpumux::agent::CallUnix(g.socket, "POST", "/v1/tenants", request.dump());
+  json answer = json::parse(body, nullptr, false);
+  if (status != 201 && status != 200) {
+    slurm_error("gpumux: step not admitted on GPU %s: %s", gpus.c_str(),
+                answer.is_object() ? answer.value("error", body).c_str() : body.c_str());
+    return false;
+  }
+  g.tenant = request["id"].get<std::string>();
+  g.env = answer["env"];
+  return true;
+}
+
+}  // namespace
+
+extern "C" {
+
+int slurm_spank_init(spank_t sp, int ac, char** av) {
+  for (int i = 0; i < ac; ++i) {
+    if (std::strncmp(av[i], "socket=", 7) == 0) g.socket = av[i] + 7;
+  }
+  for (spank_option& o : kOptions) {
+    if (spank_option_register(sp, &o) != ESPANK_SUCCESS) return -1;
+  }
+  return 0;
+}
+
+int slurm_spank_init_post_opt(spank_t sp, int, char**) {
+  if (!spank_remote(sp)) return 0;
+  try {
+    return Admit(sp) ? 0 : -1;
+  } catch (const std::exception& e) {
+    slurm_error("gpumux: cannot admit the step (is gpumuxd running at %s?): %s", g.socket.c_str(), e.what());
+    return -1;
+  }
+}
+
+int slurm_spank_task_init_privileged(spank_t sp, int, char**) {
+  if (g.tenant.empty()) return 0;
+  try {
+    for (auto& [k, v] : g.env.items()) {
+      std::string value = v.get<std::string>();
+      if (k == "LD_PRELOAD" || k == "LD_LIBRARY_PATH") value = Prepend(value, Env(sp, k.c_str()));
+      spank_setenv(sp, k.c_str(), value.c_str(), 1);
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    slurm_error("gpumux: cannot set the task's environment: %s", e.what());
+    return -1;
+  }
+}
+
+int slurm_spank_exit(spank_t sp, int, char**) {
+  if (!spank_remote(sp) || g.tenant.empty()) return 0;
+  // The tasks have ended; gpumuxd refuses while a process still runs, so retry briefly.
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    try {
+      int status = gpumux::agent::CallUnix(g.socket, "DELETE", "/v1/tenants/" + g.tenant).first;
+      if (status == 200 || status == 404) return 0;
+    } catch (const std::exception&) {
+      // gpumuxd restarting: try again
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  slurm_error("gpumux: could not remove tenant %s from gpumuxd", g.tenant.c_str());
+  return 0;
+}
+
+}  // extern "C"
