@@ -161,6 +161,19 @@ TEST_F(AgentTest, OnlyOperatorsChangeTenantsAndOthersReadOnlyTheirOwn) {
   EXPECT_EQ(Call("GET", "/v1/tenants/theirs", json(), 200)["quota_bytes"].get<uint64_t>(), kGiB) << "unchanged";
 }
 
+TEST_F(AgentTest, SharingModeIsSetPerGpuHandedToTenantsAndKept) {
+  StartAgent();
+  EXPECT_EQ(Call("GET", "/v1/gpus", json(), 200)["gpus"][0]["mode"], "timeslice");
+  Call("PUT", "/v1/gpus/0", {{"mode", "mps"}}, 200);
+  Call("PUT", "/v1/gpus/0", {{"mode", "spatial"}}, 400);
+  Call("PUT", "/v1/gpus/7", {{"mode", "mps"}}, 404);
+  json a = Call("POST", "/v1/tenants", {{"id", "m"}, {"gpu", 0}, {"memory", "1GiB"}}, 201);
+  EXPECT_EQ(a["env"]["GPUMUX_SIM_MODE"], "mps") << "the simulated GPU runs its work MPS-style";
+  StopAgent(SIGKILL);
+  StartAgent();
+  EXPECT_EQ(Call("GET", "/v1/gpus", json(), 200)["gpus"][0]["mode"], "mps") << "kept across a restart";
+}
+
 TEST_F(AgentTest, MetricsPassPromtool) {
   StartAgent();
   json a = Call("POST", "/v1/tenants", {{"id", "metered \"one\""}, {"gpu", 0}, {"memory", "1GiB"}}, 201);

@@ -29,7 +29,7 @@ void Describe(SimState* s, uint64_t capacity) {
   s->bandwidth = EnvDouble("GPUMUX_SIM_BANDWIDTH", 2.0e12);
   s->flops = EnvDouble("GPUMUX_SIM_FLOPS", 300e12);
   const char* mode = std::getenv("GPUMUX_SIM_MODE");
-  s->mode = mode && std::string(mode) == "mps" ? SimMode::kMps : SimMode::kTimeSlice;
+  s->mode.store(mode && std::string(mode) == "mps" ? SimMode::kMps : SimMode::kTimeSlice);
   s->next_address.store(0x7f0000000000ull);
 }
 
@@ -131,6 +131,21 @@ void Give(uint64_t bytes) {
 }  // namespace gpumux::sim
 
 namespace gpumux::sim {
+
+bool SetSimMode(const std::string& path, SimMode mode) {
+  int fd = open(path.c_str(), O_RDWR);
+  if (fd < 0) return false;
+  struct stat st;
+  bool ok = fstat(fd, &st) == 0 && size_t(st.st_size) >= sizeof(SimState);
+  void* p = ok ? mmap(nullptr, sizeof(SimState), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  close(fd);
+  if (p == MAP_FAILED) return false;
+  auto* s = static_cast<SimState*>(p);
+  ok = s->magic == kStateMagic;
+  if (ok) s->mode.store(mode);
+  munmap(p, sizeof(SimState));
+  return ok;
+}
 
 uint64_t NewAddress(uint64_t bytes) {
   return Device().state->next_address.fetch_add((bytes + 511) & ~uint64_t(511));

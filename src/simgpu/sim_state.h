@@ -39,7 +39,7 @@ struct SimState {
   uint64_t capacity;
   double bandwidth;               // bytes/s
   double flops;                   // FLOP/s
-  SimMode mode;
+  std::atomic<SimMode> mode;
   std::atomic<uint64_t> used;
   std::atomic<uint64_t> next_address;
   std::atomic<uint64_t> free_at_ns;  // time-slice mode: when the device finishes what it was given
@@ -65,6 +65,10 @@ void ReclaimDeadProcesses(SimState* state);
 // Reserves `bytes` of device memory for this process; false when the device is full.
 bool Take(uint64_t bytes);
 void Give(uint64_t bytes);
+
+// Switches the device whose state file is at `path` to `mode` (later work follows it); false if
+// the file does not exist or is not a simulated device's state. For gpumuxd's simulated backend.
+bool SetSimMode(const std::string& path, SimMode mode);
 
 // A fresh device address range of `bytes` (512-byte aligned); never reused.
 uint64_t NewAddress(uint64_t bytes);

@@ -49,7 +49,8 @@ void Log(const char* level, const std::string& message, const std::vector<std::p
   std::fprintf(stderr, "%s\n", line.c_str());
 }
 
-Agent::Agent(AgentConfig config) : config_(std::move(config)), store_(config_.state_path) {
+Agent::Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend)
+    : config_(std::move(config)), backend_(std::move(backend)), store_(config_.state_path) {
   mkdir(config_.runtime_dir.c_str(), 0755);
   for (const node::Device& d : config_.gpus) {
     std::string path = config_.runtime_dir + "/gpu" + std::to_string(d.index) + ".ledger";
@@ -60,6 +61,15 @@ Agent::Agent(AgentConfig config) : config_(std::move(config)), store_(config_.st
     }
     chmod(path.c_str(), 0644);  // tenants of every user read it; only the agent writes limits
     gpus_.push_back({d, path, std::move(ledger)});
+  }
+  for (auto [gpu, mode] : store_.GpuModes()) {
+    if (gpu < 0 || size_t(gpu) >= gpus_.size()) continue;
+    gpus_[size_t(gpu)].mode = ShareMode(mode);
+    try {
+      backend_->SetMode(gpus_[size_t(gpu)].device, ShareMode(mode));
+    } catch (const BackendError& e) {
+      Log("warn", "cannot restore the GPU's sharing mode", {{"gpu", std::to_string(gpu)}, {"reason", e.what()}});
+    }
   }
   for (const TenantRecord& t : store_.All()) {
     if (t.gpu < 0 || size_t(t.gpu) >= gpus_.size()) {
@@ -106,10 +116,15 @@ HttpResponse Agent::Handle(const HttpRequest& r) {
     json gpus = json::array();
     for (const Gpu& g : gpus_) {
       gpus.push_back({{"index", g.device.index}, {"name", g.device.name}, {"memory_bytes", g.device.memory},
+                      {"mode", ShareModeName(g.mode)},
                       {"simulated", g.device.simulated}, {"ledger", g.ledger_path},
                       {"shards", g.device.memory / config_.shard_bytes}});
     }
     return Json(200, {{"gpus", gpus}});
+  }
+  if (r.method == "PUT" && r.path.rfind("/v1/gpus/", 0) == 0) {
+    if (!IsOperator(r)) return Error(403, "only operators may change a GPU's sharing mode");
+    return SetMode(r, r.path.substr(9));
   }
   if (!tenants) return Error(404, "no such endpoint: " + r.method + " " + r.path);
   if (r.method == "GET") return ListTenants(r, id);
@@ -182,9 +197,36 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
   json env = json::object();
   const Gpu& gpu = gpus_[size_t(t.gpu)];
   for (const auto& [k, v] : node::TenantEnvironment(gpu.device, gpu.ledger_path, t.id, config_.bin_dir)) env[k] = v;
+  for (const auto& [k, v] : backend_->ClientEnvironment(gpu.device, gpu.mode, t.limits)) env[k] = v;
   return Json(id_from_path.empty() ? 201 : 200, {{"id", t.id}, {"gpu", t.gpu}, {"memory_bytes", t.limits.memory},
                                                  {"compute_cap_percent", t.limits.cap_permille / 10.0},
                                                  {"env", env}});
+}
+
+HttpResponse Agent::SetMode(const HttpRequest& r, const std::string& index) {
+  char* end = nullptr;
+  long gpu = std::strtol(index.c_str(), &end, 10);
+  if (index.empty() || *end || gpu < 0 || size_t(gpu) >= gpus_.size()) return Error(404, "no GPU '" + index + "'");
+  Gpu& g = gpus_[size_t(gpu)];
+  ShareMode mode;
+  try {
+    mode = ParseShareMode(json::parse(r.body).at("mode").get<std::string>());
+  } catch (const std::exception& e) {
+    return Error(400, std::string("expected {\"mode\": \"timeslice\" or \"mps\"}: ") + e.what());
+  }
+  g.ledger->ReclaimDead();
+  for (const node::TenantUsage& u : g.ledger->Snapshot()) {
+    if (!u.processes.empty()) return Error(409, "tenant '" + u.id + "' runs on GPU " + index + "; change the mode when it is idle");
+  }
+  try {
+    backend_->SetMode(g.device, mode);
+  } catch (const BackendError& e) {
+    return Error(500, e.what());
+  }
+  g.mode = mode;
+  store_.SetGpuMode(int(gpu), int(mode));
+  Log("info", "sharing mode set", {{"gpu", index}, {"mode", ShareModeName(mode)}});
+  return Json(200, {{"gpu", gpu}, {"mode", ShareModeName(mode)}});
 }
 
 HttpResponse Agent::Remove(const std::string& id) {

@@ -5,6 +5,7 @@
 // API (JSON over the Unix socket; see README "gpumuxd"):
 //   GET    /v1/health                    anyone
 //   GET    /v1/gpus                      anyone
+//   PUT    /v1/gpus/N                    operators: {"mode": "timeslice"|"mps"} (refused while tenants run there)
 //   GET    /v1/tenants[/ID]              operators see all; anyone else only tenants they own
 //   POST   /v1/tenants                   operators: admit (or update) a tenant; answers its environment
 //   PUT    /v1/tenants/ID                operators: change its limits
@@ -24,7 +25,8 @@
 #include <vector>
 
 #include "node/agent/http_server.h"
-#include "node/agent/tenant_store.h"
+#include "node/agent/share_backend.h"
+#include "node/agent/agent_store.h"
 #include "node/device.h"
 #include "node/ledger/ledger.h"
 
@@ -45,7 +47,8 @@ class Agent {
   // Opens the store and every GPU's ledger, and re-admits the stored tenants (a restarted agent
   // loses nothing; tenants that kept running meanwhile keep their usage). Throws StoreError or
   // node::LedgerError.
-  explicit Agent(AgentConfig config);
+  // `backend` puts GPUs into their sharing modes (simulated or NVIDIA).
+  Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend);
 
   HttpResponse Handle(const HttpRequest& request);
   // Returns the memory of dead processes to their tenants; returns how many bytes.
@@ -59,17 +62,20 @@ class Agent {
     node::Device device;
     std::string ledger_path;
     std::unique_ptr<node::Ledger> ledger;
+    ShareMode mode = ShareMode::kTimeSlice;
   };
 
   bool IsOperator(const HttpRequest& r) const;
   HttpResponse Admit(const HttpRequest& r, const std::string& id_from_path);
   HttpResponse Remove(const std::string& id);
+  HttpResponse SetMode(const HttpRequest& r, const std::string& gpu);
   HttpResponse ListTenants(const HttpRequest& r, const std::string& only_id);
   void Apply(const TenantRecord& t);  // writes the record's limits into its GPU's ledger
   std::string MetricsText();          // with mu_ held
 
   AgentConfig config_;
-  TenantStore store_;
+  std::unique_ptr<ShareBackend> backend_;
+  AgentStore store_;
   std::vector<Gpu> gpus_;
   std::mutex mu_;
 };

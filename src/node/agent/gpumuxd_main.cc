@@ -61,7 +61,8 @@ int main(int argc, char** argv) {
     }
     std::filesystem::create_directories(std::filesystem::path(state).parent_path());
     std::filesystem::create_directories(std::filesystem::path(socket).parent_path());
-    gpumux::agent::Agent agent(config);
+    gpumux::agent::Agent agent(config, sim.empty() ? gpumux::agent::MakeNvidiaBackend(runtime_dir)
+                                                   : gpumux::agent::MakeSimulatedBackend(runtime_dir));
     gpumux::agent::HttpServer server;
     server.ListenUnix(socket);
     if (!metrics_listen.empty()) server.ListenTcp(metrics_listen);

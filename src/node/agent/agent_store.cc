@@ -1,4 +1,4 @@
-#include "node/agent/tenant_store.h"
+#include "node/agent/agent_store.h"
 
 #include <sqlite3.h>
 
@@ -20,6 +20,7 @@ class Statement {
     sqlite3_bind_int64(stmt_, i, v);
     return *this;
   }
+  int64_t Int(int column) const { return sqlite3_column_int64(stmt_, column); }
   bool Step() {
     int rc = sqlite3_step(stmt_);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE) throw StoreError(sqlite3_errmsg(db_));
@@ -47,7 +48,7 @@ constexpr const char* kColumns = "id, gpu, memory, cap_permille, weight, priorit
 
 }  // namespace
 
-TenantStore::TenantStore(const std::string& path) {
+AgentStore::AgentStore(const std::string& path) {
   if (sqlite3_open(path.c_str(), &db_) != SQLITE_OK) {
     std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
     sqlite3_close(db_);
@@ -59,15 +60,16 @@ TenantStore::TenantStore(const std::string& path) {
     Exec("CREATE TABLE IF NOT EXISTS tenants (id TEXT PRIMARY KEY, gpu INTEGER NOT NULL, memory INTEGER NOT NULL, "
          "cap_permille INTEGER NOT NULL, weight INTEGER NOT NULL, priority INTEGER NOT NULL, owner INTEGER NOT NULL, "
          "source TEXT NOT NULL)");
+    Exec("CREATE TABLE IF NOT EXISTS gpus (gpu INTEGER PRIMARY KEY, mode INTEGER NOT NULL)");
   } catch (const StoreError& e) {
     sqlite3_close(db_);
     throw StoreError(path + ": " + e.what());
   }
 }
 
-TenantStore::~TenantStore() { sqlite3_close(db_); }
+AgentStore::~AgentStore() { sqlite3_close(db_); }
 
-void TenantStore::Exec(const std::string& sql) {
+void AgentStore::Exec(const std::string& sql) {
   char* error = nullptr;
   if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
     std::string why = error ? error : "unknown error";
@@ -76,7 +78,7 @@ void TenantStore::Exec(const std::string& sql) {
   }
 }
 
-void TenantStore::Put(const TenantRecord& t) {
+void AgentStore::Put(const TenantRecord& t) {
   Statement(db_, "INSERT OR REPLACE INTO tenants (id, gpu, memory, cap_permille, weight, priority, owner, source) "
                  "VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
       .Bind(1, t.id).Bind(2, t.gpu).Bind(3, int64_t(t.limits.memory)).Bind(4, t.limits.cap_permille)
@@ -84,22 +86,37 @@ void TenantStore::Put(const TenantRecord& t) {
       .Step();
 }
 
-bool TenantStore::Remove(const std::string& id) {
+bool AgentStore::Remove(const std::string& id) {
   Statement(db_, "DELETE FROM tenants WHERE id = ?").Bind(1, id).Step();
   return sqlite3_changes(db_) > 0;
 }
 
-std::optional<TenantRecord> TenantStore::Find(const std::string& id) const {
+std::optional<TenantRecord> AgentStore::Find(const std::string& id) const {
   Statement s(db_, (std::string("SELECT ") + kColumns + " FROM tenants WHERE id = ?").c_str());
   s.Bind(1, id);
   if (!s.Step()) return std::nullopt;
   return s.Row();
 }
 
-std::vector<TenantRecord> TenantStore::All() const {
+std::vector<TenantRecord> AgentStore::All() const {
   Statement s(db_, (std::string("SELECT ") + kColumns + " FROM tenants ORDER BY gpu, id").c_str());
   std::vector<TenantRecord> out;
   while (s.Step()) out.push_back(s.Row());
+  return out;
+}
+
+}  // namespace gpumux::agent
+
+namespace gpumux::agent {
+
+void AgentStore::SetGpuMode(int gpu, int mode) {
+  Statement(db_, "INSERT OR REPLACE INTO gpus (gpu, mode) VALUES (?, ?)").Bind(1, gpu).Bind(2, mode).Step();
+}
+
+std::vector<std::pair<int, int>> AgentStore::GpuModes() const {
+  Statement s(db_, "SELECT gpu, mode FROM gpus ORDER BY gpu");
+  std::vector<std::pair<int, int>> out;
+  while (s.Step()) out.push_back({int(s.Int(0)), int(s.Int(1))});
   return out;
 }
 

@@ -1,8 +1,8 @@
-// gpumuxd's durable state: the tenants it admitted, in SQLite (WAL journal, synchronous writes), so
-// a restarted agent finds them, re-attaches to the ledgers and loses nothing. The ledgers hold the
-// live usage; the store holds what was granted and to whom.
+// gpumuxd's durable state: the tenants it admitted and each GPU's sharing mode, in SQLite (WAL
+// journal, synchronous writes), so a restarted agent finds them, re-attaches to the ledgers and
+// loses nothing. The ledgers hold the live usage; the store holds what was granted and to whom.
 //
-// Thread-safety: one TenantStore per thread (the agent uses it from its serving thread only).
+// Thread-safety: one AgentStore per thread (the agent uses it from its serving thread only).
 #pragma once
 
 #include <sys/types.h>
@@ -31,13 +31,13 @@ struct TenantRecord {
   std::string source;      // who asked: "api", "slurm job 12 step 0", ...
 };
 
-class TenantStore {
+class AgentStore {
  public:
   // Opens (creating if needed) the database at `path`. Throws StoreError.
-  explicit TenantStore(const std::string& path);
-  ~TenantStore();
-  TenantStore(const TenantStore&) = delete;
-  TenantStore& operator=(const TenantStore&) = delete;
+  explicit AgentStore(const std::string& path);
+  ~AgentStore();
+  AgentStore(const AgentStore&) = delete;
+  AgentStore& operator=(const AgentStore&) = delete;
 
   // Inserts or replaces the tenant with this id. Durable when it returns. Throws StoreError.
   void Put(const TenantRecord& t);
@@ -45,6 +45,10 @@ class TenantStore {
   bool Remove(const std::string& id);
   std::optional<TenantRecord> Find(const std::string& id) const;
   std::vector<TenantRecord> All() const;
+
+  // Each GPU's sharing mode (ShareMode as an int); GPUs never set are absent.
+  void SetGpuMode(int gpu, int mode);
+  std::vector<std::pair<int, int>> GpuModes() const;
 
  private:
   void Exec(const std::string& sql);

@@ -1,0 +1,90 @@
+#include "node/agent/share_backend.h"
+
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "simgpu/sim_state.h"
+
+namespace gpumux::agent {
+
+ShareMode ParseShareMode(const std::string& text) {
+  if (text == "timeslice" || text == "time-slice") return ShareMode::kTimeSlice;
+  if (text == "mps") return ShareMode::kMps;
+  throw std::invalid_argument("mode '" + text + "': expected timeslice or mps");
+}
+
+const char* ShareModeName(ShareMode m) { return m == ShareMode::kMps ? "mps" : "timeslice"; }
+
+namespace {
+
+class SimulatedBackend : public ShareBackend {
+ public:
+  explicit SimulatedBackend(std::string dir) : dir_(std::move(dir)) {}
+  void SetMode(const node::Device& gpu, ShareMode mode) override {
+    std::string path = dir_ + "/sim-gpu" + std::to_string(gpu.index) + ".state";
+    // Not there yet: the first tenant process creates it with GPUMUX_SIM_MODE (ClientEnvironment).
+    if (!sim::SetSimMode(path, mode == ShareMode::kMps ? sim::SimMode::kMps : sim::SimMode::kTimeSlice)) {
+      struct stat st;
+      if (stat(path.c_str(), &st) == 0) throw BackendError(path + " is not a simulated GPU's state");
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> ClientEnvironment(const node::Device&, ShareMode mode,
+                                                                     const node::TenantLimits&) const override {
+    return {{"GPUMUX_SIM_MODE", ShareModeName(mode)}};
+  }
+
+ private:
+  std::string dir_;
+};
+
+class NvidiaBackend : public ShareBackend {
+ public:
+  explicit NvidiaBackend(std::string dir) : dir_(std::move(dir)) {}
+  void SetMode(const node::Device& gpu, ShareMode mode) override {
+    std::string pipe = PipeDir(gpu), log = dir_ + "/mps" + std::to_string(gpu.index) + "-log";
+    mkdir(pipe.c_str(), 0755);
+    mkdir(log.c_str(), 0755);
+    std::string env = "CUDA_VISIBLE_DEVICES=" + std::to_string(gpu.index) + " CUDA_MPS_PIPE_DIRECTORY=" + pipe +
+                      " CUDA_MPS_LOG_DIRECTORY=" + log + " ";
+    // Starting a running daemon or stopping a stopped one fails harmlessly; the result is checked
+    // by asking the daemon afterwards.
+    std::string command = mode == ShareMode::kMps ? env + "nvidia-cuda-mps-control -d"
+                                                  : "echo quit | " + env + "nvidia-cuda-mps-control";
+    int rc = std::system((command + " >/dev/null 2>&1").c_str());
+    bool running = std::system(("echo get_server_list | " + env + "nvidia-cuda-mps-control >/dev/null 2>&1").c_str()) == 0;
+    if ((mode == ShareMode::kMps) != running) {
+      throw BackendError("GPU " + std::to_string(gpu.index) + ": '" + command + "' did not take effect (exit " +
+                         std::to_string(rc) + "; is nvidia-cuda-mps-control installed, and are we root?)");
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> ClientEnvironment(const node::Device& gpu, ShareMode mode,
+                                                                     const node::TenantLimits& limits) const override {
+    if (mode != ShareMode::kMps) return {};
+    std::vector<std::pair<std::string, std::string>> env = {
+        {"CUDA_MPS_PIPE_DIRECTORY", PipeDir(gpu)},
+        // The MPS server sees only its GPU, so it is device 0 to its clients.
+        {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=" + std::to_string(limits.memory >> 20) + "M"},
+    };
+    if (limits.cap_permille < node::kNoCap) {
+      env.push_back({"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", std::to_string((limits.cap_permille + 9) / 10)});
+    }
+    return env;
+  }
+
+ private:
+  std::string PipeDir(const node::Device& gpu) const { return dir_ + "/mps" + std::to_string(gpu.index); }
+  std::string dir_;
+};
+
+}  // namespace
+
+std::unique_ptr<ShareBackend> MakeSimulatedBackend(const std::string& runtime_dir) {
+  return std::make_unique<SimulatedBackend>(runtime_dir);
+}
+std::unique_ptr<ShareBackend> MakeNvidiaBackend(const std::string& runtime_dir) {
+  return std::make_unique<NvidiaBackend>(runtime_dir);
+}
+
+}  // namespace gpumux::agent
