@@ -40,10 +40,6 @@ struct StatusOptions {
   bool json = false;
 };
 
-std::string ExecutableDir() {
-  return std::filesystem::read_symlink("/proc/self/exe").parent_path().string();
-}
-
 std::string EnvOr(const char* var) {
   const char* v = std::getenv(var);
   return v ? v : "";
@@ -128,7 +124,7 @@ int RunTenant(const RunOptions& o) {
   }();
 
   std::vector<std::pair<std::string, std::string>> env =
-      node::TenantEnvironment(device, path, id, ExecutableDir(), EnvOr("LD_PRELOAD"), EnvOr("LD_LIBRARY_PATH"));
+      node::TenantEnvironment(device, path, id, node::RuntimeLibraryDir(), EnvOr("LD_PRELOAD"), EnvOr("LD_LIBRARY_PATH"));
   g_child = fork();
   if (g_child < 0) throw InputError(fmt::format("cannot start '{}': fork failed", o.command[0]));
   if (g_child == 0) {

@@ -1,6 +1,8 @@
 #include "core/catalog.h"
 
 #include <fmt/format.h>
+
+#include <filesystem>
 #include <fmt/ranges.h>
 
 #include <algorithm>
@@ -252,7 +254,11 @@ std::vector<std::string> NearestNames(std::string_view name,
 
 std::string Catalog::BundledDir() {
   const char* env = std::getenv("GPUMUX_CATALOG_DIR");
-  return env && *env ? env : GPUMUX_CATALOG_DIR;
+  if (env && *env) return env;
+  if (std::filesystem::exists(GPUMUX_CATALOG_DIR)) return GPUMUX_CATALOG_DIR;  // the source tree
+  // An installed tree: <prefix>/bin/gpumux and <prefix>/share/gpumux/catalog.
+  return (std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() / "share" / "gpumux" / "catalog")
+      .string();
 }
 
 Catalog Catalog::LoadBundled() {

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <cstdio>
+#include <filesystem>
 
 namespace gpumux::node {
 namespace {
@@ -40,6 +41,12 @@ const Nvml& OpenNvml() {
 std::string Joined(const std::string& first, const std::string& rest) { return rest.empty() ? first : first + ":" + rest; }
 
 }  // namespace
+
+std::string RuntimeLibraryDir() {
+  std::filesystem::path exe_dir = std::filesystem::read_symlink("/proc/self/exe").parent_path();
+  if (std::filesystem::exists(exe_dir / "libgpumux.so")) return exe_dir.string();
+  return (exe_dir.parent_path() / "lib" / "gpumux").string();
+}
 
 Device SimulatedDevice(const GpuKind& kind, int index) {
   return {index, kind.name + " (simulated)", uint64_t(kind.memory_bytes), kind.sms, kind.bandwidth,

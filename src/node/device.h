@@ -35,6 +35,10 @@ Device RealDevice(int index);
 // How many real GPUs NVML sees; throws DeviceError without a driver.
 int RealDeviceCount();
 
+// Where libgpumux.so and simgpu/ are: beside the running executable (a build tree), else in
+// <prefix>/lib/gpumux next to <prefix>/bin (an installed tree).
+std::string RuntimeLibraryDir();
+
 // Environment variables that run a program as `tenant` of `device` under the shim found in
 // `bin_dir` (libgpumux.so, and simgpu/ for a simulated device), with the device's ledger at
 // `ledger_path`; LD_PRELOAD and LD_LIBRARY_PATH are prepended to `inherited_*`.

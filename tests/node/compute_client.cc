@@ -90,8 +90,8 @@ int main(int argc, char** argv) {
   if (CUresult r = cuModuleGetFunction(&f, module, "step")) return Fail("cuModuleGetFunction", r);
   if (CUresult r = cuStreamCreate(&stream, 0)) return Fail("cuStreamCreate", r);
   CUgraphExec exec = nullptr;
+  CUgraph graph = nullptr;
   if (path == "graph") {
-    CUgraph graph;
     cuStreamBeginCapture_v2(stream, 0);
     cuLaunchKernel(f, 132, 1, 1, 128, 1, 1, 0, stream, nullptr, nullptr);
     if (CUresult r = cuStreamEndCapture(stream, &graph)) return Fail("cuStreamEndCapture", r);
@@ -102,10 +102,10 @@ int main(int argc, char** argv) {
   uint64_t end = start + window, busy_ns = 0;
   std::vector<double> latencies_ms;
   long launches = 0;
+  CUevent done[2];
+  cuEventCreate(&done[0], 0);
+  cuEventCreate(&done[1], 0);
   if (mode == "busy") {
-    CUevent done[2];
-    cuEventCreate(&done[0], 0);
-    cuEventCreate(&done[1], 0);
     for (long i = 0;; ++i) {
       if (CUresult r = LaunchOnce(path, f, stream, exec)) return Fail("launch", r);
       cuEventRecord(done[i % 2], stream);
@@ -133,5 +133,12 @@ int main(int argc, char** argv) {
   double p50 = latencies_ms.empty() ? 0 : latencies_ms[latencies_ms.size() / 2];
   std::printf("{\"launches\": %ld, \"gpu_share\": %.4f, \"mean_latency_ms\": %.4f, \"p50_latency_ms\": %.4f}\n",
               launches, double(busy_ns) / double(window), mean, p50);
+  std::fflush(stdout);
+  cuStreamSynchronize(stream);
+  for (CUevent e : done) cuEventDestroy_v2(e);
+  if (exec) cuGraphExecDestroy(exec);
+  if (graph) cuGraphDestroy(graph);
+  cuStreamDestroy_v2(stream);
+  cuModuleUnload(module);
   return 0;
 }

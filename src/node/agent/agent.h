@@ -36,7 +36,7 @@ struct AgentConfig {
   std::vector<node::Device> gpus;
   std::string runtime_dir;      // ledgers (and simulated device state) live here
   std::string state_path;       // SQLite database
-  std::string bin_dir;          // where libgpumux.so (and simgpu/) are
+  std::string bin_dir;          // where libgpumux.so (and simgpu/) are: node::RuntimeLibraryDir()
   std::string operator_group;   // empty: root only
   uint64_t shard_bytes = 1ull << 30;  // memory per Slurm shard (gpumux slurm gres-conf uses the same)
   bool strict = true;           // refuse tenants whose quotas or caps would oversubscribe a GPU
