@@ -97,6 +97,9 @@ TEST_F(AgentTest, AdmitsATenantWhoseProgramsAreHeldToItsQuota) {
   EXPECT_NE(over["error"].get<std::string>().find("quotas would sum"), std::string::npos) << over;
   Call("POST", "/v1/tenants", {{"id", "x"}, {"gpu", 3}, {"memory", "1GiB"}}, 400);
   Call("POST", "/v1/tenants", {{"id", "x"}, {"gpu", 0}, {"memory", "lots"}}, 400);
+  auto [status_code, table] = Sh(std::string(GPUMUX_BINARY) + " status --agent " + socket_);
+  EXPECT_EQ(status_code, 0);
+  EXPECT_NE(table.find("job-3"), std::string::npos) << "gpumux status asks the agent: " << table;
   Call("DELETE", "/v1/tenants/job-1", json(), 200);
   Call("GET", "/v1/tenants/job-1", json(), 404);
 }

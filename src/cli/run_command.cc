@@ -15,6 +15,7 @@
 #include "core/catalog.h"
 #include "core/input_error.h"
 #include "core/units.h"
+#include "node/agent/http_server.h"
 #include "node/clock.h"
 #include "node/device.h"
 #include "node/ledger/ledger.h"
@@ -38,6 +39,7 @@ struct RunOptions {
 struct StatusOptions {
   int gpu = 0;
   bool json = false;
+  std::string agent;  // gpumuxd socket; empty: read the ledger directly
 };
 
 std::string EnvOr(const char* var) {
@@ -152,7 +154,37 @@ double GpuTimeShare(const node::TenantUsage& u) {
   return now > u.added_ns ? double(u.gpu_ns) / double(now - u.added_ns) : 0.0;
 }
 
+// The tenants gpumuxd admitted (all of them for an operator, one's own otherwise).
+int ShowAgentStatus(const StatusOptions& o) {
+  std::pair<int, std::string> answer;
+  try {
+    answer = agent::CallUnix(o.agent, "GET", "/v1/tenants");
+  } catch (const agent::HttpError& e) {
+    throw InputError(e.what());
+  }
+  auto j = nlohmann::json::parse(answer.second, nullptr, false);
+  if (answer.first != 200 || !j.is_object()) throw InputError(fmt::format("gpumuxd answered {}: {}", answer.first, answer.second));
+  if (o.json) {
+    fmt::print("{}\n", j.dump(2));
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"tenant", "gpu", "quota", "used", "refused", "compute", "gpu time", "held", "processes", "source"}};
+  for (const auto& t : j["tenants"]) {
+    double cap = t.value("compute_cap_percent", 100.0);
+    rows.push_back({t.value("id", ""), std::to_string(t.value("gpu", 0)), FormatBytes(t.value("quota_bytes", 0.0)),
+                    FormatBytes(t.value("used_bytes", 0.0)), std::to_string(t.value("refused_allocations", 0)),
+                    fmt::format("{}{} w{}", cap < 100 ? fmt::format("{:g}% ", cap) : "", t.value("priority", ""),
+                                t.value("weight", 1)),
+                    fmt::format("{:.2f}s", t.value("gpu_time_s", 0.0)), std::to_string(t.value("held_launches", 0)),
+                    std::to_string(t.value("processes", nlohmann::json::array()).size()), t.value("source", "")});
+  }
+  fmt::print("{}", FormatTable(rows));
+  return kExitOk;
+}
+
 int ShowStatus(const StatusOptions& o) {
+  if (!o.agent.empty()) return ShowAgentStatus(o);
   std::string path = node::LedgerPath(o.gpu);
   if (!std::filesystem::exists(path)) {
     if (o.json) {
@@ -232,6 +264,7 @@ Command AddStatusCommand(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("status", "Each tenant's quota, usage and processes on a GPU");
   sub->add_option("--gpu", o->gpu, "GPU index")->check(CLI::NonNegativeNumber)->capture_default_str();
   sub->add_flag("--json", o->json, "print one JSON object");
+  sub->add_option("--agent", o->agent, "ask gpumuxd at this socket (e.g. /run/gpumux/gpumuxd.sock) instead of reading the ledger");
   return {sub, [o] { return ShowStatus(*o); }};
 }
 
