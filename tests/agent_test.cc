@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "node/agent/http_server.h"
+#include "node/ledger/ledger.h"
 #include "node_fixture.h"
 
 namespace {
@@ -133,7 +134,7 @@ TEST_F(AgentTest, OnlyOperatorsChangeTenantsAndOthersReadOnlyTheirOwn) {
   if (getuid() != 0) GTEST_SKIP() << "needs root to act as another user (CI runs as root)";
   StartAgent();
   const uid_t nobody = 65534;
-  Call("POST", "/v1/tenants", {{"id", "theirs"}, {"gpu", 0}, {"memory", "1GiB"}, {"owner_uid", nobody}}, 201);
+  json theirs = Call("POST", "/v1/tenants", {{"id", "theirs"}, {"gpu", 0}, {"memory", "1GiB"}, {"owner_uid", nobody}}, 201);
   Call("POST", "/v1/tenants", {{"id", "other"}, {"gpu", 0}, {"memory", "1GiB"}}, 201);
   int pipefd[2];
   ASSERT_EQ(pipe(pipefd), 0);
@@ -145,6 +146,9 @@ TEST_F(AgentTest, OnlyOperatorsChangeTenantsAndOthersReadOnlyTheirOwn) {
     r["delete"] = CallUnix(socket_, "DELETE", "/v1/tenants/other").first;
     r["list"] = json::parse(CallUnix(socket_, "GET", "/v1/tenants").second);
     r["other"] = CallUnix(socket_, "GET", "/v1/tenants/other").first;
+    // Its programs run under the shim as this user.
+    auto [code, out] = Sh(Env(theirs) + kClient + " direct fill " + std::to_string(256 * kMiB) + " 0");
+    r["program"] = json::parse(out, nullptr, false);
     std::string text = r.dump();
     write(pipefd[1], text.data(), text.size());
     _exit(0);
@@ -162,6 +166,21 @@ TEST_F(AgentTest, OnlyOperatorsChangeTenantsAndOthersReadOnlyTheirOwn) {
   EXPECT_EQ(r["list"]["tenants"][0]["id"], "theirs") << "it reads its own state only";
   EXPECT_EQ(r["other"].get<int>(), 403);
   EXPECT_EQ(Call("GET", "/v1/tenants/theirs", json(), 200)["quota_bytes"].get<uint64_t>(), kGiB) << "unchanged";
+  EXPECT_EQ(r["program"].value("allocated", 0ull), kGiB) << "a non-root tenant's program is held to its quota: " << r["program"];
+}
+
+TEST_F(AgentTest, LimitsRewrittenInTheLedgerAreRestored) {
+  StartAgent();
+  json t = Call("POST", "/v1/tenants", {{"id", "sneaky"}, {"gpu", 0}, {"memory", "1GiB"}, {"compute", "20%"}}, 201);
+  // What a hostile tenant process could do: rewrite its limits in the shared ledger.
+  gpumux::node::Ledger ledger = gpumux::node::Ledger::Open(t["env"]["GPUMUX_LEDGER"].get<std::string>());
+  ledger.AddTenant("sneaky", {70 * kGiB});
+  bool restored = false;
+  for (int i = 0; i < 40 && !restored; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    for (const auto& u : ledger.Snapshot()) restored |= u.id == "sneaky" && u.quota == kGiB && u.cap_permille == 200;
+  }
+  EXPECT_TRUE(restored) << "gpumuxd puts the granted limits back within 2 s";
 }
 
 TEST_F(AgentTest, SharingModeIsSetPerGpuHandedToTenantsAndKept) {

@@ -23,19 +23,26 @@ double EnvDouble(const char* name, double fallback) {
   return v && *v ? std::strtod(v, nullptr) : fallback;
 }
 
-// Written once by the process that creates the state file; later processes use what it holds.
-void Describe(SimState* s, uint64_t capacity) {
-  s->capacity = capacity;
-  s->bandwidth = EnvDouble("GPUMUX_SIM_BANDWIDTH", 2.0e12);
-  s->flops = EnvDouble("GPUMUX_SIM_FLOPS", 300e12);
+// The device the environment describes (what `gpumux run --sim` and gpumuxd set).
+SimSpec SpecFromEnvironment(uint64_t capacity) {
   const char* mode = std::getenv("GPUMUX_SIM_MODE");
-  s->mode.store(mode && std::string(mode) == "mps" ? SimMode::kMps : SimMode::kTimeSlice);
+  return {capacity, EnvDouble("GPUMUX_SIM_BANDWIDTH", 2.0e12), EnvDouble("GPUMUX_SIM_FLOPS", 300e12),
+          mode && std::string(mode) == "mps" ? SimMode::kMps : SimMode::kTimeSlice};
+}
+
+// Written once by the process that creates the state file; later processes use what it holds.
+void Describe(SimState* s, const SimSpec& spec) {
+  s->capacity = spec.capacity;
+  s->bandwidth = spec.bandwidth;
+  s->flops = spec.flops;
+  s->mode.store(spec.mode);
   s->next_address.store(0x7f0000000000ull);
 }
 
-SimState* MapState(const std::string& path, uint64_t capacity) {
-  int fd = open(path.c_str(), O_RDWR | O_CREAT, 0600);
+SimState* MapState(const std::string& path, const SimSpec& spec) {
+  int fd = open(path.c_str(), O_RDWR | O_CREAT, 0666);
   if (fd < 0) return nullptr;
+  fchmod(fd, 0666);  // one device for the processes of every user, as a real GPU is
   flock(fd, LOCK_EX);
   struct stat st;
   fstat(fd, &st);
@@ -47,7 +54,7 @@ SimState* MapState(const std::string& path, uint64_t capacity) {
   void* p = mmap(nullptr, sizeof(SimState), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   SimState* s = p == MAP_FAILED ? nullptr : static_cast<SimState*>(p);
   if (s && fresh) {
-    Describe(s, capacity);
+    Describe(s, spec);
     s->magic = kStateMagic;
   }
   if (s && s->magic != kStateMagic) s = nullptr;
@@ -69,7 +76,8 @@ const SimDevice& Device() {
     const char* sms = std::getenv("GPUMUX_SIM_SMS");
     d->sms = sms ? std::atoi(sms) : 108;
     const char* state = std::getenv("GPUMUX_SIM_STATE");
-    d->state = MapState(state && *state ? state : "/dev/shm/gpumux-sim-" + std::to_string(getuid()), d->memory);
+    d->state = MapState(state && *state ? state : "/dev/shm/gpumux-sim-" + std::to_string(getuid()),
+                        SpecFromEnvironment(d->memory));
     return d;
   }();
   return *device;
@@ -131,6 +139,12 @@ void Give(uint64_t bytes) {
 }  // namespace gpumux::sim
 
 namespace gpumux::sim {
+
+bool CreateSimState(const std::string& path, const SimSpec& spec) {
+  SimState* s = MapState(path, spec);
+  if (s) munmap(s, sizeof(SimState));
+  return s != nullptr;
+}
 
 bool SetSimMode(const std::string& path, SimMode mode) {
   int fd = open(path.c_str(), O_RDWR);

@@ -66,6 +66,17 @@ void ReclaimDeadProcesses(SimState* state);
 bool Take(uint64_t bytes);
 void Give(uint64_t bytes);
 
+// What describes a simulated device when its state file is created.
+struct SimSpec {
+  uint64_t capacity;
+  double bandwidth, flops;
+  SimMode mode;
+};
+
+// Creates the state file at `path` (mode 0666: processes of every user share the device) if it
+// does not exist; false if it cannot, or if a file there is not a simulated device's state.
+bool CreateSimState(const std::string& path, const SimSpec& spec);
+
 // Switches the device whose state file is at `path` to `mode` (later work follows it); false if
 // the file does not exist or is not a simulated device's state. For gpumuxd's simulated backend.
 bool SetSimMode(const std::string& path, SimMode mode);

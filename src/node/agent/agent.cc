@@ -52,6 +52,7 @@ void Log(const char* level, const std::string& message, const std::vector<std::p
 Agent::Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend)
     : config_(std::move(config)), backend_(std::move(backend)), store_(config_.state_path) {
   mkdir(config_.runtime_dir.c_str(), 0755);
+  chmod(config_.runtime_dir.c_str(), 0755);  // tenants of every user map the ledgers in it
   for (const node::Device& d : config_.gpus) {
     std::string path = config_.runtime_dir + "/gpu" + std::to_string(d.index) + ".ledger";
     auto ledger = std::make_unique<node::Ledger>(node::Ledger::CreateOrOpen(path, d.memory, d.name));
@@ -59,16 +60,21 @@ Agent::Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend)
       throw node::LedgerError(path + " is the ledger of a " + ledger->gpu_name() + ", not of this " + d.name +
                               "; remove it if the GPU changed");
     }
-    chmod(path.c_str(), 0644);  // tenants of every user read it; only the agent writes limits
+    // Tenant processes of every user reserve their memory in it, so it is writable by all; a
+    // tenant that rewrites its own limits there is put back within half a second (Reclaim) and
+    // logged. See the threat model in ledger.h.
+    chmod(path.c_str(), 0666);
     gpus_.push_back({d, path, std::move(ledger)});
   }
   for (auto [gpu, mode] : store_.GpuModes()) {
-    if (gpu < 0 || size_t(gpu) >= gpus_.size()) continue;
-    gpus_[size_t(gpu)].mode = ShareMode(mode);
+    if (gpu >= 0 && size_t(gpu) < gpus_.size()) gpus_[size_t(gpu)].mode = ShareMode(mode);
+  }
+  for (Gpu& g : gpus_) {
+    backend_->Prepare(g.device, g.mode);
     try {
-      backend_->SetMode(gpus_[size_t(gpu)].device, ShareMode(mode));
+      if (g.mode != ShareMode::kTimeSlice) backend_->SetMode(g.device, g.mode);
     } catch (const BackendError& e) {
-      Log("warn", "cannot restore the GPU's sharing mode", {{"gpu", std::to_string(gpu)}, {"reason", e.what()}});
+      Log("warn", "cannot restore the GPU's sharing mode", {{"gpu", std::to_string(g.device.index)}, {"reason", e.what()}});
     }
   }
   for (const TenantRecord& t : store_.All()) {
@@ -281,6 +287,20 @@ uint64_t Agent::Reclaim() {
     uint64_t bytes = g.ledger->ReclaimDead();
     if (bytes) Log("info", "reclaimed memory of dead processes", {{"gpu", std::to_string(g.device.index)}, {"bytes", std::to_string(bytes)}});
     total += bytes;
+  }
+  // Limits in the ledgers are the agent's to write: put back any that differ from what it granted.
+  for (const TenantRecord& t : store_.All()) {
+    if (t.gpu < 0 || size_t(t.gpu) >= gpus_.size()) continue;
+    for (const node::TenantUsage& u : gpus_[size_t(t.gpu)].ledger->Snapshot()) {
+      if (u.id != t.id) continue;
+      if (u.quota != t.limits.memory || u.cap_permille != t.limits.cap_permille || u.weight != t.limits.weight ||
+          u.priority != t.limits.priority) {
+        Apply(t);
+        Log("warn", "tenant's limits in the ledger were changed outside gpumuxd; restored",
+            {{"tenant", t.id}, {"gpu", std::to_string(t.gpu)}, {"found_quota", std::to_string(u.quota)},
+             {"granted_quota", std::to_string(t.limits.memory)}});
+      }
+    }
   }
   return total;
 }

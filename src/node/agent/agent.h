@@ -44,14 +44,16 @@ struct AgentConfig {
 
 class Agent {
  public:
-  // Opens the store and every GPU's ledger, and re-admits the stored tenants (a restarted agent
-  // loses nothing; tenants that kept running meanwhile keep their usage). Throws StoreError or
-  // node::LedgerError.
+  // Opens the store and every GPU's ledger, readies each GPU through the backend (in its stored
+  // mode), and re-admits the stored tenants (a restarted agent loses nothing; tenants that kept
+  // running meanwhile keep their usage). Throws StoreError, node::LedgerError or BackendError.
   // `backend` puts GPUs into their sharing modes (simulated or NVIDIA).
   Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend);
 
   HttpResponse Handle(const HttpRequest& request);
-  // Returns the memory of dead processes to their tenants; returns how many bytes.
+  // Returns the memory of dead processes to their tenants (returns how many bytes), and puts back
+  // tenant limits that were changed in a ledger behind the agent's back. gpumuxd calls it twice a
+  // second.
   uint64_t Reclaim();
   // The Prometheus text exposition of every GPU and tenant.
   std::string Metrics();

@@ -22,13 +22,14 @@ namespace {
 class SimulatedBackend : public ShareBackend {
  public:
   explicit SimulatedBackend(std::string dir) : dir_(std::move(dir)) {}
-  void SetMode(const node::Device& gpu, ShareMode mode) override {
-    std::string path = dir_ + "/sim-gpu" + std::to_string(gpu.index) + ".state";
-    // Not there yet: the first tenant process creates it with GPUMUX_SIM_MODE (ClientEnvironment).
-    if (!sim::SetSimMode(path, mode == ShareMode::kMps ? sim::SimMode::kMps : sim::SimMode::kTimeSlice)) {
-      struct stat st;
-      if (stat(path.c_str(), &st) == 0) throw BackendError(path + " is not a simulated GPU's state");
+  void Prepare(const node::Device& gpu, ShareMode mode) override {
+    if (!sim::CreateSimState(Path(gpu), {gpu.memory, gpu.bandwidth, gpu.flops, SimMode(mode)})) {
+      throw BackendError(Path(gpu) + ": cannot create the simulated GPU's state (or it is not one)");
     }
+  }
+  void SetMode(const node::Device& gpu, ShareMode mode) override {
+    Prepare(gpu, mode);
+    if (!sim::SetSimMode(Path(gpu), SimMode(mode))) throw BackendError(Path(gpu) + " is not a simulated GPU's state");
   }
   std::vector<std::pair<std::string, std::string>> ClientEnvironment(const node::Device&, ShareMode mode,
                                                                      const node::TenantLimits&) const override {
@@ -36,12 +37,15 @@ class SimulatedBackend : public ShareBackend {
   }
 
  private:
+  static sim::SimMode SimMode(ShareMode m) { return m == ShareMode::kMps ? sim::SimMode::kMps : sim::SimMode::kTimeSlice; }
+  std::string Path(const node::Device& gpu) const { return dir_ + "/sim-gpu" + std::to_string(gpu.index) + ".state"; }
   std::string dir_;
 };
 
 class NvidiaBackend : public ShareBackend {
  public:
   explicit NvidiaBackend(std::string dir) : dir_(std::move(dir)) {}
+  void Prepare(const node::Device&, ShareMode) override {}  // the driver's default is time-slicing
   void SetMode(const node::Device& gpu, ShareMode mode) override {
     std::string pipe = PipeDir(gpu), log = dir_ + "/mps" + std::to_string(gpu.index) + "-log";
     mkdir(pipe.c_str(), 0755);

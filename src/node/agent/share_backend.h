@@ -29,6 +29,9 @@ class BackendError : public std::runtime_error {
 class ShareBackend {
  public:
   virtual ~ShareBackend() = default;
+  // Readies `gpu` for tenants of any user (the simulated backend creates its device state).
+  // Throws BackendError.
+  virtual void Prepare(const node::Device& gpu, ShareMode mode) = 0;
   // Puts `gpu` into `mode`. Throws BackendError saying why not.
   virtual void SetMode(const node::Device& gpu, ShareMode mode) = 0;
   // What a tenant's processes on `gpu` in `mode` need besides the shim's environment: under MPS,

@@ -16,11 +16,12 @@
 // Layout: a header with a magic number and a version, then fixed arrays of tenant and process slots;
 // a truncated, foreign or newer-version file is refused with LedgerError. Thread- and process-safe.
 //
-// Threat model: the shim is cooperative. Quotas are written only by the launcher (`gpumux run`) or
-// the agent; the file is created mode 0600 by the launcher's user, so tenants of other users cannot
-// touch it, but a tenant process of the same user maps it writable and a deliberately hostile
-// process could rewrite its own quota or bypass the shim (static linking, raw ioctls). Only MIG
-// (hardware partitions) and MPS pinned-memory limits (enforced in the driver) stop that.
+// Threat model: the shim is cooperative. Limits are written only by the launcher (`gpumux run`) or
+// the agent. `gpumux run` creates the file mode 0600, so tenants of other users cannot touch it;
+// gpumuxd makes it 0666 because tenants of every user reserve memory in it, and puts back within
+// half a second any limits a tenant rewrites there. Either way a deliberately hostile process can
+// bypass the shim (unset LD_PRELOAD, static linking, raw ioctls) or grab memory between the agent's
+// checks. Only MIG (hardware partitions) and MPS limits (enforced in the driver) stop that.
 #pragma once
 
 #include <sys/types.h>
