@@ -1,7 +1,8 @@
-// The compute governor of one tenant process (part of the shim): a background thread that, about
-// once a millisecond, measures the GPU time this process used (NVML per-process utilisation, the
-// same call on the real and the simulated GPU), reports it to the ledger's ComputeTick and opens or
-// closes the launch gate that every intercepted launch passes. The share algorithm and its accuracy
+// The compute governor of one tenant process (part of the shim): a background thread that, once a
+// millisecond, reports the GPU time this process used (NVML per-process utilisation, the same call
+// on the real and the simulated GPU; measured every tick on the simulated GPU, every 20 ms on a real
+// one) to the ledger's ComputeTick and opens or closes the launch gate that every intercepted
+// launch passes. The share algorithm and its accuracy
 // are described at Ledger::ComputeTick.
 //
 // If NVML is missing, or never reports this process (a PID namespace hides the host PID), the
