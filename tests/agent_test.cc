@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -101,6 +102,9 @@ TEST_F(AgentTest, AdmitsATenantWhoseProgramsAreHeldToItsQuota) {
   auto [status_code, table] = Sh(std::string(GPUMUX_BINARY) + " status --agent " + socket_);
   EXPECT_EQ(status_code, 0);
   EXPECT_NE(table.find("job-3"), std::string::npos) << "gpumux status asks the agent: " << table;
+  auto [top_code, screens] = Sh(std::string(GPUMUX_BINARY) + " top --agent " + socket_ + " --count 2 --interval 0.1");
+  EXPECT_EQ(top_code, 0);
+  EXPECT_EQ(std::count(screens.begin(), screens.end(), '\033'), 4) << "two screens, each cleared first";
   Call("DELETE", "/v1/tenants/job-1", json(), 200);
   Call("GET", "/v1/tenants/job-1", json(), 404);
 }

@@ -25,6 +25,7 @@ Command AddPlanCommand(CLI::App& app);
 Command AddFleetCommand(CLI::App& app);  // `fleet simulate`
 Command AddRunCommand(CLI::App& app);
 Command AddStatusCommand(CLI::App& app);
+Command AddTopCommand(CLI::App& app);
 Command AddSlurmCommand(CLI::App& app);  // `slurm gres-conf`
 
 }  // namespace gpumux

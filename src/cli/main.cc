@@ -14,7 +14,8 @@ int main(int argc, char** argv) {
                "and how (MIG, MPS, time-slicing), and says why."};
   app.require_subcommand(1);
   std::vector<Command> commands = {AddExplainCommand(app), AddPlanCommand(app), AddFleetCommand(app),
-                                   AddRunCommand(app), AddStatusCommand(app), AddSlurmCommand(app)};
+                                   AddRunCommand(app), AddStatusCommand(app), AddTopCommand(app),
+                                   AddSlurmCommand(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -5,7 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -40,6 +42,8 @@ struct StatusOptions {
   int gpu = 0;
   bool json = false;
   std::string agent;  // gpumuxd socket; empty: read the ledger directly
+  double interval = 1;  // top: seconds between refreshes
+  int count = 0;        // top: refreshes before exiting (0: until interrupted)
 };
 
 std::string EnvOr(const char* var) {
@@ -257,6 +261,27 @@ Command AddRunCommand(CLI::App& app) {
   sub->add_option("--catalog", o->catalogs, "extra catalog file with your own GPU kinds");
   sub->add_option("command", o->command, "the command and its arguments, after --")->required();
   return {sub, [o] { return RunTenant(*o); }};
+}
+
+// `gpumux top`: status, refreshed in place.
+int ShowTop(const StatusOptions& o) {
+  for (int i = 0; o.count == 0 || i < o.count; ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::duration<double>(o.interval));
+    fmt::print("\033[H\033[2J");
+    ShowStatus(o);
+    std::fflush(stdout);
+  }
+  return kExitOk;
+}
+
+Command AddTopCommand(CLI::App& app) {
+  auto o = std::make_shared<StatusOptions>();
+  CLI::App* sub = app.add_subcommand("top", "gpumux status, refreshed every --interval seconds");
+  sub->add_option("--gpu", o->gpu, "GPU index (without --agent)")->check(CLI::NonNegativeNumber)->capture_default_str();
+  sub->add_option("--agent", o->agent, "ask gpumuxd at this socket (e.g. /run/gpumux/gpumuxd.sock)");
+  sub->add_option("--interval", o->interval, "seconds between refreshes")->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("--count", o->count, "refreshes before exiting (0: until interrupted)")->check(CLI::NonNegativeNumber);
+  return {sub, [o] { return ShowTop(*o); }};
 }
 
 Command AddStatusCommand(CLI::App& app) {
