@@ -135,6 +135,16 @@ TEST_F(SlurmTest, AJobPastItsSharesGetsOomWhileItsNeighbourOnTheGpuCompletes) {
       << Agent("GET", "/v1/tenants").second;
 }
 
+TEST_F(SlurmTest, TheMemoryOptionSetsTheQuotaOfAStep) {
+  auto [code, out] = Slurm(dir_, "timeout 60 srun --gres=shard:8 --gpumux-mem=1G " + kAlloc + " direct fill " +
+                                     std::to_string(128ull << 20) + " 0");
+  ASSERT_EQ(code, 0) << out;
+  json j = json::parse(out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << out;
+  EXPECT_EQ(j["allocated"].get<uint64_t>(), kGiB) << "--gpumux-mem=1G (Slurm's G is GiB) instead of 8 shards";
+  EXPECT_EQ(j["total"].get<uint64_t>(), kGiB) << "cuMemGetInfo shows the quota";
+}
+
 TEST_F(SlurmTest, ScancelReleasesTheJobsQuota) {
   std::string job = Sbatch("--gres=shard:3", kAlloc + " direct fill " + std::to_string(kGiB) + " 60");
   std::string tenant = "/v1/tenants/slurm-" + job + ".batch";

@@ -113,7 +113,19 @@ Ledger Ledger::CreateOrOpen(const std::string& path, uint64_t capacity, const st
 Ledger Ledger::Open(const std::string& path) {
   int fd = open(path.c_str(), O_RDWR);
   if (fd < 0) throw LedgerError(Errno(path + ": cannot open the ledger"));
-  return MapExisting(fd, path);
+  // A ledger being created is sized and then stamped under the creator's exclusive lock: wait for
+  // it, so that a half-made file is not taken for a foreign one. An empty file is one whose creator
+  // has not taken its lock yet (microseconds): look again shortly.
+  struct stat st;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    flock(fd, LOCK_SH);
+    if (fstat(fd, &st) == 0 && st.st_size > 0) break;
+    flock(fd, LOCK_UN);
+    usleep(1000);
+  }
+  Ledger ledger = MapExisting(fd, path);
+  flock(fd, LOCK_UN);
+  return ledger;
 }
 
 Ledger Ledger::MapExisting(int fd, const std::string& path) {
