@@ -18,28 +18,8 @@
 #include <thread>
 #include <vector>
 
-#include "simgpu/cuda_types.h"
+#include "simgpu/driver_api.h"
 #include "simgpu/nvml_types.h"
-
-extern "C" {
-CUresult cuInit(unsigned int);
-CUresult cuGetProcAddress(const char*, void**, int, cuuint64_t);
-CUresult cuMemAlloc_v2(CUdeviceptr*, size_t);
-CUresult cuMemFree_v2(CUdeviceptr);
-CUresult cuMemGetInfo_v2(size_t*, size_t*);
-CUresult cuMemAllocAsync(CUdeviceptr*, size_t, CUstream);
-CUresult cuMemAllocFromPoolAsync(CUdeviceptr*, size_t, CUmemoryPool, CUstream);
-CUresult cuMemAllocManaged(CUdeviceptr*, size_t, unsigned int);
-CUresult cuMemAllocPitch_v2(CUdeviceptr*, size_t*, size_t, size_t, unsigned int);
-CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
-CUresult cuMemCreate(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*, unsigned long long);
-CUresult cuMemRelease(CUmemGenericAllocationHandle);
-CUresult cuArrayCreate_v2(CUarray*, const CUDA_ARRAY_DESCRIPTOR*);
-CUresult cuArrayDestroy(CUarray);
-CUresult cuArray3DCreate_v2(CUarray*, const CUDA_ARRAY3D_DESCRIPTOR*);
-CUresult cuMipmappedArrayCreate(CUmipmappedArray*, const CUDA_ARRAY3D_DESCRIPTOR*, unsigned int);
-CUresult cuMipmappedArrayDestroy(CUmipmappedArray);
-}
 
 namespace {
 

@@ -256,6 +256,8 @@ HttpResponse Agent::Remove(const std::string& id) {
 HttpResponse Agent::ListTenants(const HttpRequest& r, const std::string& only_id) {
   bool op = IsOperator(r);
   json list = json::array();
+  std::vector<std::vector<node::TenantUsage>> snapshots;
+  for (Gpu& g : gpus_) snapshots.push_back(g.ledger->Snapshot());
   for (const TenantRecord& t : store_.All()) {
     if (!only_id.empty() && t.id != only_id) continue;
     if (!op && (!r.has_credentials || t.owner != r.uid)) continue;
@@ -263,7 +265,7 @@ HttpResponse Agent::ListTenants(const HttpRequest& r, const std::string& only_id
               {"compute_cap_percent", t.limits.cap_permille / 10.0}, {"weight", t.limits.weight},
               {"priority", node::PriorityName(t.limits.priority)}, {"owner_uid", t.owner}, {"source", t.source}};
     if (size_t(t.gpu) < gpus_.size()) {
-      for (const node::TenantUsage& u : gpus_[size_t(t.gpu)].ledger->Snapshot()) {
+      for (const node::TenantUsage& u : snapshots[size_t(t.gpu)]) {
         if (u.id != t.id) continue;
         json procs = json::array();
         for (auto [pid, bytes] : u.processes) procs.push_back({{"pid", pid}, {"used_bytes", bytes}});
@@ -289,9 +291,11 @@ uint64_t Agent::Reclaim() {
     total += bytes;
   }
   // Limits in the ledgers are the agent's to write: put back any that differ from what it granted.
+  std::vector<std::vector<node::TenantUsage>> snapshots;
+  for (Gpu& g : gpus_) snapshots.push_back(g.ledger->Snapshot());
   for (const TenantRecord& t : store_.All()) {
     if (t.gpu < 0 || size_t(t.gpu) >= gpus_.size()) continue;
-    for (const node::TenantUsage& u : gpus_[size_t(t.gpu)].ledger->Snapshot()) {
+    for (const node::TenantUsage& u : snapshots[size_t(t.gpu)]) {
       if (u.id != t.id) continue;
       if (u.quota != t.limits.memory || u.cap_permille != t.limits.cap_permille || u.weight != t.limits.weight ||
           u.priority != t.limits.priority) {
