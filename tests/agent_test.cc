@@ -200,6 +200,31 @@ TEST_F(AgentTest, SharingModeIsSetPerGpuHandedToTenantsAndKept) {
   EXPECT_EQ(Call("GET", "/v1/gpus", json(), 200)["gpus"][0]["mode"], "mps") << "kept across a restart";
 }
 
+TEST_F(AgentTest, AMigLayoutMakesInstancesWhoseTenantsAreHeldToThem) {
+  StartAgent();
+  Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"4g.40gb", "4g.40gb"}}}, 400);  // one 4g fits, not two
+  Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"4g.40gb", "3g.40gb"}}}, 200);
+  json gpu = Call("GET", "/v1/gpus", json(), 200)["gpus"][0];
+  ASSERT_EQ(gpu["instances"].size(), 2u) << gpu;
+  EXPECT_EQ(gpu["instances"][1]["memory_bytes"].get<uint64_t>(), uint64_t(39.5 * kGiB)) << "3g.40gb holds 39.5 GiB";
+  EXPECT_EQ(gpu["nvidia_smi"], "nvidia-smi mig -cgi 9:4,5:0 -C") << "the planner's command for the same layout";
+  Call("POST", "/v1/tenants", {{"id", "nowhere"}, {"gpu", 0}, {"memory", "1GiB"}}, 400);  // which instance?
+  Call("POST", "/v1/tenants", {{"id", "big"}, {"gpu", 0}, {"instance", 1}, {"memory", "50GiB"}}, 409);
+  json t = Call("POST", "/v1/tenants", {{"id", "sliced"}, {"gpu", 0}, {"instance", 1}, {"memory", "1GiB"}}, 201);
+  EXPECT_EQ(t["env"]["GPUMUX_SIM_MEMORY"], std::to_string(uint64_t(39.5 * kGiB))) << "the program sees the instance";
+  auto [code, out] = Sh(Env(t) + kClient + " direct fill " + std::to_string(256 * kMiB) + " 0");
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_EQ(json::parse(out)["allocated"].get<uint64_t>(), kGiB);
+  Call("PUT", "/v1/gpus/0", {{"mode", "timeslice"}}, 409);  // its tenant must go first
+  StopAgent(SIGKILL);
+  StartAgent();
+  EXPECT_EQ(Call("GET", "/v1/gpus", json(), 200)["gpus"][0]["instances"].size(), 2u) << "the layout is kept";
+  EXPECT_EQ(Call("GET", "/v1/tenants/sliced", json(), 200)["instance"].get<int>(), 1);
+  Call("DELETE", "/v1/tenants/sliced", json(), 200);
+  Call("PUT", "/v1/gpus/0", {{"mode", "timeslice"}}, 200);
+  EXPECT_FALSE(Call("GET", "/v1/gpus", json(), 200)["gpus"][0].contains("instances"));
+}
+
 TEST_F(AgentTest, MetricsPassPromtool) {
   StartAgent();
   json a = Call("POST", "/v1/tenants", {{"id", "metered \"one\""}, {"gpu", 0}, {"memory", "1GiB"}}, 201);

@@ -50,7 +50,26 @@ std::string RuntimeLibraryDir() {
 
 Device SimulatedDevice(const GpuKind& kind, int index) {
   return {index, kind.name + " (simulated)", uint64_t(kind.memory_bytes), kind.sms, kind.bandwidth,
-          kind.PeakFlops(DType::kBf16), true};
+          kind.PeakFlops(DType::kBf16), true, -1, kind.mig};
+}
+
+std::string DeviceStem(const Device& d) {
+  std::string stem = "gpu" + std::to_string(d.index);
+  return d.mig_instance < 0 ? stem : stem + "-mig" + std::to_string(d.mig_instance);
+}
+
+Device MigInstanceDevice(const Device& gpu, const MigLayout& layout, int k) {
+  const MigGeometry& geo = *gpu.mig;
+  const MigProfile& p = *layout.instances[size_t(k)].profile;
+  Device d = gpu;
+  d.name = gpu.name + " MIG " + p.name;
+  d.memory = uint64_t(p.memory_bytes);
+  d.sms = p.sms;
+  d.bandwidth = gpu.bandwidth * p.memory_slices / geo.slots;
+  d.flops = gpu.flops * p.compute_slices / geo.compute_slices;
+  d.mig_instance = k;
+  d.mig.reset();
+  return d;
 }
 
 int RealDeviceCount() {
@@ -67,7 +86,7 @@ Device RealDevice(int index) {
   if (nvml.handle(unsigned(index), &dev) != 0 || nvml.memory(dev, &m) != 0 || nvml.name(dev, buf, sizeof(buf)) != 0) {
     throw DeviceError("GPU " + std::to_string(index) + ": NVML cannot describe it (is the index right?)");
   }
-  return {index, buf, m.total, 0, 0, 0, false};
+  return {index, buf, m.total, 0, 0, 0, false, -1, std::nullopt};
 }
 
 std::vector<std::pair<std::string, std::string>> TenantEnvironment(const Device& device, const std::string& ledger_path,
@@ -91,7 +110,7 @@ std::vector<std::pair<std::string, std::string>> TenantEnvironment(const Device&
     std::snprintf(number, sizeof(number), "%.6g", device.flops);
     env.push_back({"GPUMUX_SIM_FLOPS", number});
     std::string dir = ledger_path.substr(0, ledger_path.rfind('/'));
-    env.push_back({"GPUMUX_SIM_STATE", dir + "/sim-gpu" + std::to_string(device.index) + ".state"});
+    env.push_back({"GPUMUX_SIM_STATE", dir + "/sim-" + DeviceStem(device) + ".state"});
   }
   return env;
 }

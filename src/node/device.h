@@ -3,12 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/gpu_kind.h"
+#include "share/mig_layout.h"
 
 namespace gpumux::node {
 
@@ -24,7 +26,17 @@ struct Device {
   int sms = 0;
   double bandwidth = 0, flops = 0;  // simulated only: what its kernels run at
   bool simulated = false;
+  int mig_instance = -1;            // a MIG instance of GPU `index`, or -1 for the whole GPU
+  std::optional<MigGeometry> mig;   // the GPU's MIG geometry, when the catalog knows it
 };
+
+// How the device's files are named: "gpu0", or "gpu0-mig1" for a MIG instance (ledger
+// <stem>.ledger, simulated state sim-<stem>.state).
+std::string DeviceStem(const Device& d);
+
+// MIG instance `k` of `gpu` made by `layout`, as a device of its own: the profile's memory and
+// SMs, and the share of the GPU's bandwidth and FLOP/s its memory and compute slices hold.
+Device MigInstanceDevice(const Device& gpu, const MigLayout& layout, int k);
 
 // The simulated GPU `index` of kind `kind` (memory, SMs, bandwidth, bf16 FLOP/s from the catalog).
 Device SimulatedDevice(const GpuKind& kind, int index);

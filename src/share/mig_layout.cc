@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <stdexcept>
 #include <map>
 
 namespace gpumux {
@@ -93,6 +94,23 @@ std::string MigLayout::Describe() const {
     out += fmt::format("{}{}@{}", out.empty() ? "" : " ", inst.profile->name, inst.start);
   }
   return out;
+}
+
+MigLayout PlaceInCreationOrder(const MigGeometry& geo, const std::vector<std::string>& profiles) {
+  MigLayout layout;
+  unsigned occupied = 0;
+  for (const std::string& name : profiles) {
+    auto p = std::find_if(geo.profiles.begin(), geo.profiles.end(), [&](const MigProfile& q) { return q.name == name; });
+    if (p == geo.profiles.end()) throw std::invalid_argument("no MIG profile '" + name + "' on this GPU");
+    int start = DriverDefaultStart(*p, occupied);
+    if (start < 0) {
+      throw std::invalid_argument(fmt::format("no room for {} after {}", name, layout.instances.empty() ? "nothing" : layout.Describe()));
+    }
+    layout.instances.push_back({&*p, start});
+    for (int s = start; s < start + p->memory_slices; ++s) occupied |= 1u << s;
+  }
+  if (std::string why = layout.Violation(geo); !why.empty()) throw std::invalid_argument(why);
+  return layout;
 }
 
 }  // namespace gpumux

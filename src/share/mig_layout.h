@@ -30,6 +30,12 @@ struct MigLayout {
   std::string Describe() const;  // "3g.40gb@0 2g.20gb@4 1g.10gb@6"
 };
 
+// The layout the driver makes from `nvidia-smi mig -cgi NAME,NAME,...` (no explicit placements):
+// each profile, in order, at DriverDefaultStart. Throws std::invalid_argument naming an unknown
+// profile, one that finds no room, or the rule the result breaks. The pointers in the result point
+// into `geo`.
+MigLayout PlaceInCreationOrder(const MigGeometry& geo, const std::vector<std::string>& profiles);
+
 // The start the driver picks for `profile` when none is given, with `occupied_mask` slots taken:
 // the highest allowed start whose slots are all free; -1 if none. Highest, not lowest: it is the only
 // rule that reproduces the MIG user guide's A100 examples (`3-2-1-1` gives 1g@0 1g@1 2g@2 3g@4,

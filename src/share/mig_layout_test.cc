@@ -116,6 +116,16 @@ TEST_F(MigLayoutTest, DriverDefaultPlacementReproducesTheUserGuide) {
   EXPECT_EQ(MigLayout{got}.Describe(), "2g.10gb@4 1g.5gb@6 1g.5gb@3 1g.5gb@2 1g.5gb@1 1g.5gb@0");
 }
 
+TEST_F(MigLayoutTest, PlaceInCreationOrderIsWhatTheDriverMakes) {
+  const GpuKind& a100 = catalog_.FindGpu("A100-40GB");
+  EXPECT_EQ(PlaceInCreationOrder(*a100.mig, {"3g.20gb", "2g.10gb", "1g.5gb", "1g.5gb"}).Describe(),
+            "3g.20gb@4 2g.10gb@2 1g.5gb@1 1g.5gb@0");
+  EXPECT_THROW(PlaceInCreationOrder(*a100.mig, {"1g.5gb", "1g.5gb", "2g.10gb", "3g.20gb"}), std::invalid_argument)
+      << "the user guide's known issue: -cgi 19,19,14,9 fails";
+  EXPECT_THROW(PlaceInCreationOrder(*a100.mig, {"4g.20gb", "4g.20gb"}), std::invalid_argument);
+  EXPECT_THROW(PlaceInCreationOrder(*a100.mig, {"9g.99gb"}), std::invalid_argument);
+}
+
 TEST_F(MigLayoutTest, CreationOrderReproducesTheLayoutItWasAskedFor) {
   const GpuKind& h100 = catalog_.FindGpu("H100-SXM5-80GB");
   const MigProfile &g1 = Profile(h100, "1g.10gb"), &g2 = Profile(h100, "2g.20gb"), &g3 = Profile(h100, "3g.40gb");

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "core/units.h"
@@ -53,8 +54,48 @@ Agent::Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend)
     : config_(std::move(config)), backend_(std::move(backend)), store_(config_.state_path) {
   mkdir(config_.runtime_dir.c_str(), 0755);
   chmod(config_.runtime_dir.c_str(), 0755);  // tenants of every user map the ledgers in it
-  for (const node::Device& d : config_.gpus) {
-    std::string path = config_.runtime_dir + "/gpu" + std::to_string(d.index) + ".ledger";
+  for (const node::Device& d : config_.gpus) gpus_.push_back({d, ShareMode::kTimeSlice, {}, {}});
+  for (const AgentStore::GpuMode& m : store_.GpuModes()) {
+    if (m.gpu < 0 || size_t(m.gpu) >= gpus_.size()) continue;
+    gpus_[size_t(m.gpu)].mode = ShareMode(m.mode);
+    gpus_[size_t(m.gpu)].layout = m.layout;
+  }
+  for (Gpu& g : gpus_) {
+    BuildSlots(g);
+    std::vector<node::Device> instances;
+    for (const Slot& slot : g.slots) {
+      backend_->Prepare(slot.device, g.mode == ShareMode::kMig ? ShareMode::kTimeSlice : g.mode);
+      if (g.mode == ShareMode::kMig) instances.push_back(slot.device);
+    }
+    try {
+      if (g.mode != ShareMode::kTimeSlice) backend_->SetMode(g.device, g.mode, instances);
+    } catch (const BackendError& e) {
+      Log("warn", "cannot restore the GPU's sharing mode", {{"gpu", std::to_string(g.device.index)}, {"reason", e.what()}});
+    }
+  }
+  for (const TenantRecord& t : store_.All()) {
+    if (!SlotOf(t.gpu, t.instance)) {
+      Log("warn", "stored tenant names a GPU or MIG instance this node no longer has; kept in the store, not admitted",
+          {{"tenant", t.id}, {"gpu", std::to_string(t.gpu)}, {"instance", std::to_string(t.instance)}});
+      continue;
+    }
+    Apply(t);
+    Log("info", "tenant restored", {{"tenant", t.id}, {"gpu", std::to_string(t.gpu)}});
+  }
+}
+
+void Agent::BuildSlots(Gpu& g) {
+  std::vector<node::Device> devices;
+  if (g.mode == ShareMode::kMig) {
+    if (!g.device.mig) throw std::invalid_argument("the catalog knows no MIG geometry for " + g.device.name);
+    MigLayout layout = PlaceInCreationOrder(*g.device.mig, g.layout);
+    for (size_t k = 0; k < layout.instances.size(); ++k) devices.push_back(node::MigInstanceDevice(g.device, layout, int(k)));
+  } else {
+    devices.push_back(g.device);
+  }
+  std::vector<Slot> slots;
+  for (const node::Device& d : devices) {
+    std::string path = config_.runtime_dir + "/" + node::DeviceStem(d) + ".ledger";
     auto ledger = std::make_unique<node::Ledger>(node::Ledger::CreateOrOpen(path, d.memory, d.name));
     if (ledger->gpu_name() != d.name || ledger->capacity() != d.memory) {
       throw node::LedgerError(path + " is the ledger of a " + ledger->gpu_name() + ", not of this " + d.name +
@@ -64,31 +105,19 @@ Agent::Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend)
     // tenant that rewrites its own limits there is put back within half a second (Reclaim) and
     // logged. See the threat model in ledger.h.
     chmod(path.c_str(), 0666);
-    gpus_.push_back({d, path, std::move(ledger)});
+    slots.push_back({d, path, std::move(ledger)});
   }
-  for (auto [gpu, mode] : store_.GpuModes()) {
-    if (gpu >= 0 && size_t(gpu) < gpus_.size()) gpus_[size_t(gpu)].mode = ShareMode(mode);
-  }
-  for (Gpu& g : gpus_) {
-    backend_->Prepare(g.device, g.mode);
-    try {
-      if (g.mode != ShareMode::kTimeSlice) backend_->SetMode(g.device, g.mode);
-    } catch (const BackendError& e) {
-      Log("warn", "cannot restore the GPU's sharing mode", {{"gpu", std::to_string(g.device.index)}, {"reason", e.what()}});
-    }
-  }
-  for (const TenantRecord& t : store_.All()) {
-    if (t.gpu < 0 || size_t(t.gpu) >= gpus_.size()) {
-      Log("warn", "stored tenant names a GPU this node no longer has; kept in the store, not admitted",
-          {{"tenant", t.id}, {"gpu", std::to_string(t.gpu)}});
-      continue;
-    }
-    Apply(t);
-    Log("info", "tenant restored", {{"tenant", t.id}, {"gpu", std::to_string(t.gpu)}});
-  }
+  g.slots = std::move(slots);
 }
 
-void Agent::Apply(const TenantRecord& t) { gpus_[size_t(t.gpu)].ledger->AddTenant(t.id, t.limits, false); }
+Agent::Slot* Agent::SlotOf(int gpu, int instance) {
+  if (gpu < 0 || size_t(gpu) >= gpus_.size()) return nullptr;
+  Gpu& g = gpus_[size_t(gpu)];
+  if (g.mode == ShareMode::kMig) return instance >= 0 && size_t(instance) < g.slots.size() ? &g.slots[size_t(instance)] : nullptr;
+  return instance < 0 ? &g.slots[0] : nullptr;
+}
+
+void Agent::Apply(const TenantRecord& t) { SlotOf(t.gpu, t.instance)->ledger->AddTenant(t.id, t.limits, false); }
 
 bool Agent::IsOperator(const HttpRequest& r) const {
   if (!r.has_credentials) return false;
@@ -121,10 +150,21 @@ HttpResponse Agent::Handle(const HttpRequest& r) {
   if (r.method == "GET" && r.path == "/v1/gpus") {
     json gpus = json::array();
     for (const Gpu& g : gpus_) {
-      gpus.push_back({{"index", g.device.index}, {"name", g.device.name}, {"memory_bytes", g.device.memory},
-                      {"mode", ShareModeName(g.mode)},
-                      {"simulated", g.device.simulated}, {"ledger", g.ledger_path},
-                      {"shards", g.device.memory / config_.shard_bytes}});
+      json j = {{"index", g.device.index}, {"name", g.device.name}, {"memory_bytes", g.device.memory},
+                {"mode", ShareModeName(g.mode)}, {"simulated", g.device.simulated},
+                {"shards", g.device.memory / config_.shard_bytes}};
+      if (g.mode == ShareMode::kMig) {
+        json instances = json::array();
+        for (const Slot& slot : g.slots) {
+          instances.push_back({{"instance", slot.device.mig_instance}, {"name", slot.device.name},
+                               {"memory_bytes", slot.device.memory}, {"ledger", slot.ledger_path}});
+        }
+        j["instances"] = instances;
+        j["nvidia_smi"] = PlaceInCreationOrder(*g.device.mig, g.layout).CreateCommand(*g.device.mig);
+      } else {
+        j["ledger"] = g.slots[0].ledger_path;
+      }
+      gpus.push_back(j);
     }
     return Json(200, {{"gpus", gpus}});
   }
@@ -155,10 +195,19 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
     if (!id_from_path.empty() && !existing) return Error(404, "no tenant '" + t.id + "'");
     if (existing) t = *existing;  // PUT and a repeated POST change only what they give
     if (body.contains("gpu")) t.gpu = body["gpu"].get<int>();
+    if (body.contains("instance")) t.instance = body["instance"].get<int>();
     if (t.gpu < 0 || size_t(t.gpu) >= gpus_.size()) {
       return Error(400, "gpu: this node has GPUs 0 to " + std::to_string(gpus_.size() - 1) + ", not " + std::to_string(t.gpu));
     }
-    const node::Device& device = gpus_[size_t(t.gpu)].device;
+    Slot* slot = SlotOf(t.gpu, t.instance);
+    if (!slot) {
+      const Gpu& g = gpus_[size_t(t.gpu)];
+      return Error(400, g.mode == ShareMode::kMig
+                            ? "instance: GPU " + std::to_string(t.gpu) + " is in MIG mode with instances 0 to " +
+                                  std::to_string(g.slots.size() - 1) + "; name one"
+                            : "instance: GPU " + std::to_string(t.gpu) + " is not in MIG mode");
+    }
+    const node::Device& device = slot->device;
     // What Slurm granted, converted: shards are shard_bytes each; an MPS percentage is that share
     // of the GPU's memory and its compute cap.
     if (body.contains("shards")) t.limits.memory = body["shards"].get<uint64_t>() * config_.shard_bytes;
@@ -177,14 +226,17 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
     if (t.source.empty()) t.source = "api";
     if (t.limits.memory == 0) return Error(400, "memory: give the quota (memory, shards or mps_percent)");
     if (t.limits.memory > device.memory) {
-      return Error(409, "memory " + FormatBytes(double(t.limits.memory)) + " is more than GPU " + std::to_string(t.gpu) +
-                            "'s " + FormatBytes(double(device.memory)));
+      return Error(409, "memory " + FormatBytes(double(t.limits.memory)) + " is more than the " +
+                            FormatBytes(double(device.memory)) + " of " + device.name);
     }
     if (t.limits.priority == node::Priority::kHigh && t.limits.cap_permille < node::kNoCap) {
       return Error(400, "a high-priority tenant never waits, so it cannot have a compute cap");
     }
-    if (existing && existing->gpu != t.gpu) return Error(409, "tenant '" + t.id + "' is on GPU " + std::to_string(existing->gpu));
-    gpus_[size_t(t.gpu)].ledger->AddTenant(t.id, t.limits, config_.strict);
+    if (existing && (existing->gpu != t.gpu || existing->instance != t.instance)) {
+      return Error(409, "tenant '" + t.id + "' is on GPU " + std::to_string(existing->gpu) +
+                            (existing->instance >= 0 ? " instance " + std::to_string(existing->instance) : ""));
+    }
+    slot->ledger->AddTenant(t.id, t.limits, config_.strict);
   } catch (const json::exception& e) {
     return Error(400, std::string("request body: ") + e.what());
   } catch (const std::invalid_argument& e) {
@@ -202,9 +254,11 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
        {"source", t.source}});
   json env = json::object();
   const Gpu& gpu = gpus_[size_t(t.gpu)];
-  for (const auto& [k, v] : node::TenantEnvironment(gpu.device, gpu.ledger_path, t.id, config_.bin_dir)) env[k] = v;
-  for (const auto& [k, v] : backend_->ClientEnvironment(gpu.device, gpu.mode, t.limits)) env[k] = v;
-  return Json(id_from_path.empty() ? 201 : 200, {{"id", t.id}, {"gpu", t.gpu}, {"memory_bytes", t.limits.memory},
+  const Slot& slot = *SlotOf(t.gpu, t.instance);
+  for (const auto& [k, v] : node::TenantEnvironment(slot.device, slot.ledger_path, t.id, config_.bin_dir)) env[k] = v;
+  for (const auto& [k, v] : backend_->ClientEnvironment(slot.device, gpu.mode, t.limits)) env[k] = v;
+  return Json(id_from_path.empty() ? 201 : 200, {{"id", t.id}, {"gpu", t.gpu}, {"instance", t.instance},
+                                                 {"memory_bytes", t.limits.memory},
                                                  {"compute_cap_percent", t.limits.cap_permille / 10.0},
                                                  {"env", env}});
 }
@@ -215,30 +269,60 @@ HttpResponse Agent::SetMode(const HttpRequest& r, const std::string& index) {
   if (index.empty() || *end || gpu < 0 || size_t(gpu) >= gpus_.size()) return Error(404, "no GPU '" + index + "'");
   Gpu& g = gpus_[size_t(gpu)];
   ShareMode mode;
+  std::vector<std::string> layout;
   try {
-    mode = ParseShareMode(json::parse(r.body).at("mode").get<std::string>());
+    json body = json::parse(r.body);
+    mode = ParseShareMode(body.at("mode").get<std::string>());
+    if (mode == ShareMode::kMig) layout = body.at("layout").get<std::vector<std::string>>();
   } catch (const std::exception& e) {
-    return Error(400, std::string("expected {\"mode\": \"timeslice\" or \"mps\"}: ") + e.what());
+    return Error(400, std::string("expected {\"mode\": \"timeslice\" or \"mps\"} or {\"mode\": \"mig\", \"layout\": [...]}: ") +
+                          e.what());
   }
-  g.ledger->ReclaimDead();
-  for (const node::TenantUsage& u : g.ledger->Snapshot()) {
-    if (!u.processes.empty()) return Error(409, "tenant '" + u.id + "' runs on GPU " + index + "; change the mode when it is idle");
+  for (Slot& slot : g.slots) {
+    slot.ledger->ReclaimDead();
+    for (const node::TenantUsage& u : slot.ledger->Snapshot()) {
+      if (!u.processes.empty()) return Error(409, "tenant '" + u.id + "' runs on GPU " + index + "; change the mode when it is idle");
+    }
   }
+  // Into, out of or between MIG layouts the GPU's slots change: its tenants must be gone first.
+  bool reslice = mode == ShareMode::kMig || g.mode == ShareMode::kMig;
+  if (reslice) {
+    for (const TenantRecord& t : store_.All()) {
+      if (t.gpu == gpu) return Error(409, "GPU " + index + " has tenants ('" + t.id + "'); remove them before changing its MIG layout");
+    }
+  }
+  Gpu next{g.device, mode, layout, {}};
   try {
-    backend_->SetMode(g.device, mode);
+    if (reslice) BuildSlots(next);
+    std::vector<node::Device> instances;
+    if (mode == ShareMode::kMig) {
+      for (const Slot& slot : next.slots) instances.push_back(slot.device);
+    }
+    backend_->SetMode(g.device, mode, instances);
+  } catch (const std::invalid_argument& e) {
+    return Error(400, std::string("layout: ") + e.what());
   } catch (const BackendError& e) {
     return Error(500, e.what());
   }
+  if (reslice) g.slots = std::move(next.slots);
   g.mode = mode;
-  store_.SetGpuMode(int(gpu), int(mode));
+  g.layout = layout;
+  store_.SetGpuMode({int(gpu), int(mode), layout});
   Log("info", "sharing mode set", {{"gpu", index}, {"mode", ShareModeName(mode)}});
-  return Json(200, {{"gpu", gpu}, {"mode", ShareModeName(mode)}});
+  json answer = {{"gpu", gpu}, {"mode", ShareModeName(mode)}};
+  if (mode == ShareMode::kMig) answer["instances"] = g.slots.size();
+  return Json(200, answer);
 }
 
 HttpResponse Agent::Remove(const std::string& id) {
   auto t = store_.Find(id);
   if (!t) return Error(404, "no tenant '" + id + "'");
-  node::Ledger& ledger = *gpus_[size_t(t->gpu)].ledger;
+  Slot* slot = SlotOf(t->gpu, t->instance);
+  if (!slot) {  // its GPU or instance is gone: only the record remains
+    store_.Remove(id);
+    return Json(200, {{"removed", id}});
+  }
+  node::Ledger& ledger = *slot->ledger;
   ledger.ReclaimDead();
   for (const node::TenantUsage& u : ledger.Snapshot()) {
     if (u.id != id) continue;
@@ -256,16 +340,18 @@ HttpResponse Agent::Remove(const std::string& id) {
 HttpResponse Agent::ListTenants(const HttpRequest& r, const std::string& only_id) {
   bool op = IsOperator(r);
   json list = json::array();
-  std::vector<std::vector<node::TenantUsage>> snapshots;
-  for (Gpu& g : gpus_) snapshots.push_back(g.ledger->Snapshot());
+  std::map<const Slot*, std::vector<node::TenantUsage>> snapshots;
+  for (Gpu& g : gpus_) {
+    for (const Slot& slot : g.slots) snapshots[&slot] = slot.ledger->Snapshot();
+  }
   for (const TenantRecord& t : store_.All()) {
     if (!only_id.empty() && t.id != only_id) continue;
     if (!op && (!r.has_credentials || t.owner != r.uid)) continue;
-    json j = {{"id", t.id}, {"gpu", t.gpu}, {"quota_bytes", t.limits.memory},
+    json j = {{"id", t.id}, {"gpu", t.gpu}, {"instance", t.instance}, {"quota_bytes", t.limits.memory},
               {"compute_cap_percent", t.limits.cap_permille / 10.0}, {"weight", t.limits.weight},
               {"priority", node::PriorityName(t.limits.priority)}, {"owner_uid", t.owner}, {"source", t.source}};
-    if (size_t(t.gpu) < gpus_.size()) {
-      for (const node::TenantUsage& u : snapshots[size_t(t.gpu)]) {
+    if (const Slot* slot = SlotOf(t.gpu, t.instance)) {
+      for (const node::TenantUsage& u : snapshots[slot]) {
         if (u.id != t.id) continue;
         json procs = json::array();
         for (auto [pid, bytes] : u.processes) procs.push_back({{"pid", pid}, {"used_bytes", bytes}});
@@ -285,17 +371,23 @@ HttpResponse Agent::ListTenants(const HttpRequest& r, const std::string& only_id
 uint64_t Agent::Reclaim() {
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t total = 0;
+  std::map<const Slot*, std::vector<node::TenantUsage>> snapshots;
   for (Gpu& g : gpus_) {
-    uint64_t bytes = g.ledger->ReclaimDead();
-    if (bytes) Log("info", "reclaimed memory of dead processes", {{"gpu", std::to_string(g.device.index)}, {"bytes", std::to_string(bytes)}});
-    total += bytes;
+    for (Slot& slot : g.slots) {
+      uint64_t bytes = slot.ledger->ReclaimDead();
+      if (bytes) {
+        Log("info", "reclaimed memory of dead processes",
+            {{"device", node::DeviceStem(slot.device)}, {"bytes", std::to_string(bytes)}});
+      }
+      total += bytes;
+      snapshots[&slot] = slot.ledger->Snapshot();
+    }
   }
   // Limits in the ledgers are the agent's to write: put back any that differ from what it granted.
-  std::vector<std::vector<node::TenantUsage>> snapshots;
-  for (Gpu& g : gpus_) snapshots.push_back(g.ledger->Snapshot());
   for (const TenantRecord& t : store_.All()) {
-    if (t.gpu < 0 || size_t(t.gpu) >= gpus_.size()) continue;
-    for (const node::TenantUsage& u : snapshots[size_t(t.gpu)]) {
+    const Slot* slot = SlotOf(t.gpu, t.instance);
+    if (!slot) continue;
+    for (const node::TenantUsage& u : snapshots[slot]) {
       if (u.id != t.id) continue;
       if (u.quota != t.limits.memory || u.cap_permille != t.limits.cap_permille || u.weight != t.limits.weight ||
           u.priority != t.limits.priority) {
@@ -316,7 +408,11 @@ std::string Agent::Metrics() {
 
 std::string Agent::MetricsText() {
   std::vector<GpuMetrics> gpus;
-  for (const Gpu& g : gpus_) gpus.push_back({g.device.index, g.device.name, g.device.memory, g.ledger->Snapshot()});
+  for (const Gpu& g : gpus_) {
+    for (const Slot& slot : g.slots) {
+      gpus.push_back({node::DeviceStem(slot.device).substr(3), slot.device.name, slot.device.memory, slot.ledger->Snapshot()});
+    }
+  }
   return FormatMetrics(gpus, node::NowNs());
 }
 

@@ -5,7 +5,9 @@
 // API (JSON over the Unix socket; see README "gpumuxd"):
 //   GET    /v1/health                    anyone
 //   GET    /v1/gpus                      anyone
-//   PUT    /v1/gpus/N                    operators: {"mode": "timeslice"|"mps"} (refused while tenants run there)
+//   PUT    /v1/gpus/N                    operators: {"mode": "timeslice"|"mps"} (refused while tenants run
+//                                         there), or {"mode": "mig", "layout": ["3g.40gb", ...]} (refused
+//                                         while the GPU has tenants); its tenants then name an instance
 //   GET    /v1/tenants[/ID]              operators see all; anyone else only tenants they own
 //   POST   /v1/tenants                   operators: admit (or update) a tenant; answers its environment
 //   PUT    /v1/tenants/ID                operators: change its limits
@@ -60,12 +62,24 @@ class Agent {
   size_t tenant_count();
 
  private:
-  struct Gpu {
+  // What tenants are admitted on: a whole GPU, or one MIG instance of it (a device of its own).
+  struct Slot {
     node::Device device;
     std::string ledger_path;
     std::unique_ptr<node::Ledger> ledger;
-    ShareMode mode = ShareMode::kTimeSlice;
   };
+  struct Gpu {
+    node::Device device;
+    ShareMode mode = ShareMode::kTimeSlice;
+    std::vector<std::string> layout;  // MIG profiles in creation order (mode kMig)
+    std::vector<Slot> slots;          // the whole GPU, or one per MIG instance
+  };
+
+  // Opens the ledgers of `g`'s slots for its mode and layout. Throws node::LedgerError or
+  // std::invalid_argument (a layout the driver would refuse).
+  void BuildSlots(Gpu& g);
+  // The slot a tenant is on; null if there is none such (a GPU or instance that is gone).
+  Slot* SlotOf(int gpu, int instance);
 
   bool IsOperator(const HttpRequest& r) const;
   HttpResponse Admit(const HttpRequest& r, const std::string& id_from_path);

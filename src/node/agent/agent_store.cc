@@ -2,6 +2,8 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
+
 namespace gpumux::agent {
 namespace {
 
@@ -21,6 +23,7 @@ class Statement {
     return *this;
   }
   int64_t Int(int column) const { return sqlite3_column_int64(stmt_, column); }
+  std::string Text(int column) const { return reinterpret_cast<const char*>(sqlite3_column_text(stmt_, column)); }
   bool Step() {
     int rc = sqlite3_step(stmt_);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE) throw StoreError(sqlite3_errmsg(db_));
@@ -36,6 +39,7 @@ class Statement {
     t.limits.priority = node::Priority(sqlite3_column_int(stmt_, 5));
     t.owner = uid_t(sqlite3_column_int64(stmt_, 6));
     t.source = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, 7));
+    t.instance = sqlite3_column_int(stmt_, 8);
     return t;
   }
 
@@ -44,7 +48,7 @@ class Statement {
   sqlite3_stmt* stmt_ = nullptr;
 };
 
-constexpr const char* kColumns = "id, gpu, memory, cap_permille, weight, priority, owner, source";
+constexpr const char* kColumns = "id, gpu, memory, cap_permille, weight, priority, owner, source, instance";
 
 }  // namespace
 
@@ -59,8 +63,8 @@ AgentStore::AgentStore(const std::string& path) {
     Exec("PRAGMA synchronous=FULL");
     Exec("CREATE TABLE IF NOT EXISTS tenants (id TEXT PRIMARY KEY, gpu INTEGER NOT NULL, memory INTEGER NOT NULL, "
          "cap_permille INTEGER NOT NULL, weight INTEGER NOT NULL, priority INTEGER NOT NULL, owner INTEGER NOT NULL, "
-         "source TEXT NOT NULL)");
-    Exec("CREATE TABLE IF NOT EXISTS gpus (gpu INTEGER PRIMARY KEY, mode INTEGER NOT NULL)");
+         "source TEXT NOT NULL, instance INTEGER NOT NULL DEFAULT -1)");
+    Exec("CREATE TABLE IF NOT EXISTS gpus (gpu INTEGER PRIMARY KEY, mode INTEGER NOT NULL, layout TEXT NOT NULL)");
   } catch (const StoreError& e) {
     sqlite3_close(db_);
     throw StoreError(path + ": " + e.what());
@@ -79,11 +83,11 @@ void AgentStore::Exec(const std::string& sql) {
 }
 
 void AgentStore::Put(const TenantRecord& t) {
-  Statement(db_, "INSERT OR REPLACE INTO tenants (id, gpu, memory, cap_permille, weight, priority, owner, source) "
-                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+  Statement(db_, "INSERT OR REPLACE INTO tenants (id, gpu, memory, cap_permille, weight, priority, owner, source, instance) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
       .Bind(1, t.id).Bind(2, t.gpu).Bind(3, int64_t(t.limits.memory)).Bind(4, t.limits.cap_permille)
       .Bind(5, t.limits.weight).Bind(6, int64_t(t.limits.priority)).Bind(7, int64_t(t.owner)).Bind(8, t.source)
-      .Step();
+      .Bind(9, t.instance).Step();
 }
 
 bool AgentStore::Remove(const std::string& id) {
@@ -109,14 +113,26 @@ std::vector<TenantRecord> AgentStore::All() const {
 
 namespace gpumux::agent {
 
-void AgentStore::SetGpuMode(int gpu, int mode) {
-  Statement(db_, "INSERT OR REPLACE INTO gpus (gpu, mode) VALUES (?, ?)").Bind(1, gpu).Bind(2, mode).Step();
+void AgentStore::SetGpuMode(const GpuMode& m) {
+  std::string layout;
+  for (const std::string& p : m.layout) layout += (layout.empty() ? "" : ",") + p;
+  Statement(db_, "INSERT OR REPLACE INTO gpus (gpu, mode, layout) VALUES (?, ?, ?)")
+      .Bind(1, m.gpu).Bind(2, m.mode).Bind(3, layout).Step();
 }
 
-std::vector<std::pair<int, int>> AgentStore::GpuModes() const {
-  Statement s(db_, "SELECT gpu, mode FROM gpus ORDER BY gpu");
-  std::vector<std::pair<int, int>> out;
-  while (s.Step()) out.push_back({int(s.Int(0)), int(s.Int(1))});
+std::vector<AgentStore::GpuMode> AgentStore::GpuModes() const {
+  Statement s(db_, "SELECT gpu, mode, layout FROM gpus ORDER BY gpu");
+  std::vector<GpuMode> out;
+  while (s.Step()) {
+    GpuMode m{int(s.Int(0)), int(s.Int(1)), {}};
+    std::string layout = s.Text(2);
+    for (size_t start = 0; start < layout.size();) {
+      size_t comma = std::min(layout.find(',', start), layout.size());
+      m.layout.push_back(layout.substr(start, comma - start));
+      start = comma + 1;
+    }
+    out.push_back(std::move(m));
+  }
   return out;
 }
 

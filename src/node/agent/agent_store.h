@@ -26,6 +26,7 @@ class StoreError : public std::runtime_error {
 struct TenantRecord {
   std::string id;
   int gpu = 0;
+  int instance = -1;       // MIG instance of the GPU, or -1 for the whole GPU
   node::TenantLimits limits;
   uid_t owner = 0;         // the user whose processes run as this tenant; may read its state
   std::string source;      // who asked: "api", "slurm job 12 step 0", ...
@@ -46,9 +47,14 @@ class AgentStore {
   std::optional<TenantRecord> Find(const std::string& id) const;
   std::vector<TenantRecord> All() const;
 
-  // Each GPU's sharing mode (ShareMode as an int); GPUs never set are absent.
-  void SetGpuMode(int gpu, int mode);
-  std::vector<std::pair<int, int>> GpuModes() const;
+  // Each GPU's sharing mode (ShareMode as an int) and MIG layout (profile names in creation order,
+  // empty unless MIG); GPUs never set are absent.
+  struct GpuMode {
+    int gpu, mode;
+    std::vector<std::string> layout;
+  };
+  void SetGpuMode(const GpuMode& m);
+  std::vector<GpuMode> GpuModes() const;
 
  private:
   void Exec(const std::string& sql);

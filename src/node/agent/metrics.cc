@@ -33,10 +33,10 @@ std::string FormatMetrics(const std::vector<GpuMetrics>& gpus, uint64_t now_ns) 
     samples();
   };
   family({"gpumux_gpu_memory_bytes", "gauge", "Memory of the GPU."}, [&] {
-    for (const GpuMetrics& g : gpus) out << "gpumux_gpu_memory_bytes{gpu=\"" << g.index << "\",name=\"" << Label(g.name) << "\"} " << g.capacity << '\n';
+    for (const GpuMetrics& g : gpus) out << "gpumux_gpu_memory_bytes{gpu=\"" << g.id << "\",name=\"" << Label(g.name) << "\"} " << g.capacity << '\n';
   });
   family({"gpumux_gpu_tenants", "gauge", "Tenants admitted on the GPU."}, [&] {
-    for (const GpuMetrics& g : gpus) out << "gpumux_gpu_tenants{gpu=\"" << g.index << "\"} " << g.tenants.size() << '\n';
+    for (const GpuMetrics& g : gpus) out << "gpumux_gpu_tenants{gpu=\"" << g.id << "\"} " << g.tenants.size() << '\n';
   });
   // One family per tenant measure.
   struct TenantFamily {
@@ -65,7 +65,7 @@ std::string FormatMetrics(const std::vector<GpuMetrics>& gpus, uint64_t now_ns) 
     family(tf.f, [&] {
       for (const GpuMetrics& g : gpus) {
         for (const node::TenantUsage& u : g.tenants) {
-          out << tf.f.name << "{gpu=\"" << g.index << "\",tenant=\"" << Label(u.id) << "\"} " << tf.value(u) << '\n';
+          out << tf.f.name << "{gpu=\"" << g.id << "\",tenant=\"" << Label(u.id) << "\"} " << tf.value(u) << '\n';
         }
       }
     });

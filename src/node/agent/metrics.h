@@ -1,4 +1,5 @@
-// gpumuxd's Prometheus metrics, in the text exposition format (version 0.0.4): per GPU its memory
+// gpumuxd's Prometheus metrics, in the text exposition format (version 0.0.4): per GPU (or MIG
+// instance) its memory
 // and tenant count; per tenant (labels gpu, tenant) its quota, memory used, compute cap, GPU time
 // and its share of wall time since admission, launches held by its share, allocations refused for
 // its quota, and memory and processes reclaimed from dead processes.
@@ -13,7 +14,7 @@
 namespace gpumux::agent {
 
 struct GpuMetrics {
-  int index;
+  std::string id;  // the `gpu` label: "0", or "0-mig1" for a MIG instance
   std::string name;
   uint64_t capacity;
   std::vector<node::TenantUsage> tenants;

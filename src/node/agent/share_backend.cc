@@ -12,33 +12,42 @@ namespace gpumux::agent {
 ShareMode ParseShareMode(const std::string& text) {
   if (text == "timeslice" || text == "time-slice") return ShareMode::kTimeSlice;
   if (text == "mps") return ShareMode::kMps;
-  throw std::invalid_argument("mode '" + text + "': expected timeslice or mps");
+  if (text == "mig") return ShareMode::kMig;
+  throw std::invalid_argument("mode '" + text + "': expected timeslice, mps or mig");
 }
 
-const char* ShareModeName(ShareMode m) { return m == ShareMode::kMps ? "mps" : "timeslice"; }
+const char* ShareModeName(ShareMode m) {
+  return m == ShareMode::kMps ? "mps" : m == ShareMode::kMig ? "mig" : "timeslice";
+}
 
 namespace {
 
 class SimulatedBackend : public ShareBackend {
  public:
   explicit SimulatedBackend(std::string dir) : dir_(std::move(dir)) {}
-  void Prepare(const node::Device& gpu, ShareMode mode) override {
-    if (!sim::CreateSimState(Path(gpu), {gpu.memory, gpu.bandwidth, gpu.flops, SimMode(mode)})) {
-      throw BackendError(Path(gpu) + ": cannot create the simulated GPU's state (or it is not one)");
+  void Prepare(const node::Device& device, ShareMode mode) override {
+    if (!sim::CreateSimState(Path(device), {device.memory, device.bandwidth, device.flops, SimMode(mode)})) {
+      throw BackendError(Path(device) + ": cannot create the simulated GPU's state (or it is not one)");
     }
   }
-  void SetMode(const node::Device& gpu, ShareMode mode) override {
+  // MIG instances are simulated devices of their own (their state files made here); the whole
+  // GPU's device is left as it is, unused while the GPU is in MIG mode.
+  void SetMode(const node::Device& gpu, ShareMode mode, const std::vector<node::Device>& instances) override {
+    if (mode == ShareMode::kMig) {
+      for (const node::Device& instance : instances) Prepare(instance, ShareMode::kTimeSlice);
+      return;
+    }
     Prepare(gpu, mode);
     if (!sim::SetSimMode(Path(gpu), SimMode(mode))) throw BackendError(Path(gpu) + " is not a simulated GPU's state");
   }
   std::vector<std::pair<std::string, std::string>> ClientEnvironment(const node::Device&, ShareMode mode,
                                                                      const node::TenantLimits&) const override {
-    return {{"GPUMUX_SIM_MODE", ShareModeName(mode)}};
+    return {{"GPUMUX_SIM_MODE", mode == ShareMode::kMps ? "mps" : "timeslice"}};
   }
 
  private:
   static sim::SimMode SimMode(ShareMode m) { return m == ShareMode::kMps ? sim::SimMode::kMps : sim::SimMode::kTimeSlice; }
-  std::string Path(const node::Device& gpu) const { return dir_ + "/sim-gpu" + std::to_string(gpu.index) + ".state"; }
+  std::string Path(const node::Device& device) const { return dir_ + "/sim-" + node::DeviceStem(device) + ".state"; }
   std::string dir_;
 };
 
@@ -46,7 +55,11 @@ class NvidiaBackend : public ShareBackend {
  public:
   explicit NvidiaBackend(std::string dir) : dir_(std::move(dir)) {}
   void Prepare(const node::Device&, ShareMode) override {}  // the driver's default is time-slicing
-  void SetMode(const node::Device& gpu, ShareMode mode) override {
+  void SetMode(const node::Device& gpu, ShareMode mode, const std::vector<node::Device>&) override {
+    if (mode == ShareMode::kMig) {
+      throw BackendError("GPU " + std::to_string(gpu.index) + ": gpumuxd does not drive MIG on real GPUs yet; apply the "
+                         "layout with the nvidia-smi command `gpumux plan` prints");
+    }
     std::string pipe = PipeDir(gpu), log = dir_ + "/mps" + std::to_string(gpu.index) + "-log";
     mkdir(pipe.c_str(), 0755);
     mkdir(log.c_str(), 0755);

@@ -1,7 +1,8 @@
 // How gpumuxd puts a GPU into a sharing mode, behind one interface: the simulated backend acts on
-// the simulated GPU's device state; the NVIDIA backend starts or stops an MPS control daemon per
-// GPU with nvidia-cuda-mps-control. Time-slicing is the driver's default (no daemon). MIG layouts
-// are not driven yet (the planner computes them; `gpumux plan` prints the nvidia-smi commands).
+// the simulated GPU's device state (and makes one simulated device per MIG instance); the NVIDIA
+// backend starts or stops an MPS control daemon per GPU with nvidia-cuda-mps-control.
+// Time-slicing is the driver's default (no daemon). MIG on real GPUs is not driven by the agent
+// yet: the NVIDIA backend refuses it, saying so (`gpumux plan` prints the nvidia-smi commands).
 #pragma once
 
 #include <memory>
@@ -15,9 +16,9 @@
 
 namespace gpumux::agent {
 
-enum class ShareMode { kTimeSlice = 0, kMps = 1 };
+enum class ShareMode { kTimeSlice = 0, kMps = 1, kMig = 2 };
 
-// "timeslice" or "mps"; throws std::invalid_argument.
+// "timeslice", "mps" or "mig"; throws std::invalid_argument.
 ShareMode ParseShareMode(const std::string& text);
 const char* ShareModeName(ShareMode m);
 
@@ -29,11 +30,12 @@ class BackendError : public std::runtime_error {
 class ShareBackend {
  public:
   virtual ~ShareBackend() = default;
-  // Readies `gpu` for tenants of any user (the simulated backend creates its device state).
-  // Throws BackendError.
-  virtual void Prepare(const node::Device& gpu, ShareMode mode) = 0;
-  // Puts `gpu` into `mode`. Throws BackendError saying why not.
-  virtual void SetMode(const node::Device& gpu, ShareMode mode) = 0;
+  // Readies `device` (a GPU or a MIG instance) for tenants of any user (the simulated backend
+  // creates its device state). Throws BackendError.
+  virtual void Prepare(const node::Device& device, ShareMode mode) = 0;
+  // Puts `gpu` into `mode`; for kMig, `instances` are the MIG instances to make (in creation
+  // order). Throws BackendError saying why not.
+  virtual void SetMode(const node::Device& gpu, ShareMode mode, const std::vector<node::Device>& instances) = 0;
   // What a tenant's processes on `gpu` in `mode` need besides the shim's environment: under MPS,
   // the daemon's pipe directory and the per-client limits the driver enforces in hardware (active
   // thread percentage = the compute cap, pinned memory limit = the quota).
