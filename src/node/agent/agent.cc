@@ -4,13 +4,11 @@
 #include <pwd.h>
 #include <sys/stat.h>
 
-#include <chrono>
-#include <cstdio>
-#include <ctime>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "core/units.h"
+#include "node/agent/log.h"
 #include "node/agent/metrics.h"
 #include "node/clock.h"
 
@@ -29,26 +27,7 @@ uint64_t Bytes(const json& v, const std::string& field) {
   throw std::invalid_argument(field + ": expected bytes or a size such as \"24GiB\"");
 }
 
-std::string Escape(const std::string& s) {
-  std::string out;
-  for (char c : s) out += c == '"' ? std::string("\\\"") : std::string(1, c);
-  return out;
-}
-
 }  // namespace
-
-void Log(const char* level, const std::string& message, const std::vector<std::pair<std::string, std::string>>& fields) {
-  auto now = std::chrono::system_clock::now();
-  std::time_t t = std::chrono::system_clock::to_time_t(now);
-  char ts[32];
-  std::strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  std::string line = std::string("ts=") + ts + " level=" + level + " msg=\"" + Escape(message) + "\"";
-  for (const auto& [k, v] : fields) {
-    bool plain = !v.empty() && v.find_first_of(" \"=") == std::string::npos;
-    line += " " + k + "=" + (plain ? v : "\"" + Escape(v) + "\"");
-  }
-  std::fprintf(stderr, "%s\n", line.c_str());
-}
 
 Agent::Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend)
     : config_(std::move(config)), backend_(std::move(backend)), store_(config_.state_path) {

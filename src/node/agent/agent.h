@@ -96,7 +96,4 @@ class Agent {
   std::mutex mu_;
 };
 
-// One structured log line on stderr: `ts=... level=... msg="..." key=value ...`.
-void Log(const char* level, const std::string& message, const std::vector<std::pair<std::string, std::string>>& fields = {});
-
 }  // namespace gpumux::agent

@@ -13,6 +13,7 @@
 #include "core/input_error.h"
 #include "core/units.h"
 #include "node/agent/agent.h"
+#include "node/agent/log.h"
 #include "node/agent/http_server.h"
 
 namespace {
@@ -79,7 +80,8 @@ int main(int argc, char** argv) {
     });
     Log("info", "gpumuxd started",
         {{"socket", socket}, {"gpus", std::to_string(config.gpus.size())}, {"tenants", std::to_string(agent.tenant_count())},
-         {"state", state}, {"metrics", metrics_listen.empty() ? "socket" : metrics_listen + ":" + std::to_string(server.tcp_port())}});
+         {"state", state}, {"metrics", metrics_listen.empty() ? socket : metrics_listen.substr(0, metrics_listen.rfind(':') + 1) +
+                                                         std::to_string(server.tcp_port())}});
     server.Serve([&](const gpumux::agent::HttpRequest& r) { return agent.Handle(r); });
     done = true;
     reclaimer.join();
