@@ -9,6 +9,10 @@
 
 namespace gpumux::agent {
 
+// `s` with backslash, double quote and newline escaped (\\, \", \n): the rule for quoted values in
+// these log lines and for Prometheus label values alike.
+std::string EscapeQuoted(const std::string& s);
+
 void Log(const char* level, const std::string& message, const std::vector<std::pair<std::string, std::string>>& fields = {});
 
 }  // namespace gpumux::agent

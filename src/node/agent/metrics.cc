@@ -3,19 +3,10 @@
 #include <functional>
 #include <sstream>
 
+#include "node/agent/log.h"
+
 namespace gpumux::agent {
 namespace {
-
-// A label value with \, " and newline escaped, as the format requires.
-std::string Label(const std::string& v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"') out += '\\', out += c;
-    else if (c == '\n') out += "\\n";
-    else out += c;
-  }
-  return out;
-}
 
 struct Family {
   const char* name;
@@ -33,7 +24,7 @@ std::string FormatMetrics(const std::vector<GpuMetrics>& gpus, uint64_t now_ns) 
     samples();
   };
   family({"gpumux_gpu_memory_bytes", "gauge", "Memory of the GPU."}, [&] {
-    for (const GpuMetrics& g : gpus) out << "gpumux_gpu_memory_bytes{gpu=\"" << g.id << "\",name=\"" << Label(g.name) << "\"} " << g.capacity << '\n';
+    for (const GpuMetrics& g : gpus) out << "gpumux_gpu_memory_bytes{gpu=\"" << g.id << "\",name=\"" << EscapeQuoted(g.name) << "\"} " << g.capacity << '\n';
   });
   family({"gpumux_gpu_tenants", "gauge", "Tenants admitted on the GPU."}, [&] {
     for (const GpuMetrics& g : gpus) out << "gpumux_gpu_tenants{gpu=\"" << g.id << "\"} " << g.tenants.size() << '\n';
@@ -65,7 +56,7 @@ std::string FormatMetrics(const std::vector<GpuMetrics>& gpus, uint64_t now_ns) 
     family(tf.f, [&] {
       for (const GpuMetrics& g : gpus) {
         for (const node::TenantUsage& u : g.tenants) {
-          out << tf.f.name << "{gpu=\"" << g.id << "\",tenant=\"" << Label(u.id) << "\"} " << tf.value(u) << '\n';
+          out << tf.f.name << "{gpu=\"" << g.id << "\",tenant=\"" << EscapeQuoted(u.id) << "\"} " << tf.value(u) << '\n';
         }
       }
     });
