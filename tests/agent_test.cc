@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "node/agent/http_server.h"
+#include "node/clock.h"
 #include "node/ledger/ledger.h"
 #include "node_fixture.h"
 
@@ -223,6 +224,20 @@ TEST_F(AgentTest, AMigLayoutMakesInstancesWhoseTenantsAreHeldToThem) {
   Call("DELETE", "/v1/tenants/sliced", json(), 200);
   Call("PUT", "/v1/gpus/0", {{"mode", "timeslice"}}, 200);
   EXPECT_FALSE(Call("GET", "/v1/gpus", json(), 200)["gpus"][0].contains("instances"));
+}
+
+TEST_F(AgentTest, TheGpuTimeTheGovernorMeasuresIsTheTimeTheTenantUsed) {
+  StartAgent();
+  json t = Call("POST", "/v1/tenants", {{"id", "metered"}, {"gpu", 0}, {"memory", "1GiB"}, {"compute", "30%"}}, 201);
+  std::string start = std::to_string(gpumux::node::NowNs() + 500'000'000ull);
+  auto [code, out] = Sh(Env(t) + std::string(GPUMUX_COMPUTE_CLIENT) + " launch busy " + start + " 2 1");
+  ASSERT_EQ(code, 0) << out;
+  double used_s = json::parse(out)["launches"].get<double>() * 1e-3;  // 1 ms kernels completed in the window
+  json after = Call("GET", "/v1/tenants/metered", json(), 200);
+  // The ledger also holds the kernels just outside the window (at most a few ms) and NVML's rounding.
+  EXPECT_NEAR(after["gpu_time_s"].get<double>(), used_s, 0.05 * used_s + 0.01) << after;
+  EXPECT_NEAR(used_s / 2.0, 0.30, 0.05) << "held to its 30% cap";
+  EXPECT_GT(after["held_launches"].get<uint64_t>(), 0u);
 }
 
 TEST_F(AgentTest, MetricsPassPromtool) {
