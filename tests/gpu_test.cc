@@ -1,5 +1,6 @@
-// The memory quota on a real NVIDIA GPU (ctest label `gpu`): through a driver-API program and through
-// PyTorch. Each test skips, saying why, where there is no GPU (or no PyTorch).
+// The runtime on a real NVIDIA GPU (ctest label `gpu`): the memory quota through a driver-API program
+// and through PyTorch, and a compute cap through PyTorch. Each test skips, saying why, where there is
+// no GPU (or no PyTorch).
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -80,6 +81,35 @@ TEST_F(GpuTest, PyTorchSeesTheQuotaAndIsRefusedPastIt) {
   auto j = nlohmann::json::parse(out.substr(out.find('{')));
   EXPECT_EQ(j["total"].get<uint64_t>(), 2 * kGiB) << "torch.cuda.mem_get_info() shows the quota";
   EXPECT_TRUE(j["oom"].get<bool>()) << "3 GiB past a 2 GiB quota raises OutOfMemoryError in this process only";
+}
+
+TEST_F(GpuTest, PyTorchIsHeldToItsComputeCap) {
+  if (Sh("python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null").first != 0) {
+    GTEST_SKIP() << "PyTorch with CUDA is not installed";
+  }
+  // Busy matmuls for 8 s; the share of GPU time (CUDA events) over wall time in the last 5 s, after
+  // NVML's per-process samples (about every 1/6 s) have let the governor settle.
+  const char* script =
+      "import torch, time, json\n"
+      "a = torch.randn(4096, 4096, device='cuda', dtype=torch.bfloat16)\n"
+      "start = time.time(); gpu_ms = 0.0; measured_from = start + 3\n"
+      "while time.time() < start + 8:\n"
+      "    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)\n"
+      "    s.record(); b = a @ a; e.record(); e.synchronize()\n"
+      "    if time.time() > measured_from: gpu_ms += s.elapsed_time(e)\n"
+      "print(json.dumps({'share': gpu_ms / 1000 / (time.time() - measured_from)}))\n";
+  std::string path = (dir_ / "busy.py").string();
+  FILE* f = std::fopen(path.c_str(), "w");
+  std::fputs(script, f);
+  std::fclose(f);
+  auto share = [&](const std::string& limits) {
+    auto [code, out] = Sh(std::string(GPUMUX_BINARY) + " run --gpu 0 --mem 4GiB " + limits + " -- python3 " + path + " 2>/dev/null");
+    EXPECT_EQ(code, 0) << out;
+    return nlohmann::json::parse(out.substr(out.find('{')))["share"].get<double>();
+  };
+  double alone = share(""), capped = share("--compute 30%");
+  EXPECT_GT(alone, 0.6) << "uncapped, the loop keeps the GPU busy";
+  EXPECT_NEAR(capped, 0.30, 0.10) << "uncapped " << alone;
 }
 
 }  // namespace
