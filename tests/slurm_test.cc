@@ -145,9 +145,23 @@ TEST_F(SlurmTest, TheMemoryOptionSetsTheQuotaOfAStep) {
   EXPECT_EQ(j["total"].get<uint64_t>(), kGiB) << "cuMemGetInfo shows the quota";
 }
 
+TEST_F(SlurmTest, AStepInsideABatchJobSharesTheJobsQuota) {
+  // The batch script fills the job's 3 shards and holds them while an srun step inside it tries too:
+  // the step joins the job's tenant, so it gets nothing more (without it, it would get 3 GiB again).
+  std::string job = Sbatch("--gres=shard:3", kAlloc + " direct fill " + std::to_string(kGiB) + " 4 & sleep 1; srun " +
+                                                 kAlloc + " direct fill " + std::to_string(256ull << 20) + " 0; wait");
+  ASSERT_TRUE(WaitFor(30, [&] { return JobGone(job); }));
+  std::ifstream out(dir_ + "/job-" + job + ".out");
+  std::string text((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("{\"allocated\": 3221225472, \"last_error\": 2"), std::string::npos) << "the batch script: " << text;
+  EXPECT_NE(text.find("{\"allocated\": 0, \"last_error\": 2, \"total\": 3221225472"), std::string::npos)
+      << "the step sees the job's quota, already used: " << text;
+  EXPECT_TRUE(WaitFor(10, [&] { return Agent("GET", "/v1/tenants/slurm-" + job).first == 404; })) << "removed with the job";
+}
+
 TEST_F(SlurmTest, ScancelReleasesTheJobsQuota) {
   std::string job = Sbatch("--gres=shard:3", kAlloc + " direct fill " + std::to_string(kGiB) + " 60");
-  std::string tenant = "/v1/tenants/slurm-" + job + ".batch";
+  std::string tenant = "/v1/tenants/slurm-" + job;
   ASSERT_TRUE(WaitFor(20, [&] { return Agent("GET", tenant).second.value("used_bytes", 0ull) == 3 * kGiB; }))
       << "the job never held its 3 GiB: " << Agent("GET", tenant).second;
   Slurm(dir_, "scancel " + job);
@@ -157,7 +171,7 @@ TEST_F(SlurmTest, ScancelReleasesTheJobsQuota) {
 
 TEST_F(SlurmTest, GpumuxdRestartedMidJobLosesNothing) {
   std::string job = Sbatch("--gres=shard:2", kAlloc + " direct fill " + std::to_string(kGiB) + " 5");
-  std::string tenant = "/v1/tenants/slurm-" + job + ".batch";
+  std::string tenant = "/v1/tenants/slurm-" + job;
   ASSERT_TRUE(WaitFor(20, [&] { return Agent("GET", tenant).second.value("used_bytes", 0ull) == 2 * kGiB; }))
       << Agent("GET", tenant).second;
   StopAgent(SIGKILL);

@@ -1,8 +1,11 @@
-// spank_gpumux.so: the SPANK plugin that turns what Slurm granted a job step on a GPU into a quota
-// gpumux enforces. For each step that holds a share of a GPU (shards, an MPS percentage, or the
-// plugin's own --gpumux-mem/--gpumux-compute options) it asks gpumuxd to admit the step as a tenant
-// and starts the step's tasks under the shim with the environment gpumuxd answers; when the step
-// ends (exits, fails or is cancelled) it removes the tenant.
+// spank_gpumux.so: the SPANK plugin that turns what Slurm granted a job on a GPU into a quota gpumux
+// enforces. For each step that holds a share of a GPU (shards, an MPS percentage, or the plugin's
+// own --gpumux-mem/--gpumux-compute options) it asks gpumuxd to admit the job as tenant
+// `slurm-<job>` and starts the step's tasks under the shim with the environment gpumuxd answers.
+// The job is one tenant: the first step (the batch step of an sbatch job) sets its limits, later
+// steps (an srun inside the batch script) join it, so a job's steps share its grant instead of
+// each taking it again. The step that admitted the tenant removes it when it ends (exits, fails or
+// is cancelled).
 //
 // plugstack.conf:  required /usr/lib/gpumux/spank_gpumux.so [socket=/run/gpumux/gpumuxd.sock]
 //
@@ -40,7 +43,8 @@ using nlohmann::json;
 struct StepState {
   std::string socket = "/run/gpumux/gpumuxd.sock";
   std::string mem, compute, priority;  // the user's options
-  std::string tenant;                  // set once admitted
+  std::string tenant;                  // set once admitted or joined
+  bool created = false;                // this step admitted the tenant (and removes it)
   json env;                            // gpumuxd's answer
 } g;
 
@@ -72,13 +76,11 @@ std::string Env(spank_t sp, const char* name) {
   return buf;
 }
 
-// "slurm-<job>.<step>" (the batch step is "batch").
+// "slurm-<job>": the job's steps share one tenant.
 std::string TenantId(spank_t sp) {
-  uint32_t job = 0, step = 0;
+  uint32_t job = 0;
   spank_get_item(sp, S_JOB_ID, &job);
-  spank_get_item(sp, S_JOB_STEPID, &step);
-  std::string s = step == SLURM_BATCH_SCRIPT ? "batch" : step == SLURM_EXTERN_CONT ? "extern" : std::to_string(step);
-  return "slurm-" + std::to_string(job) + "." + s;
+  return "slurm-" + std::to_string(job);
 }
 
 // Prepends `first` to a colon-separated list unless it is there already (nested steps inherit it).
@@ -95,7 +97,7 @@ bool Admit(spank_t sp) {
   if (gpus.empty()) gpus = Env(sp, "SLURM_JOB_GPUS");
   std::string shards = Env(sp, "SLURM_SHARDS_ON_NODE"), mps = Env(sp, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
   if (gpus.empty() || (shards.empty() && mps.empty() && g.mem.empty() && g.compute.empty())) return true;  // no shared GPU
-  json request = {{"id", TenantId(sp)}, {"gpu", std::atoi(gpus.c_str())}};
+  json request = {{"id", TenantId(sp)}, {"gpu", std::atoi(gpus.c_str())}, {"join", true}};
   uint32_t uid = 0, job = 0;
   spank_get_item(sp, S_JOB_UID, &uid);
   spank_get_item(sp, S_JOB_ID, &job);
@@ -114,6 +116,7 @@ bool Admit(spank_t sp) {
     return false;
   }
   g.tenant = request["id"].get<std::string>();
+  g.created = status == 201;
   g.env = answer["env"];
   return true;
 }
@@ -158,7 +161,7 @@ int slurm_spank_task_init_privileged(spank_t sp, int, char**) {
 }
 
 int slurm_spank_exit(spank_t sp, int, char**) {
-  if (!spank_remote(sp) || g.tenant.empty()) return 0;
+  if (!spank_remote(sp) || !g.created) return 0;
   // The tasks have ended; gpumuxd refuses while a process still runs, so retry briefly.
   for (int attempt = 0; attempt < 50; ++attempt) {
     try {

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "core/units.h"
@@ -166,15 +167,18 @@ HttpResponse Agent::Handle(const HttpRequest& r) {
 
 HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path) {
   TenantRecord t;
+  std::optional<TenantRecord> existing;
+  bool joined = false;  // an existing tenant joined as it is ("join": true)
   try {
     json body = json::parse(r.body.empty() ? "{}" : r.body);
     t.id = id_from_path.empty() ? body.value("id", "") : id_from_path;
     if (t.id.empty()) return Error(400, "id: give the tenant's id");
-    auto existing = store_.Find(t.id);
+    existing = store_.Find(t.id);
     if (!id_from_path.empty() && !existing) return Error(404, "no tenant '" + t.id + "'");
     if (existing) t = *existing;  // PUT and a repeated POST change only what they give
     if (body.contains("gpu")) t.gpu = body["gpu"].get<int>();
     if (body.contains("instance")) t.instance = body["instance"].get<int>();
+    joined = existing && body.value("join", false);
     if (t.gpu < 0 || size_t(t.gpu) >= gpus_.size()) {
       return Error(400, "gpu: this node has GPUs 0 to " + std::to_string(gpus_.size() - 1) + ", not " + std::to_string(t.gpu));
     }
@@ -215,7 +219,8 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
       return Error(409, "tenant '" + t.id + "' is on GPU " + std::to_string(existing->gpu) +
                             (existing->instance >= 0 ? " instance " + std::to_string(existing->instance) : ""));
     }
-    slot->ledger->AddTenant(t.id, t.limits, config_.strict);
+    if (joined) t = *existing;  // its processes join the tenant under the limits it has
+    else slot->ledger->AddTenant(t.id, t.limits, config_.strict);
   } catch (const json::exception& e) {
     return Error(400, std::string("request body: ") + e.what());
   } catch (const std::invalid_argument& e) {
@@ -226,8 +231,8 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
     Log("info", "tenant refused", {{"tenant", t.id}, {"gpu", std::to_string(t.gpu)}, {"reason", e.what()}});
     return Error(409, std::string("does not fit: ") + e.what());
   }
-  store_.Put(t);
-  Log("info", id_from_path.empty() ? "tenant admitted" : "tenant updated",
+  if (!joined) store_.Put(t);
+  Log("info", joined ? "tenant joined" : existing ? "tenant updated" : "tenant admitted",
       {{"tenant", t.id}, {"gpu", std::to_string(t.gpu)}, {"memory", std::to_string(t.limits.memory)},
        {"compute_permille", std::to_string(t.limits.cap_permille)}, {"priority", node::PriorityName(t.limits.priority)},
        {"source", t.source}});
@@ -236,7 +241,7 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
   const Slot& slot = *SlotOf(t.gpu, t.instance);
   for (const auto& [k, v] : node::TenantEnvironment(slot.device, slot.ledger_path, t.id, config_.bin_dir)) env[k] = v;
   for (const auto& [k, v] : backend_->ClientEnvironment(slot.device, gpu.mode, t.limits)) env[k] = v;
-  return Json(id_from_path.empty() ? 201 : 200, {{"id", t.id}, {"gpu", t.gpu}, {"instance", t.instance},
+  return Json(existing ? 200 : 201, {{"id", t.id}, {"gpu", t.gpu}, {"instance", t.instance},
                                                  {"memory_bytes", t.limits.memory},
                                                  {"compute_cap_percent", t.limits.cap_permille / 10.0},
                                                  {"env", env}});

@@ -9,7 +9,8 @@
 //                                         there), or {"mode": "mig", "layout": ["3g.40gb", ...]} (refused
 //                                         while the GPU has tenants); its tenants then name an instance
 //   GET    /v1/tenants[/ID]              operators see all; anyone else only tenants they own
-//   POST   /v1/tenants                   operators: admit (or update) a tenant; answers its environment
+//   POST   /v1/tenants                   operators: admit (201) or update (200) a tenant, or with
+//                                         "join": true join an existing one as it is; answers its environment
 //   PUT    /v1/tenants/ID                operators: change its limits
 //   DELETE /v1/tenants/ID                operators: remove it (refused while it has live processes)
 //   GET    /metrics                      anyone (also on the TCP metrics address)
