@@ -118,7 +118,7 @@ CUresult cuDeviceGetAttribute(int* value, int attribute, CUdevice dev) {
   if (!value || dev != 0) return kErrorInvalidValue;
   // The attributes frameworks ask for at start-up (CUdevice_attribute values); the SM count is the
   // simulated kind's, the rest those of a compute capability 9.0 part.
-  static const std::unordered_map<int, int> fixed = {
+  static const auto* fixed = new std::unordered_map<int, int>{  // never destroyed: callable during exit
       {1, 1024},   // MAX_THREADS_PER_BLOCK
       {8, 49152},  // MAX_SHARED_MEMORY_PER_BLOCK
       {10, 32},    // WARP_SIZE
@@ -135,8 +135,8 @@ CUresult cuDeviceGetAttribute(int* value, int attribute, CUdevice dev) {
     *value = Device().sms;
     return kSuccess;
   }
-  auto it = fixed.find(attribute);
-  if (it == fixed.end()) return kErrorInvalidValue;
+  auto it = fixed->find(attribute);
+  if (it == fixed->end()) return kErrorInvalidValue;
   *value = it->second;
   return kSuccess;
 }
@@ -284,7 +284,7 @@ CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int, cuuint64_t fla
     void* legacy;
     void* per_thread = nullptr;
   };
-  static const std::unordered_map<std::string, Entry> table = {
+  static const auto* table = new std::unordered_map<std::string, Entry>{  // never destroyed: callable during exit
       {"cuInit", {(void*)&cuInit}},
       {"cuDriverGetVersion", {(void*)&cuDriverGetVersion}},
       {"cuDeviceGetCount", {(void*)&cuDeviceGetCount}},
@@ -362,8 +362,8 @@ CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int, cuuint64_t fla
       {"cuGetProcAddress", {(void*)&cuGetProcAddress_v2}},
   };
   if (!symbol || !pfn) return kErrorInvalidValue;
-  auto it = table.find(symbol);
-  if (it == table.end()) {
+  auto it = table->find(symbol);
+  if (it == table->end()) {
     *pfn = nullptr;
     if (status) *status = kProcAddressSymbolNotFound;
     return kErrorNotFound;

@@ -13,9 +13,10 @@
 // (remote context, root) slurm_spank_init_post_opt admits the tenant once per step (the step's
 // environment already holds SLURM_STEP_GPUS/SLURM_JOB_GPUS and SLURM_SHARDS_ON_NODE there),
 // slurm_spank_task_init_privileged sets each task's environment (tasks are forked from slurmstepd,
-// so they inherit the answer), and slurm_spank_exit removes the tenant. A step whose tenant is
-// refused (it does not fit, or gpumuxd is down) fails with gpumuxd's reason rather than running
-// unguarded. No exception crosses into Slurm.
+// so they inherit the answer), slurm_spank_exit removes the tenant when the admitting step ends, and
+// slurm_spank_job_epilog when the job ends (steps still running in it keep it until then). A step
+// whose tenant is refused (it does not fit, or gpumuxd is down) fails with gpumuxd's reason rather
+// than running unguarded. No exception crosses into Slurm.
 #include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -90,6 +91,13 @@ std::string Prepend(const std::string& first, const std::string& list) {
   return first + ":" + list;
 }
 
+// The plugstack.conf arguments: socket=PATH.
+void ParseArguments(int ac, char** av) {
+  for (int i = 0; i < ac; ++i) {
+    if (std::strncmp(av[i], "socket=", 7) == 0) g.socket = av[i] + 7;
+  }
+}
+
 // Asks gpumuxd to admit this step; fills g.tenant and g.env. Returns false (after saying why) if
 // the step must not run.
 bool Admit(spank_t sp) {
@@ -126,9 +134,7 @@ bool Admit(spank_t sp) {
 extern "C" {
 
 int slurm_spank_init(spank_t sp, int ac, char** av) {
-  for (int i = 0; i < ac; ++i) {
-    if (std::strncmp(av[i], "socket=", 7) == 0) g.socket = av[i] + 7;
-  }
+  ParseArguments(ac, av);
   for (spank_option& o : kOptions) {
     if (spank_option_register(sp, &o) != ESPANK_SUCCESS) return -1;
   }
@@ -160,19 +166,39 @@ int slurm_spank_task_init_privileged(spank_t sp, int, char**) {
   }
 }
 
+// The admitting step removes the tenant when it ends. While other steps of the job still run in it,
+// gpumuxd refuses (409); the job's epilog then removes it once the whole job is over.
 int slurm_spank_exit(spank_t sp, int, char**) {
   if (!spank_remote(sp) || !g.created) return 0;
-  // The tasks have ended; gpumuxd refuses while a process still runs, so retry briefly.
-  for (int attempt = 0; attempt < 50; ++attempt) {
+  try {
+    gpumux::agent::CallUnix(g.socket, "DELETE", "/v1/tenants/" + g.tenant);
+  } catch (const std::exception& e) {
+    slurm_info("gpumux: tenant %s left for the job's epilog: %s", g.tenant.c_str(), e.what());
+  }
+  return 0;
+}
+
+// Runs on the node as root when the job has ended (job script context, a process of its own): removes
+// the job's tenant if a step could not. Never fails: a required plugin's failing epilog drains the node.
+int slurm_spank_job_epilog(spank_t sp, int ac, char** av) {
+  ParseArguments(ac, av);
+  uint32_t job = 0;
+  if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS || job == 0) {
+    const char* id = std::getenv("SLURM_JOB_ID");
+    job = id ? uint32_t(std::strtoul(id, nullptr, 10)) : 0;
+  }
+  if (job == 0) return 0;
+  std::string path = "/v1/tenants/slurm-" + std::to_string(job);
+  for (int attempt = 0; attempt < 50; ++attempt) {  // its last processes may still be exiting
     try {
-      int status = gpumux::agent::CallUnix(g.socket, "DELETE", "/v1/tenants/" + g.tenant).first;
+      int status = gpumux::agent::CallUnix(g.socket, "DELETE", path).first;
       if (status == 200 || status == 404) return 0;
     } catch (const std::exception&) {
-      // gpumuxd restarting: try again
+      // gpumuxd not reachable (restarting, or absent): try again
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  slurm_error("gpumux: could not remove tenant %s from gpumuxd", g.tenant.c_str());
+  slurm_error("gpumux: could not remove tenant slurm-%u from gpumuxd at %s", job, g.socket.c_str());
   return 0;
 }
 

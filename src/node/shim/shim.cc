@@ -547,8 +547,10 @@ struct WrappedEntry {
   void* wrapper;
 };
 
+// Never destroyed: dlsym and cuGetProcAddress may be called by other threads (the governor's among
+// them) while the process exits and static objects are being torn down.
 static const std::vector<WrappedEntry>& WrappedEntries() {
-  static const std::vector<WrappedEntry> entries = {
+  static const auto* entries = new std::vector<WrappedEntry>{
       {"cuMemAlloc", "cuMemAlloc_v2", (void*)&cuMemAlloc_v2},
       {"cuMemAllocPitch", "cuMemAllocPitch_v2", (void*)&cuMemAllocPitch_v2},
       {"cuMemAllocManaged", "cuMemAllocManaged", (void*)&cuMemAllocManaged},
@@ -586,7 +588,7 @@ static const std::vector<WrappedEntry>& WrappedEntries() {
       {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v3",
        (void*)&nvmlDeviceGetComputeRunningProcesses_v3},
   };
-  return entries;
+  return *entries;
 }
 
 CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
