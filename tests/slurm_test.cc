@@ -162,15 +162,15 @@ TEST_F(SlurmTest, AStepInsideABatchJobSharesTheJobsQuota) {
 TEST_F(SlurmTest, ConcurrentStepsKeepTheJobsTenantUntilTheJobEnds) {
   // Under one allocation, step A admits the tenant and ends while step B, which joined it, still
   // holds memory: the tenant stays for B, and the job's epilog removes it when the job is over.
-  std::string a = "srun --overlap " + kAlloc + " direct fill " + std::to_string(kGiB) + " 1";
+  std::string a = "srun --overlap sleep 1.5";
   std::string b = "srun --overlap " + kAlloc + " direct fill " + std::to_string(kGiB) + " 4";
   FILE* job = popen(("SLURM_CONF=" + dir_ + "/etc/slurm.conf timeout 60 salloc --gres=shard:2 sh -c '" + a +
                      " > " + dir_ + "/a.json & sleep 0.5; " + b + " > " + dir_ + "/b.json; wait' 2>&1").c_str(), "r");
-  // After A ended (about 1.5 s in), B still holds its memory in the job's tenant.
+  // After A ended (1.5 s in), B still holds its 2 GiB in the job's tenant.
   std::this_thread::sleep_for(std::chrono::milliseconds(3000));
   json listed = Agent("GET", "/v1/tenants").second;
   ASSERT_EQ(listed["tenants"].size(), 1u) << listed;
-  EXPECT_GT(listed["tenants"][0].value("used_bytes", 0ull), 0u) << "B's memory, under the job's tenant: " << listed;
+  EXPECT_EQ(listed["tenants"][0].value("used_bytes", 0ull), 2 * kGiB) << "B's memory, under the job's tenant: " << listed;
   char buf[4096];
   while (fgets(buf, sizeof(buf), job)) {
   }
