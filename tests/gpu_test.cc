@@ -44,6 +44,18 @@ class GpuTest : public ::testing::Test {
     setenv("GPUMUX_RUNTIME_DIR", dir_.c_str(), 1);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Whether PyTorch with CUDA can be imported.
+  static bool HasTorch() { return Sh("python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null").first == 0; }
+  // Writes `text` to DIR/name and returns its path.
+  std::string Script(const std::string& name, const char* text) {
+    std::string path = (dir_ / name).string();
+    FILE* f = std::fopen(path.c_str(), "w");
+    std::fputs(text, f);
+    std::fclose(f);
+    return path;
+  }
+
   std::filesystem::path dir_;
 };
 
@@ -60,10 +72,8 @@ TEST_F(GpuTest, DriverApiProgramIsRefusedAtItsQuota) {
 }
 
 TEST_F(GpuTest, PyTorchSeesTheQuotaAndIsRefusedPastIt) {
-  if (Sh("python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null").first != 0) {
-    GTEST_SKIP() << "PyTorch with CUDA is not installed";
-  }
-  const char* script =
+  if (!HasTorch()) GTEST_SKIP() << "PyTorch with CUDA is not installed";
+  std::string path = Script("quota.py",
       "import torch, json\n"
       "free, total = torch.cuda.mem_get_info()\n"
       "oom = False\n"
@@ -71,11 +81,7 @@ TEST_F(GpuTest, PyTorchSeesTheQuotaAndIsRefusedPastIt) {
       "    x = torch.empty(3 << 30, dtype=torch.uint8, device='cuda')\n"
       "except torch.cuda.OutOfMemoryError:\n"
       "    oom = True\n"
-      "print(json.dumps({'total': total, 'oom': oom}))\n";
-  std::string path = (dir_ / "quota.py").string();
-  FILE* f = std::fopen(path.c_str(), "w");
-  std::fputs(script, f);
-  std::fclose(f);
+      "print(json.dumps({'total': total, 'oom': oom}))\n");
   auto [code, out] = Sh(std::string(GPUMUX_BINARY) + " run --gpu 0 --mem 2GiB -- python3 " + path + " 2>/dev/null");
   ASSERT_EQ(code, 0) << out;
   auto j = nlohmann::json::parse(out.substr(out.find('{')));
@@ -84,32 +90,29 @@ TEST_F(GpuTest, PyTorchSeesTheQuotaAndIsRefusedPastIt) {
 }
 
 TEST_F(GpuTest, PyTorchIsHeldToItsComputeCap) {
-  if (Sh("python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null").first != 0) {
-    GTEST_SKIP() << "PyTorch with CUDA is not installed";
-  }
-  // Busy matmuls for 8 s; the share of GPU time (CUDA events) over wall time in the last 5 s, after
-  // NVML's per-process samples (about every 1/6 s) have let the governor settle.
-  const char* script =
+  if (!HasTorch()) GTEST_SKIP() << "PyTorch with CUDA is not installed";
+  // Busy matmuls for 8 s, counted over the last 5 s (after NVML's per-process samples, about every
+  // 1/6 s, have let the governor settle). GPU time = matmuls x their solo duration, measured by CUDA
+  // events in the uncapped run (events in the capped run would also time the host-side hold).
+  std::string path = Script("busy.py",
       "import torch, time, json\n"
       "a = torch.randn(4096, 4096, device='cuda', dtype=torch.bfloat16)\n"
-      "start = time.time(); gpu_ms = 0.0; measured_from = start + 3\n"
+      "start = time.time(); measured_from = start + 3; count = 0; gpu_ms = 0.0\n"
       "while time.time() < start + 8:\n"
       "    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)\n"
       "    s.record(); b = a @ a; e.record(); e.synchronize()\n"
-      "    if time.time() > measured_from: gpu_ms += s.elapsed_time(e)\n"
-      "print(json.dumps({'share': gpu_ms / 1000 / (time.time() - measured_from)}))\n";
-  std::string path = (dir_ / "busy.py").string();
-  FILE* f = std::fopen(path.c_str(), "w");
-  std::fputs(script, f);
-  std::fclose(f);
-  auto share = [&](const std::string& limits) {
+      "    if time.time() > measured_from: count += 1; gpu_ms += s.elapsed_time(e)\n"
+      "print(json.dumps({'count': count, 'mean_ms': gpu_ms / max(count, 1), 'wall_s': time.time() - measured_from}))\n");
+  auto run = [&](const std::string& limits) {
     auto [code, out] = Sh(std::string(GPUMUX_BINARY) + " run --gpu 0 --mem 4GiB " + limits + " -- python3 " + path + " 2>/dev/null");
     EXPECT_EQ(code, 0) << out;
-    return nlohmann::json::parse(out.substr(out.find('{')))["share"].get<double>();
+    return nlohmann::json::parse(out.substr(out.find('{')));
   };
-  double alone = share(""), capped = share("--compute 30%");
-  EXPECT_GT(alone, 0.6) << "uncapped, the loop keeps the GPU busy";
-  EXPECT_NEAR(capped, 0.30, 0.10) << "uncapped " << alone;
+  nlohmann::json alone = run(""), capped = run("--compute 30%");
+  double solo_ms = alone["mean_ms"].get<double>();
+  auto share = [&](const nlohmann::json& r) { return r["count"].get<double>() * solo_ms / 1000 / r["wall_s"].get<double>(); };
+  EXPECT_GT(share(alone), 0.6) << "uncapped, the loop keeps the GPU busy: " << alone;
+  EXPECT_NEAR(share(capped), 0.30, 0.10) << "uncapped " << alone << ", capped " << capped;
 }
 
 }  // namespace
