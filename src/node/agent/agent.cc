@@ -385,11 +385,6 @@ uint64_t Agent::Reclaim() {
   return total;
 }
 
-std::string Agent::Metrics() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return MetricsText();
-}
-
 std::string Agent::MetricsText() {
   std::vector<GpuMetrics> gpus;
   for (const Gpu& g : gpus_) {

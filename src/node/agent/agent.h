@@ -58,8 +58,6 @@ class Agent {
   // tenant limits that were changed in a ledger behind the agent's back. gpumuxd calls it twice a
   // second.
   uint64_t Reclaim();
-  // The Prometheus text exposition of every GPU and tenant.
-  std::string Metrics();
   size_t tenant_count();
 
  private:
@@ -88,7 +86,7 @@ class Agent {
   HttpResponse SetMode(const HttpRequest& r, const std::string& gpu);
   HttpResponse ListTenants(const HttpRequest& r, const std::string& only_id);
   void Apply(const TenantRecord& t);  // writes the record's limits into its GPU's ledger
-  std::string MetricsText();          // with mu_ held
+  std::string MetricsText();          // Prometheus text of every GPU and tenant; with mu_ held
 
   AgentConfig config_;
   std::unique_ptr<ShareBackend> backend_;

@@ -49,14 +49,6 @@ using namespace gpumux::cuda;
 namespace {
 
 using DlsymFn = void* (*)(void*, const char*);
-using MemAllocFn = CUresult (*)(CUdeviceptr*, size_t);
-using MemAllocPitchFn = CUresult (*)(CUdeviceptr*, size_t*, size_t, size_t, unsigned int);
-using MemAllocManagedFn = CUresult (*)(CUdeviceptr*, size_t, unsigned int);
-using MemFreeFn = CUresult (*)(CUdeviceptr);
-using MemGetInfoFn = CUresult (*)(size_t*, size_t*);
-using DeviceTotalMemFn = CUresult (*)(size_t*, CUdevice);
-using GetProcAddressFn = CUresult (*)(const char*, void**, int, cuuint64_t);
-using GetProcAddressV2Fn = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
 
 DlsymFn RealDlsym() {
   static DlsymFn real = [] {
@@ -266,13 +258,13 @@ inline void Gate() {
 extern "C" {
 
 CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
-  static MemAllocFn real = Real<MemAllocFn>("cuMemAlloc_v2");
+  static auto real = Real<decltype(&cuMemAlloc_v2)>("cuMemAlloc_v2");
   if (!dptr) return CallReal(real, dptr, bytes);
   return Guarded(kPointer, bytes, "cuMemAlloc", [&] { return CallReal(real, dptr, bytes); }, [&] { return *dptr; });
 }
 
 CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height, unsigned int element) {
-  static MemAllocPitchFn real = Real<MemAllocPitchFn>("cuMemAllocPitch_v2");
+  static auto real = Real<decltype(&cuMemAllocPitch_v2)>("cuMemAllocPitch_v2");
   if (!dptr || !pitch) return CallReal(real, dptr, pitch, width, height, element);
   // The pitch is the driver's to choose; reserve for the widest row it may pick (512-byte aligned).
   uint64_t bytes = uint64_t((width + 511) & ~size_t(511)) * height;
@@ -281,21 +273,21 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size
 }
 
 CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytes, unsigned int flags) {
-  static MemAllocManagedFn real = Real<MemAllocManagedFn>("cuMemAllocManaged");
+  static auto real = Real<decltype(&cuMemAllocManaged)>("cuMemAllocManaged");
   if (!dptr) return CallReal(real, dptr, bytes, flags);
   return Guarded(kPointer, bytes, "cuMemAllocManaged", [&] { return CallReal(real, dptr, bytes, flags); },
                  [&] { return *dptr; });
 }
 
 CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream stream) {
-  static auto real = Real<CUresult (*)(CUdeviceptr*, size_t, CUstream)>("cuMemAllocAsync");
+  static auto real = Real<decltype(&cuMemAllocAsync)>("cuMemAllocAsync");
   if (!dptr) return CallReal(real, dptr, bytes, stream);
   return Guarded(kPointer, bytes, "cuMemAllocAsync", [&] { return CallReal(real, dptr, bytes, stream); },
                  [&] { return *dptr; });
 }
 
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream stream) {
-  static auto real = Real<CUresult (*)(CUdeviceptr*, size_t, CUmemoryPool, CUstream)>("cuMemAllocFromPoolAsync");
+  static auto real = Real<decltype(&cuMemAllocFromPoolAsync)>("cuMemAllocFromPoolAsync");
   if (!dptr) return CallReal(real, dptr, bytes, pool, stream);
   return Guarded(kPointer, bytes, "cuMemAllocFromPoolAsync",
                  [&] { return CallReal(real, dptr, bytes, pool, stream); }, [&] { return *dptr; });
@@ -304,14 +296,14 @@ CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes, CUmemoryPool p
 // Per-thread-default-stream variants (what cuGetProcAddress returns to a program built with
 // --default-stream per-thread): the same guard around the driver's own _ptsz entry points.
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUstream stream) {
-  static auto real = Real<CUresult (*)(CUdeviceptr*, size_t, CUstream)>("cuMemAllocAsync_ptsz");
+  static auto real = Real<decltype(&cuMemAllocAsync_ptsz)>("cuMemAllocAsync_ptsz");
   if (!dptr) return CallReal(real, dptr, bytes, stream);
   return Guarded(kPointer, bytes, "cuMemAllocAsync", [&] { return CallReal(real, dptr, bytes, stream); },
                  [&] { return *dptr; });
 }
 
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream stream) {
-  static auto real = Real<CUresult (*)(CUdeviceptr*, size_t, CUmemoryPool, CUstream)>("cuMemAllocFromPoolAsync_ptsz");
+  static auto real = Real<decltype(&cuMemAllocFromPoolAsync_ptsz)>("cuMemAllocFromPoolAsync_ptsz");
   if (!dptr) return CallReal(real, dptr, bytes, pool, stream);
   return Guarded(kPointer, bytes, "cuMemAllocFromPoolAsync",
                  [&] { return CallReal(real, dptr, bytes, pool, stream); }, [&] { return *dptr; });
@@ -319,22 +311,21 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUmemoryP
 
 CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t bytes, const CUmemAllocationProp* prop,
                      unsigned long long flags) {
-  static auto real = Real<CUresult (*)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*,
-                                       unsigned long long)>("cuMemCreate");
+  static auto real = Real<decltype(&cuMemCreate)>("cuMemCreate");
   if (!handle) return CallReal(real, handle, bytes, prop, flags);
   return Guarded(kVmmHandle, bytes, "cuMemCreate", [&] { return CallReal(real, handle, bytes, prop, flags); },
                  [&] { return *handle; });
 }
 
 CUresult cuArrayCreate_v2(CUarray* array, const CUDA_ARRAY_DESCRIPTOR* desc) {
-  static auto real = Real<CUresult (*)(CUarray*, const CUDA_ARRAY_DESCRIPTOR*)>("cuArrayCreate_v2");
+  static auto real = Real<decltype(&cuArrayCreate_v2)>("cuArrayCreate_v2");
   if (!array || !desc) return CallReal(real, array, desc);
   return Guarded(kArray, ArrayBytes(*desc), "cuArrayCreate", [&] { return CallReal(real, array, desc); },
                  [&] { return reinterpret_cast<uint64_t>(*array); });
 }
 
 CUresult cuArray3DCreate_v2(CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc) {
-  static auto real = Real<CUresult (*)(CUarray*, const CUDA_ARRAY3D_DESCRIPTOR*)>("cuArray3DCreate_v2");
+  static auto real = Real<decltype(&cuArray3DCreate_v2)>("cuArray3DCreate_v2");
   if (!array || !desc) return CallReal(real, array, desc);
   return Guarded(kArray, Array3DBytes(*desc), "cuArray3DCreate", [&] { return CallReal(real, array, desc); },
                  [&] { return reinterpret_cast<uint64_t>(*array); });
@@ -342,56 +333,56 @@ CUresult cuArray3DCreate_v2(CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc)
 
 CUresult cuMipmappedArrayCreate(CUmipmappedArray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc, unsigned int levels) {
   static auto real =
-      Real<CUresult (*)(CUmipmappedArray*, const CUDA_ARRAY3D_DESCRIPTOR*, unsigned int)>("cuMipmappedArrayCreate");
+      Real<decltype(&cuMipmappedArrayCreate)>("cuMipmappedArrayCreate");
   if (!array || !desc) return CallReal(real, array, desc, levels);
   return Guarded(kArray, Array3DBytes(*desc, levels), "cuMipmappedArrayCreate",
                  [&] { return CallReal(real, array, desc, levels); }, [&] { return reinterpret_cast<uint64_t>(*array); });
 }
 
 CUresult cuMipmappedArrayDestroy(CUmipmappedArray array) {
-  static auto real = Real<CUresult (*)(CUmipmappedArray)>("cuMipmappedArrayDestroy");
+  static auto real = Real<decltype(&cuMipmappedArrayDestroy)>("cuMipmappedArrayDestroy");
   CUresult r = CallReal(real, array);
   if (r == kSuccess) Forget(kArray, reinterpret_cast<uint64_t>(array));
   return r;
 }
 
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
-  static MemFreeFn real = Real<MemFreeFn>("cuMemFree_v2");
+  static auto real = Real<decltype(&cuMemFree_v2)>("cuMemFree_v2");
   CUresult r = CallReal(real, dptr);
   if (r == kSuccess) Forget(kPointer, dptr);
   return r;
 }
 
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
-  static auto real = Real<CUresult (*)(CUdeviceptr, CUstream)>("cuMemFreeAsync");
+  static auto real = Real<decltype(&cuMemFreeAsync)>("cuMemFreeAsync");
   CUresult r = CallReal(real, dptr, stream);
   if (r == kSuccess) Forget(kPointer, dptr);
   return r;
 }
 
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
-  static auto real = Real<CUresult (*)(CUdeviceptr, CUstream)>("cuMemFreeAsync_ptsz");
+  static auto real = Real<decltype(&cuMemFreeAsync_ptsz)>("cuMemFreeAsync_ptsz");
   CUresult r = CallReal(real, dptr, stream);
   if (r == kSuccess) Forget(kPointer, dptr);
   return r;
 }
 
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
-  static auto real = Real<CUresult (*)(CUmemGenericAllocationHandle)>("cuMemRelease");
+  static auto real = Real<decltype(&cuMemRelease)>("cuMemRelease");
   CUresult r = CallReal(real, handle);
   if (r == kSuccess) Forget(kVmmHandle, handle);
   return r;
 }
 
 CUresult cuArrayDestroy(CUarray array) {
-  static auto real = Real<CUresult (*)(CUarray)>("cuArrayDestroy");
+  static auto real = Real<decltype(&cuArrayDestroy)>("cuArrayDestroy");
   CUresult r = CallReal(real, array);
   if (r == kSuccess) Forget(kArray, reinterpret_cast<uint64_t>(array));
   return r;
 }
 
 CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
-  static MemGetInfoFn real = Real<MemGetInfoFn>("cuMemGetInfo_v2");
+  static auto real = Real<decltype(&cuMemGetInfo_v2)>("cuMemGetInfo_v2");
   CUresult r = CallReal(real, free_bytes, total_bytes);
   uint64_t quota, used;
   if (r != kSuccess || !TenantView(&quota, &used)) return r;
@@ -401,7 +392,7 @@ CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
 }
 
 CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
-  static DeviceTotalMemFn real = Real<DeviceTotalMemFn>("cuDeviceTotalMem_v2");
+  static auto real = Real<decltype(&cuDeviceTotalMem_v2)>("cuDeviceTotalMem_v2");
   CUresult r = CallReal(real, bytes, dev);
   uint64_t quota, used;
   if (r == kSuccess && TenantView(&quota, &used)) *bytes = std::min<uint64_t>(*bytes, quota);
@@ -593,7 +584,7 @@ static const std::vector<WrappedEntry>& WrappedEntries() {
 
 CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
                              CUdriverProcAddressQueryResult* status) {
-  static GetProcAddressV2Fn real = Real<GetProcAddressV2Fn>("cuGetProcAddress_v2");
+  static auto real = Real<decltype(&cuGetProcAddress_v2)>("cuGetProcAddress_v2");
   CUresult r = CallReal(real, symbol, pfn, version, flags, status);
   if (r != kSuccess || !symbol || !pfn) return r;
   if (std::strcmp(symbol, "cuGetProcAddress") == 0) {
