@@ -10,11 +10,14 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
+#include "core/catalog.h"
 #include "node/agent/http_server.h"
+#include "node/device.h"
 #include "node/clock.h"
 #include "node/ledger/ledger.h"
 #include "node_fixture.h"
@@ -38,13 +41,23 @@ class AgentTest : public gpumux::testing::NodeTest {
   }
 
   // Starts gpumuxd on one simulated H100 and waits until it answers.
-  void StartAgent() {
+  void StartAgent() { StartAgentOn({"--sim", "H100"}, {}); }
+  // Starts gpumuxd on what NVML shows it, as on a GPU machine: here, through the simulated NVML that
+  // `env` describes (the NVIDIA backend then drives it as it would a real GPU).
+  void StartRealAgent(const std::vector<std::pair<std::string, std::string>>& env) { StartAgentOn({}, env); }
+
+  void StartAgentOn(std::vector<std::string> args, const std::vector<std::pair<std::string, std::string>>& env) {
+    args.insert(args.end(), {"--socket", socket_, "--state", (dir_ / "state.db").string(), "--runtime-dir",
+                             (dir_ / "run").string()});
     agent_ = fork();
     if (agent_ == 0) {
       std::string log = (dir_ / "agent.log").string();
       freopen(log.c_str(), "a", stderr);
-      execl(GPUMUXD_BINARY, "gpumuxd", "--sim", "H100", "--socket", socket_.c_str(), "--state",
-            (dir_ / "state.db").c_str(), "--runtime-dir", (dir_ / "run").c_str(), nullptr);
+      for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+      std::vector<char*> argv = {const_cast<char*>("gpumuxd")};
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(GPUMUXD_BINARY, argv.data());
       _exit(127);
     }
     for (int i = 0; i < 200; ++i) {
@@ -224,6 +237,67 @@ TEST_F(AgentTest, AMigLayoutMakesInstancesWhoseTenantsAreHeldToThem) {
   Call("DELETE", "/v1/tenants/sliced", json(), 200);
   Call("PUT", "/v1/gpus/0", {{"mode", "timeslice"}}, 200);
   EXPECT_FALSE(Call("GET", "/v1/gpus", json(), 200)["gpus"][0].contains("instances"));
+}
+
+// The simulated NVML standing for a real H100 with MIG (the catalog's geometry), its state in the
+// test's directory.
+std::vector<std::pair<std::string, std::string>> NvmlH100(const std::filesystem::path& dir) {
+  gpumux::Catalog catalog = gpumux::Catalog::LoadBundled();
+  gpumux::node::Device gpu = gpumux::node::SimulatedDevice(catalog.FindGpu("H100"), 0);
+  return gpumux::node::SimulatedGpuEnvironment(gpu, (dir / "nvml-gpu0.state").string(),
+                                               std::filesystem::path(GPUMUXD_BINARY).parent_path().string());
+}
+
+TEST_F(AgentTest, OnARealGpuMigInstancesAreMadeThroughNvmlKeptAcrossRestartsAndRemoved) {
+  StartRealAgent(NvmlH100(dir_));
+  json gpu = Call("GET", "/v1/gpus", json(), 200)["gpus"][0];
+  ASSERT_FALSE(gpu["simulated"].get<bool>()) << "gpumuxd took the GPU from NVML: " << gpu;
+  Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"4g.40gb", "4g.40gb"}}}, 400);  // the driver's geometry refuses it
+  Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"3g.40gb", "2g.20gb", "1g.10gb"}}}, 200);
+  gpu = Call("GET", "/v1/gpus", json(), 200)["gpus"][0];
+  ASSERT_EQ(gpu["instances"].size(), 3u) << gpu;
+  std::vector<std::string> uuids;
+  for (const json& instance : gpu["instances"]) {
+    uuids.push_back(instance.value("uuid", ""));
+    EXPECT_EQ(uuids.back().rfind("MIG-", 0), 0u) << instance;
+  }
+  EXPECT_EQ(std::set<std::string>(uuids.begin(), uuids.end()).size(), 3u) << "one MIG device per instance";
+  EXPECT_EQ(gpu["instances"][0]["memory_bytes"].get<uint64_t>(), uint64_t(39.5 * kGiB)) << "3g.40gb, as the driver lists it";
+  EXPECT_EQ(gpu["instances"][2]["memory_bytes"].get<uint64_t>(), uint64_t(9.75 * kGiB)) << "1g.10gb";
+
+  json t = Call("POST", "/v1/tenants", {{"id", "sliced"}, {"gpu", 0}, {"instance", 1}, {"memory", "4GiB"}}, 201);
+  EXPECT_EQ(t["env"]["CUDA_VISIBLE_DEVICES"], uuids[1]) << "the tenant sees only its MIG device";
+  EXPECT_FALSE(t["env"].contains("GPUMUX_SIM_STATE")) << t;
+  Call("POST", "/v1/tenants", {{"id", "big"}, {"gpu", 0}, {"instance", 2}, {"memory", "12GiB"}}, 409);
+
+  StopAgent(SIGKILL);
+  StartRealAgent(NvmlH100(dir_));
+  gpu = Call("GET", "/v1/gpus", json(), 200)["gpus"][0];
+  ASSERT_EQ(gpu["instances"].size(), 3u) << gpu;
+  for (size_t k = 0; k < 3; ++k) EXPECT_EQ(gpu["instances"][k]["uuid"], uuids[k]) << "the same instances, not new ones";
+  EXPECT_EQ(Call("GET", "/v1/tenants/sliced", json(), 200)["instance"].get<int>(), 1);
+
+  Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"7g.80gb"}}}, 409);  // its tenant must go first
+  Call("DELETE", "/v1/tenants/sliced", json(), 200);
+  Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"7g.80gb"}}}, 200);
+  gpu = Call("GET", "/v1/gpus", json(), 200)["gpus"][0];
+  ASSERT_EQ(gpu["instances"].size(), 1u) << gpu;
+  EXPECT_EQ(std::count(uuids.begin(), uuids.end(), gpu["instances"][0]["uuid"].get<std::string>()), 0) << "a new instance";
+
+  Call("PUT", "/v1/gpus/0", {{"mode", "timeslice"}}, 200);
+  std::ifstream driver(dir_ / "nvml-gpu0.state.mig");
+  std::string first_line;
+  std::getline(driver, first_line);
+  EXPECT_EQ(first_line.rfind("mode 0 0", 0), 0u) << "MIG mode is off on the GPU again: " << first_line;
+}
+
+TEST_F(AgentTest, AMigModeThatWaitsForAGpuResetIsRefusedSayingSo) {
+  auto env = NvmlH100(dir_);
+  env.push_back({"GPUMUX_SIM_MIG_RESET_REQUIRED", "1"});
+  StartRealAgent(env);
+  json answer = Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"7g.80gb"}}}, 500);
+  EXPECT_NE(answer.dump().find("nvidia-smi -i 0 -r"), std::string::npos) << answer;
+  EXPECT_EQ(Call("GET", "/v1/gpus", json(), 200)["gpus"][0]["mode"], "timeslice");
 }
 
 TEST_F(AgentTest, TheGpuTimeTheGovernorMeasuresIsTheTimeTheTenantUsed) {

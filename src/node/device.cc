@@ -1,42 +1,12 @@
 #include "node/device.h"
 
-#include <dlfcn.h>
-
 #include <cstdio>
 #include <filesystem>
 
+#include "node/nvml_library.h"
+
 namespace gpumux::node {
 namespace {
-
-struct Nvml {
-  struct Memory {
-    unsigned long long total, free, used;
-  };
-  int (*init)() = nullptr;
-  int (*count)(unsigned*) = nullptr;
-  int (*handle)(unsigned, void**) = nullptr;
-  int (*memory)(void*, Memory*) = nullptr;
-  int (*name)(void*, char*, unsigned) = nullptr;
-};
-
-const Nvml& OpenNvml() {
-  static const Nvml nvml = [] {
-    Nvml n;
-    void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
-    if (!lib) return n;
-    n.init = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlInit_v2"));
-    n.count = reinterpret_cast<int (*)(unsigned*)>(dlsym(lib, "nvmlDeviceGetCount_v2"));
-    n.handle = reinterpret_cast<int (*)(unsigned, void**)>(dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"));
-    n.memory = reinterpret_cast<int (*)(void*, Nvml::Memory*)>(dlsym(lib, "nvmlDeviceGetMemoryInfo"));
-    n.name = reinterpret_cast<int (*)(void*, char*, unsigned)>(dlsym(lib, "nvmlDeviceGetName"));
-    if (!n.init || !n.count || !n.handle || !n.memory || !n.name || n.init() != 0) n.init = nullptr;
-    return n;
-  }();
-  if (!nvml.init) {
-    throw DeviceError("no NVIDIA driver found (libnvidia-ml.so.1); use the simulated GPU (--sim KIND) instead");
-  }
-  return nvml;
-}
 
 std::string Joined(const std::string& first, const std::string& rest) { return rest.empty() ? first : first + ":" + rest; }
 
@@ -50,7 +20,7 @@ std::string RuntimeLibraryDir() {
 
 Device SimulatedDevice(const GpuKind& kind, int index) {
   return {index, kind.name + " (simulated)", uint64_t(kind.memory_bytes), kind.sms, kind.bandwidth,
-          kind.PeakFlops(DType::kBf16), true, -1, kind.mig};
+          kind.PeakFlops(DType::kBf16), true, -1, kind.mig, ""};
 }
 
 std::string DeviceStem(const Device& d) {
@@ -74,19 +44,20 @@ Device MigInstanceDevice(const Device& gpu, const MigLayout& layout, int k) {
 
 int RealDeviceCount() {
   unsigned n = 0;
-  if (OpenNvml().count(&n) != 0) throw DeviceError("NVML cannot count the GPUs");
+  Nvml().Check(Nvml().count(&n), "counting the GPUs");
   return int(n);
 }
 
 Device RealDevice(int index) {
-  const Nvml& nvml = OpenNvml();
-  void* dev = nullptr;
-  Nvml::Memory m{};
-  char buf[96] = {0};
-  if (nvml.handle(unsigned(index), &dev) != 0 || nvml.memory(dev, &m) != 0 || nvml.name(dev, buf, sizeof(buf)) != 0) {
-    throw DeviceError("GPU " + std::to_string(index) + ": NVML cannot describe it (is the index right?)");
-  }
-  return {index, buf, m.total, 0, 0, 0, false, -1, std::nullopt};
+  const NvmlLibrary& nvml = Nvml();
+  nvmlDevice_t dev = nvml.Gpu(index);
+  nvmlMemory_t m{};
+  char name[96] = {0}, uuid[nvml::kUuidBufferSize] = {0};
+  std::string where = "GPU " + std::to_string(index);
+  nvml.Check(nvml.memory(dev, &m), where + ": memory");
+  nvml.Check(nvml.name(dev, name, sizeof(name)), where + ": name");
+  nvml.Check(nvml.uuid(dev, uuid, sizeof(uuid)), where + ": UUID");
+  return {index, name, m.total, 0, 0, 0, false, -1, std::nullopt, uuid};
 }
 
 std::vector<std::pair<std::string, std::string>> TenantEnvironment(const Device& device, const std::string& ledger_path,
@@ -100,17 +71,44 @@ std::vector<std::pair<std::string, std::string>> TenantEnvironment(const Device&
       {"GPUMUX_GPU", std::to_string(device.index)},
   };
   if (device.simulated) {
-    char number[32];
-    env.push_back({"LD_LIBRARY_PATH", Joined(bin_dir + "/simgpu", inherited_library_path)});
-    env.push_back({"GPUMUX_SIM_NAME", device.name});
-    env.push_back({"GPUMUX_SIM_MEMORY", std::to_string(device.memory)});
-    env.push_back({"GPUMUX_SIM_SMS", std::to_string(device.sms)});
-    std::snprintf(number, sizeof(number), "%.6g", device.bandwidth);
-    env.push_back({"GPUMUX_SIM_BANDWIDTH", number});
-    std::snprintf(number, sizeof(number), "%.6g", device.flops);
-    env.push_back({"GPUMUX_SIM_FLOPS", number});
     std::string dir = ledger_path.substr(0, ledger_path.rfind('/'));
-    env.push_back({"GPUMUX_SIM_STATE", dir + "/sim-" + DeviceStem(device) + ".state"});
+    for (auto& kv : SimulatedGpuEnvironment(device, dir + "/sim-" + DeviceStem(device) + ".state", bin_dir,
+                                            inherited_library_path)) {
+      env.push_back(std::move(kv));
+    }
+  } else if (!device.uuid.empty()) {
+    env.push_back({"CUDA_VISIBLE_DEVICES", device.uuid});
+  }
+  return env;
+}
+
+std::vector<std::pair<std::string, std::string>> SimulatedGpuEnvironment(const Device& device, const std::string& state_path,
+                                                                         const std::string& bin_dir,
+                                                                         const std::string& inherited_library_path) {
+  char number[32];
+  std::vector<std::pair<std::string, std::string>> env;
+  env.push_back({"LD_LIBRARY_PATH", Joined(bin_dir + "/simgpu", inherited_library_path)});
+  env.push_back({"GPUMUX_SIM_NAME", device.name});
+  env.push_back({"GPUMUX_SIM_MEMORY", std::to_string(device.memory)});
+  env.push_back({"GPUMUX_SIM_SMS", std::to_string(device.sms)});
+  std::snprintf(number, sizeof(number), "%.6g", device.bandwidth);
+  env.push_back({"GPUMUX_SIM_BANDWIDTH", number});
+  std::snprintf(number, sizeof(number), "%.6g", device.flops);
+  env.push_back({"GPUMUX_SIM_FLOPS", number});
+  env.push_back({"GPUMUX_SIM_STATE", state_path});
+  if (device.mig) {
+    // "slots=8 compute=7 sms=132|1g.10gb id=19 g=1 size=1 mib=9984 sms=16 max=7 starts=0,1,2|..."
+    const MigGeometry& geo = *device.mig;
+    std::string text = "slots=" + std::to_string(geo.slots) + " compute=" + std::to_string(geo.compute_slices) +
+                       " sms=" + std::to_string(geo.sms);
+    for (const MigProfile& p : geo.profiles) {
+      std::string starts;
+      for (int s : p.placement_starts) starts += (starts.empty() ? "" : ",") + std::to_string(s);
+      text += "|" + p.name + " id=" + std::to_string(p.id) + " g=" + std::to_string(p.compute_slices) +
+              " size=" + std::to_string(p.memory_slices) + " mib=" + std::to_string(uint64_t(p.memory_bytes) >> 20) +
+              " sms=" + std::to_string(p.sms) + " max=" + std::to_string(p.max_instances) + " starts=" + starts;
+    }
+    env.push_back({"GPUMUX_SIM_MIG", text});
   }
   return env;
 }

@@ -2,7 +2,8 @@
 // (sim_state.h): count, handle, name, memory, running processes, device utilisation and per-process
 // utilisation. Utilisation is measured from the GPU time charged to each process, over the time
 // since this caller's previous query (real NVML samples the hardware on its own clock); the
-// simulator charges work when it is submitted, so a short window can read above 100%.
+// simulator charges work when it is submitted, so a short window can read above 100%. Its MIG half
+// is sim_nvml_mig.cc.
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -10,7 +11,7 @@
 
 #include "node/clock.h"
 
-#include "simgpu/nvml_types.h"
+#include "simgpu/nvml_api.h"
 #include "simgpu/sim_state.h"
 
 using namespace gpumux::nvml;
@@ -33,9 +34,13 @@ const char* nvmlErrorString(nvmlReturn_t r) {
     case kSuccess: return "Success";
     case kErrorUninitialized: return "Uninitialized";
     case kErrorInvalidArgument: return "Invalid Argument";
+    case kErrorNotSupported: return "Not Supported";
+    case kErrorNoPermission: return "Insufficient Permissions";
     case kErrorNotFound: return "Not Found";
     case kErrorInsufficientSize: return "Insufficient Size";
     case kErrorDriverNotLoaded: return "Driver Not Loaded";
+    case kErrorInUse: return "In use by another client";
+    case kErrorInsufficientResources: return "Insufficient Resources";
     default: return "Unknown Error";
   }
 }

@@ -5,7 +5,13 @@
 namespace gpumux::slurm {
 namespace {
 
-node::Device Gpu(int index, uint64_t gib) { return {index, "H100-SXM5-80GB", gib << 30}; }
+node::Device Gpu(int index, uint64_t gib) {
+  node::Device d;
+  d.index = index;
+  d.name = "H100-SXM5-80GB";
+  d.memory = gib << 30;
+  return d;
+}
 
 TEST(GresConf, OneShardPerGibOfEachGpu) {
   std::string conf = GresConf({Gpu(0, 80), Gpu(1, 80)}, {"gpu-node-7"});

@@ -3,6 +3,7 @@
 #include <grp.h>
 #include <pwd.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <map>
 #include <optional>
@@ -41,17 +42,15 @@ Agent::Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend)
     gpus_[size_t(m.gpu)].layout = m.layout;
   }
   for (Gpu& g : gpus_) {
-    BuildSlots(g);
     std::vector<node::Device> instances;
-    for (const Slot& slot : g.slots) {
-      backend_->Prepare(slot.device, g.mode == ShareMode::kMig ? ShareMode::kTimeSlice : g.mode);
-      if (g.mode == ShareMode::kMig) instances.push_back(slot.device);
-    }
     try {
-      if (g.mode != ShareMode::kTimeSlice) backend_->SetMode(g.device, g.mode, instances);
-    } catch (const BackendError& e) {
+      if (g.mode != ShareMode::kMig) backend_->Prepare(g.device, g.mode);
+      if (g.mode != ShareMode::kTimeSlice) instances = backend_->SetMode(g.device, g.mode, g.layout);
+    } catch (const std::exception& e) {  // BackendError, or a stored layout the GPU no longer takes
       Log("warn", "cannot restore the GPU's sharing mode", {{"gpu", std::to_string(g.device.index)}, {"reason", e.what()}});
     }
+    // A MIG layout that could not be restored leaves the GPU without slots: its tenants wait in the store.
+    BuildSlots(g, g.mode == ShareMode::kMig ? instances : std::vector<node::Device>{g.device});
   }
   for (const TenantRecord& t : store_.All()) {
     if (!SlotOf(t.gpu, t.instance)) {
@@ -64,15 +63,7 @@ Agent::Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend)
   }
 }
 
-void Agent::BuildSlots(Gpu& g) {
-  std::vector<node::Device> devices;
-  if (g.mode == ShareMode::kMig) {
-    if (!g.device.mig) throw std::invalid_argument("the catalog knows no MIG geometry for " + g.device.name);
-    MigLayout layout = PlaceInCreationOrder(*g.device.mig, g.layout);
-    for (size_t k = 0; k < layout.instances.size(); ++k) devices.push_back(node::MigInstanceDevice(g.device, layout, int(k)));
-  } else {
-    devices.push_back(g.device);
-  }
+void Agent::BuildSlots(Gpu& g, const std::vector<node::Device>& devices) {
   std::vector<Slot> slots;
   for (const node::Device& d : devices) {
     std::string path = config_.runtime_dir + "/" + node::DeviceStem(d) + ".ledger";
@@ -136,11 +127,15 @@ HttpResponse Agent::Handle(const HttpRequest& r) {
       if (g.mode == ShareMode::kMig) {
         json instances = json::array();
         for (const Slot& slot : g.slots) {
-          instances.push_back({{"instance", slot.device.mig_instance}, {"name", slot.device.name},
-                               {"memory_bytes", slot.device.memory}, {"ledger", slot.ledger_path}});
+          json instance = {{"instance", slot.device.mig_instance}, {"name", slot.device.name},
+                           {"memory_bytes", slot.device.memory}, {"ledger", slot.ledger_path}};
+          if (!slot.device.uuid.empty()) instance["uuid"] = slot.device.uuid;
+          instances.push_back(instance);
         }
         j["instances"] = instances;
-        j["nvidia_smi"] = PlaceInCreationOrder(*g.device.mig, g.layout).CreateCommand(*g.device.mig);
+        // What the planner would run for the same layout (the catalog's geometry; real GPUs are laid
+        // out by gpumuxd itself through NVML).
+        if (g.device.mig) j["nvidia_smi"] = PlaceInCreationOrder(*g.device.mig, g.layout).CreateCommand(*g.device.mig);
       } else {
         j["ledger"] = g.slots[0].ledger_path;
       }
@@ -185,6 +180,10 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
     Slot* slot = SlotOf(t.gpu, t.instance);
     if (!slot) {
       const Gpu& g = gpus_[size_t(t.gpu)];
+      if (g.mode == ShareMode::kMig && g.slots.empty()) {
+        return Error(503, "GPU " + std::to_string(t.gpu) + ": its MIG layout could not be restored (see gpumuxd's log); "
+                          "set it again");
+      }
       return Error(400, g.mode == ShareMode::kMig
                             ? "instance: GPU " + std::to_string(t.gpu) + " is in MIG mode with instances 0 to " +
                                   std::to_string(g.slots.size() - 1) + "; name one"
@@ -277,15 +276,17 @@ HttpResponse Agent::SetMode(const HttpRequest& r, const std::string& index) {
   }
   Gpu next{g.device, mode, layout, {}};
   try {
-    if (reslice) BuildSlots(next);
-    std::vector<node::Device> instances;
-    if (mode == ShareMode::kMig) {
-      for (const Slot& slot : next.slots) instances.push_back(slot.device);
+    std::vector<node::Device> instances = backend_->SetMode(g.device, mode, layout);
+    if (reslice) {
+      // The old slots' ledgers hold no tenant (checked above); new slots may reuse their names.
+      for (const Slot& slot : g.slots) unlink(slot.ledger_path.c_str());
+      BuildSlots(next, mode == ShareMode::kMig ? instances : std::vector<node::Device>{g.device});
     }
-    backend_->SetMode(g.device, mode, instances);
   } catch (const std::invalid_argument& e) {
     return Error(400, std::string("layout: ") + e.what());
   } catch (const BackendError& e) {
+    return Error(500, e.what());
+  } catch (const node::LedgerError& e) {
     return Error(500, e.what());
   }
   if (reslice) g.slots = std::move(next.slots);

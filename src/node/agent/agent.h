@@ -74,9 +74,9 @@ class Agent {
     std::vector<Slot> slots;          // the whole GPU, or one per MIG instance
   };
 
-  // Opens the ledgers of `g`'s slots for its mode and layout. Throws node::LedgerError or
-  // std::invalid_argument (a layout the driver would refuse).
-  void BuildSlots(Gpu& g);
+  // Opens the ledgers of `g`'s slots, one per device in `devices` (the whole GPU, or its MIG
+  // instances). Throws node::LedgerError.
+  void BuildSlots(Gpu& g, const std::vector<node::Device>& devices);
   // The slot a tenant is on; null if there is none such (a GPU or instance that is gone).
   Slot* SlotOf(int gpu, int instance);
 

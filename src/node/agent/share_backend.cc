@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "node/mig_control.h"
 #include "simgpu/sim_state.h"
 
 namespace gpumux::agent {
@@ -30,15 +31,23 @@ class SimulatedBackend : public ShareBackend {
       throw BackendError(Path(device) + ": cannot create the simulated GPU's state (or it is not one)");
     }
   }
-  // MIG instances are simulated devices of their own (their state files made here); the whole
-  // GPU's device is left as it is, unused while the GPU is in MIG mode.
-  void SetMode(const node::Device& gpu, ShareMode mode, const std::vector<node::Device>& instances) override {
+  // MIG instances are simulated devices of their own (their state files made here), placed as the
+  // driver would by the catalog's geometry; the whole GPU's device is left as it is, unused while
+  // the GPU is in MIG mode.
+  std::vector<node::Device> SetMode(const node::Device& gpu, ShareMode mode, const std::vector<std::string>& layout) override {
     if (mode == ShareMode::kMig) {
-      for (const node::Device& instance : instances) Prepare(instance, ShareMode::kTimeSlice);
-      return;
+      if (!gpu.mig) throw std::invalid_argument("the catalog knows no MIG geometry for " + gpu.name);
+      MigLayout placed = PlaceInCreationOrder(*gpu.mig, layout);
+      std::vector<node::Device> instances;
+      for (size_t k = 0; k < placed.instances.size(); ++k) {
+        instances.push_back(node::MigInstanceDevice(gpu, placed, int(k)));
+        Prepare(instances.back(), ShareMode::kTimeSlice);
+      }
+      return instances;
     }
     Prepare(gpu, mode);
     if (!sim::SetSimMode(Path(gpu), SimMode(mode))) throw BackendError(Path(gpu) + " is not a simulated GPU's state");
+    return {};
   }
   std::vector<std::pair<std::string, std::string>> ClientEnvironment(const node::Device&, ShareMode mode,
                                                                      const node::TenantLimits&) const override {
@@ -55,10 +64,12 @@ class NvidiaBackend : public ShareBackend {
  public:
   explicit NvidiaBackend(std::string dir) : dir_(std::move(dir)) {}
   void Prepare(const node::Device&, ShareMode) override {}  // the driver's default is time-slicing
-  void SetMode(const node::Device& gpu, ShareMode mode, const std::vector<node::Device>&) override {
-    if (mode == ShareMode::kMig) {
-      throw BackendError("GPU " + std::to_string(gpu.index) + ": gpumuxd does not drive MIG on real GPUs yet; apply the "
-                         "layout with the nvidia-smi command `gpumux plan` prints");
+  std::vector<node::Device> SetMode(const node::Device& gpu, ShareMode mode, const std::vector<std::string>& layout) override {
+    try {
+      if (mode == ShareMode::kMig) return LayOutMig(gpu, layout);
+      node::SetMigMode(gpu.index, false);
+    } catch (const node::DeviceError& e) {
+      throw BackendError(e.what());
     }
     std::string pipe = PipeDir(gpu), log = dir_ + "/mps" + std::to_string(gpu.index) + "-log";
     mkdir(pipe.c_str(), 0755);
@@ -75,6 +86,7 @@ class NvidiaBackend : public ShareBackend {
       throw BackendError("GPU " + std::to_string(gpu.index) + ": '" + command + "' did not take effect (exit " +
                          std::to_string(rc) + "; is nvidia-cuda-mps-control installed, and are we root?)");
     }
+    return {};
   }
   std::vector<std::pair<std::string, std::string>> ClientEnvironment(const node::Device& gpu, ShareMode mode,
                                                                      const node::TenantLimits& limits) const override {
@@ -92,6 +104,23 @@ class NvidiaBackend : public ShareBackend {
 
  private:
   std::string PipeDir(const node::Device& gpu) const { return dir_ + "/mps" + std::to_string(gpu.index); }
+
+  // MIG mode on, the layout checked against the geometry the driver lists and made (or kept); each
+  // instance is a device with the memory and SMs its profile has and its MIG device's UUID.
+  static std::vector<node::Device> LayOutMig(const node::Device& gpu, const std::vector<std::string>& layout) {
+    node::SetMigMode(gpu.index, true);
+    node::Device described = gpu;
+    described.mig = node::ReadMigGeometry(gpu.index);
+    MigLayout placed = PlaceInCreationOrder(*described.mig, layout);
+    std::vector<std::string> uuids = node::ApplyMigLayout(gpu.index, placed);
+    std::vector<node::Device> instances;
+    for (size_t k = 0; k < placed.instances.size(); ++k) {
+      instances.push_back(node::MigInstanceDevice(described, placed, int(k)));
+      instances.back().uuid = uuids[k];
+    }
+    return instances;
+  }
+
   std::string dir_;
 };
 

@@ -1,8 +1,8 @@
 // How gpumuxd puts a GPU into a sharing mode, behind one interface: the simulated backend acts on
-// the simulated GPU's device state (and makes one simulated device per MIG instance); the NVIDIA
-// backend starts or stops an MPS control daemon per GPU with nvidia-cuda-mps-control.
-// Time-slicing is the driver's default (no daemon). MIG on real GPUs is not driven by the agent
-// yet: the NVIDIA backend refuses it, saying so (`gpumux plan` prints the nvidia-smi commands).
+// the simulated GPU's device state (and makes one simulated device per MIG instance, from the
+// catalog's geometry); the NVIDIA backend starts or stops an MPS control daemon per GPU with
+// nvidia-cuda-mps-control, and lays out MIG instances through NVML (node/mig_control.h), with the
+// geometry the driver lists. Time-slicing is the driver's default (no daemon).
 #pragma once
 
 #include <memory>
@@ -30,12 +30,15 @@ class BackendError : public std::runtime_error {
 class ShareBackend {
  public:
   virtual ~ShareBackend() = default;
-  // Readies `device` (a GPU or a MIG instance) for tenants of any user (the simulated backend
+  // Readies whole GPU `device` for tenants of any user in `mode` (not kMig; the simulated backend
   // creates its device state). Throws BackendError.
   virtual void Prepare(const node::Device& device, ShareMode mode) = 0;
-  // Puts `gpu` into `mode`; for kMig, `instances` are the MIG instances to make (in creation
-  // order). Throws BackendError saying why not.
-  virtual void SetMode(const node::Device& gpu, ShareMode mode, const std::vector<node::Device>& instances) = 0;
+  // Puts `gpu` into `mode`. For kMig it lays out `layout` (MIG profile names in creation order) and
+  // returns the instances as devices of their own, in that order; a GPU that already holds that
+  // layout keeps it, and the processes on it. Leaving kMig removes the instances. Throws
+  // std::invalid_argument for a layout the GPU cannot hold, BackendError for what the driver refuses.
+  virtual std::vector<node::Device> SetMode(const node::Device& gpu, ShareMode mode,
+                                            const std::vector<std::string>& layout) = 0;
   // What a tenant's processes on `gpu` in `mode` need besides the shim's environment: under MPS,
   // the daemon's pipe directory and the per-client limits the driver enforces in hardware (active
   // thread percentage = the compute cap, pinned memory limit = the quota).
