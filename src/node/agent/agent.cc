@@ -88,6 +88,15 @@ Agent::Slot* Agent::SlotOf(int gpu, int instance) {
   return instance < 0 ? &g.slots[0] : nullptr;
 }
 
+std::optional<std::pair<int, int>> Agent::SlotWithUuid(const std::string& uuid) const {
+  for (const Gpu& g : gpus_) {
+    for (const Slot& slot : g.slots) {
+      if (!uuid.empty() && slot.device.uuid == uuid) return std::make_pair(g.device.index, slot.device.mig_instance);
+    }
+  }
+  return std::nullopt;
+}
+
 void Agent::Apply(const TenantRecord& t) { SlotOf(t.gpu, t.instance)->ledger->AddTenant(t.id, t.limits, false); }
 
 bool Agent::IsOperator(const HttpRequest& r) const {
@@ -173,6 +182,13 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
     if (existing) t = *existing;  // PUT and a repeated POST change only what they give
     if (body.contains("gpu")) t.gpu = body["gpu"].get<int>();
     if (body.contains("instance")) t.instance = body["instance"].get<int>();
+    if (body.contains("device")) {  // a UUID, as CUDA_VISIBLE_DEVICES names a GPU or MIG device
+      std::string uuid = body["device"].get<std::string>();
+      std::optional<std::pair<int, int>> where = SlotWithUuid(uuid);
+      if (!where) return Error(400, "device: no GPU or MIG instance of this node has UUID '" + uuid + "'");
+      t.gpu = where->first;
+      t.instance = where->second;
+    }
     joined = existing && body.value("join", false);
     if (t.gpu < 0 || size_t(t.gpu) >= gpus_.size()) {
       return Error(400, "gpu: this node has GPUs 0 to " + std::to_string(gpus_.size() - 1) + ", not " + std::to_string(t.gpu));

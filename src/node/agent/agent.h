@@ -10,7 +10,9 @@
 //                                         while the GPU has tenants); its tenants then name an instance
 //   GET    /v1/tenants[/ID]              operators see all; anyone else only tenants they own
 //   POST   /v1/tenants                   operators: admit (201) or update (200) a tenant, or with
-//                                         "join": true join an existing one as it is; answers its environment
+//                                         "join": true join an existing one as it is; answers its environment.
+//                                         Where: "gpu" (and "instance" on a MIG GPU), or "device": a
+//                                         GPU's or MIG instance's UUID (real GPUs)
 //   PUT    /v1/tenants/ID                operators: change its limits
 //   DELETE /v1/tenants/ID                operators: remove it (refused while it has live processes)
 //   GET    /metrics                      anyone (also on the TCP metrics address)
@@ -24,6 +26,8 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -79,6 +83,8 @@ class Agent {
   void BuildSlots(Gpu& g, const std::vector<node::Device>& devices);
   // The slot a tenant is on; null if there is none such (a GPU or instance that is gone).
   Slot* SlotOf(int gpu, int instance);
+  // The GPU and instance (-1: the whole GPU) of the device with this UUID ("GPU-..." or "MIG-...").
+  std::optional<std::pair<int, int>> SlotWithUuid(const std::string& uuid) const;
 
   bool IsOperator(const HttpRequest& r) const;
   HttpResponse Admit(const HttpRequest& r, const std::string& id_from_path);
