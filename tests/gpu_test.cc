@@ -1,5 +1,5 @@
 // The runtime on a real NVIDIA GPU (ctest label `gpu`): the memory quota through a driver-API program
-// and through PyTorch, and a compute cap through PyTorch. Each test skips, saying why, where there is
+// and through PyTorch, a compute cap through PyTorch, and NVML as gpumuxd reads it. Each test skips, saying why, where there is
 // no GPU (or no PyTorch).
 #include <dlfcn.h>
 #include <gtest/gtest.h>
@@ -11,6 +11,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "node/device.h"
+#include "node/mig_control.h"
+#include "node/nvml_library.h"
 #include "shell.h"
 
 namespace {
@@ -113,6 +116,29 @@ TEST_F(GpuTest, PyTorchIsHeldToItsComputeCap) {
   auto share = [&](const nlohmann::json& r) { return r["count"].get<double>() * solo_ms / 1000 / r["wall_s"].get<double>(); };
   EXPECT_GT(share(alone), 0.6) << "uncapped, the loop keeps the GPU busy: " << alone;
   EXPECT_NEAR(share(capped), 0.30, 0.10) << "uncapped " << alone << ", capped " << capped;
+}
+
+// NVML as gpumuxd reads it (our declarations of its structures against the real library): the GPU's
+// name, memory and UUID, and, only where an administrator has MIG mode on already, the MIG geometry
+// the driver lists. Reads only: the test never changes MIG mode or instances.
+TEST_F(GpuTest, NvmlDescribesTheGpuAndItsMigGeometryAsGpumuxdReadsThem) {
+  gpumux::node::Device gpu = gpumux::node::RealDevice(0);
+  EXPECT_FALSE(gpu.name.empty());
+  EXPECT_GT(gpu.memory, 4 * kGiB) << gpu.name;
+  EXPECT_EQ(gpu.uuid.rfind("GPU-", 0), 0u) << gpu.uuid;
+  const gpumux::node::NvmlLibrary& nvml = gpumux::node::Nvml();
+  unsigned current = 0, pending = 0;
+  if (!nvml.has_mig() || nvml.get_mig_mode(nvml.Gpu(0), &current, &pending) != 0 || current != 1) {
+    GTEST_SKIP() << gpu.name << " (" << gpu.uuid << "): MIG mode is off; its geometry is read only where it is on";
+  }
+  gpumux::MigGeometry geo = gpumux::node::ReadMigGeometry(0);
+  EXPECT_GE(geo.slots, 4);
+  EXPECT_GE(geo.compute_slices, 4);
+  for (const gpumux::MigProfile& p : geo.profiles) {
+    EXPECT_NE(p.name.find('g'), std::string::npos) << p.name;
+    EXPECT_GT(p.memory_bytes, 1e9) << p.name;
+    EXPECT_FALSE(p.placement_starts.empty()) << p.name;
+  }
 }
 
 }  // namespace
