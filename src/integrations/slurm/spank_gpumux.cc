@@ -1,7 +1,8 @@
 // spank_gpumux.so: the SPANK plugin that turns what Slurm granted a job on a GPU into a quota gpumux
 // enforces. For each step that holds a share of a GPU (shards, an MPS percentage, or the plugin's
 // own --gpumux-mem/--gpumux-compute options) it asks gpumuxd to admit the job as tenant
-// `slurm-<job>` and starts the step's tasks under the shim with the environment gpumuxd answers.
+// `slurm-<job>` (on the GPU Slurm granted, or the MIG device whose UUID Slurm put in
+// CUDA_VISIBLE_DEVICES; step_request.h) and starts the step's tasks under the shim with the environment gpumuxd answers.
 // The job is one tenant: the first step (the batch step of an sbatch job) sets its limits, later
 // steps (an srun inside the batch script) join it, so a job's steps share its grant instead of
 // each taking it again. The step that admitted the tenant removes it when it ends (exits, fails or
@@ -19,10 +20,12 @@
 // than running unguarded. No exception crosses into Slurm.
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
+#include "integrations/slurm/step_request.h"
 #include "node/agent/http_server.h"
 
 extern "C" {
@@ -101,21 +104,22 @@ void ParseArguments(int ac, char** av) {
 // Asks gpumuxd to admit this step; fills g.tenant and g.env. Returns false (after saying why) if
 // the step must not run.
 bool Admit(spank_t sp) {
-  std::string gpus = Env(sp, "SLURM_STEP_GPUS");
-  if (gpus.empty()) gpus = Env(sp, "SLURM_JOB_GPUS");
-  std::string shards = Env(sp, "SLURM_SHARDS_ON_NODE"), mps = Env(sp, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
-  if (gpus.empty() || (shards.empty() && mps.empty() && g.mem.empty() && g.compute.empty())) return true;  // no shared GPU
-  json request = {{"id", TenantId(sp)}, {"gpu", std::atoi(gpus.c_str())}, {"join", true}};
+  gpumux::slurm::StepGrant grant;
+  grant.step_gpus = Env(sp, "SLURM_STEP_GPUS");
+  if (grant.step_gpus.empty()) grant.step_gpus = Env(sp, "SLURM_JOB_GPUS");
+  grant.visible_devices = Env(sp, "CUDA_VISIBLE_DEVICES");
+  grant.shards = Env(sp, "SLURM_SHARDS_ON_NODE");
+  grant.mps_percent = Env(sp, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+  grant.mem = g.mem, grant.compute = g.compute, grant.priority = g.priority;
+  std::optional<json> built = gpumux::slurm::StepRequest(grant, TenantId(sp));
+  if (!built) return true;  // no shared GPU
+  json& request = *built;
+  const std::string& gpus = grant.step_gpus;
   uint32_t uid = 0, job = 0;
   spank_get_item(sp, S_JOB_UID, &uid);
   spank_get_item(sp, S_JOB_ID, &job);
   request["owner_uid"] = uid;
   request["source"] = "slurm job " + std::to_string(job);
-  if (!shards.empty()) request["shards"] = std::strtoull(shards.c_str(), nullptr, 10);
-  if (!mps.empty()) request["mps_percent"] = std::atof(mps.c_str());
-  if (!g.mem.empty()) request["memory"] = g.mem;
-  if (!g.compute.empty()) request["compute"] = g.compute;
-  if (!g.priority.empty()) request["priority"] = g.priority;
   auto [status, body] = gpumux::agent::CallUnix(g.socket, "POST", "/v1/tenants", request.dump());
   json answer = json::parse(body, nullptr, false);
   if (status != 201 && status != 200) {

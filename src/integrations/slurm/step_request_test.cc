@@ -1,0 +1,50 @@
+#include "integrations/slurm/step_request.h"
+
+#include <gtest/gtest.h>
+
+namespace gpumux::slurm {
+namespace {
+
+TEST(StepRequest, ShardsOnAGpuByIndexBecomeItsQuota) {
+  StepGrant grant;
+  grant.step_gpus = "1", grant.visible_devices = "0", grant.shards = "3";
+  auto r = StepRequest(grant, "slurm-7");
+  ASSERT_TRUE(r);
+  EXPECT_EQ((*r)["gpu"], 1) << "the node's GPU index (SLURM_STEP_GPUS), not the task's view";
+  EXPECT_EQ((*r)["shards"], 3u);
+  EXPECT_EQ((*r)["id"], "slurm-7");
+  EXPECT_TRUE((*r)["join"].get<bool>()) << "later steps join the job's tenant";
+  EXPECT_FALSE(r->contains("device"));
+}
+
+TEST(StepRequest, AMigDeviceSlurmNamesByUuidIsAskedForByUuid) {
+  StepGrant grant;
+  grant.step_gpus = "2", grant.visible_devices = "MIG-5a1e0000-0000-4000-8000-000000000003", grant.mem = "4GiB";
+  auto r = StepRequest(grant, "slurm-8");
+  ASSERT_TRUE(r);
+  EXPECT_EQ((*r)["device"], "MIG-5a1e0000-0000-4000-8000-000000000003");
+  EXPECT_FALSE(r->contains("gpu")) << "gpumuxd maps the UUID to the GPU and instance";
+  EXPECT_EQ((*r)["memory"], "4GiB");
+}
+
+TEST(StepRequest, OptionsAndMpsPercentageAreCarried) {
+  StepGrant grant;
+  grant.step_gpus = "0", grant.mps_percent = "25", grant.compute = "40%", grant.priority = "low";
+  auto r = StepRequest(grant, "slurm-9");
+  ASSERT_TRUE(r);
+  EXPECT_DOUBLE_EQ((*r)["mps_percent"].get<double>(), 25.0);
+  EXPECT_EQ((*r)["compute"], "40%");
+  EXPECT_EQ((*r)["priority"], "low");
+}
+
+TEST(StepRequest, AStepWithoutAShareOfAGpuAsksForNothing) {
+  StepGrant whole;
+  whole.step_gpus = "0", whole.visible_devices = "0";
+  EXPECT_FALSE(StepRequest(whole, "slurm-1")) << "a whole GPU: nothing to share";
+  StepGrant no_gpu;
+  no_gpu.shards = "2";
+  EXPECT_FALSE(StepRequest(no_gpu, "slurm-1")) << "no GPU on this node";
+}
+
+}  // namespace
+}  // namespace gpumux::slurm
