@@ -113,6 +113,11 @@ TEST_F(AgentTest, AdmitsATenantWhoseProgramsAreHeldToItsQuota) {
   EXPECT_NE(over["error"].get<std::string>().find("quotas would sum"), std::string::npos) << over;
   Call("POST", "/v1/tenants", {{"id", "x"}, {"gpu", 3}, {"memory", "1GiB"}}, 400);
   Call("POST", "/v1/tenants", {{"id", "x"}, {"gpu", 0}, {"memory", "lots"}}, 400);
+  // Limits that contradict themselves are a bad request, not a lack of room.
+  json contradictory = Call("POST", "/v1/tenants", {{"id", "x"}, {"gpu", 0}, {"memory", "1GiB"}, {"priority", "high"},
+                                                    {"compute", "30%"}}, 400);
+  EXPECT_NE(contradictory["error"].get<std::string>().find("high-priority"), std::string::npos) << contradictory;
+  Call("POST", "/v1/tenants", {{"id", "x"}, {"gpu", 0}, {"memory", "1GiB"}, {"weight", 0}}, 400);
   auto [status_code, table] = Sh(std::string(GPUMUX_BINARY) + " status --agent " + socket_);
   EXPECT_EQ(status_code, 0);
   EXPECT_NE(table.find("job-3"), std::string::npos) << "gpumux status asks the agent: " << table;

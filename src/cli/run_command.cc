@@ -95,14 +95,17 @@ int RunTenant(const RunOptions& o) {
   } catch (const std::invalid_argument& e) {
     throw InputError(fmt::format("--{}", e.what()));
   }
-  if (limits.priority == node::Priority::kHigh && limits.cap_permille < node::kNoCap) {
-    throw InputError("--priority high with --compute: a high-priority tenant's launches never wait, so a cap cannot "
-                     "hold; give one or the other");
-  }
-  if (limits.weight == 0) throw InputError("--weight must be at least 1");
   if (quota > device.memory) {
     throw InputError(fmt::format("--mem {} is more than GPU {}'s {} ({})", FormatBytes(double(quota)), o.gpu,
                                  FormatBytes(double(device.memory)), device.name));
+  }
+  std::string id = o.tenant.empty()
+                       ? fmt::format("{}-{}", std::filesystem::path(o.command[0]).filename().string(), getpid())
+                       : o.tenant;
+  try {
+    node::CheckTenant(id, limits);  // before any ledger is made
+  } catch (const node::LimitsError& e) {
+    throw InputError(fmt::format("tenant '{}': {}", id, e.what()));
   }
   std::string path = node::LedgerPath(o.gpu);
   node::Ledger ledger = [&] {
@@ -117,9 +120,6 @@ int RunTenant(const RunOptions& o) {
                                  path, ledger.gpu_name(), FormatBytes(double(ledger.capacity())), device.name,
                                  FormatBytes(double(device.memory))));
   }
-  std::string id = o.tenant.empty()
-                       ? fmt::format("{}-{}", std::filesystem::path(o.command[0]).filename().string(), getpid())
-                       : o.tenant;
   ledger.ReclaimDead();
   int tenant = [&] {
     try {

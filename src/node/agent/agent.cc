@@ -227,9 +227,6 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
       return Error(409, "memory " + FormatBytes(double(t.limits.memory)) + " is more than the " +
                             FormatBytes(double(device.memory)) + " of " + device.name);
     }
-    if (t.limits.priority == node::Priority::kHigh && t.limits.cap_permille < node::kNoCap) {
-      return Error(400, "a high-priority tenant never waits, so it cannot have a compute cap");
-    }
     if (existing && (existing->gpu != t.gpu || existing->instance != t.instance)) {
       return Error(409, "tenant '" + t.id + "' is on GPU " + std::to_string(existing->gpu) +
                             (existing->instance >= 0 ? " instance " + std::to_string(existing->instance) : ""));

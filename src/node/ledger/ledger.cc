@@ -148,10 +148,17 @@ std::optional<int> Ledger::FindTenant(const std::string& id) const {
   return std::nullopt;
 }
 
+void CheckTenant(const std::string& id, const TenantLimits& limits) {
+  if (id.empty() || id.size() >= kTenantIdSize) throw LimitsError("tenant id must be 1 to 63 characters: '" + id + "'");
+  if (limits.cap_permille == 0 || limits.cap_permille > kNoCap) throw LimitsError("compute cap must be above 0% and at most 100%");
+  if (limits.weight == 0) throw LimitsError("compute weight must be at least 1");
+  if (limits.priority == Priority::kHigh && limits.cap_permille < kNoCap) {
+    throw LimitsError("a high-priority tenant's launches never wait, so a compute cap cannot hold; give one or the other");
+  }
+}
+
 int Ledger::AddTenant(const std::string& id, const TenantLimits& limits, bool strict) {
-  if (id.empty() || id.size() >= kTenantIdSize) throw LedgerError("tenant id must be 1 to 63 characters: '" + id + "'");
-  if (limits.cap_permille == 0 || limits.cap_permille > kNoCap) throw LedgerError("compute cap must be above 0% and at most 100%");
-  if (limits.weight == 0) throw LedgerError("compute weight must be at least 1");
+  CheckTenant(id, limits);
   FileLock lock(fd_);
   std::optional<int> existing = FindTenant(id);
   if (strict) {

@@ -42,6 +42,13 @@ class LedgerError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Limits (or a tenant id) that are malformed or contradict themselves: the caller's mistake, where
+// LedgerError says that what was asked does not fit.
+class LimitsError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
 inline constexpr uint64_t kLedgerMagic = 0x4c58554d55504725ull;  // "%GPUMUXL"
 inline constexpr uint32_t kLedgerVersion = 2;
 inline constexpr int kMaxTenants = 64;
@@ -98,6 +105,11 @@ struct TenantLimits {
   Priority priority = Priority::kNormal;
 };
 
+// Throws LimitsError unless `id` is 1 to 63 characters, the cap is above 0% and at most 100%, the
+// weight at least 1, and a high-priority tenant has no cap (its launches never wait, so a cap could
+// not hold).
+void CheckTenant(const std::string& id, const TenantLimits& limits);
+
 struct TenantUsage {
   int slot;
   std::string id;
@@ -135,8 +147,8 @@ class Ledger {
   std::string gpu_name() const { return layout_->header.gpu_name; }
 
   // Launcher side. Adds a tenant (or updates the limits of one with this id); returns its slot.
-  // Throws LedgerError when slots run out or, with `strict`, when the memory quotas would sum past
-  // the device or the compute caps past 100%.
+  // Throws LimitsError for what CheckTenant refuses; LedgerError when slots run out or, with
+  // `strict`, when the memory quotas would sum past the device or the compute caps past 100%.
   int AddTenant(const std::string& id, const TenantLimits& limits, bool strict = false);
   void RemoveTenant(int tenant);
   std::optional<int> FindTenant(const std::string& id) const;
