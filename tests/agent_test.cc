@@ -309,6 +309,33 @@ TEST_F(AgentTest, AMigModeThatWaitsForAGpuResetIsRefusedSayingSo) {
   EXPECT_EQ(Call("GET", "/v1/gpus", json(), 200)["gpus"][0]["mode"], "timeslice");
 }
 
+TEST_F(AgentTest, OnARealGpuMpsModeRunsTheControlDaemonAndHandsClientsTheirLimits) {
+  auto env = NvmlH100(dir_);
+  env.push_back({"PATH", std::string(GPUMUX_FAKE_BIN) + ":" + std::getenv("PATH")});  // nvidia-cuda-mps-control
+  std::string log = (dir_ / "mps.log").string();
+  env.push_back({"GPUMUX_FAKE_MPS_LOG", log});
+  StartRealAgent(env);
+  std::string uuid = Call("GET", "/v1/gpus", json(), 200)["gpus"][0].value("uuid", "");
+  Call("PUT", "/v1/gpus/0", {{"mode", "mps"}}, 200);
+  json t = Call("POST", "/v1/tenants", {{"id", "served"}, {"gpu", 0}, {"memory", "4GiB"}, {"compute", "30%"}}, 201);
+  std::string pipe = (dir_ / "run" / "mps0").string();
+  EXPECT_EQ(t["env"]["CUDA_MPS_PIPE_DIRECTORY"], pipe) << t;
+  EXPECT_EQ(t["env"]["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"], "0=4096M") << "the driver holds it to its quota";
+  EXPECT_EQ(t["env"]["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], "30") << "and to its share of the SMs";
+  EXPECT_EQ(t["env"]["CUDA_VISIBLE_DEVICES"], uuid) << "its GPU, by UUID";
+  Call("DELETE", "/v1/tenants/served", json(), 200);
+  Call("PUT", "/v1/gpus/0", {{"mode", "timeslice"}}, 200);
+  std::ifstream in(log);
+  std::vector<std::string> calls;
+  for (std::string line; std::getline(in, line);) calls.push_back(line.substr(0, line.find(' ')));
+  EXPECT_EQ(calls, (std::vector<std::string>{"start", "get_server_list", "quit", "get_server_list"})) << "started once, stopped once";
+  std::ifstream again(log);
+  std::string first;
+  std::getline(again, first);
+  EXPECT_NE(first.find("pipe=" + pipe), std::string::npos) << first;
+  EXPECT_NE(first.find("visible=0"), std::string::npos) << "the daemon serves GPU 0 only: " << first;
+}
+
 TEST_F(AgentTest, TheGpuTimeTheGovernorMeasuresIsTheTimeTheTenantUsed) {
   StartAgent();
   json t = Call("POST", "/v1/tenants", {{"id", "metered"}, {"gpu", 0}, {"memory", "1GiB"}, {"compute", "30%"}}, 201);

@@ -133,6 +133,7 @@ HttpResponse Agent::Handle(const HttpRequest& r) {
       json j = {{"index", g.device.index}, {"name", g.device.name}, {"memory_bytes", g.device.memory},
                 {"mode", ShareModeName(g.mode)}, {"simulated", g.device.simulated},
                 {"shards", g.device.memory / config_.shard_bytes}};
+      if (!g.device.uuid.empty()) j["uuid"] = g.device.uuid;
       if (g.mode == ShareMode::kMig) {
         json instances = json::array();
         for (const Slot& slot : g.slots) {
