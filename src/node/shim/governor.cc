@@ -69,7 +69,17 @@ class GpuTimeMeter {
 void Governor::Start(node::Ledger* ledger, int process, int gpu_index) {
   ledger_ = ledger;
   process_ = process;
-  std::thread([this, gpu_index] { Run(gpu_index); }).detach();
+  running_.store(true);
+  std::thread([this, gpu_index] {
+    Run(gpu_index);
+    running_.store(false);
+  }).detach();
+}
+
+void Governor::Stop() {
+  stopped_.store(true);
+  uint64_t give_up = node::NowNs() + 50'000'000;
+  while (running_.load() && node::NowNs() < give_up) node::SleepUntilNs(node::NowNs() + 100'000);
 }
 
 void Governor::WaitForTurn() {

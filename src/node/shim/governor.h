@@ -27,12 +27,14 @@ class Governor {
   // Starts the thread for `process` of `ledger` (which must outlive it). Call once per process
   // (again in a forked child, after Forget()).
   void Start(node::Ledger* ledger, int process, int gpu_index);
-  // Stops ticking (at exit, before the libraries the thread calls are torn down).
-  void Stop() { stopped_.store(true); }
+  // Stops ticking and waits (up to 50 ms, in case NVML hangs) until the thread has left its loop,
+  // so that nothing it touches is torn down under it at exit.
+  void Stop();
   // In a forked child: the parent's thread does not exist here.
   void Forget() {
     gate_closed_.store(false);
     stopped_.store(false);
+    running_.store(false);
   }
 
  private:
@@ -42,6 +44,7 @@ class Governor {
   node::Ledger* ledger_ = nullptr;
   int process_ = -1;
   std::atomic<bool> launched_{false}, waiting_{false}, gate_closed_{false}, stopped_{false};
+  std::atomic<bool> running_{false};  // the thread is inside Run
 };
 
 }  // namespace gpumux::shim
