@@ -147,10 +147,9 @@ MigGeometry ReadMigGeometry(int gpu) {
   return geo;
 }
 
-std::vector<std::string> ApplyMigLayout(int gpu, const MigLayout& layout) {
+std::vector<std::string> ApplyMigLayout(int gpu, const MigGeometry& geo, const MigLayout& layout) {
   const NvmlLibrary& nvml = MigNvml();
   nvmlDevice_t device = nvml.Gpu(gpu);
-  MigGeometry geo = ReadMigGeometry(gpu);
   std::vector<GpuInstance> existing = ListGpuInstances(nvml, device, gpu, geo);
   auto key = [](unsigned profile, unsigned start) { return std::make_pair(profile, start); };
   std::vector<std::pair<unsigned, unsigned>> have, want;

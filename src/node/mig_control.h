@@ -21,11 +21,12 @@ void SetMigMode(int gpu, bool on);
 // SMs, instance limit and allowed placements. Needs MIG mode on. Throws DeviceError.
 MigGeometry ReadMigGeometry(int gpu);
 
-// Makes GPU `gpu` (MIG mode on) hold exactly `layout`. If its GPU instances are already these
+// Makes GPU `gpu` (MIG mode on) hold exactly `layout`, placed on `geo` (what ReadMigGeometry
+// read; the layout's profiles point into it). If its GPU instances are already these
 // profiles at these placements they are kept, with their processes; otherwise every instance is
 // destroyed (the driver refuses while a process uses one) and the layout is created in order at its
 // placements, each GPU instance with one compute instance spanning it. Returns the MIG device UUID
 // of each instance ("MIG-..."), in the layout's order. Throws DeviceError.
-std::vector<std::string> ApplyMigLayout(int gpu, const MigLayout& layout);
+std::vector<std::string> ApplyMigLayout(int gpu, const MigGeometry& geo, const MigLayout& layout);
 
 }  // namespace gpumux::node

@@ -112,7 +112,7 @@ class NvidiaBackend : public ShareBackend {
     node::Device described = gpu;
     described.mig = node::ReadMigGeometry(gpu.index);
     MigLayout placed = PlaceInCreationOrder(*described.mig, layout);
-    std::vector<std::string> uuids = node::ApplyMigLayout(gpu.index, placed);
+    std::vector<std::string> uuids = node::ApplyMigLayout(gpu.index, *described.mig, placed);
     std::vector<node::Device> instances;
     for (size_t k = 0; k < placed.instances.size(); ++k) {
       instances.push_back(node::MigInstanceDevice(described, placed, int(k)));
