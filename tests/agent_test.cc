@@ -244,14 +244,15 @@ TEST_F(AgentTest, AMigLayoutMakesInstancesWhoseTenantsAreHeldToThem) {
   EXPECT_FALSE(Call("GET", "/v1/gpus", json(), 200)["gpus"][0].contains("instances"));
 }
 
-// The simulated NVML standing for a real H100 with MIG (the catalog's geometry), its state in the
-// test's directory.
-std::vector<std::pair<std::string, std::string>> NvmlH100(const std::filesystem::path& dir) {
+// The simulated NVML standing for a real GPU of catalog kind `kind` (with MIG where the catalog has
+// its geometry), its state in the test's directory.
+std::vector<std::pair<std::string, std::string>> NvmlGpu(const std::filesystem::path& dir, const std::string& kind) {
   gpumux::Catalog catalog = gpumux::Catalog::LoadBundled();
-  gpumux::node::Device gpu = gpumux::node::SimulatedDevice(catalog.FindGpu("H100"), 0);
+  gpumux::node::Device gpu = gpumux::node::SimulatedDevice(catalog.FindGpu(kind), 0);
   return gpumux::node::SimulatedGpuEnvironment(gpu, (dir / "nvml-gpu0.state").string(),
                                                std::filesystem::path(GPUMUXD_BINARY).parent_path().string());
 }
+std::vector<std::pair<std::string, std::string>> NvmlH100(const std::filesystem::path& dir) { return NvmlGpu(dir, "H100"); }
 
 TEST_F(AgentTest, OnARealGpuMigInstancesAreMadeThroughNvmlKeptAcrossRestartsAndRemoved) {
   StartRealAgent(NvmlH100(dir_));
@@ -307,6 +308,14 @@ TEST_F(AgentTest, AMigModeThatWaitsForAGpuResetIsRefusedSayingSo) {
   json answer = Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"7g.80gb"}}}, 500);
   EXPECT_NE(answer.dump().find("nvidia-smi -i 0 -r"), std::string::npos) << answer;
   EXPECT_EQ(Call("GET", "/v1/gpus", json(), 200)["gpus"][0]["mode"], "timeslice");
+}
+
+TEST_F(AgentTest, MigOnARealGpuWithoutItIsRefusedSayingSo) {
+  StartRealAgent(NvmlGpu(dir_, "L4"));
+  json answer = Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"1g.6gb"}}}, 500);
+  EXPECT_NE(answer.dump().find("does this GPU support MIG"), std::string::npos) << answer;
+  EXPECT_EQ(Call("GET", "/v1/gpus", json(), 200)["gpus"][0]["mode"], "timeslice");
+  Call("PUT", "/v1/gpus/0", {{"mode", "timeslice"}}, 200);  // leaving MIG on a GPU without it is a no-op
 }
 
 TEST_F(AgentTest, OnARealGpuMpsModeRunsTheControlDaemonAndHandsClientsTheirLimits) {
