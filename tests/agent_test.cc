@@ -275,6 +275,9 @@ TEST_F(AgentTest, OnARealGpuMigInstancesAreMadeThroughNvmlKeptAcrossRestartsAndR
   EXPECT_EQ(t["env"]["CUDA_VISIBLE_DEVICES"], uuids[1]) << "the tenant sees only its MIG device";
   EXPECT_FALSE(t["env"].contains("GPUMUX_SIM_STATE")) << t;
   Call("POST", "/v1/tenants", {{"id", "big"}, {"gpu", 0}, {"instance", 2}, {"memory", "12GiB"}}, 409);
+  json capped = Call("POST", "/v1/tenants", {{"id", "capped"}, {"gpu", 0}, {"instance", 2}, {"memory", "1GiB"},
+                                             {"compute", "30%"}}, 400);
+  EXPECT_NE(capped["error"].get<std::string>().find("MIG"), std::string::npos) << "unenforceable there, so refused";
   json by_uuid = Call("POST", "/v1/tenants", {{"id", "small"}, {"device", uuids[2]}, {"memory", "1GiB"}}, 201);
   EXPECT_EQ(by_uuid["instance"], 2) << "a MIG device's UUID names its instance";
   Call("POST", "/v1/tenants", {{"id", "lost"}, {"device", "MIG-00000000-0000-0000-0000-000000000000"}, {"memory", "1GiB"}}, 400);

@@ -228,6 +228,14 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
       return Error(409, "memory " + FormatBytes(double(t.limits.memory)) + " is more than the " +
                             FormatBytes(double(device.memory)) + " of " + device.name);
     }
+    // NVML has no per-process utilisation on a MIG-enabled GPU, so the governor cannot measure the
+    // GPU time that caps and weights divide; the instance's own slices are its compute. (Priority
+    // still works: it acts on launch activity, not on measured time.)
+    if (!device.simulated && device.mig_instance >= 0 &&
+        (t.limits.cap_permille < node::kNoCap || t.limits.weight != 1)) {
+      return Error(400, "compute: a compute cap or weight cannot be enforced inside a MIG instance of a real GPU (NVML "
+                        "measures no per-process GPU time in MIG mode); its slices are its compute");
+    }
     if (existing && (existing->gpu != t.gpu || existing->instance != t.instance)) {
       return Error(409, "tenant '" + t.id + "' is on GPU " + std::to_string(existing->gpu) +
                             (existing->instance >= 0 ? " instance " + std::to_string(existing->instance) : ""));
