@@ -39,11 +39,14 @@ class GpuTimeMeter {
   }
   bool usable() const { return utilisation_ != nullptr; }
   bool seen_self() const { return seen_self_; }
+  bool unsupported() const { return unsupported_; }  // the GPU has no per-process utilisation (MIG mode)
 
   // Nanoseconds of GPU time this process used since the previous call.
   uint64_t Used() {
     unsigned int n = unsigned(samples_.size());
-    if (utilisation_(device_, samples_.data(), &n, last_us_) != nvml::kSuccess) return 0;
+    nvmlReturn_t r = utilisation_(device_, samples_.data(), &n, last_us_);
+    if (r == nvml::kErrorNotSupported) unsupported_ = true;
+    if (r != nvml::kSuccess) return 0;
     uint64_t used = 0, newest = last_us_;
     for (unsigned int i = 0; i < n; ++i) {
       const nvmlProcessUtilizationSample_t& s = samples_[i];
@@ -61,7 +64,7 @@ class GpuTimeMeter {
   nvmlDevice_t device_ = nullptr;
   std::vector<nvmlProcessUtilizationSample_t> samples_;
   unsigned long long last_us_ = 0;
-  bool seen_self_ = false;
+  bool seen_self_ = false, unsupported_ = false;
 };
 
 }  // namespace
@@ -105,8 +108,13 @@ void Governor::Run(int gpu_index) {
     node::ComputeVerdict v = ledger_->ComputeTick(process_, now, used, wants);
     gate_closed_.store(v.hold, std::memory_order_relaxed);
     if (!warned && !meter.seen_self() && wants && now - started > 2'000'000'000ull) {
-      std::fprintf(stderr, "gpumux: NVML reports no GPU time for pid %d (a PID namespace?): its compute share is not "
-                   "measured\n", int(getpid()));
+      if (meter.unsupported()) {
+        std::fprintf(stderr, "gpumux: NVML has no per-process utilisation on this GPU (MIG mode): the compute share "
+                     "of pid %d is not measured\n", int(getpid()));
+      } else {
+        std::fprintf(stderr, "gpumux: NVML reports no GPU time for pid %d (a PID namespace?): its compute share is "
+                     "not measured\n", int(getpid()));
+      }
       warned = true;
     }
     node::SleepUntilNs(now + kTickNs);
