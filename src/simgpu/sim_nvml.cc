@@ -12,17 +12,14 @@
 #include "node/clock.h"
 
 #include "simgpu/nvml_api.h"
+#include "simgpu/sim_nvml_device.h"
 #include "simgpu/sim_state.h"
 
 using namespace gpumux::nvml;
 using gpumux::sim::Device;
 
-namespace {
-
-nvmlDevice_t TheDevice() { return reinterpret_cast<nvmlDevice_t>(const_cast<gpumux::sim::SimDevice*>(&Device())); }
-bool Valid(nvmlDevice_t d) { return Device().state && d == TheDevice(); }
-
-}  // namespace
+using gpumux::sim::IsNvmlHandle;
+using gpumux::sim::NvmlHandle;
 
 extern "C" {
 
@@ -52,17 +49,17 @@ nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) {
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
   if (!Device().state) return kErrorUninitialized;
   if (!device || index != 0) return kErrorInvalidArgument;
-  *device = TheDevice();
+  *device = NvmlHandle();
   return kSuccess;
 }
 nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char* name, unsigned int length) {
-  if (!Valid(d) || !name || length == 0) return kErrorInvalidArgument;
+  if (!IsNvmlHandle(d) || !name || length == 0) return kErrorInvalidArgument;
   std::strncpy(name, Device().name.c_str(), length - 1);
   name[length - 1] = 0;
   return kSuccess;
 }
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t* m) {
-  if (!Valid(d) || !m) return kErrorInvalidArgument;
+  if (!IsNvmlHandle(d) || !m) return kErrorInvalidArgument;
   gpumux::sim::SimState* s = Device().state;
   gpumux::sim::ReclaimDeadProcesses(s);
   m->total = s->capacity;
@@ -83,7 +80,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t* m) {
 }
 // Every process that holds memory on the device; call with *count = 0 to learn how many.
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int* count, nvmlProcessInfo_t* infos) {
-  if (!Valid(d) || !count) return kErrorInvalidArgument;
+  if (!IsNvmlHandle(d) || !count) return kErrorInvalidArgument;
   gpumux::sim::SimState* s = Device().state;
   gpumux::sim::ReclaimDeadProcesses(s);
   unsigned int n = 0;
@@ -98,7 +95,7 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned in
   return fits ? kSuccess : kErrorInsufficientSize;
 }
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t* u) {
-  if (!Valid(d) || !u) return kErrorInvalidArgument;
+  if (!IsNvmlHandle(d) || !u) return kErrorInvalidArgument;
   static auto* mu = new std::mutex();  // never destroyed: a governor thread may call during exit
   static uint64_t last_ns = 0, last_busy = 0;
   std::lock_guard<std::mutex> lock(*mu);
@@ -113,7 +110,7 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t* u)
 // One sample per process with a device context: its share of GPU time since the previous query.
 nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvmlProcessUtilizationSample_t* samples,
                                              unsigned int* count, unsigned long long) {
-  if (!Valid(d) || !count) return kErrorInvalidArgument;
+  if (!IsNvmlHandle(d) || !count) return kErrorInvalidArgument;
   struct Seen {
     uint64_t gpu_ns, at_ns;
   };

@@ -19,9 +19,11 @@
 #include <vector>
 
 #include "simgpu/nvml_api.h"
-#include "simgpu/sim_state.h"
+#include "simgpu/sim_nvml_device.h"
 
 using namespace gpumux::nvml;
+using gpumux::sim::IsNvmlHandle;
+using gpumux::sim::NvmlHandle;
 
 namespace {
 
@@ -144,11 +146,6 @@ bool Untag(Handle h, uintptr_t tag, unsigned* id) {
   return true;
 }
 
-bool IsGpu(nvmlDevice_t d) {
-  return gpumux::sim::Device().state &&
-         d == reinterpret_cast<nvmlDevice_t>(const_cast<gpumux::sim::SimDevice*>(&gpumux::sim::Device()));
-}
-
 Instance* Find(MigState& s, unsigned id) {
   for (Instance& i : s.instances) {
     if (i.id == id) return &i;
@@ -184,7 +181,7 @@ std::string MigUuid(unsigned serial) {
 extern "C" {
 
 nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned int* current, unsigned int* pending) {
-  if (!IsGpu(d) || !current || !pending) return kErrorInvalidArgument;
+  if (!IsNvmlHandle(d) || !current || !pending) return kErrorInvalidArgument;
   if (!TheGeometry()) return kErrorNotSupported;
   MigState s = Load();
   *current = s.current;
@@ -193,7 +190,7 @@ nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned int* current, unsigne
 }
 
 nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t d, unsigned int mode, nvmlReturn_t* activation) {
-  if (!IsGpu(d) || !activation || mode > kMigEnable) return kErrorInvalidArgument;
+  if (!IsNvmlHandle(d) || !activation || mode > kMigEnable) return kErrorInvalidArgument;
   if (!TheGeometry()) return kErrorNotSupported;
   MigState s = Load();
   if (mode == kMigDisable && !s.instances.empty()) return kErrorInUse;
@@ -208,7 +205,7 @@ nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t d, unsigned int mode, nvmlReturn_
 
 nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t d, unsigned int profile,
                                                   nvmlGpuInstanceProfileInfo_v2_t* info) {
-  if (!IsGpu(d) || !info || info->version != kGpuInstanceProfileInfoV2) return kErrorInvalidArgument;
+  if (!IsNvmlHandle(d) || !info || info->version != kGpuInstanceProfileInfoV2) return kErrorInvalidArgument;
   if (!TheGeometry() || Load().current != kMigEnable) return kErrorNotSupported;
   // The simulated GPU numbers its profile constants in catalog order.
   if (profile >= TheGeometry()->profiles.size()) return kErrorInvalidArgument;
@@ -227,7 +224,7 @@ nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t d, unsigned int p
 
 nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevice_t d, unsigned int profile_id,
                                                            nvmlGpuInstancePlacement_t* placements, unsigned int* count) {
-  if (!IsGpu(d) || !count) return kErrorInvalidArgument;
+  if (!IsNvmlHandle(d) || !count) return kErrorInvalidArgument;
   if (!TheGeometry() || Load().current != kMigEnable) return kErrorNotSupported;
   const Profile* p = ProfileById(profile_id);
   if (!p) return kErrorInvalidArgument;
@@ -243,7 +240,7 @@ nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevice_t d, unsig
 
 nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t d, unsigned int profile_id, nvmlGpuInstance_t* instances,
                                        unsigned int* count) {
-  if (!IsGpu(d) || !instances || !count) return kErrorInvalidArgument;
+  if (!IsNvmlHandle(d) || !instances || !count) return kErrorInvalidArgument;
   if (!TheGeometry()) return kErrorNotSupported;
   MigState s = Load();
   if (s.current != kMigEnable) return kErrorNotSupported;
@@ -260,7 +257,7 @@ nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t d, unsigned int profile_id, 
 nvmlReturn_t nvmlDeviceCreateGpuInstanceWithPlacement(nvmlDevice_t d, unsigned int profile_id,
                                                       const nvmlGpuInstancePlacement_t* placement,
                                                       nvmlGpuInstance_t* instance) {
-  if (!IsGpu(d) || !placement || !instance) return kErrorInvalidArgument;
+  if (!IsNvmlHandle(d) || !placement || !instance) return kErrorInvalidArgument;
   if (!TheGeometry()) return kErrorNotSupported;
   MigState s = Load();
   if (s.current != kMigEnable) return kErrorNotSupported;
@@ -279,7 +276,7 @@ nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gi, nvmlGpuInstanceInfo_t*
   MigState s = Load();
   if (!info || !Untag(gi, kGpuInstanceTag, &id) || !Find(s, id)) return kErrorInvalidArgument;
   const Instance& i = *Find(s, id);
-  info->device = reinterpret_cast<nvmlDevice_t>(const_cast<gpumux::sim::SimDevice*>(&gpumux::sim::Device()));
+  info->device = NvmlHandle();
   info->id = i.id;
   info->profileId = i.profile;
   info->placement = {i.start, i.size};
@@ -353,14 +350,14 @@ nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t ci) {
 }
 
 nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t d, unsigned int* count) {
-  if (!IsGpu(d) || !count) return kErrorInvalidArgument;
+  if (!IsNvmlHandle(d) || !count) return kErrorInvalidArgument;
   *count = TheGeometry() ? TheGeometry()->compute : 0;
   return kSuccess;
 }
 
 // MIG devices are the GPU instances that hold a compute instance, in creation order.
 nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t d, unsigned int index, nvmlDevice_t* mig) {
-  if (!IsGpu(d) || !mig) return kErrorInvalidArgument;
+  if (!IsNvmlHandle(d) || !mig) return kErrorInvalidArgument;
   MigState s = Load();
   unsigned n = 0;
   for (const Instance& i : s.instances) {
@@ -382,7 +379,7 @@ nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t mig, unsigned int* id) {
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char* uuid, unsigned int length) {
   if (!uuid || length < kUuidBufferSize / 2) return kErrorInvalidArgument;
   unsigned id;
-  if (IsGpu(d)) {
+  if (IsNvmlHandle(d)) {
     std::snprintf(uuid, length, "GPU-5a1e0000-0000-4000-8000-000000000000");
     return kSuccess;
   }
