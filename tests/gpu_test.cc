@@ -14,6 +14,7 @@
 #include "node/device.h"
 #include "node/mig_control.h"
 #include "node/nvml_library.h"
+#include "simgpu/nvml_api.h"
 #include "shell.h"
 
 namespace {
@@ -24,8 +25,8 @@ constexpr uint64_t kMiB = 1ull << 20, kGiB = 1ull << 30;
 std::string NoGpuReason() {
   void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW);
   if (!nvml) return "no NVIDIA driver (libnvidia-ml.so.1 not found)";
-  auto init = reinterpret_cast<int (*)()>(dlsym(nvml, "nvmlInit_v2"));
-  auto count = reinterpret_cast<int (*)(unsigned*)>(dlsym(nvml, "nvmlDeviceGetCount_v2"));
+  auto init = reinterpret_cast<decltype(&nvmlInit_v2)>(dlsym(nvml, "nvmlInit_v2"));
+  auto count = reinterpret_cast<decltype(&nvmlDeviceGetCount_v2)>(dlsym(nvml, "nvmlDeviceGetCount_v2"));
   unsigned n = 0;
   if (!init || !count || init() != 0 || count(&n) != 0 || n == 0) return "NVML reports no GPU";
   if (!dlopen("libcuda.so.1", RTLD_NOW)) return "no CUDA driver (libcuda.so.1 not found)";

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "simgpu/driver_api.h"
-#include "simgpu/nvml_types.h"
+#include "simgpu/nvml_api.h"
 
 namespace {
 
@@ -160,10 +160,10 @@ int main(int argc, char** argv) {
     auto nvml = [] {
       void* h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
       if (!h) return std::string("{}");
-      auto init = reinterpret_cast<nvmlReturn_t (*)()>(dlsym(h, "nvmlInit_v2"));
-      auto get = reinterpret_cast<nvmlReturn_t (*)(unsigned, nvmlDevice_t*)>(dlsym(h, "nvmlDeviceGetHandleByIndex_v2"));
-      auto mem = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*)>(dlsym(h, "nvmlDeviceGetMemoryInfo"));
-      auto procs = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, unsigned*, nvmlProcessInfo_t*)>(
+      auto init = reinterpret_cast<decltype(&nvmlInit_v2)>(dlsym(h, "nvmlInit_v2"));
+      auto get = reinterpret_cast<decltype(&nvmlDeviceGetHandleByIndex_v2)>(dlsym(h, "nvmlDeviceGetHandleByIndex_v2"));
+      auto mem = reinterpret_cast<decltype(&nvmlDeviceGetMemoryInfo)>(dlsym(h, "nvmlDeviceGetMemoryInfo"));
+      auto procs = reinterpret_cast<decltype(&nvmlDeviceGetComputeRunningProcesses_v3)>(
           dlsym(h, "nvmlDeviceGetComputeRunningProcesses_v3"));
       nvmlDevice_t dev;
       nvmlMemory_t m{};

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "node/clock.h"
-#include "simgpu/nvml_types.h"
+#include "simgpu/nvml_api.h"
 
 namespace gpumux::shim {
 namespace {
@@ -28,8 +28,8 @@ class GpuTimeMeter {
     void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_NOLOAD);
     if (!nvml) nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW);
     if (!nvml) return;
-    auto init = reinterpret_cast<nvmlReturn_t (*)()>(dlsym(nvml, "nvmlInit_v2"));
-    auto handle = reinterpret_cast<nvmlReturn_t (*)(unsigned, nvmlDevice_t*)>(dlsym(nvml, "nvmlDeviceGetHandleByIndex_v2"));
+    auto init = reinterpret_cast<decltype(&nvmlInit_v2)>(dlsym(nvml, "nvmlInit_v2"));
+    auto handle = reinterpret_cast<decltype(&nvmlDeviceGetHandleByIndex_v2)>(dlsym(nvml, "nvmlDeviceGetHandleByIndex_v2"));
     utilisation_ = reinterpret_cast<decltype(utilisation_)>(dlsym(nvml, "nvmlDeviceGetProcessUtilization"));
     if (!init || !handle || !utilisation_ || init() != nvml::kSuccess ||
         handle(unsigned(gpu_index), &device_) != nvml::kSuccess) {
@@ -60,7 +60,7 @@ class GpuTimeMeter {
   }
 
  private:
-  nvmlReturn_t (*utilisation_)(nvmlDevice_t, nvmlProcessUtilizationSample_t*, unsigned int*, unsigned long long) = nullptr;
+  decltype(&nvmlDeviceGetProcessUtilization) utilisation_ = nullptr;
   nvmlDevice_t device_ = nullptr;
   std::vector<nvmlProcessUtilizationSample_t> samples_;
   unsigned long long last_us_ = 0;

@@ -42,7 +42,7 @@
 #include "node/ledger/ledger.h"
 #include "node/shim/governor.h"
 #include "simgpu/driver_api.h"
-#include "simgpu/nvml_types.h"
+#include "simgpu/nvml_api.h"
 
 using namespace gpumux::cuda;
 
@@ -492,17 +492,17 @@ CUresult cuGraphExecDestroy(CUgraphExec exec) {
 
 // NVML: the tenant sees its quota as the device's memory, and only its own processes.
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* m) {
-  static auto real = Real<nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*)>("nvmlDeviceGetMemoryInfo");
+  static auto real = Real<decltype(&nvmlDeviceGetMemoryInfo)>("nvmlDeviceGetMemoryInfo");
   return TenantMemory(real ? real(device, m) : gpumux::nvml::kErrorDriverNotLoaded, m);
 }
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* m) {
-  static auto real = Real<nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_v2_t*)>("nvmlDeviceGetMemoryInfo_v2");
+  static auto real = Real<decltype(&nvmlDeviceGetMemoryInfo_v2)>("nvmlDeviceGetMemoryInfo_v2");
   return TenantMemory(real ? real(device, m) : gpumux::nvml::kErrorDriverNotLoaded, m);
 }
 
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count, nvmlProcessInfo_t* infos) {
-  static auto real = Real<nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*)>(
+  static auto real = Real<decltype(&nvmlDeviceGetComputeRunningProcesses_v3)>(
       "nvmlDeviceGetComputeRunningProcesses_v3");
   if (!real) return gpumux::nvml::kErrorDriverNotLoaded;
   Enforcement& e = State();
