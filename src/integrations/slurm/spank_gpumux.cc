@@ -2,7 +2,8 @@
 // enforces. For each step that holds a share of a GPU (shards, an MPS percentage, or the plugin's
 // own --gpumux-mem/--gpumux-compute options) it asks gpumuxd to admit the job as tenant
 // `slurm-<job>` (on the GPU Slurm granted, or the MIG device whose UUID Slurm put in
-// CUDA_VISIBLE_DEVICES; step_request.h) and starts the step's tasks under the shim with the environment gpumuxd answers.
+// CUDA_VISIBLE_DEVICES; step_request.h) and starts the step's tasks under the shim with the
+// environment gpumuxd answers.
 // The job is one tenant: the first step (the batch step of an sbatch job) sets its limits, later
 // steps (an srun inside the batch script) join it, so a job's steps share its grant instead of
 // each taking it again. The step that admitted the tenant removes it when it ends (exits, fails or
