@@ -12,7 +12,7 @@ can fit does with the ones that arrive before the fleet fills (FGD and gpumux pl
 trace's 1078; check with `gpumux fleet simulate`).
 
 Needs CBC (Debian: apt-get install coinor-cbc); not part of the build or the tests.
-Example: bench/fleet_packing_bound.py ../shared/traces/openb-v2023/openb_pod_list_default.csv --placed-at-least 810:1050
+Example: bench/fleet_packing_bound.py traces/openb-v2023/openb_pod_list_default.csv --placed-at-least 810:1050
 """
 import argparse
 import collections

@@ -2,7 +2,7 @@
 # The fleet experiment on every trace variant: all policies, 10 seeds, one table per trace.
 # Usage: bench/fleet_policies.sh [TRACE_DIR] [SEEDS]   (run from the repository root after a build)
 set -euo pipefail
-traces=${1:-../shared/traces/openb-v2023}
+traces=${1:-traces/openb-v2023}
 seeds=${2:-10}
 out=$(mktemp -d)
 for variant in default gpushare40 multigpu30 gpuspec20 cpu100; do

@@ -19,7 +19,7 @@ struct Trace {
 
 const Trace* DefaultTrace() {
   static const Trace* trace = [] () -> const Trace* {
-    std::string dir = std::string(GPUMUX_SOURCE_DIR) + "/../shared/traces/openb-v2023";
+    std::string dir = std::string(GPUMUX_SOURCE_DIR) + "/traces/openb-v2023";
     if (!std::filesystem::exists(dir + "/openb_pod_list_default.csv")) return nullptr;
     return new Trace{LoadNodes(dir + "/openb_node_list_gpu_node.csv"), LoadPods(dir + "/openb_pod_list_default.csv")};
   }();
@@ -29,7 +29,7 @@ const Trace* DefaultTrace() {
 void BM_Experiment(benchmark::State& state, const char* policy) {
   const Trace* trace = DefaultTrace();
   if (!trace) {
-    state.SkipWithError("../shared/traces/openb-v2023 not found beside the checkout");
+    state.SkipWithError("traces/openb-v2023 not found in the source tree");
     return;
   }
   Cluster empty(trace->nodes);

@@ -133,10 +133,9 @@ TEST(Curve, ValueAtXIsTheMeanOverRowsThatRoundToXHalfToEven) {
   EXPECT_NEAR(c[0].allocation_pct, (1.0 + 2.0 + 3.0) / 3, 1e-9);
 }
 
-// The paper's numbers, reproduced on the real trace (needs ../shared beside the checkout).
+// The paper's numbers, reproduced on the real trace (bundled in traces/).
 TEST(Reproduction, ArtifactNumbersOnTheDefaultTrace) {
-  std::string dir = SharedTraceDir();
-  if (dir.empty()) GTEST_SKIP() << "../shared/traces/openb-v2023 not found beside the checkout";
+  std::string dir = TraceDir();
   ExperimentOptions o;
   o.policies = {"random", "dotprod", "bestfit", "fgd", "gpumux"};
   o.jobs = 2;
@@ -155,8 +154,7 @@ TEST(Reproduction, ArtifactNumbersOnTheDefaultTrace) {
 
 // gpumux's policy against FGD on every trace variant, same seeds, same run.
 TEST(Reproduction, GpumuxBeatsFgdOnEveryTraceVariant) {
-  std::string dir = SharedTraceDir();
-  if (dir.empty()) GTEST_SKIP() << "../shared/traces/openb-v2023 not found beside the checkout";
+  std::string dir = TraceDir();
   auto nodes = LoadNodes(dir + "/openb_node_list_gpu_node.csv");
   for (const char* variant : {"default", "gpushare40", "multigpu30", "gpuspec20", "cpu100"}) {
     ExperimentOptions o;

@@ -27,10 +27,7 @@ inline PodSpec Pod(const std::string& name, int cores, int num_gpu, int gpu_mill
   return {name, int64_t(cores) * 1000, int64_t(memory_gib) * 1024, num_gpu, gpu_milli, std::move(spec)};
 }
 
-// The directory of the shared openb traces, or "" when this checkout has none beside it.
-inline std::string SharedTraceDir() {
-  std::string dir = std::string(GPUMUX_SOURCE_DIR) + "/../shared/traces/openb-v2023";
-  return std::filesystem::exists(dir + "/openb_node_list_gpu_node.csv") ? dir : "";
-}
+// The directory of the openb traces bundled with the repository (traces/openb-v2023).
+inline std::string TraceDir() { return std::string(GPUMUX_SOURCE_DIR) + "/traces/openb-v2023"; }
 
 }  // namespace gpumux::fleet
