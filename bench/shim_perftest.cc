@@ -13,7 +13,7 @@
 #include <string>
 
 #include "node/ledger/ledger.h"
-#include "simgpu/driver_api.h"
+#include "abi/driver_api.h"
 
 namespace {
 

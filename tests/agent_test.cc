@@ -18,7 +18,7 @@
 #include "core/catalog.h"
 #include "node/agent/http_server.h"
 #include "node/device.h"
-#include "node/clock.h"
+#include "base/clock.h"
 #include "node/ledger/ledger.h"
 #include "node_fixture.h"
 
@@ -63,7 +63,7 @@ class AgentTest : public gpumux::testing::NodeTest {
     for (int i = 0; i < 200; ++i) {
       try {
         if (CallUnix(socket_, "GET", "/v1/health").first == 200) return;
-      } catch (const gpumux::agent::HttpError&) {
+      } catch (const gpumux::Error&) {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -308,14 +308,14 @@ TEST_F(AgentTest, AMigModeThatWaitsForAGpuResetIsRefusedSayingSo) {
   auto env = NvmlH100(dir_);
   env.push_back({"GPUMUX_SIM_MIG_RESET_REQUIRED", "1"});
   StartRealAgent(env);
-  json answer = Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"7g.80gb"}}}, 500);
+  json answer = Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"7g.80gb"}}}, 503);
   EXPECT_NE(answer.dump().find("nvidia-smi -i 0 -r"), std::string::npos) << answer;
   EXPECT_EQ(Call("GET", "/v1/gpus", json(), 200)["gpus"][0]["mode"], "timeslice");
 }
 
 TEST_F(AgentTest, MigOnARealGpuWithoutItIsRefusedSayingSo) {
   StartRealAgent(NvmlGpu(dir_, "L4"));
-  json answer = Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"1g.6gb"}}}, 500);
+  json answer = Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"1g.6gb"}}}, 503);
   EXPECT_NE(answer.dump().find("does this GPU support MIG"), std::string::npos) << answer;
   EXPECT_EQ(Call("GET", "/v1/gpus", json(), 200)["gpus"][0]["mode"], "timeslice");
   Call("PUT", "/v1/gpus/0", {{"mode", "timeslice"}}, 200);  // leaving MIG on a GPU without it is a no-op
@@ -351,7 +351,7 @@ TEST_F(AgentTest, OnARealGpuMpsModeRunsTheControlDaemonAndHandsClientsTheirLimit
 TEST_F(AgentTest, TheGpuTimeTheGovernorMeasuresIsTheTimeTheTenantUsed) {
   StartAgent();
   json t = Call("POST", "/v1/tenants", {{"id", "metered"}, {"gpu", 0}, {"memory", "1GiB"}, {"compute", "30%"}}, 201);
-  std::string start = std::to_string(gpumux::node::NowNs() + 500'000'000ull);
+  std::string start = std::to_string(gpumux::NowNs() + 500'000'000ull);
   auto [code, out] = Sh(Env(t) + std::string(GPUMUX_COMPUTE_CLIENT) + " launch busy " + start + " 2 1");
   ASSERT_EQ(code, 0) << out;
   double used_s = json::parse(out)["launches"].get<double>() * 1e-3;  // 1 ms kernels completed in the window

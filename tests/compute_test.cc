@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "node/clock.h"
+#include "base/clock.h"
 #include "node_fixture.h"
 
 namespace {
@@ -26,7 +26,7 @@ struct Tenant {
 // Starts every tenant at once; their measured windows begin together 1.5 s from now (time for
 // `gpumux run` and the client to start). Returns each client's JSON line.
 std::vector<nlohmann::json> RunTogether(const std::vector<Tenant>& tenants) {
-  std::string start = std::to_string(gpumux::node::NowNs() + 1'500'000'000ull);
+  std::string start = std::to_string(gpumux::NowNs() + 1'500'000'000ull);
   std::string cmd = "(";
   for (const Tenant& t : tenants) {
     std::string args = t.client_args;
@@ -119,7 +119,7 @@ TEST_F(ComputeTest, BadComputeSettingsAreRefusedBeforeAnythingStarts) {
   FILE* first = popen((Launch("sixty", "--mem 1GiB --compute 60%", "sleep 2") + " 2>/dev/null").c_str(), "r");
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   auto [code, out] = Sh(Launch("fifty", "--mem 1GiB --compute 50% --strict", "true"));
-  EXPECT_EQ(code, 2) << "caps would sum to 110%";
+  EXPECT_EQ(code, 3) << "caps would sum to 110%: valid limits that do not fit (exit 3, not 2)";
   auto [ok, out2] = Sh(Launch("forty", "--mem 1GiB --compute 40% --strict", "true"));
   EXPECT_EQ(ok, 0);
   pclose(first);

@@ -14,7 +14,7 @@
 #include "node/device.h"
 #include "node/mig_control.h"
 #include "node/nvml_library.h"
-#include "simgpu/nvml_api.h"
+#include "abi/nvml_api.h"
 #include "shell.h"
 
 namespace {

@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "node/agent/http_server.h"
-#include "node/clock.h"
+#include "base/clock.h"
 #include "shell.h"
 
 namespace {
@@ -89,7 +89,7 @@ class SlurmTest : public ::testing::Test {
     try {
       auto [status, body] = CallUnix(dir_ + "/gpumuxd.sock", method, path);
       return {status, json::parse(body, nullptr, false)};
-    } catch (const gpumux::agent::HttpError&) {
+    } catch (const gpumux::Error&) {
       return {0, json()};
     }
   }
@@ -115,7 +115,7 @@ class SlurmTest : public ::testing::Test {
 };
 
 TEST_F(SlurmTest, AJobPastItsSharesGetsOomWhileItsNeighbourOnTheGpuCompletes) {
-  std::string start = std::to_string(gpumux::node::NowNs() + 3'000'000'000ull);
+  std::string start = std::to_string(gpumux::NowNs() + 3'000'000'000ull);
   std::string over = "srun --gres=shard:2 " + kAlloc + " direct fill " + std::to_string(256ull << 20) + " 1";
   std::string neighbour = "srun --gres=shard:4 --gpumux-compute=50% " + kCompute + " launch busy " + start + " 1 1";
   auto [code, out] = Slurm(dir_, "timeout 60 bash -c '(" + over + " > " + dir_ + "/over.json & " + neighbour + " > " +

@@ -1,19 +1,18 @@
 // The `gpumux` subcommands. Each Add* registers a subcommand and its flags on `app` and returns it
 // with the function that runs it once the command line is parsed. Run functions return the process exit code and throw
-// InputError for bad input (main prints it and exits with 2).
+// gpumux::Error (main prints it and exits with its code's ExitCode).
 #pragma once
 
 #include <CLI/CLI.hpp>
 
 #include <functional>
 
+#include "base/error.h"
+
 namespace gpumux {
 
-// Exit codes, documented in the README.
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitInternal = 1;
-inline constexpr int kExitBadInput = 2;
-inline constexpr int kExitPartial = 3;  // a plan was made, but some tenants fit nowhere
+// Exit codes (README): kExitOk and the ExitCode of an error (base/error.h), and this one.
+inline constexpr int kExitPartial = 3;  // a plan was made, but some tenants fit nowhere (as "does not fit")
 
 struct Command {
   CLI::App* subcommand = nullptr;

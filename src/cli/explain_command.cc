@@ -10,7 +10,7 @@
 #include "cli/commands.h"
 #include "cli/report.h"
 #include "core/catalog.h"
-#include "core/input_error.h"
+#include "base/error.h"
 #include "core/units.h"
 #include "share/gpu_choice.h"
 
@@ -36,7 +36,7 @@ struct ExplainOptions {
 
 DType DTypeFlag(const std::string& text, const char* flag) {
   std::optional<DType> d = ParseDType(text);
-  if (!d) throw InputError(fmt::format("{} '{}' is not one of bf16, fp16, fp8, int4", flag, text));
+  if (!d) throw BadInput(fmt::format("{} '{}' is not one of bf16, fp16, fp8, int4", flag, text));
   return *d;
 }
 
@@ -110,7 +110,7 @@ Sharing EvaluateSharing(const GpuKind& gpu, const Workload& w, const Slo& slo, i
   }
   if (s.max_copies > 0) {
     GpuChoice best = ChooseStrategy(gpu, std::span(ptrs.data(), size_t(s.max_copies)));
-    s.max_copies_strategy = std::string(StrategyName(best.chosen->kind));
+    s.max_copies_strategy = std::string(ShareModeName(best.chosen->kind));
   }
   return s;
 }
@@ -119,17 +119,17 @@ int RunExplain(const ExplainOptions& o) {
   Catalog catalog = Catalog::LoadBundled();
   for (const std::string& path : o.catalogs) catalog.AddFile(path);
   const GpuKind& gpu = catalog.FindGpu(o.gpu);
-  if (o.model.empty() == o.params.empty()) throw InputError("give exactly one of --model and --params");
+  if (o.model.empty() == o.params.empty()) throw BadInput("give exactly one of --model and --params");
   if (o.phase != "decode" && o.phase != "prefill") {
-    throw InputError(fmt::format("--phase '{}' is not decode or prefill", o.phase));
+    throw BadInput(fmt::format("--phase '{}' is not decode or prefill", o.phase));
   }
   const ModelShape* shape = o.model.empty() ? nullptr : &catalog.FindModel(o.model);
   double params = 0;
   if (!o.params.empty()) {
     try {
       params = ParseNumber(o.params);
-    } catch (const UnitError& e) {
-      throw InputError(fmt::format("--params: {}", e.what()));
+    } catch (const Error& e) {
+      throw BadInput(fmt::format("--params: {}", e.what()));
     }
   }
   // The main column: the shape with its KV cache if a model was named, else params x bytes.

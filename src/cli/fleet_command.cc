@@ -11,7 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/report.h"
-#include "core/input_error.h"
+#include "base/error.h"
 #include "fleet/curves_report.h"
 #include "fleet/experiment.h"
 #include "fleet/policy.h"
@@ -32,7 +32,7 @@ std::vector<std::string> SplitComma(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream in(s);
   for (std::string item; std::getline(in, item, ',');) {
-    if (item.empty()) throw InputError(fmt::format("--policy '{}' has an empty name", s));
+    if (item.empty()) throw BadInput(fmt::format("--policy '{}' has an empty name", s));
     out.push_back(item);
   }
   return out;

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "core/input_error.h"
+#include "base/error.h"
 
 int main(int argc, char** argv) {
   using namespace gpumux;
@@ -20,18 +20,18 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
-    return code == 0 ? kExitOk : kExitBadInput;
+    return code == 0 ? kExitOk : ExitCode(ErrorCode::kBadInput);
   }
   try {
     for (const Command& c : commands) {
       if (c.subcommand->parsed()) return c.run();
     }
-  } catch (const InputError& e) {
-    fmt::print(stderr, "gpumux: {}\n", e.what());
-    return kExitBadInput;
+  } catch (const Error& e) {
+    fmt::print(stderr, "gpumux: {}{}\n", e.code() == ErrorCode::kInternal ? "internal error: " : "", e.what());
+    return ExitCode(e.code());
   } catch (const std::exception& e) {
     fmt::print(stderr, "gpumux: internal error: {}\n", e.what());
-    return kExitInternal;
+    return ExitCode(ErrorCode::kInternal);
   }
-  return kExitInternal;
+  return ExitCode(ErrorCode::kInternal);
 }

@@ -33,7 +33,7 @@ void PrintText(const PlanFile& file, const Plan& plan, bool verbose) {
   for (size_t i = 0; i < plan.gpus.size(); ++i) {
     const PlannedGpu& g = plan.gpus[i];
     const GpuKind& gpu = *file.input.fleet[g.fleet_index].gpu;
-    fmt::print("GPU {} ({}): {} with {} tenant{}\n", i, gpu.name, StrategyName(g.chosen.kind),
+    fmt::print("GPU {} ({}): {} with {} tenant{}\n", i, gpu.name, ShareModeName(g.chosen.kind),
                g.tenant_names.size(), g.tenant_names.size() == 1 ? "" : "s");
     std::vector<std::vector<std::string>> rows = {{"tenant", "slice", "rate", "SLO", "slowdown", "memory"}};
     for (const TenantOutcome& o : g.chosen.tenants) {

@@ -34,7 +34,7 @@ nlohmann::json ToJson(const TenantOutcome& o) {
 }
 
 nlohmann::json ToJson(const StrategyResult& r) {
-  nlohmann::json j = {{"strategy", std::string(StrategyName(r.kind))},
+  nlohmann::json j = {{"strategy", std::string(ShareModeName(r.kind))},
                       {"fits", r.fits},
                       {"headroom", Finite(r.headroom)},
                       {"verdict", r.verdict},
@@ -84,7 +84,7 @@ std::string FormatConsidered(const std::vector<StrategyResult>& considered, cons
   std::vector<std::vector<std::string>> rows;
   for (const StrategyResult& r : considered) {
     std::string mark = chosen && chosen->kind == r.kind ? "chosen" : r.fits ? "fits" : "loses";
-    rows.push_back({std::string(StrategyName(r.kind)), mark,
+    rows.push_back({std::string(ShareModeName(r.kind)), mark,
                     std::isfinite(r.headroom) ? fmt::format("headroom {:.2f}", r.headroom) : "",
                     r.verdict});
   }

@@ -15,10 +15,10 @@
 #include "cli/commands.h"
 #include "cli/report.h"
 #include "core/catalog.h"
-#include "core/input_error.h"
+#include "base/error.h"
 #include "core/units.h"
-#include "node/agent/http_server.h"
-#include "node/clock.h"
+#include "node/agent/agent_client.h"
+#include "base/clock.h"
 #include "node/device.h"
 #include "node/ledger/ledger.h"
 
@@ -65,74 +65,53 @@ void RemoveIfIdle(node::Ledger& ledger, int tenant, const std::string& id) {
 }
 
 int RunTenant(const RunOptions& o) {
-  if (o.command.empty()) throw InputError("give the command to run after --");
+  if (o.command.empty()) throw BadInput("give the command to run after --");
   std::string sim = o.sim;
   if (sim.empty() && std::getenv("GPUMUX_SIM")) sim = std::getenv("GPUMUX_SIM");
   node::Device device;
-  try {
-    if (!sim.empty()) {
-      Catalog catalog = Catalog::LoadBundled();
-      for (const std::string& path : o.catalogs) catalog.AddFile(path);
-      device = node::SimulatedDevice(catalog.FindGpu(sim), o.gpu);
-    } else {
-      device = node::RealDevice(o.gpu);
-    }
-  } catch (const node::DeviceError& e) {
-    throw InputError(e.what());
+  if (!sim.empty()) {
+    Catalog catalog = Catalog::LoadBundled();
+    for (const std::string& path : o.catalogs) catalog.AddFile(path);
+    device = node::SimulatedDevice(catalog.FindGpu(sim), o.gpu);
+  } else {
+    device = node::RealDevice(o.gpu);
   }
-  uint64_t quota = 0;
-  try {
-    quota = uint64_t(ParseBytes(o.mem));
-  } catch (const UnitError& e) {
-    throw InputError(fmt::format("--mem: {}", e.what()));
-  }
-  if (quota == 0) throw InputError("--mem must be more than 0 bytes");
-  node::TenantLimits limits{quota};
+  node::TenantLimits limits;
   limits.weight = o.weight;
+  try {  // the parsers name the value and what they expected; the flag goes in front
+    limits.memory = uint64_t(ParseBytes(o.mem));
+  } catch (const Error& e) {
+    throw e.Within("--mem");
+  }
   try {
     if (!o.compute.empty()) limits.cap_permille = node::ParseComputeCap(o.compute);
     limits.priority = node::ParsePriority(o.priority);
-  } catch (const std::invalid_argument& e) {
-    throw InputError(fmt::format("--{}", e.what()));
+  } catch (const Error& e) {
+    throw Error(e.code(), std::string("--") + e.what());
   }
-  if (quota > device.memory) {
-    throw InputError(fmt::format("--mem {} is more than GPU {}'s {} ({})", FormatBytes(double(quota)), o.gpu,
-                                 FormatBytes(double(device.memory)), device.name));
+  if (limits.memory == 0) throw BadInput("--mem must be more than 0 bytes");
+  if (limits.memory > device.memory) {
+    throw BadInput(fmt::format("--mem {} is more than GPU {}'s {} ({})", FormatBytes(double(limits.memory)), o.gpu,
+                               FormatBytes(double(device.memory)), device.name));
   }
   std::string id = o.tenant.empty()
                        ? fmt::format("{}-{}", std::filesystem::path(o.command[0]).filename().string(), getpid())
                        : o.tenant;
-  try {
-    node::CheckTenant(id, limits);  // before any ledger is made
-  } catch (const node::LimitsError& e) {
-    throw InputError(fmt::format("tenant '{}': {}", id, e.what()));
-  }
+  node::CheckTenant(id, limits);  // before any ledger is made
   std::string path = node::LedgerPath(o.gpu);
-  node::Ledger ledger = [&] {
-    try {
-      return node::Ledger::CreateOrOpen(path, device.memory, device.name);
-    } catch (const node::LedgerError& e) {
-      throw InputError(e.what());
-    }
-  }();
+  node::Ledger ledger = node::Ledger::CreateOrOpen(path, device.memory, device.name);
   if (ledger.gpu_name() != device.name || ledger.capacity() != device.memory) {
-    throw InputError(fmt::format("{} is the ledger of a {} ({}), not of this {} ({}); remove it if the GPU changed",
-                                 path, ledger.gpu_name(), FormatBytes(double(ledger.capacity())), device.name,
-                                 FormatBytes(double(device.memory))));
+    throw BadInput(fmt::format("{} is the ledger of a {} ({}), not of this {} ({}); remove it if the GPU changed",
+                               path, ledger.gpu_name(), FormatBytes(double(ledger.capacity())), device.name,
+                               FormatBytes(double(device.memory))));
   }
   ledger.ReclaimDead();
-  int tenant = [&] {
-    try {
-      return ledger.AddTenant(id, limits, o.strict);
-    } catch (const node::LedgerError& e) {
-      throw InputError(fmt::format("tenant '{}': {}", id, e.what()));
-    }
-  }();
+  int tenant = ledger.AddTenant(id, limits, o.strict);
 
   std::vector<std::pair<std::string, std::string>> env =
       node::TenantEnvironment(device, path, id, node::RuntimeLibraryDir(), EnvOr("LD_PRELOAD"), EnvOr("LD_LIBRARY_PATH"));
   g_child = fork();
-  if (g_child < 0) throw InputError(fmt::format("cannot start '{}': fork failed", o.command[0]));
+  if (g_child < 0) throw Internal(fmt::format("cannot start '{}': fork failed", o.command[0]));
   if (g_child == 0) {
     for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
     std::vector<char*> argv;
@@ -154,20 +133,13 @@ int RunTenant(const RunOptions& o) {
 
 // The tenant's GPU time over its life so far, as a fraction of wall time.
 double GpuTimeShare(const node::TenantUsage& u) {
-  uint64_t now = node::NowNs();
+  uint64_t now = NowNs();
   return now > u.added_ns ? double(u.gpu_ns) / double(now - u.added_ns) : 0.0;
 }
 
 // The tenants gpumuxd admitted (all of them for an operator, one's own otherwise).
 int ShowAgentStatus(const StatusOptions& o) {
-  std::pair<int, std::string> answer;
-  try {
-    answer = agent::CallUnix(o.agent, "GET", "/v1/tenants");
-  } catch (const agent::HttpError& e) {
-    throw InputError(e.what());
-  }
-  auto j = nlohmann::json::parse(answer.second, nullptr, false);
-  if (answer.first != 200 || !j.is_object()) throw InputError(fmt::format("gpumuxd answered {}: {}", answer.first, answer.second));
+  nlohmann::json j = agent::AgentClient(o.agent).Tenants();
   if (o.json) {
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
@@ -198,13 +170,7 @@ int ShowStatus(const StatusOptions& o) {
     }
     return kExitOk;
   }
-  node::Ledger ledger = [&] {
-    try {
-      return node::Ledger::Open(path);
-    } catch (const node::LedgerError& e) {
-      throw InputError(e.what());
-    }
-  }();
+  node::Ledger ledger = node::Ledger::Open(path);
   ledger.ReclaimDead();
   std::vector<node::TenantUsage> tenants = ledger.Snapshot();
   if (o.json) {

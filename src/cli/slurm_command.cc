@@ -6,7 +6,7 @@
 
 #include "cli/commands.h"
 #include "core/catalog.h"
-#include "core/input_error.h"
+#include "base/error.h"
 #include "core/units.h"
 #include "integrations/slurm/gres_conf.h"
 
@@ -24,24 +24,21 @@ struct GresConfCliOptions {
 
 int WriteGresConf(const GresConfCliOptions& o) {
   std::vector<node::Device> gpus;
-  try {
-    if (!o.sim.empty()) {
-      Catalog catalog = Catalog::LoadBundled();
-      for (const std::string& path : o.catalogs) catalog.AddFile(path);
-      const GpuKind& kind = catalog.FindGpu(o.sim);
-      for (int i = 0; i < o.gpus; ++i) gpus.push_back(node::SimulatedDevice(kind, i));
-    } else {
-      for (int i = 0, n = node::RealDeviceCount(); i < n; ++i) gpus.push_back(node::RealDevice(i));
-    }
-    uint64_t shard = uint64_t(ParseBytes(o.shard_size));
-    fmt::print("{}", slurm::GresConf(gpus, {o.node, shard, o.device_file}));
-  } catch (const node::DeviceError& e) {
-    throw InputError(e.what());
-  } catch (const UnitError& e) {
-    throw InputError(fmt::format("--shard-size: {}", e.what()));
-  } catch (const std::invalid_argument& e) {
-    throw InputError(e.what());
+  if (!o.sim.empty()) {
+    Catalog catalog = Catalog::LoadBundled();
+    for (const std::string& path : o.catalogs) catalog.AddFile(path);
+    const GpuKind& kind = catalog.FindGpu(o.sim);
+    for (int i = 0; i < o.gpus; ++i) gpus.push_back(node::SimulatedDevice(kind, i));
+  } else {
+    for (int i = 0, n = node::RealDeviceCount(); i < n; ++i) gpus.push_back(node::RealDevice(i));
   }
+  uint64_t shard = 0;
+  try {
+    shard = uint64_t(ParseBytes(o.shard_size));
+  } catch (const Error& e) {
+    throw e.Within("--shard-size");
+  }
+  fmt::print("{}", slurm::GresConf(gpus, {o.node, shard, o.device_file}));
   return kExitOk;
 }
 

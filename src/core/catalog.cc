@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <set>
 
-#include "core/input_error.h"
+#include "base/error.h"
 #include "core/yaml_fields.h"
 
 #ifndef GPUMUX_CATALOG_DIR
@@ -116,7 +116,7 @@ MigGeometry ReadMig(const std::string& path, const YAML::Node& node, const GpuKi
   for (const auto& item : f.List("profiles")) {
     MigProfile p = ReadMigProfile(path, item, gpu, geo);
     if (!names.insert(p.name).second || !ids.insert(p.id).second) {
-      throw InputError(fmt::format("{}: GPU '{}': MIG profile '{}' (id {}) is listed twice",
+      throw BadInput(fmt::format("{}: GPU '{}': MIG profile '{}' (id {}) is listed twice",
                                    Where(path, item), gpu.name, p.name, p.id));
     }
     geo.profiles.push_back(std::move(p));
@@ -217,7 +217,7 @@ const T& Find(std::string_view name, const std::vector<T>& items,
   std::vector<std::string> names;
   for (const T& item : items) names.push_back(item.name);
   std::vector<std::string> nearest = NearestNames(name, names);
-  throw InputError(fmt::format("unknown {} '{}'; nearest known: {} (all: {})", what, name,
+  throw BadInput(fmt::format("unknown {} '{}'; nearest known: {} (all: {})", what, name,
                                fmt::join(nearest, ", "), fmt::join(names, ", ")));
 }
 
@@ -272,14 +272,14 @@ Catalog Catalog::LoadBundled() {
 void Catalog::AddFile(const std::string& path) {
   YAML::Node root = YamlFields::LoadFile(path);
   if (!root.IsMap()) {
-    throw InputError(fmt::format("{}:1: a catalog file holds a mapping with 'gpus:' and/or "
+    throw BadInput(fmt::format("{}:1: a catalog file holds a mapping with 'gpus:' and/or "
                                  "'models:' lists",
                                  path));
   }
   YamlFields top(path, root, "catalog");
   top.AllowOnly({"gpus", "models"});
   if (!top.Has("gpus") && !top.Has("models")) {
-    throw InputError(fmt::format("{}:1: catalog file has neither 'gpus:' nor 'models:'", path));
+    throw BadInput(fmt::format("{}:1: catalog file has neither 'gpus:' nor 'models:'", path));
   }
   if (top.Has("gpus")) {
     for (const auto& item : top.List("gpus")) AddGpu(ReadGpu(path, item));
@@ -295,7 +295,7 @@ void Catalog::AddGpu(GpuKind gpu) {
   for (const std::string& k : keys) {
     auto it = gpu_index_.find(NormaliseName(k));
     if (it != gpu_index_.end()) {
-      throw InputError(fmt::format("{}: GPU '{}': name '{}' is already taken by GPU '{}' ({})",
+      throw BadInput(fmt::format("{}: GPU '{}': name '{}' is already taken by GPU '{}' ({})",
                                    gpu.source, gpu.name, k, gpus_[it->second].name,
                                    gpus_[it->second].source));
     }
@@ -310,7 +310,7 @@ void Catalog::AddModel(ModelShape model) {
   for (const std::string& k : keys) {
     auto it = model_index_.find(NormaliseName(k));
     if (it != model_index_.end()) {
-      throw InputError(fmt::format("{}: model '{}': name '{}' is already taken by model '{}' ({})",
+      throw BadInput(fmt::format("{}: model '{}': name '{}' is already taken by model '{}' ({})",
                                    model.source, model.name, k, models_[it->second].name,
                                    models_[it->second].source));
     }

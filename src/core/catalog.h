@@ -2,7 +2,7 @@
 //
 // Loading is strict: a missing, unknown or badly-typed field, an impossible MIG placement, a profile
 // larger than its GPU or a model whose published parameter count disagrees with its shape throws
-// InputError naming file, line and field. Nothing is defaulted silently.
+// Error (bad input) naming file, line and field. Nothing is defaulted silently.
 // A Catalog is immutable after loading and safe to share between threads.
 #pragma once
 
@@ -27,7 +27,7 @@ class Catalog {
   void AddFile(const std::string& path);
 
   // Case-insensitive lookup by name or alias; '-', '_' and spaces are ignored. Unknown names throw
-  // InputError listing the nearest known names.
+  // Error (bad input) listing the nearest known names.
   const GpuKind& FindGpu(std::string_view name) const;
   const ModelShape& FindModel(std::string_view name) const;
 

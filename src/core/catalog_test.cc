@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/input_error.h"
+#include "base/error.h"
 
 namespace gpumux {
 namespace {
@@ -19,14 +19,14 @@ std::string WriteFile(const std::string& name, const std::string& text) {
   return path;
 }
 
-// Expects AddFile to throw InputError whose message holds every one of `needles`.
+// Expects AddFile to throw Error (bad input) whose message holds every one of `needles`.
 void ExpectRefused(const std::string& text, std::initializer_list<std::string> needles) {
   std::string path = WriteFile("bad.yaml", text);
   Catalog c;
   try {
     c.AddFile(path);
     FAIL() << "accepted a bad catalog:\n" << text;
-  } catch (const InputError& e) {
+  } catch (const Error& e) {
     std::string msg = e.what();
     EXPECT_NE(msg.find(path), std::string::npos) << msg;
     for (const std::string& n : needles) EXPECT_NE(msg.find(n), std::string::npos) << "missing '" << n << "' in: " << msg;
@@ -88,7 +88,7 @@ TEST(Catalog, UnknownNameSuggestsTheNearest) {
   try {
     c.FindGpu("H100-SMX5");
     FAIL();
-  } catch (const InputError& e) {
+  } catch (const Error& e) {
     std::string msg = e.what();
     EXPECT_NE(msg.find("unknown GPU kind 'H100-SMX5'"), std::string::npos) << msg;
     EXPECT_NE(msg.find("nearest known: H100"), std::string::npos) << msg;
@@ -96,7 +96,7 @@ TEST(Catalog, UnknownNameSuggestsTheNearest) {
   try {
     c.FindModel("Lama-2-13B");
     FAIL();
-  } catch (const InputError& e) {
+  } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("nearest known: Llama-2-13B"), std::string::npos) << e.what();
   }
 }
@@ -111,7 +111,7 @@ TEST(Catalog, UserFileAddsKindsAndCannotReplaceBundledOnes) {
   try {
     d.AddFile(WriteFile("clash.yaml", clash));
     FAIL();
-  } catch (const InputError& e) {
+  } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("already taken by GPU 'H100-SXM5-80GB'"), std::string::npos) << e.what();
   }
 }

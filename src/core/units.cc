@@ -22,7 +22,7 @@ std::pair<double, std::string_view> SplitNumber(std::string_view text) {
   double value = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
   if (ec != std::errc() || !std::isfinite(value)) {
-    throw UnitError(fmt::format("'{}' is not a number", text));
+    throw BadInput(fmt::format("'{}' is not a number", text));
   }
   return {value, Trim(std::string_view(end, s.data() + s.size() - end))};
 }
@@ -35,7 +35,7 @@ struct Unit {
 double ParseWithUnits(std::string_view text, const std::vector<Unit>& units, bool unit_required,
                       std::string_view what) {
   auto [value, unit] = SplitNumber(text);
-  if (value < 0) throw UnitError(fmt::format("'{}' is negative; {} cannot be", text, what));
+  if (value < 0) throw BadInput(fmt::format("'{}' is negative; {} cannot be", text, what));
   if (unit.empty()) {
     if (!unit_required) return value;
   } else {
@@ -45,7 +45,7 @@ double ParseWithUnits(std::string_view text, const std::vector<Unit>& units, boo
   }
   std::string expected;
   for (const Unit& u : units) expected += fmt::format("{}{}", expected.empty() ? "" : ", ", u.name);
-  throw UnitError(fmt::format("'{}' is not {}: expected a number with one of the units {}", text,
+  throw BadInput(fmt::format("'{}' is not {}: expected a number with one of the units {}", text,
                               what, expected));
 }
 
@@ -65,7 +65,7 @@ std::string FormatScaled(double value, std::string_view suffix) {
 
 double ParseNumber(std::string_view text) {
   auto [value, rest] = SplitNumber(text);
-  if (!rest.empty()) throw UnitError(fmt::format("'{}' is not a plain number", text));
+  if (!rest.empty()) throw BadInput(fmt::format("'{}' is not a plain number", text));
   return value;
 }
 
@@ -96,10 +96,10 @@ double ParseFraction(std::string_view text) {
   if (unit == "%") {
     value /= 100;
   } else if (!unit.empty()) {
-    throw UnitError(fmt::format("'{}' is not a fraction: write 40% or 0.4", text));
+    throw BadInput(fmt::format("'{}' is not a fraction: write 40% or 0.4", text));
   }
   if (value < 0 || value > 1) {
-    throw UnitError(fmt::format("'{}' is outside 0..100%", text));
+    throw BadInput(fmt::format("'{}' is outside 0..100%", text));
   }
   return value;
 }

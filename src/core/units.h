@@ -2,20 +2,15 @@
 //
 // Parsing accepts a number followed by an optional unit ("80 GiB", "3.35TB/s", "40%"). Decimal
 // prefixes (kB, MB, GB, TB) are powers of 1000, binary ones (KiB, MiB, GiB, TiB) powers of 1024.
-// Every parser throws UnitError, whose what() names the text and the units it expected; callers add
+// Every parser throws Error (bad input), whose what() names the text and the units it expected; callers add
 // the file and line.
 #pragma once
 
-#include <stdexcept>
+#include "base/error.h"
 #include <string>
 #include <string_view>
 
 namespace gpumux {
-
-class UnitError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 // "26 GB", "24GiB", "512 MiB", "1e9" (plain bytes) -> bytes.
 double ParseBytes(std::string_view text);

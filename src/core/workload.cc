@@ -4,18 +4,18 @@
 
 #include <algorithm>
 
-#include "core/input_error.h"
+#include "base/error.h"
 
 namespace gpumux {
 namespace {
 
 void Validate(const LlmSpec& s) {
-  if (!s.shape && s.params <= 0) throw InputError("an LLM workload needs a model or a parameter count");
-  if (s.batch < 1) throw InputError(fmt::format("batch {} must be at least 1", s.batch));
-  if (s.context < 0) throw InputError(fmt::format("context {} must not be negative", s.context));
+  if (!s.shape && s.params <= 0) throw BadInput("an LLM workload needs a model or a parameter count");
+  if (s.batch < 1) throw BadInput(fmt::format("batch {} must be at least 1", s.batch));
+  if (s.context < 0) throw BadInput(fmt::format("context {} must not be negative", s.context));
   for (double e : {s.bandwidth_efficiency, s.compute_efficiency}) {
     if (!(e > 0 && e <= 1)) {
-      throw InputError(fmt::format("efficiency {} must lie in (0, 1]", e));
+      throw BadInput(fmt::format("efficiency {} must lie in (0, 1]", e));
     }
   }
 }
@@ -82,7 +82,7 @@ Workload LlmDecode(const LlmSpec& s) {
 
 Workload LlmPrefill(const LlmSpec& s) {
   Workload w = Base(s, "llm-prefill");
-  if (s.context < 1) throw InputError("prefill needs a context (prompt length) of at least 1 token");
+  if (s.context < 1) throw BadInput("prefill needs a context (prompt length) of at least 1 token");
   double streamed = s.shape ? s.shape->StreamedParams() : s.params;
   // One pass reads the weights and writes the prompt's KV cache.
   w.bytes_per_step = streamed * BytesPerElement(s.dtype) + w.kv_cache_bytes;
@@ -97,10 +97,10 @@ Workload LlmPrefill(const LlmSpec& s) {
 
 Workload GenericJob(double memory_bytes, double bandwidth, double flops, DType dtype) {
   if (memory_bytes < 0 || bandwidth < 0 || flops < 0) {
-    throw InputError("a generic job's memory, bandwidth and compute must not be negative");
+    throw BadInput("a generic job's memory, bandwidth and compute must not be negative");
   }
   if (bandwidth == 0 && flops == 0) {
-    throw InputError("a generic job needs a bandwidth or a compute rate above zero");
+    throw BadInput("a generic job needs a bandwidth or a compute rate above zero");
   }
   Workload w;
   w.kind = "generic";

@@ -65,7 +65,7 @@ struct LlmSpec {
   double bandwidth_efficiency = kDefaultBandwidthEfficiency;
   double compute_efficiency = kDefaultComputeEfficiency;
 };
-// Throws InputError for an impossible spec (no params, batch < 1, negative context, η outside (0,1]).
+// Throws Error (bad input) for an impossible spec (no params, batch < 1, negative context, η outside (0,1]).
 Workload LlmDecode(const LlmSpec& spec);
 // Prefill of `context` prompt tokens for each of `batch` sequences in one step.
 Workload LlmPrefill(const LlmSpec& spec);

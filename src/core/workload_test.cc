@@ -5,7 +5,7 @@
 #include "core/catalog_fixture.h"
 
 #include "core/catalog.h"
-#include "core/input_error.h"
+#include "base/error.h"
 
 namespace gpumux {
 namespace {
@@ -108,14 +108,14 @@ TEST_F(WorkloadTest, GenericJobRunsAtItsOwnPaceWhenTheGpuAllows) {
 
 TEST_F(WorkloadTest, RefusesImpossibleSpecs) {
   LlmSpec spec;
-  EXPECT_THROW(LlmDecode(spec), InputError);  // neither model nor params
+  EXPECT_THROW(LlmDecode(spec), Error);  // neither model nor params
   spec.params = 7e9;
   spec.batch = 0;
-  EXPECT_THROW(LlmDecode(spec), InputError);
+  EXPECT_THROW(LlmDecode(spec), Error);
   spec.batch = 1;
   spec.bandwidth_efficiency = 1.5;
-  EXPECT_THROW(LlmDecode(spec), InputError);
-  EXPECT_THROW(GenericJob(1e9, 0, 0, DType::kBf16), InputError);
+  EXPECT_THROW(LlmDecode(spec), Error);
+  EXPECT_THROW(GenericJob(1e9, 0, 0, DType::kBf16), Error);
 }
 
 }  // namespace

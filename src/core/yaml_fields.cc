@@ -11,18 +11,18 @@ namespace gpumux {
 
 YAML::Node YamlFields::LoadFile(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw InputError(fmt::format("{}: cannot open the file", path));
+  if (!in) throw BadInput(fmt::format("{}: cannot open the file", path));
   try {
     return YAML::Load(in);
   } catch (const YAML::Exception& e) {
-    throw InputError(fmt::format("{}:{}: not valid YAML: {}", path, e.mark.line + 1, e.msg));
+    throw BadInput(fmt::format("{}:{}: not valid YAML: {}", path, e.mark.line + 1, e.msg));
   }
 }
 
 YamlFields::YamlFields(std::string path, const YAML::Node& node, std::string where)
     : path_(std::move(path)), node_(node), where_(std::move(where)) {
   if (!node_.IsMap()) {
-    throw InputError(fmt::format("{}:{}: {}: expected a mapping of fields", path_,
+    throw BadInput(fmt::format("{}:{}: {}: expected a mapping of fields", path_,
                                  node_.Mark().line + 1, where_));
   }
 }
@@ -37,7 +37,7 @@ void YamlFields::AllowOnly(std::initializer_list<std::string_view> allowed) cons
       list += fmt::format("{}{}", list.empty() ? "" : ", ", a);
     }
     if (!known) {
-      throw InputError(fmt::format("{}:{}: {}: unknown field '{}' (known fields: {})", path_,
+      throw BadInput(fmt::format("{}:{}: {}: unknown field '{}' (known fields: {})", path_,
                                    kv.first.Mark().line + 1, where_, key, list));
     }
   }
@@ -55,7 +55,7 @@ std::string YamlFields::Location(std::string_view key) const {
 }
 
 void YamlFields::Fail(std::string_view key, std::string_view reason) const {
-  throw InputError(fmt::format("{}: {}: field '{}': {}", Location(key), where_, key, reason));
+  throw BadInput(fmt::format("{}: {}: field '{}': {}", Location(key), where_, key, reason));
 }
 
 YAML::Node YamlFields::Get(std::string_view key) const {
@@ -87,7 +87,7 @@ double YamlFields::Number(std::string_view key) const {
     double v = ParseNumber(s);
     if (v < 0) Fail(key, fmt::format("{} is negative", s));
     return v;
-  } catch (const UnitError& e) {
+  } catch (const Error& e) {
     Fail(key, e.what());
   }
 }
@@ -115,7 +115,7 @@ bool YamlFields::Bool(std::string_view key, bool default_value) const {
 double YamlFields::Bytes(std::string_view key) const {
   try {
     return ParseBytes(Scalar(key));
-  } catch (const UnitError& e) {
+  } catch (const Error& e) {
     Fail(key, e.what());
   }
 }
@@ -123,7 +123,7 @@ double YamlFields::Bytes(std::string_view key) const {
 double YamlFields::Bandwidth(std::string_view key) const {
   try {
     return ParseBandwidth(Scalar(key));
-  } catch (const UnitError& e) {
+  } catch (const Error& e) {
     Fail(key, e.what());
   }
 }
@@ -131,7 +131,7 @@ double YamlFields::Bandwidth(std::string_view key) const {
 double YamlFields::Flops(std::string_view key) const {
   try {
     return ParseFlops(Scalar(key));
-  } catch (const UnitError& e) {
+  } catch (const Error& e) {
     Fail(key, e.what());
   }
 }

@@ -11,13 +11,13 @@
 #include <string_view>
 #include <vector>
 
-#include "core/input_error.h"
+#include "base/error.h"
 
 namespace gpumux {
 
 class YamlFields {
  public:
-  // Parses `path`. Throws InputError if the file cannot be read or is not valid YAML.
+  // Parses `path`. Throws Error (bad input) if the file cannot be read or is not valid YAML.
   static YAML::Node LoadFile(const std::string& path);
 
   // Reads the fields of one mapping node. `where` names the entry in messages ("GPU 'H100'").
@@ -43,7 +43,7 @@ class YamlFields {
   YAML::Node Map(std::string_view key) const;          // must be a mapping
   YAML::Node List(std::string_view key) const;         // must be a sequence
 
-  // Throws InputError "file:line: <where>: field 'key': <reason>".
+  // Throws Error (bad input) "file:line: <where>: field 'key': <reason>".
   [[noreturn]] void Fail(std::string_view key, std::string_view reason) const;
 
  private:

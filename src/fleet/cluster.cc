@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cassert>
 
-#include "core/input_error.h"
+#include "base/error.h"
 
 namespace gpumux::fleet {
 
@@ -16,7 +16,7 @@ Cluster::Cluster(const std::vector<NodeSpec>& nodes) : specs_(nodes) {
     if (spec.gpus > 0) {
       auto it = std::find(models_.begin(), models_.end(), spec.model);
       if (it == models_.end()) {
-        if (models_.size() == 64) throw InputError("more than 64 GPU models in one cluster");
+        if (models_.size() == 64) throw BadInput("more than 64 GPU models in one cluster");
         models_.push_back(spec.model);
         it = models_.end() - 1;
       }

@@ -6,14 +6,14 @@
 #include <cmath>
 #include <fstream>
 
-#include "core/input_error.h"
+#include "base/error.h"
 
 namespace gpumux::fleet {
 namespace {
 
 std::ofstream Open(const std::string& path) {
   std::ofstream out(path);
-  if (!out) throw InputError(fmt::format("{}: cannot write the file", path));
+  if (!out) throw BadInput(fmt::format("{}: cannot write the file", path));
   return out;
 }
 
@@ -37,7 +37,7 @@ void WriteCurvesCsv(const std::string& path, const std::vector<PolicyCurves>& cu
                          fi.mean, fi.sd, fp.mean, fp.sd);
     }
   }
-  if (!out) throw InputError(fmt::format("{}: write failed", path));
+  if (!out) throw BadInput(fmt::format("{}: write failed", path));
 }
 
 void WriteUnallocatedSvg(const std::string& path, const std::vector<PolicyCurves>& curves, int max_pct,
@@ -90,7 +90,7 @@ void WriteUnallocatedSvg(const std::string& path, const std::vector<PolicyCurves
                        kLeft + pw + 15, ly, kLeft + pw + 40, colour, kLeft + pw + 46, ly + 4, curves[i].policy) << "\n";
   }
   out << "</svg>\n";
-  if (!out) throw InputError(fmt::format("{}: write failed", path));
+  if (!out) throw BadInput(fmt::format("{}: write failed", path));
 }
 
 }  // namespace gpumux::fleet

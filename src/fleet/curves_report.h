@@ -9,7 +9,7 @@
 
 namespace gpumux::fleet {
 
-// Throws InputError if the file cannot be written.
+// Throws Error (bad input) if the file cannot be written.
 void WriteCurvesCsv(const std::string& path, const std::vector<PolicyCurves>& curves, int max_pct);
 void WriteUnallocatedSvg(const std::string& path, const std::vector<PolicyCurves>& curves, int max_pct,
                          const std::string& title);

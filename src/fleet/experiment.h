@@ -47,7 +47,7 @@ struct Stat {
 };
 Stat At(const PolicyCurves& curves, int pct, double CurvePoint::*field);
 
-// Runs every (policy, seed). Throws InputError for an unknown policy before running anything.
+// Runs every (policy, seed). Throws Error (bad input) for an unknown policy before running anything.
 std::vector<PolicyCurves> RunExperiment(const std::vector<NodeSpec>& nodes, const std::vector<PodSpec>& pods,
                                         const ExperimentOptions& options);
 

@@ -4,7 +4,7 @@
 #include <map>
 #include <set>
 
-#include "core/input_error.h"
+#include "base/error.h"
 #include "fleet/policy.h"
 #include "fleet/test_support.h"
 
@@ -30,25 +30,27 @@ class PoliciesTest : public ::testing::Test {
     cluster_.Place(1, cluster_.ShapeOf(Pod("old", 32, 1, 600)), 2);
     pods_ = {Pod("a", 4, 1, 1000), Pod("b", 4, 1, 400), Pod("c", 4, 1, 600)};
     target_ = TargetWorkload::FromPods(cluster_, pods_, 1.0);
+    targets_ = {target_, target_};
   }
   Shape Share(int milli, int cores = 2) { return cluster_.ShapeOf(Pod("p", cores, 1, milli)); }
   Cluster cluster_;
   std::vector<PodSpec> pods_;
   TargetWorkload target_;
+  TargetWorkloads targets_;  // FGD measures against target_
 };
 
 TEST_F(PoliciesTest, BestFitPacksOntoTheUsedNodeAndTheTightestGpu) {
-  auto [node, gpu] = Choose(*MakeBestFitPolicy(), cluster_, Share(300));
+  auto [node, gpu] = Choose(*MakePolicy("bestfit", targets_), cluster_, Share(300));
   EXPECT_EQ(node, 1);
   EXPECT_EQ(gpu, 2) << "the GPU with 400 free is the tightest that holds 300";
 }
 
 TEST_F(PoliciesTest, DotProductPrefersLessFreeResourceAlongThePodsRequest) {
-  EXPECT_EQ(Choose(*MakeDotProductPolicy(), cluster_, Share(300)).first, 1);
+  EXPECT_EQ(Choose(*MakePolicy("dotprod", targets_), cluster_, Share(300)).first, 1);
 }
 
 TEST_F(PoliciesTest, PackingUsesSharedGpusFirstThenUsedNodesThenIdleOnes) {
-  auto packing = MakeGpuPackingPolicy();
+  auto packing = MakePolicy("packing", targets_);
   auto [node, gpu] = Choose(*packing, cluster_, Share(300));
   EXPECT_EQ(node, 1);
   EXPECT_EQ(gpu, 2);
@@ -57,7 +59,7 @@ TEST_F(PoliciesTest, PackingUsesSharedGpusFirstThenUsedNodesThenIdleOnes) {
 }
 
 TEST_F(PoliciesTest, ClusteringKeepsPodKindsTogether) {
-  auto clustering = MakeGpuClusteringPolicy();
+  auto clustering = MakePolicy("clustering", targets_);
   EXPECT_EQ(Choose(*clustering, cluster_, Share(300)).first, 1) << "the node already running sharing pods";
   // A 2-GPU pod: the used node runs another kind only (0-25), the idle node scores 25-50.
   EXPECT_EQ(Choose(*clustering, cluster_, cluster_.ShapeOf(Pod("w", 2, 2, 1000))).first, 0);
@@ -66,7 +68,7 @@ TEST_F(PoliciesTest, ClusteringKeepsPodKindsTogether) {
 TEST_F(PoliciesTest, FgdFillsTheLeftoverThatMatchesATargetShape) {
   // A 400-milli pod: on GPU 2 (400 free) it leaves nothing; elsewhere it leaves 600 on a GPU
   // (usable by the 600 shape, but no longer by whole pods).
-  auto [node, gpu] = Choose(*MakeFgdPolicy(target_), cluster_, Share(400));
+  auto [node, gpu] = Choose(*MakePolicy("fgd", targets_), cluster_, Share(400));
   EXPECT_EQ(node, 1);
   EXPECT_EQ(gpu, 2);
 }
@@ -79,13 +81,13 @@ TEST_F(PoliciesTest, GpumuxSendsCpuOnlyPodsWhereTheirCpuStrandsNoGpu) {
   std::vector<PodSpec> pods = {Pod("w", 16, 1, 1000)};
   TargetWorkloads t = TargetWorkloads::FromPods(c, pods);
   Shape cpu = c.ShapeOf(Pod("cpu", 20, 0, 0));
-  EXPECT_EQ(MakeFgdPolicy(t.fgd)->Score(c, 0, cpu).score, MakeFgdPolicy(t.fgd)->Score(c, 1, cpu).score);
-  EXPECT_EQ(Choose(*MakeGpumuxPolicy(t), c, cpu).first, 1);
+  EXPECT_EQ(MakePolicy("fgd", t)->Score(c, 0, cpu).score, MakePolicy("fgd", t)->Score(c, 1, cpu).score);
+  EXPECT_EQ(Choose(*MakePolicy("gpumux", t), c, cpu).first, 1);
 }
 
 TEST_F(PoliciesTest, RandomPicksEveryFeasibleNodeAndGpuAndNothingElse) {
   Cluster c({Node("a", 8, 2, "G2"), Node("b", 8, 2, "G2"), Node("full", 1, 2, "G2")});
-  auto random = MakeRandomPolicy();
+  auto random = MakePolicy("random", targets_);
   Shape s = c.ShapeOf(Pod("p", 2, 1, 500));
   std::vector<int> feasible;
   for (int i = 0; i < c.size(); ++i) {
@@ -111,7 +113,7 @@ TEST(Policies, UnknownNameListsTheKnownOnes) {
   try {
     MakePolicy("fdg", t);
     FAIL();
-  } catch (const InputError& e) {
+  } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("unknown policy 'fdg' (known: random, dotprod"), std::string::npos) << e.what();
   }
   for (const std::string& name : PolicyNames()) EXPECT_NO_THROW(MakePolicy(name, t)) << name;

@@ -45,24 +45,18 @@ class Policy {
   }
 };
 
+// The policies, one per file in policies/, each named in the {name, factory} table of policy.cc
+// (adding one: its file and its line there).
+
 // Names accepted by MakePolicy, in the order the README lists them.
 const std::vector<std::string>& PolicyNames();
 
 // Builds a policy by name. `targets` are the workloads FGD-style policies measure fragmentation
-// against; they must outlive the policy. Throws InputError for an unknown name, listing the known ones.
+// against; they must outlive the policy. Throws Error (bad input) for an unknown name, listing the known ones.
 std::unique_ptr<Policy> MakePolicy(std::string_view name, const TargetWorkloads& targets);
 
 // The GPU with the least free milli that still holds `milli`, lowest index on ties; -1 if none.
 // The artifact's "best" GPU selection, shared by several policies.
 int BestFitGpu(const NodeState& node, int milli);
-
-// Constructors, one per file in policies/.
-std::unique_ptr<Policy> MakeRandomPolicy();
-std::unique_ptr<Policy> MakeDotProductPolicy();
-std::unique_ptr<Policy> MakeGpuClusteringPolicy();
-std::unique_ptr<Policy> MakeGpuPackingPolicy();
-std::unique_ptr<Policy> MakeBestFitPolicy();
-std::unique_ptr<Policy> MakeFgdPolicy(const TargetWorkload& target);
-std::unique_ptr<Policy> MakeGpumuxPolicy(const TargetWorkloads& targets);
 
 }  // namespace gpumux::fleet

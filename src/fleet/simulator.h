@@ -42,7 +42,7 @@ struct Simulation {
 // One run of `policy` with `seed`. `empty` is the cluster before any pod; `targets` the workloads
 // fragmentation is measured against (built from the original trace; the reported fragmentation is
 // FGD's measure against `targets.fgd`). If `placements` is given, every
-// placement is appended to it (for checking). Throws InputError for an unknown policy name.
+// placement is appended to it (for checking). Throws Error (bad input) for an unknown policy name.
 Simulation Simulate(const Cluster& empty, const std::vector<PodSpec>& pods, const TargetWorkloads& targets,
                     std::string_view policy, uint64_t seed, double inflation,
                     std::vector<Placement>* placements = nullptr);

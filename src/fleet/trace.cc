@@ -8,7 +8,7 @@
 #include <optional>
 #include <set>
 
-#include "core/input_error.h"
+#include "base/error.h"
 
 namespace gpumux::fleet {
 namespace {
@@ -32,19 +32,19 @@ class CsvReader {
  public:
   CsvReader(std::string path, std::set<std::string> required, std::set<std::string> optional)
       : path_(std::move(path)), in_(path_) {
-    if (!in_) throw InputError(fmt::format("{}: cannot open the file", path_));
+    if (!in_) throw BadInput(fmt::format("{}: cannot open the file", path_));
     std::string header;
-    if (!std::getline(in_, header)) throw InputError(fmt::format("{}:1: the file is empty (expected a header)", path_));
+    if (!std::getline(in_, header)) throw BadInput(fmt::format("{}:1: the file is empty (expected a header)", path_));
     columns_ = SplitCsvLine(header);
     for (size_t i = 0; i < columns_.size(); ++i) {
       const std::string& c = columns_[i];
       if (!required.count(c) && !optional.count(c)) {
-        throw InputError(fmt::format("{}:1: unknown column '{}'", path_, c));
+        throw BadInput(fmt::format("{}:1: unknown column '{}'", path_, c));
       }
-      if (!index_.emplace(c, i).second) throw InputError(fmt::format("{}:1: column '{}' appears twice", path_, c));
+      if (!index_.emplace(c, i).second) throw BadInput(fmt::format("{}:1: column '{}' appears twice", path_, c));
     }
     for (const std::string& c : required) {
-      if (!index_.count(c)) throw InputError(fmt::format("{}:1: missing column '{}'", path_, c));
+      if (!index_.count(c)) throw BadInput(fmt::format("{}:1: missing column '{}'", path_, c));
     }
   }
 
@@ -74,7 +74,7 @@ class CsvReader {
   }
 
   [[noreturn]] void Fail(const std::string& reason) const {
-    throw InputError(fmt::format("{}:{}: {}", path_, line_, reason));
+    throw BadInput(fmt::format("{}:{}: {}", path_, line_, reason));
   }
 
  private:
@@ -106,7 +106,7 @@ std::vector<NodeSpec> LoadNodes(const std::string& path) {
     if (n.gpus > 0 && n.model.empty()) csv.Fail(fmt::format("node '{}' has {} GPUs but no model", n.name, n.gpus));
     nodes.push_back(std::move(n));
   }
-  if (nodes.empty()) throw InputError(fmt::format("{}: no nodes", path));
+  if (nodes.empty()) throw BadInput(fmt::format("{}: no nodes", path));
   return nodes;
 }
 
@@ -143,7 +143,7 @@ std::vector<PodSpec> LoadPods(const std::string& path) {
     }
     pods.push_back(std::move(p));
   }
-  if (pods.empty()) throw InputError(fmt::format("{}: no pods", path));
+  if (pods.empty()) throw BadInput(fmt::format("{}: no pods", path));
   return pods;
 }
 

@@ -1,7 +1,7 @@
 // Cluster traces in the openb format (Alibaba cluster-trace-gpu-v2023): the node list and the pod
 // list. Loading is strict: an unknown or missing column, a row with the wrong number of fields, a
 // negative number, gpu_milli over 1000 or a GPU request that is not one of the three kinds (CPU-only,
-// a share of one GPU, whole GPUs) stops the load with InputError naming file, line and reason.
+// a share of one GPU, whole GPUs) stops the load with Error (bad input) naming file, line and reason.
 // Nothing is skipped silently.
 #pragma once
 

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/input_error.h"
+#include "base/error.h"
 #include "fleet/test_support.h"
 
 namespace gpumux::fleet {
@@ -36,7 +36,7 @@ void ExpectRefused(const std::string& text, const std::string& needle, bool pods
       LoadNodes(path);
     }
     FAIL() << "accepted:\n" << text;
-  } catch (const InputError& e) {
+  } catch (const Error& e) {
     std::string msg = e.what();
     EXPECT_NE(msg.find(path), std::string::npos) << msg;
     EXPECT_NE(msg.find(needle), std::string::npos) << "missing '" << needle << "' in " << msg;

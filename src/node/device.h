@@ -10,14 +10,9 @@
 #include <vector>
 
 #include "core/gpu_kind.h"
-#include "share/mig_layout.h"
+#include "core/mig_layout.h"
 
 namespace gpumux::node {
-
-class DeviceError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 struct Device {
   int index = 0;
@@ -43,9 +38,9 @@ Device MigInstanceDevice(const Device& gpu, const MigLayout& layout, int k);
 Device SimulatedDevice(const GpuKind& kind, int index);
 
 // Real GPU `index` as NVML describes it, opened at run time (no NVIDIA header or library is needed
-// to build gpumux). Throws DeviceError naming what is missing.
+// to build gpumux). Throws Error (unavailable) naming what is missing.
 Device RealDevice(int index);
-// How many real GPUs NVML sees; throws DeviceError without a driver.
+// How many real GPUs NVML sees; throws Error (unavailable) without a driver.
 int RealDeviceCount();
 
 // Where libgpumux.so and simgpu/ are: beside the running executable (a build tree), else in

@@ -4,6 +4,7 @@
 #include <map>
 #include <utility>
 
+#include "base/error.h"
 #include "node/device.h"
 #include "node/nvml_library.h"
 
@@ -12,7 +13,7 @@ namespace {
 
 const NvmlLibrary& MigNvml() {
   const NvmlLibrary& nvml = Nvml();
-  if (!nvml.has_mig()) throw DeviceError("this driver's NVML has no Multi-Instance GPU calls (R470 or later has them)");
+  if (!nvml.has_mig()) throw Unavailable("this driver's NVML has no Multi-Instance GPU calls (R470 or later has them)");
   return nvml;
 }
 
@@ -49,7 +50,7 @@ nvmlComputeInstanceProfileInfo_t WholeComputeProfile(const NvmlLibrary& nvml, nv
       return info;
     }
   }
-  throw DeviceError(where + ": the driver offers no compute instance spanning the GPU instance");
+  throw Unavailable(where + ": the driver offers no compute instance spanning the GPU instance");
 }
 
 std::vector<nvmlComputeInstance_t> ComputeInstances(const NvmlLibrary& nvml, nvmlGpuInstance_t gi, unsigned profile_id,
@@ -109,7 +110,7 @@ void SetMigMode(int gpu, bool on) {
   nvml.Check(nvml.set_mig_mode(device, want, &activation), Where(gpu) + ": turning MIG mode " + (on ? "on" : "off"));
   nvml.Check(nvml.get_mig_mode(device, &current, &pending), Where(gpu) + ": reading MIG mode");
   if (current != want) {
-    throw DeviceError(Where(gpu) + ": MIG mode " + (on ? "on" : "off") + " is pending until the GPU is reset (" +
+    throw Unavailable(Where(gpu) + ": MIG mode " + (on ? "on" : "off") + " is pending until the GPU is reset (" +
                       (nvml.error_string ? nvml.error_string(activation) : "") + "); stop its processes and run `nvidia-smi -i " +
                       std::to_string(gpu) + " -r`, then set the mode again");
   }
@@ -143,7 +144,7 @@ MigGeometry ReadMigGeometry(int gpu) {
     if (p.compute_slices > geo.compute_slices) geo.compute_slices = p.compute_slices, geo.sms = p.sms;
     geo.profiles.push_back(p);
   }
-  if (geo.profiles.empty()) throw DeviceError(Where(gpu) + ": the driver lists no MIG profiles (is MIG mode on?)");
+  if (geo.profiles.empty()) throw Unavailable(Where(gpu) + ": the driver lists no MIG profiles (is MIG mode on?)");
   return geo;
 }
 
@@ -191,7 +192,7 @@ std::vector<std::string> ApplyMigLayout(int gpu, const MigGeometry& geo, const M
   std::vector<std::string> result;
   for (const GpuInstance& g : made) {
     auto it = uuids.find(g.info.id);
-    if (it == uuids.end()) throw DeviceError(Where(gpu) + ": GPU instance " + std::to_string(g.info.id) + " has no MIG device");
+    if (it == uuids.end()) throw Unavailable(Where(gpu) + ": GPU instance " + std::to_string(g.info.id) + " has no MIG device");
     result.push_back(it->second);
   }
   return result;

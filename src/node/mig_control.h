@@ -8,17 +8,17 @@
 #include <vector>
 
 #include "core/gpu_kind.h"
-#include "share/mig_layout.h"
+#include "core/mig_layout.h"
 
 namespace gpumux::node {
 
 // Turns MIG mode on or off for GPU `gpu` (a no-op if it already is). Turning it off destroys the
-// GPU's instances first. Throws DeviceError with the driver's reason, and says so when the change
+// GPU's instances first. Throws Error (unavailable) with the driver's reason, and says so when the change
 // waits for a GPU reset (some GPUs apply it only after `nvidia-smi -i N -r` with no process on them).
 void SetMigMode(int gpu, bool on);
 
 // The GPU's MIG geometry as its driver lists it: each profile's name, ID, compute slices, memory,
-// SMs, instance limit and allowed placements. Needs MIG mode on. Throws DeviceError.
+// SMs, instance limit and allowed placements. Needs MIG mode on. Throws Error (unavailable).
 MigGeometry ReadMigGeometry(int gpu);
 
 // Makes GPU `gpu` (MIG mode on) hold exactly `layout`, placed on `geo` (what ReadMigGeometry
@@ -26,7 +26,7 @@ MigGeometry ReadMigGeometry(int gpu);
 // profiles at these placements they are kept, with their processes; otherwise every instance is
 // destroyed (the driver refuses while a process uses one) and the layout is created in order at its
 // placements, each GPU instance with one compute instance spanning it. Returns the MIG device UUID
-// of each instance ("MIG-..."), in the layout's order. Throws DeviceError.
+// of each instance ("MIG-..."), in the layout's order. Throws Error (unavailable).
 std::vector<std::string> ApplyMigLayout(int gpu, const MigGeometry& geo, const MigLayout& layout);
 
 }  // namespace gpumux::node

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include "base/error.h"
 #include "node/device.h"
 
 namespace gpumux::node {
@@ -23,7 +24,7 @@ bool NvmlLibrary::has_mig() const {
 
 void NvmlLibrary::Check(nvmlReturn_t r, const std::string& what) const {
   if (r == nvml::kSuccess) return;
-  throw DeviceError(what + ": " + (error_string ? error_string(r) : "NVML error") + " (NVML " + std::to_string(r) + ")");
+  throw Unavailable(what + ": " + (error_string ? error_string(r) : "NVML error") + " (NVML " + std::to_string(r) + ")");
 }
 
 nvmlDevice_t NvmlLibrary::Gpu(int index) const {
@@ -64,7 +65,7 @@ const NvmlLibrary& Nvml() {
     return n;
   }();
   if (!nvml->count) {
-    throw DeviceError("no NVIDIA driver found (libnvidia-ml.so.1); use the simulated GPU (--sim KIND) instead");
+    throw Unavailable("no NVIDIA driver found (libnvidia-ml.so.1); use the simulated GPU (--sim KIND) instead");
   }
   return *nvml;
 }

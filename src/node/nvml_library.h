@@ -1,11 +1,11 @@
 // NVML, opened at run time: gpumux needs no NVIDIA header or library to build, and runs without a
 // driver wherever it does not touch a real GPU. Each entry point's type comes from the one
-// prototype list (simgpu/nvml_api.h).
+// prototype list (abi/nvml_api.h).
 #pragma once
 
 #include <string>
 
-#include "simgpu/nvml_api.h"
+#include "abi/nvml_api.h"
 
 namespace gpumux::node {
 
@@ -34,13 +34,13 @@ struct NvmlLibrary {
   decltype(&nvmlDeviceGetGpuInstanceId) gpu_instance_id = nullptr;
 
   bool has_mig() const;
-  // Throws DeviceError "`what`: <NVML's message>" unless `r` is success.
+  // Throws Error (unavailable) "`what`: <NVML's message>" unless `r` is success.
   void Check(nvmlReturn_t r, const std::string& what) const;
-  // The handle of GPU `index`; throws DeviceError.
+  // The handle of GPU `index`; throws Error (unavailable).
   nvmlDevice_t Gpu(int index) const;
 };
 
-// libnvidia-ml.so.1, initialised once (thread-safe). Throws DeviceError when there is no driver.
+// libnvidia-ml.so.1, initialised once (thread-safe). Throws Error (unavailable) when there is no driver.
 const NvmlLibrary& Nvml();
 
 }  // namespace gpumux::node

@@ -8,7 +8,8 @@
 #include <numeric>
 #include <tuple>
 
-#include "core/input_error.h"
+#include "base/error.h"
+#include "share/strategy_registry.h"
 
 namespace gpumux {
 namespace {
@@ -34,9 +35,9 @@ struct Need {
 class Planner {
  public:
   explicit Planner(const PlanInput& in) : in_(in) {
-    if (in.fleet.empty()) throw InputError("the fleet lists no GPU kind");
+    if (in.fleet.empty()) throw BadInput("the fleet lists no GPU kind");
     for (const FleetEntry& f : in.fleet) {
-      if (f.count < 0) throw InputError(fmt::format("fleet: {} count {} is negative", f.gpu->name, f.count));
+      if (f.count < 0) throw BadInput(fmt::format("fleet: {} count {} is negative", f.gpu->name, f.count));
     }
     const size_t kinds = in.fleet.size();
     loads_.resize(in.classes.size());
@@ -99,7 +100,7 @@ class Planner {
     std::string why;
     for (size_t k = 0; k < in_.fleet.size(); ++k) {
       const TenantLoad* l = &loads_[c][k];
-      StrategyResult r = EvaluateWhole(*in_.fleet[k].gpu, std::span(&l, 1));
+      StrategyResult r = StrategyFor(ShareMode::kWhole).Evaluate(*in_.fleet[k].gpu, std::span(&l, 1));
       why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", in_.fleet[k].gpu->name, r.verdict);
     }
     return "fits no GPU kind of the fleet even alone (" + why + ")";

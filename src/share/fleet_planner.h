@@ -64,7 +64,7 @@ struct Plan {
   bool exact = false;                   // true when the search proved the GPU count minimal
 };
 
-// Throws InputError for an empty fleet or a negative count.
+// Throws Error (bad input) for an empty fleet or a negative count.
 Plan PlanFleet(const PlanInput& input);
 
 // For tests: the largest per-dimension lower bound Σ demand / capacity over memory, the bandwidth

@@ -1,14 +1,15 @@
 #include "share/gpu_choice.h"
 
+#include "share/strategy_registry.h"
+
 namespace gpumux {
 
 GpuChoice ChooseStrategy(const GpuKind& gpu, std::span<const TenantLoad* const> loads,
                          const StrategySet& allowed) {
   GpuChoice choice;
-  if (loads.size() == 1) choice.considered.push_back(EvaluateWhole(gpu, loads));
-  if (allowed.mig && gpu.mig) choice.considered.push_back(EvaluateMig(gpu, loads));
-  if (allowed.mps) choice.considered.push_back(EvaluateMps(gpu, loads));
-  if (allowed.timeslice) choice.considered.push_back(EvaluateTimeSlice(gpu, loads));
+  for (const Strategy* s : Strategies()) {
+    if (allowed.Allows(s->mode()) && s->Applies(gpu, loads.size())) choice.considered.push_back(s->Evaluate(gpu, loads));
+  }
   for (const StrategyResult& r : choice.considered) {
     // Strictly more headroom wins; on a tie the earlier (more isolated) strategy stays.
     if (r.fits && (!choice.chosen || r.headroom > choice.chosen->headroom * (1 + 1e-9))) {
@@ -20,12 +21,10 @@ GpuChoice ChooseStrategy(const GpuKind& gpu, std::span<const TenantLoad* const> 
 
 bool FitsAny(const GpuKind& gpu, std::span<const TenantLoad* const> loads,
              const StrategySet& allowed) {
-  if (loads.size() == 1) {
-    const TenantLoad& l = *loads[0];
-    return l.memory <= gpu.memory_bytes && l.MeetsSlo(l.solo_step_rate());
+  for (const Strategy* s : StrategiesCheapestFirst()) {
+    if (allowed.Allows(s->mode()) && s->Applies(gpu, loads.size()) && s->Fits(gpu, loads)) return true;
   }
-  return (allowed.mps && FitsMps(gpu, loads)) || (allowed.timeslice && FitsTimeSlice(gpu, loads)) ||
-         (allowed.mig && FitsMig(gpu, loads));
+  return false;
 }
 
 }  // namespace gpumux

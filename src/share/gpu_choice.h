@@ -2,16 +2,28 @@
 // the most headroom, and why each other strategy loses (in numbers).
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
+#include "base/share_mode.h"
 #include "share/strategy.h"
 
 namespace gpumux {
 
-// Which strategies a plan may use. Isolation order, most isolated first, breaks headroom ties.
-struct StrategySet {
-  bool mig = true, mps = true, timeslice = true;
+// Which strategies a plan may use. `whole` (one tenant alone) is always allowed.
+class StrategySet {
+ public:
+  StrategySet() = default;  // every strategy
+  static StrategySet None() { return StrategySet(0); }
+  void Allow(ShareMode mode) { modes_ |= Bit(mode); }
+  bool Allows(ShareMode mode) const { return mode == ShareMode::kWhole || (modes_ & Bit(mode)) != 0; }
+
+ private:
+  explicit StrategySet(uint32_t modes) : modes_(modes) {}
+  static uint32_t Bit(ShareMode mode) { return 1u << uint32_t(mode); }
+  uint32_t modes_ = ~0u;
 };
 
 struct GpuChoice {
@@ -19,6 +31,8 @@ struct GpuChoice {
   std::vector<StrategyResult> considered;      // every strategy evaluated, chosen included
 };
 
+// Evaluates every allowed strategy that applies (strategy_registry.h, most isolated first) and
+// chooses the one with strictly the most headroom; ties go to the more isolated.
 GpuChoice ChooseStrategy(const GpuKind& gpu, std::span<const TenantLoad* const> loads,
                          const StrategySet& allowed = {});
 

@@ -176,8 +176,6 @@ class LayoutSearch {
   std::vector<int> best_starts_;
 };
 
-}  // namespace
-
 bool FitsMig(const GpuKind& gpu, std::span<const TenantLoad* const> loads) {
   if (!gpu.mig || loads.empty()) return false;
   return LayoutSearch(gpu, loads, /*enforce_slo=*/true).Run();
@@ -185,7 +183,7 @@ bool FitsMig(const GpuKind& gpu, std::span<const TenantLoad* const> loads) {
 
 StrategyResult EvaluateMig(const GpuKind& gpu, std::span<const TenantLoad* const> loads) {
   StrategyResult r;
-  r.kind = StrategyKind::kMig;
+  r.kind = ShareMode::kMig;
   if (!gpu.mig) {
     r.verdict = fmt::format("mig: {} does not support MIG", gpu.name);
     return r;
@@ -223,6 +221,25 @@ StrategyResult EvaluateMig(const GpuKind& gpu, std::span<const TenantLoad* const
   r.layout = std::move(layout);
   Conclude(&r, true, cause, /*name_slice=*/true);
   return r;
+}
+
+class Mig final : public Strategy {
+ public:
+  ShareMode mode() const override { return ShareMode::kMig; }
+  bool Applies(const GpuKind& gpu, size_t) const override { return gpu.mig.has_value(); }
+  bool Fits(const GpuKind& gpu, std::span<const TenantLoad* const> loads) const override {
+    return FitsMig(gpu, loads);
+  }
+  StrategyResult Evaluate(const GpuKind& gpu, std::span<const TenantLoad* const> loads) const override {
+    return EvaluateMig(gpu, loads);
+  }
+};
+
+}  // namespace
+
+const Strategy& MigStrategy() {
+  static const Mig strategy;
+  return strategy;
 }
 
 }  // namespace gpumux

@@ -20,8 +20,6 @@ std::vector<double> Caps(std::span<const TenantLoad* const> loads) {
   return caps;
 }
 
-}  // namespace
-
 bool FitsMps(const GpuKind& gpu, std::span<const TenantLoad* const> loads) {
   // Hot path of the planner: called for every tentative addition to a GPU.
   if (loads.size() > size_t(kMpsMaxClients) || TotalMemory(loads) > gpu.memory_bytes) return false;
@@ -35,7 +33,7 @@ bool FitsMps(const GpuKind& gpu, std::span<const TenantLoad* const> loads) {
 
 StrategyResult EvaluateMps(const GpuKind& gpu, std::span<const TenantLoad* const> loads) {
   StrategyResult r;
-  r.kind = StrategyKind::kMps;
+  r.kind = ShareMode::kMps;
   if (loads.size() > size_t(kMpsMaxClients)) {
     r.verdict = fmt::format("mps: {} tenants > {} MPS clients per GPU", loads.size(), kMpsMaxClients);
     return r;
@@ -68,6 +66,25 @@ StrategyResult EvaluateMps(const GpuKind& gpu, std::span<const TenantLoad* const
   }
   Conclude(&r, memory_ok, cause);
   return r;
+}
+
+class Mps final : public Strategy {
+ public:
+  ShareMode mode() const override { return ShareMode::kMps; }
+  bool Applies(const GpuKind&, size_t) const override { return true; }
+  bool Fits(const GpuKind& gpu, std::span<const TenantLoad* const> loads) const override {
+    return FitsMps(gpu, loads);
+  }
+  StrategyResult Evaluate(const GpuKind& gpu, std::span<const TenantLoad* const> loads) const override {
+    return EvaluateMps(gpu, loads);
+  }
+};
+
+}  // namespace
+
+const Strategy& MpsStrategy() {
+  static const Mps strategy;
+  return strategy;
 }
 
 }  // namespace gpumux

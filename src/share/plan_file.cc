@@ -64,7 +64,7 @@ Workload ReadWorkload(const std::string& path, const YAML::Node& node, const Cat
     if (f.Has("model")) {
       try {
         spec.shape = &catalog.FindModel(f.String("model"));
-      } catch (const InputError& e) {
+      } catch (const Error& e) {
         f.Fail("model", e.what());
       }
     } else {
@@ -77,7 +77,7 @@ Workload ReadWorkload(const std::string& path, const YAML::Node& node, const Cat
     spec.bandwidth_efficiency = ReadEfficiency(f, "efficiency", kDefaultBandwidthEfficiency);
     spec.compute_efficiency = ReadEfficiency(f, "compute_efficiency", kDefaultComputeEfficiency);
     return kind == "llm-decode" ? LlmDecode(spec) : LlmPrefill(spec);
-  } catch (const InputError& e) {
+  } catch (const Error& e) {
     // Errors from the workload constructors lack the location; those from YamlFields have it.
     std::string msg = e.what();
     if (msg.rfind(path, 0) == 0) throw;
@@ -87,7 +87,7 @@ Workload ReadWorkload(const std::string& path, const YAML::Node& node, const Cat
 
 PlanFile LoadPlanFile(const std::string& path, const Catalog& catalog) {
   YAML::Node root = YamlFields::LoadFile(path);
-  if (!root.IsMap()) throw InputError(fmt::format("{}:1: a plan file is a mapping with 'fleet:' and 'tenants:'", path));
+  if (!root.IsMap()) throw BadInput(fmt::format("{}:1: a plan file is a mapping with 'fleet:' and 'tenants:'", path));
   YamlFields top(path, root, "plan");
   top.AllowOnly({"fleet", "tenants", "strategies", "default_slo"});
   PlanFile plan;
@@ -98,7 +98,7 @@ PlanFile LoadPlanFile(const std::string& path, const Catalog& catalog) {
     FleetEntry e;
     try {
       e.gpu = &catalog.FindGpu(f.String("gpu"));
-    } catch (const InputError& err) {
+    } catch (const Error& err) {
       f.Fail("gpu", err.what());
     }
     e.count = f.Integer("count", 0, 1 << 24);
@@ -114,11 +114,10 @@ PlanFile LoadPlanFile(const std::string& path, const Catalog& catalog) {
   if (plan.input.fleet.empty()) top.Fail("fleet", "lists no GPU kind");
 
   if (top.Has("strategies")) {
-    plan.input.allowed = {false, false, false};
+    plan.input.allowed = StrategySet::None();
     for (const std::string& s : top.StringList("strategies")) {
-      if (s == "mig") plan.input.allowed.mig = true;
-      else if (s == "mps") plan.input.allowed.mps = true;
-      else if (s == "timeslice") plan.input.allowed.timeslice = true;
+      std::optional<ShareMode> mode = ParseShareMode(s);
+      if (mode && *mode != ShareMode::kWhole) plan.input.allowed.Allow(*mode);
       else top.Fail("strategies", fmt::format("'{}' is not one of mig, mps, timeslice", s));
     }
   }

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/input_error.h"
+#include "base/error.h"
 
 namespace gpumux {
 namespace {
@@ -36,7 +36,7 @@ TEST(PlanFile, LoadsFleetTenantsAndAppliesTheDefaultSloVisibly) {
   ASSERT_EQ(f.input.fleet.size(), 1u);
   EXPECT_EQ(f.input.fleet[0].gpu->name, "H100-SXM5-80GB");
   EXPECT_DOUBLE_EQ(f.input.fleet[0].price_per_hour, 3.1);
-  EXPECT_FALSE(f.input.allowed.mig);
+  EXPECT_FALSE(f.input.allowed.Allows(ShareMode::kMig));
   ASSERT_EQ(f.input.classes.size(), 2u);
   EXPECT_EQ(f.input.classes[0].count, 2);
   EXPECT_DOUBLE_EQ(*f.input.classes[0].tenant.slo.min_rate, 40);
@@ -53,7 +53,7 @@ void ExpectRefused(const std::string& from, const std::string& to, std::initiali
   try {
     LoadPlanFile(path, catalog);
     FAIL() << "accepted:\n" << text;
-  } catch (const InputError& e) {
+  } catch (const Error& e) {
     std::string msg = e.what();
     for (const std::string& n : needles) EXPECT_NE(msg.find(n), std::string::npos) << "missing '" << n << "' in " << msg;
   }

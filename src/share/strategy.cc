@@ -6,16 +6,6 @@
 
 namespace gpumux {
 
-std::string_view StrategyName(StrategyKind kind) {
-  switch (kind) {
-    case StrategyKind::kWhole: return "whole";
-    case StrategyKind::kMig: return "mig";
-    case StrategyKind::kMps: return "mps";
-    case StrategyKind::kTimeSlice: return "timeslice";
-  }
-  return "?";
-}
-
 TenantOutcome MakeOutcome(const TenantLoad& load, double step_rate, std::string slice) {
   const Tenant& t = *load.tenant;
   TenantOutcome o;

@@ -1,10 +1,10 @@
-// Ways to put a set of tenants on one GPU, and what each predicts for every tenant.
+// A way to put a set of tenants on one GPU, and what it predicts for every tenant.
 //
 // Split in space: `whole` (one tenant, the baseline) and `MIG` (hardware instances). Share in time:
 // `MPS` (kernels of all tenants run at once and contend; see interference.h) and `time-slicing`
-// (tenants take turns). Each evaluator says whether the tenants fit (memory, and every SLO), predicts
-// each tenant's rate, and explains a refusal in numbers. Evaluators are pure functions of their
-// inputs and thread-safe. The `Fits*` variants answer only yes/no and are the planner's hot path.
+// (tenants take turns). Each strategy is one file (whole.cc, mig.cc, mps.cc, time_slice.cc) that
+// implements `Strategy`; strategy_registry.h lists them. A strategy says whether the tenants fit
+// (memory, and every SLO), predicts each tenant's rate, and explains a refusal in numbers.
 #pragma once
 
 #include <limits>
@@ -13,14 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "base/share_mode.h"
 #include "core/gpu_kind.h"
-#include "share/mig_layout.h"
+#include "core/mig_layout.h"
 #include "share/tenant.h"
 
 namespace gpumux {
-
-enum class StrategyKind { kWhole, kMig, kMps, kTimeSlice };
-std::string_view StrategyName(StrategyKind kind);  // "whole", "mig", "mps", "timeslice"
 
 // Time-slicing costs. The hardware's default channel-group timeslice on Volta and later is 1024 µs
 // [V, open GPU kernel modules]; no authoritative context-switch cost is published, so 50 µs is an
@@ -47,7 +45,7 @@ struct TenantOutcome {
 };
 
 struct StrategyResult {
-  StrategyKind kind = StrategyKind::kWhole;
+  ShareMode kind = ShareMode::kWhole;
   bool fits = false;
   std::string verdict;        // one line, in numbers: why it fits or why it loses
   std::vector<TenantOutcome> tenants;
@@ -56,14 +54,21 @@ struct StrategyResult {
   std::optional<MigLayout> layout;   // MIG only
 };
 
-StrategyResult EvaluateWhole(const GpuKind& gpu, std::span<const TenantLoad* const> loads);
-StrategyResult EvaluateMig(const GpuKind& gpu, std::span<const TenantLoad* const> loads);
-StrategyResult EvaluateMps(const GpuKind& gpu, std::span<const TenantLoad* const> loads);
-StrategyResult EvaluateTimeSlice(const GpuKind& gpu, std::span<const TenantLoad* const> loads);
-
-bool FitsMig(const GpuKind& gpu, std::span<const TenantLoad* const> loads);
-bool FitsMps(const GpuKind& gpu, std::span<const TenantLoad* const> loads);
-bool FitsTimeSlice(const GpuKind& gpu, std::span<const TenantLoad* const> loads);
+// One strategy. Implementations are stateless and thread-safe; their answers are pure functions of
+// their inputs.
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  // The sharing mode it plans (a node runs the plan in this mode).
+  virtual ShareMode mode() const = 0;
+  // Whether it can hold `tenants` tenants on `gpu` at all (whole: exactly one; MIG: a GPU with MIG).
+  virtual bool Applies(const GpuKind& gpu, size_t tenants) const = 0;
+  // Yes/no: do the tenants fit, every SLO kept? The planner's hot path; the same answer as
+  // Evaluate(...).fits, without building the explanation.
+  virtual bool Fits(const GpuKind& gpu, std::span<const TenantLoad* const> loads) const = 0;
+  // The prediction for every tenant and the verdict, in numbers.
+  virtual StrategyResult Evaluate(const GpuKind& gpu, std::span<const TenantLoad* const> loads) const = 0;
+};
 
 // Shared by the evaluators: fills rate-derived fields of an outcome and the SLO check.
 TenantOutcome MakeOutcome(const TenantLoad& load, double step_rate, std::string slice);

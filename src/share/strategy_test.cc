@@ -5,6 +5,7 @@
 #include "core/catalog_fixture.h"
 
 #include "share/gpu_choice.h"
+#include "share/strategy_registry.h"
 #include "share/test_support.h"
 
 namespace gpumux {
@@ -19,12 +20,12 @@ TEST_F(StrategyTest, TwoThirteenBServersPackForFiftyTokensPerSecond) {
   set.AddDecoder("b", 13e9, 1.0, MinRate(50));
   // 52 GB fits with room to spare.
   EXPECT_LT(52e9, h100_.memory_bytes - 25e9);
-  StrategyResult mps = EvaluateMps(h100_, set.loads());
-  StrategyResult ts = EvaluateTimeSlice(h100_, set.loads());
+  StrategyResult mps = StrategyFor(ShareMode::kMps).Evaluate(h100_, set.loads());
+  StrategyResult ts = StrategyFor(ShareMode::kTimeSlice).Evaluate(h100_, set.loads());
   for (const StrategyResult* r : {&mps, &ts}) {
     ASSERT_TRUE(r->fits) << r->verdict;
     for (const TenantOutcome& o : r->tenants) {
-      EXPECT_NEAR(o.rate / o.solo_rate, 0.5, 0.03) << StrategyName(r->kind) << ": about half its solo rate";
+      EXPECT_NEAR(o.rate / o.solo_rate, 0.5, 0.03) << ShareModeName(r->kind) << ": about half its solo rate";
     }
   }
   GpuChoice choice = ChooseStrategy(h100_, set.loads());
@@ -45,7 +46,7 @@ TEST_F(StrategyTest, TwoThirteenBServersAreRefusedForHundredAndSayWhy) {
   }
   // MIG: the biggest instance two tenants can share is 3g.40gb, half the bandwidth -> 64 tok/s.
   const StrategyResult& mig = choice.considered[0];
-  ASSERT_EQ(mig.kind, StrategyKind::kMig);
+  ASSERT_EQ(mig.kind, ShareMode::kMig);
   EXPECT_NE(mig.verdict.find("3g.40gb"), std::string::npos) << mig.verdict;
   EXPECT_NE(mig.verdict.find("50.0% of bandwidth"), std::string::npos) << mig.verdict;
   EXPECT_NEAR(mig.tenants[0].rate, 64.4, 0.1);
@@ -55,28 +56,28 @@ TEST_F(StrategyTest, TwoThirteenBServersAreRefusedForHundredAndSayWhy) {
 TEST_F(StrategyTest, WholeIsOneTenantOnly) {
   TenantSet set(h100_);
   set.AddDecoder("a", 13e9, 1.0, MinRate(100));
-  StrategyResult one = EvaluateWhole(h100_, set.loads());
+  StrategyResult one = StrategyFor(ShareMode::kWhole).Evaluate(h100_, set.loads());
   EXPECT_TRUE(one.fits);
   EXPECT_DOUBLE_EQ(one.tenants[0].slowdown, 1.0);
   set.AddDecoder("b", 13e9, 1.0, MinRate(100));
-  EXPECT_FALSE(EvaluateWhole(h100_, set.loads()).fits);
+  EXPECT_FALSE(StrategyFor(ShareMode::kWhole).Evaluate(h100_, set.loads()).fits);
 }
 
 TEST_F(StrategyTest, MemoryMustFitForTimeSharing) {
   TenantSet set(h100_);
   set.AddDecoder("a", 30e9, 1.0, {});   // 60 GB
   set.AddDecoder("b", 13e9, 1.0, {});   // 26 GB: 86 GB > 85.9 GB
-  StrategyResult mps = EvaluateMps(h100_, set.loads());
+  StrategyResult mps = StrategyFor(ShareMode::kMps).Evaluate(h100_, set.loads());
   EXPECT_FALSE(mps.fits);
   EXPECT_NE(mps.verdict.find("memory"), std::string::npos) << mps.verdict;
-  EXPECT_FALSE(EvaluateTimeSlice(h100_, set.loads()).fits);
+  EXPECT_FALSE(StrategyFor(ShareMode::kTimeSlice).Evaluate(h100_, set.loads()).fits);
 }
 
 TEST_F(StrategyTest, TimeSliceGivesAnIdleTenantItsNeedAndTheRestToTheBusyOne) {
   TenantSet set(h100_);
   set.Add({"etl", GenericJob(5e9, 0.1 * h100_.bandwidth, 1e12, DType::kBf16), {}});  // busy 10%
   set.AddDecoder("llm", 13e9, 1.0, {});
-  StrategyResult ts = EvaluateTimeSlice(h100_, set.loads());
+  StrategyResult ts = StrategyFor(ShareMode::kTimeSlice).Evaluate(h100_, set.loads());
   EXPECT_NEAR(ts.tenants[0].slowdown, 1.0, 1e-9);
   double usable = kTimeSliceQuantumSeconds / (kTimeSliceQuantumSeconds + kContextSwitchSeconds);
   EXPECT_NEAR(ts.tenants[1].rate / ts.tenants[1].solo_rate, usable - 0.1, 1e-9);
@@ -86,7 +87,7 @@ TEST_F(StrategyTest, MigReportsStrandedCapacity) {
   TenantSet set(h100_);
   // A 7B decoder needs 14 GB: the smallest instance that holds it is 1g.20gb or 2g.20gb.
   set.AddDecoder("small", 7e9, 0.7, {});
-  StrategyResult mig = EvaluateMig(h100_, set.loads());
+  StrategyResult mig = StrategyFor(ShareMode::kMig).Evaluate(h100_, set.loads());
   ASSERT_TRUE(mig.fits);
   const TenantOutcome& o = mig.tenants[0];
   EXPECT_GT(o.stranded_memory, 0);
@@ -103,7 +104,7 @@ TEST_F(StrategyTest, MpsThreadCapLimitsComputeBoundTenants) {
   t.work = LlmPrefill(spec);
   t.mps_thread_cap = 0.5;
   set.Add(t);
-  StrategyResult mps = EvaluateMps(h100_, set.loads());
+  StrategyResult mps = StrategyFor(ShareMode::kMps).Evaluate(h100_, set.loads());
   EXPECT_NEAR(mps.tenants[0].slowdown, 2.0, 1e-6);
 }
 

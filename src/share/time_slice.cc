@@ -41,8 +41,6 @@ double UsableTime(size_t tenants) {
                      : kTimeSliceQuantumSeconds / (kTimeSliceQuantumSeconds + kContextSwitchSeconds);
 }
 
-}  // namespace
-
 bool FitsTimeSlice(const GpuKind& gpu, std::span<const TenantLoad* const> loads) {
   if (TotalMemory(loads) > gpu.memory_bytes) return false;
   std::vector<double> share = FairShares(loads, UsableTime(loads.size()));
@@ -55,7 +53,7 @@ bool FitsTimeSlice(const GpuKind& gpu, std::span<const TenantLoad* const> loads)
 
 StrategyResult EvaluateTimeSlice(const GpuKind& gpu, std::span<const TenantLoad* const> loads) {
   StrategyResult r;
-  r.kind = StrategyKind::kTimeSlice;
+  r.kind = ShareMode::kTimeSlice;
   double usable = UsableTime(loads.size());
   std::vector<double> share = FairShares(loads, usable);
   double memory = TotalMemory(loads);
@@ -72,6 +70,25 @@ StrategyResult EvaluateTimeSlice(const GpuKind& gpu, std::span<const TenantLoad*
                               FormatBytes(memory), FormatBytes(gpu.memory_bytes));
   Conclude(&r, memory_ok, cause);
   return r;
+}
+
+class TimeSlice final : public Strategy {
+ public:
+  ShareMode mode() const override { return ShareMode::kTimeSlice; }
+  bool Applies(const GpuKind&, size_t) const override { return true; }
+  bool Fits(const GpuKind& gpu, std::span<const TenantLoad* const> loads) const override {
+    return FitsTimeSlice(gpu, loads);
+  }
+  StrategyResult Evaluate(const GpuKind& gpu, std::span<const TenantLoad* const> loads) const override {
+    return EvaluateTimeSlice(gpu, loads);
+  }
+};
+
+}  // namespace
+
+const Strategy& TimeSliceStrategy() {
+  static const TimeSlice strategy;
+  return strategy;
 }
 
 }  // namespace gpumux

@@ -5,10 +5,11 @@
 #include "share/strategy.h"
 
 namespace gpumux {
+namespace {
 
 StrategyResult EvaluateWhole(const GpuKind& gpu, std::span<const TenantLoad* const> loads) {
   StrategyResult r;
-  r.kind = StrategyKind::kWhole;
+  r.kind = ShareMode::kWhole;
   if (loads.size() != 1) {
     r.verdict = fmt::format("whole: one tenant per GPU, and {} tenants share this one", loads.size());
     return r;
@@ -20,6 +21,25 @@ StrategyResult EvaluateWhole(const GpuKind& gpu, std::span<const TenantLoad* con
            memory_ok ? "" : fmt::format("memory {} > {} on {}", FormatBytes(load.memory),
                                         FormatBytes(gpu.memory_bytes), gpu.name));
   return r;
+}
+
+class Whole final : public Strategy {
+ public:
+  ShareMode mode() const override { return ShareMode::kWhole; }
+  bool Applies(const GpuKind&, size_t tenants) const override { return tenants == 1; }
+  bool Fits(const GpuKind& gpu, std::span<const TenantLoad* const> loads) const override {
+    return loads.size() == 1 && loads[0]->memory <= gpu.memory_bytes && loads[0]->MeetsSlo(loads[0]->solo_step_rate());
+  }
+  StrategyResult Evaluate(const GpuKind& gpu, std::span<const TenantLoad* const> loads) const override {
+    return EvaluateWhole(gpu, loads);
+  }
+};
+
+}  // namespace
+
+const Strategy& WholeStrategy() {
+  static const Whole strategy;
+  return strategy;
 }
 
 }  // namespace gpumux

@@ -17,7 +17,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "simgpu/driver_api.h"
+#include "abi/driver_api.h"
 #include "simgpu/sim_state.h"
 
 using namespace gpumux::cuda;

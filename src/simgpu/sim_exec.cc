@@ -12,14 +12,14 @@
 #include <string>
 #include <vector>
 
-#include "node/clock.h"
-#include "simgpu/driver_api.h"
+#include "base/clock.h"
+#include "abi/driver_api.h"
 #include "simgpu/sim_kernel.h"
 #include "simgpu/sim_state.h"
 
 using namespace gpumux::cuda;
-using gpumux::node::NowNs;
-using gpumux::node::SleepUntilNs;
+using gpumux::NowNs;
+using gpumux::SleepUntilNs;
 using gpumux::sim::Device;
 
 namespace {

@@ -9,9 +9,9 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "node/clock.h"
+#include "base/clock.h"
 
-#include "simgpu/nvml_api.h"
+#include "abi/nvml_api.h"
 #include "simgpu/sim_nvml_device.h"
 #include "simgpu/sim_state.h"
 
@@ -99,7 +99,7 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t* u)
   static auto* mu = new std::mutex();  // never destroyed: a governor thread may call during exit
   static uint64_t last_ns = 0, last_busy = 0;
   std::lock_guard<std::mutex> lock(*mu);
-  uint64_t busy = 0, now = gpumux::node::NowNs();
+  uint64_t busy = 0, now = gpumux::NowNs();
   for (const auto& p : Device().state->processes) busy += p.pid.load() > 0 ? p.gpu_ns.load() : 0;
   double share = last_ns && now > last_ns ? double(busy - std::min(busy, last_busy)) / double(now - last_ns) : 0;
   u->gpu = unsigned(std::lround(std::min(share, 1.0) * 100));
@@ -117,7 +117,7 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvmlProcessUtilizat
   static auto* mu = new std::mutex();  // never destroyed: a governor thread may call during exit
   static auto* seen = new std::unordered_map<uint32_t, Seen>();  // pid -> at the previous query
   std::lock_guard<std::mutex> lock(*mu);
-  uint64_t now = gpumux::node::NowNs();
+  uint64_t now = gpumux::NowNs();
   unsigned int n = 0;
   for (const auto& p : Device().state->processes) {
     int32_t pid = p.pid.load();

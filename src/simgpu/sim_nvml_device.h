@@ -2,7 +2,7 @@
 // sim_nvml_mig.cc: the device's own address.
 #pragma once
 
-#include "simgpu/nvml_types.h"
+#include "abi/nvml_types.h"
 #include "simgpu/sim_state.h"
 
 namespace gpumux::sim {

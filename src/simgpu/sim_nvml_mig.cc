@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "simgpu/nvml_api.h"
+#include "abi/nvml_api.h"
 #include "simgpu/sim_nvml_device.h"
 
 using namespace gpumux::nvml;

@@ -11,7 +11,7 @@
 #include <string>
 #include <mutex>
 
-#include "node/ledger/ledger.h"
+#include "base/process.h"
 
 namespace gpumux::sim {
 namespace {
@@ -27,7 +27,7 @@ double EnvDouble(const char* name, double fallback) {
 SimSpec SpecFromEnvironment(uint64_t capacity) {
   const char* mode = std::getenv("GPUMUX_SIM_MODE");
   return {capacity, EnvDouble("GPUMUX_SIM_BANDWIDTH", 2.0e12), EnvDouble("GPUMUX_SIM_FLOPS", 300e12),
-          mode && std::string(mode) == "mps" ? SimMode::kMps : SimMode::kTimeSlice};
+          mode && std::string(mode) == "mps" ? ShareMode::kMps : ShareMode::kTimeSlice};
 }
 
 // Written once by the process that creates the state file; later processes use what it holds.
@@ -86,7 +86,7 @@ const SimDevice& Device() {
 int ProcessSlot() {
   static int slot = [] {
     SimState* s = Device().state;
-    auto start = gpumux::node::ProcessStartTime(getpid());
+    auto start = gpumux::ProcessStartTime(getpid());
     if (!s || !start) return -1;
     for (int i = 0; i < kMaxSimProcesses; ++i) {
       int32_t expected = 0;
@@ -108,7 +108,7 @@ void ReclaimDeadProcesses(SimState* s) {
   for (SimProcess& p : s->processes) {
     int32_t pid = p.pid.load();
     if (pid <= 0) continue;
-    auto start = gpumux::node::ProcessStartTime(pid);
+    auto start = gpumux::ProcessStartTime(pid);
     if (start && *start == p.start_time) continue;
     if (!p.pid.compare_exchange_strong(pid, -1)) continue;
     s->used.fetch_sub(p.used.exchange(0));
@@ -146,7 +146,7 @@ bool CreateSimState(const std::string& path, const SimSpec& spec) {
   return s != nullptr;
 }
 
-bool SetSimMode(const std::string& path, SimMode mode) {
+bool SetSimMode(const std::string& path, ShareMode mode) {
   int fd = open(path.c_str(), O_RDWR);
   if (fd < 0) return false;
   struct stat st;
@@ -168,7 +168,7 @@ uint64_t NewAddress(uint64_t bytes) {
 uint64_t Execute(uint64_t ready_ns, uint64_t duration_ns) {
   SimState* s = Device().state;
   uint64_t end;
-  if (s->mode == SimMode::kTimeSlice) {
+  if (s->mode == ShareMode::kTimeSlice) {
     uint64_t free_at = s->free_at_ns.load();
     do {
       end = std::max(ready_ns, free_at) + duration_ns;

@@ -20,11 +20,11 @@
 #include <cstdint>
 #include <string>
 
+#include "base/share_mode.h"
+
 namespace gpumux::sim {
 
 inline constexpr int kMaxSimProcesses = 1024;
-
-enum class SimMode : uint32_t { kTimeSlice = 0, kMps = 1 };
 
 struct SimProcess {
   std::atomic<int32_t> pid;
@@ -39,7 +39,7 @@ struct SimState {
   uint64_t capacity;
   double bandwidth;               // bytes/s
   double flops;                   // FLOP/s
-  std::atomic<SimMode> mode;
+  std::atomic<ShareMode> mode;
   std::atomic<uint64_t> used;
   std::atomic<uint64_t> next_address;
   std::atomic<uint64_t> free_at_ns;  // time-slice mode: when the device finishes what it was given
@@ -70,7 +70,7 @@ void Give(uint64_t bytes);
 struct SimSpec {
   uint64_t capacity;
   double bandwidth, flops;
-  SimMode mode;
+  ShareMode mode;
 };
 
 // Creates the state file at `path` (mode 0666: processes of every user share the device) if it
@@ -79,7 +79,7 @@ bool CreateSimState(const std::string& path, const SimSpec& spec);
 
 // Switches the device whose state file is at `path` to `mode` (later work follows it); false if
 // the file does not exist or is not a simulated device's state. For gpumuxd's simulated backend.
-bool SetSimMode(const std::string& path, SimMode mode);
+bool SetSimMode(const std::string& path, ShareMode mode);
 
 // A fresh device address range of `bytes` (512-byte aligned); never reused.
 uint64_t NewAddress(uint64_t bytes);

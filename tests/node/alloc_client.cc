@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
-#include "simgpu/driver_api.h"
-#include "simgpu/nvml_api.h"
+#include "abi/driver_api.h"
+#include "abi/nvml_api.h"
 
 namespace {
 

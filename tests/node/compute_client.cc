@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "node/clock.h"
-#include "simgpu/driver_api.h"
+#include "base/clock.h"
+#include "abi/driver_api.h"
 
-using gpumux::node::NowNs;
-using gpumux::node::SleepUntilNs;
+using gpumux::NowNs;
+using gpumux::SleepUntilNs;
 
 namespace {
 

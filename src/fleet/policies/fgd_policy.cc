@@ -41,8 +41,8 @@ class FgdPolicy : public Policy {
 
 }  // namespace
 
-std::unique_ptr<Policy> MakeFgdPolicy(const TargetWorkload& target) {
-  return std::make_unique<FgdPolicy>(target);
+std::unique_ptr<Policy> MakeFgdPolicy(const TargetWorkloads& targets) {
+  return std::make_unique<FgdPolicy>(targets.fgd);
 }
 
 }  // namespace gpumux::fleet

@@ -23,6 +23,6 @@ class GpuClusteringPolicy : public Policy {
 
 }  // namespace
 
-std::unique_ptr<Policy> MakeGpuClusteringPolicy() { return std::make_unique<GpuClusteringPolicy>(); }
+std::unique_ptr<Policy> MakeGpuClusteringPolicy(const TargetWorkloads&) { return std::make_unique<GpuClusteringPolicy>(); }
 
 }  // namespace gpumux::fleet

@@ -39,6 +39,6 @@ class GpuPackingPolicy : public Policy {
 
 }  // namespace
 
-std::unique_ptr<Policy> MakeGpuPackingPolicy() { return std::make_unique<GpuPackingPolicy>(); }
+std::unique_ptr<Policy> MakeGpuPackingPolicy(const TargetWorkloads&) { return std::make_unique<GpuPackingPolicy>(); }
 
 }  // namespace gpumux::fleet

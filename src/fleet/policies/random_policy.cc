@@ -25,6 +25,6 @@ class RandomPolicy : public Policy {
 
 }  // namespace
 
-std::unique_ptr<Policy> MakeRandomPolicy() { return std::make_unique<RandomPolicy>(); }
+std::unique_ptr<Policy> MakeRandomPolicy(const TargetWorkloads&) { return std::make_unique<RandomPolicy>(); }
 
 }  // namespace gpumux::fleet

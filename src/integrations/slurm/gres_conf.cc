@@ -1,5 +1,7 @@
 #include "integrations/slurm/gres_conf.h"
 
+#include "base/error.h"
+
 #include <cctype>
 #include <sstream>
 #include <stdexcept>
@@ -34,8 +36,8 @@ std::string GresType(const std::string& gpu_name) {
 }
 
 std::string GresConf(const std::vector<node::Device>& gpus, const GresConfOptions& o) {
-  if (gpus.empty()) throw std::invalid_argument("no GPUs to configure");
-  if (o.shard_bytes == 0) throw std::invalid_argument("shard size must be more than 0 bytes");
+  if (gpus.empty()) throw BadInput("no GPUs to configure");
+  if (o.shard_bytes == 0) throw BadInput("shard size must be more than 0 bytes");
   std::ostringstream conf;
   conf << "# gres.conf for " << o.node << " (gpumux slurm gres-conf): " << gpus.size() << " GPU(s), one shard per "
        << Gib(o.shard_bytes) << " of GPU memory; run gpumuxd with --shard-size " << o.shard_bytes << "\n"
@@ -44,7 +46,7 @@ std::string GresConf(const std::vector<node::Device>& gpus, const GresConfOption
   std::ostringstream types;
   for (const node::Device& d : gpus) {
     uint64_t n = d.memory / o.shard_bytes;
-    if (n == 0) throw std::invalid_argument("GPU " + std::to_string(d.index) + " (" + d.name + ") is smaller than one shard");
+    if (n == 0) throw BadInput("GPU " + std::to_string(d.index) + " (" + d.name + ") is smaller than one shard");
     std::string file = DeviceFile(o.device_file, d.index);
     conf << "Name=gpu Type=" << GresType(d.name) << " File=" << file << "\n"
          << "Name=shard Count=" << n << " File=" << file << "\n";

@@ -18,7 +18,7 @@ struct GresConfOptions {
   std::string device_file = "/dev/nvidia{}";  // {} is the GPU index
 };
 
-// Throws std::invalid_argument if a GPU is smaller than one shard or there are no GPUs.
+// Throws Error (bad input) if a GPU is smaller than one shard or there are no GPUs.
 std::string GresConf(const std::vector<node::Device>& gpus, const GresConfOptions& o);
 
 // Slurm's GRES type for a GPU name: "H100-SXM5-80GB (simulated)" -> "h100".

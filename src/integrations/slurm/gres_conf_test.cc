@@ -1,5 +1,7 @@
 #include "integrations/slurm/gres_conf.h"
 
+#include "base/error.h"
+
 #include <gtest/gtest.h>
 
 namespace gpumux::slurm {
@@ -24,8 +26,8 @@ TEST(GresConf, OneShardPerGibOfEachGpu) {
 TEST(GresConf, ShardSizeAndDeviceFilesFollowTheOptions) {
   std::string conf = GresConf({Gpu(0, 24)}, {"n", 4ull << 30, "/tmp/fake-gpu{}"});
   EXPECT_NE(conf.find("Name=shard Count=6 File=/tmp/fake-gpu0\n"), std::string::npos) << conf;
-  EXPECT_THROW(GresConf({Gpu(0, 2)}, {"n", 4ull << 30}), std::invalid_argument) << "a GPU smaller than a shard";
-  EXPECT_THROW(GresConf({}, {}), std::invalid_argument);
+  EXPECT_THROW(GresConf({Gpu(0, 2)}, {"n", 4ull << 30}), Error) << "a GPU smaller than a shard";
+  EXPECT_THROW(GresConf({}, {}), Error);
 }
 
 TEST(GresConf, TypeIsTheLeadingWordOfTheName) {

@@ -27,7 +27,8 @@
 #include <thread>
 
 #include "integrations/slurm/step_request.h"
-#include "node/agent/http_server.h"
+#include "base/error.h"
+#include "node/agent/agent_client.h"
 
 extern "C" {
 #include <slurm/slurm.h>
@@ -121,16 +122,17 @@ bool Admit(spank_t sp) {
   spank_get_item(sp, S_JOB_ID, &job);
   request["owner_uid"] = uid;
   request["source"] = "slurm job " + std::to_string(job);
-  auto [status, body] = gpumux::agent::CallUnix(g.socket, "POST", "/v1/tenants", request.dump());
-  json answer = json::parse(body, nullptr, false);
-  if (status != 201 && status != 200) {
-    slurm_error("gpumux: step not admitted on GPU %s: %s", gpus.c_str(),
-                answer.is_object() ? answer.value("error", body).c_str() : body.c_str());
+  gpumux::agent::Admission admitted;
+  try {
+    admitted = gpumux::agent::AgentClient(g.socket).Admit(request);
+  } catch (const gpumux::Error& e) {
+    if (e.code() == gpumux::ErrorCode::kUnavailable) throw;  // said below, with the socket
+    slurm_error("gpumux: step not admitted on GPU %s: %s", gpus.c_str(), e.what());
     return false;
   }
   g.tenant = request["id"].get<std::string>();
-  g.created = status == 201;
-  g.env = answer["env"];
+  g.created = admitted.created;
+  g.env = admitted.answer["env"];
   return true;
 }
 
@@ -176,7 +178,7 @@ int slurm_spank_task_init_privileged(spank_t sp, int, char**) {
 int slurm_spank_exit(spank_t sp, int, char**) {
   if (!spank_remote(sp) || !g.created) return 0;
   try {
-    gpumux::agent::CallUnix(g.socket, "DELETE", "/v1/tenants/" + g.tenant);
+    gpumux::agent::AgentClient(g.socket).Remove(g.tenant);
   } catch (const std::exception& e) {
     slurm_info("gpumux: tenant %s left for the job's epilog: %s", g.tenant.c_str(), e.what());
   }
@@ -193,13 +195,13 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char** av) {
     job = id ? uint32_t(std::strtoul(id, nullptr, 10)) : 0;
   }
   if (job == 0) return 0;
-  std::string path = "/v1/tenants/slurm-" + std::to_string(job);
+  std::string tenant = "slurm-" + std::to_string(job);
   for (int attempt = 0; attempt < 50; ++attempt) {  // its last processes may still be exiting
     try {
-      int status = gpumux::agent::CallUnix(g.socket, "DELETE", path).first;
-      if (status == 200 || status == 404) return 0;
+      gpumux::agent::AgentClient(g.socket).Remove(tenant, /*missing_ok=*/true);
+      return 0;
     } catch (const std::exception&) {
-      // gpumuxd not reachable (restarting, or absent): try again
+      // gpumuxd not reachable (restarting, or absent), or the tenant's processes not gone yet: try again
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }

@@ -12,7 +12,8 @@
 #include "core/units.h"
 #include "node/agent/log.h"
 #include "node/agent/metrics.h"
-#include "node/clock.h"
+#include "base/clock.h"
+#include "base/error.h"
 
 namespace gpumux::agent {
 namespace {
@@ -20,13 +21,20 @@ namespace {
 using nlohmann::json;
 
 HttpResponse Json(int status, const json& body) { return {status, body.dump(2) + "\n"}; }
-HttpResponse Error(int status, const std::string& why) { return Json(status, {{"error", why}}); }
+// The answer for a request gpumuxd refuses: HttpStatus maps the error's code (base/error.h).
+HttpResponse Refusal(const Error& e) { return Json(HttpStatus(e.code()), {{"error", e.what()}}); }
 
 // Bytes from a JSON number or a size string ("24GiB").
 uint64_t Bytes(const json& v, const std::string& field) {
   if (v.is_number_unsigned()) return v.get<uint64_t>();
-  if (v.is_string()) return uint64_t(ParseBytes(v.get<std::string>()));
-  throw std::invalid_argument(field + ": expected bytes or a size such as \"24GiB\"");
+  if (v.is_string()) {
+    try {
+      return uint64_t(ParseBytes(v.get<std::string>()));
+    } catch (const Error& e) {
+      throw e.Within(field);
+    }
+  }
+  throw BadInput(field + ": expected bytes or a size such as \"24GiB\"");
 }
 
 }  // namespace
@@ -46,7 +54,7 @@ Agent::Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend)
     try {
       if (g.mode != ShareMode::kMig) backend_->Prepare(g.device, g.mode);
       if (g.mode != ShareMode::kTimeSlice) instances = backend_->SetMode(g.device, g.mode, g.layout);
-    } catch (const std::exception& e) {  // BackendError, or a stored layout the GPU no longer takes
+    } catch (const Error& e) {  // the driver refuses, or a stored layout the GPU no longer takes
       Log("warn", "cannot restore the GPU's sharing mode", {{"gpu", std::to_string(g.device.index)}, {"reason", e.what()}});
     }
     // A MIG layout that could not be restored leaves the GPU without slots: its tenants wait in the store.
@@ -69,7 +77,7 @@ void Agent::BuildSlots(Gpu& g, const std::vector<node::Device>& devices) {
     std::string path = config_.runtime_dir + "/" + node::DeviceStem(d) + ".ledger";
     auto ledger = std::make_unique<node::Ledger>(node::Ledger::CreateOrOpen(path, d.memory, d.name));
     if (ledger->gpu_name() != d.name || ledger->capacity() != d.memory) {
-      throw node::LedgerError(path + " is the ledger of a " + ledger->gpu_name() + ", not of this " + d.name +
+      throw BadInput(path + " is the ledger of a " + ledger->gpu_name() + ", not of this " + d.name +
                               "; remove it if the GPU changed");
     }
     // Tenant processes of every user reserve their memory in it, so it is writable by all; a
@@ -122,6 +130,16 @@ bool Agent::IsOperator(const HttpRequest& r) const {
 
 HttpResponse Agent::Handle(const HttpRequest& r) {
   std::lock_guard<std::mutex> lock(mu_);
+  try {
+    return Route(r);
+  } catch (const Error& e) {
+    return Refusal(e);
+  } catch (const json::exception& e) {
+    return Refusal(BadInput(std::string("request body: ") + e.what()));
+  }
+}
+
+HttpResponse Agent::Route(const HttpRequest& r) {
   const std::string prefix = "/v1/tenants";
   std::string id = r.path.rfind(prefix + "/", 0) == 0 ? r.path.substr(prefix.size() + 1) : "";
   bool tenants = r.path == prefix || !id.empty();
@@ -154,54 +172,54 @@ HttpResponse Agent::Handle(const HttpRequest& r) {
     return Json(200, {{"gpus", gpus}});
   }
   if (r.method == "PUT" && r.path.rfind("/v1/gpus/", 0) == 0) {
-    if (!IsOperator(r)) return Error(403, "only operators may change a GPU's sharing mode");
+    if (!IsOperator(r)) throw PermissionDenied("only operators may change a GPU's sharing mode");
     return SetMode(r, r.path.substr(9));
   }
-  if (!tenants) return Error(404, "no such endpoint: " + r.method + " " + r.path);
+  if (!tenants) throw NotFound("no such endpoint: " + r.method + " " + r.path);
   if (r.method == "GET") return ListTenants(r, id);
   if (!IsOperator(r)) {
-    return Error(403, "only root or members of the operator group" +
+    throw PermissionDenied("only root or members of the operator group" +
                           (config_.operator_group.empty() ? std::string() : " '" + config_.operator_group + "'") +
                           " may change tenants (caller uid " + std::to_string(r.uid) + ")");
   }
   if (r.method == "POST" && id.empty()) return Admit(r, "");
   if (r.method == "PUT" && !id.empty()) return Admit(r, id);
   if (r.method == "DELETE" && !id.empty()) return Remove(id);
-  return Error(405, r.method + " is not allowed on " + r.path);
+  return Json(405, {{"error", r.method + " is not allowed on " + r.path}});
 }
 
 HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path) {
   TenantRecord t;
   std::optional<TenantRecord> existing;
   bool joined = false;  // an existing tenant joined as it is ("join": true)
-  try {
+  {
     json body = json::parse(r.body.empty() ? "{}" : r.body);
     t.id = id_from_path.empty() ? body.value("id", "") : id_from_path;
-    if (t.id.empty()) return Error(400, "id: give the tenant's id");
+    if (t.id.empty()) throw BadInput("id: give the tenant's id");
     existing = store_.Find(t.id);
-    if (!id_from_path.empty() && !existing) return Error(404, "no tenant '" + t.id + "'");
+    if (!id_from_path.empty() && !existing) throw NotFound("no tenant '" + t.id + "'");
     if (existing) t = *existing;  // PUT and a repeated POST change only what they give
     if (body.contains("gpu")) t.gpu = body["gpu"].get<int>();
     if (body.contains("instance")) t.instance = body["instance"].get<int>();
     if (body.contains("device")) {  // a UUID, as CUDA_VISIBLE_DEVICES names a GPU or MIG device
       std::string uuid = body["device"].get<std::string>();
       std::optional<std::pair<int, int>> where = SlotWithUuid(uuid);
-      if (!where) return Error(400, "device: no GPU or MIG instance of this node has UUID '" + uuid + "'");
+      if (!where) throw BadInput("device: no GPU or MIG instance of this node has UUID '" + uuid + "'");
       t.gpu = where->first;
       t.instance = where->second;
     }
     joined = existing && body.value("join", false);
     if (t.gpu < 0 || size_t(t.gpu) >= gpus_.size()) {
-      return Error(400, "gpu: this node has GPUs 0 to " + std::to_string(gpus_.size() - 1) + ", not " + std::to_string(t.gpu));
+      throw BadInput("gpu: this node has GPUs 0 to " + std::to_string(gpus_.size() - 1) + ", not " + std::to_string(t.gpu));
     }
     Slot* slot = SlotOf(t.gpu, t.instance);
     if (!slot) {
       const Gpu& g = gpus_[size_t(t.gpu)];
       if (g.mode == ShareMode::kMig && g.slots.empty()) {
-        return Error(503, "GPU " + std::to_string(t.gpu) + ": its MIG layout could not be restored (see gpumuxd's log); "
+        throw Unavailable("GPU " + std::to_string(t.gpu) + ": its MIG layout could not be restored (see gpumuxd's log); "
                           "set it again");
       }
-      return Error(400, g.mode == ShareMode::kMig
+      throw BadInput(g.mode == ShareMode::kMig
                             ? "instance: GPU " + std::to_string(t.gpu) + " is in MIG mode with instances 0 to " +
                                   std::to_string(g.slots.size() - 1) + "; name one"
                             : "instance: GPU " + std::to_string(t.gpu) + " is not in MIG mode");
@@ -212,7 +230,7 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
     if (body.contains("shards")) t.limits.memory = body["shards"].get<uint64_t>() * config_.shard_bytes;
     if (body.contains("mps_percent")) {
       double p = body["mps_percent"].get<double>();
-      if (!(p > 0 && p <= 100)) return Error(400, "mps_percent: expected above 0 and at most 100");
+      if (!(p > 0 && p <= 100)) throw BadInput("mps_percent: expected above 0 and at most 100");
       t.limits.memory = uint64_t(double(device.memory) * p / 100);
       t.limits.cap_permille = uint32_t(p * 10);
     }
@@ -223,9 +241,9 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
     if (body.contains("owner_uid")) t.owner = body["owner_uid"].get<uid_t>();
     if (body.contains("source")) t.source = body["source"].get<std::string>();
     if (t.source.empty()) t.source = "api";
-    if (t.limits.memory == 0) return Error(400, "memory: give the quota (memory, shards or mps_percent)");
+    if (t.limits.memory == 0) throw BadInput("memory: give the quota (memory, shards or mps_percent)");
     if (t.limits.memory > device.memory) {
-      return Error(409, "memory " + FormatBytes(double(t.limits.memory)) + " is more than the " +
+      throw DoesNotFit("memory " + FormatBytes(double(t.limits.memory)) + " is more than the " +
                             FormatBytes(double(device.memory)) + " of " + device.name);
     }
     // NVML has no per-process utilisation on a MIG-enabled GPU, so the governor cannot measure the
@@ -233,24 +251,24 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
     // still works: it acts on launch activity, not on measured time.)
     if (!device.simulated && device.mig_instance >= 0 &&
         (t.limits.cap_permille < node::kNoCap || t.limits.weight != 1)) {
-      return Error(400, "compute: a compute cap or weight cannot be enforced inside a MIG instance of a real GPU (NVML "
+      throw BadInput("compute: a compute cap or weight cannot be enforced inside a MIG instance of a real GPU (NVML "
                         "measures no per-process GPU time in MIG mode); its slices are its compute");
     }
     if (existing && (existing->gpu != t.gpu || existing->instance != t.instance)) {
-      return Error(409, "tenant '" + t.id + "' is on GPU " + std::to_string(existing->gpu) +
+      throw Conflict("tenant '" + t.id + "' is on GPU " + std::to_string(existing->gpu) +
                             (existing->instance >= 0 ? " instance " + std::to_string(existing->instance) : ""));
     }
-    if (joined) t = *existing;  // its processes join the tenant under the limits it has
-    else slot->ledger->AddTenant(t.id, t.limits, config_.strict);
-  } catch (const json::exception& e) {
-    return Error(400, std::string("request body: ") + e.what());
-  } catch (const std::invalid_argument& e) {
-    return Error(400, e.what());
-  } catch (const UnitError& e) {
-    return Error(400, std::string("memory: ") + e.what());
-  } catch (const node::LedgerError& e) {
-    Log("info", "tenant refused", {{"tenant", t.id}, {"gpu", std::to_string(t.gpu)}, {"reason", e.what()}});
-    return Error(409, std::string("does not fit: ") + e.what());
+    if (joined) {
+      t = *existing;  // its processes join the tenant under the limits it has
+    } else {
+      try {
+        slot->ledger->AddTenant(t.id, t.limits, config_.strict);
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::kDoesNotFit) throw;
+        Log("info", "tenant refused", {{"tenant", t.id}, {"gpu", std::to_string(t.gpu)}, {"reason", e.what()}});
+        throw e.Within("does not fit");
+      }
+    }
   }
   if (!joined) store_.Put(t);
   Log("info", joined ? "tenant joined" : existing ? "tenant updated" : "tenant admitted",
@@ -271,59 +289,58 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
 HttpResponse Agent::SetMode(const HttpRequest& r, const std::string& index) {
   char* end = nullptr;
   long gpu = std::strtol(index.c_str(), &end, 10);
-  if (index.empty() || *end || gpu < 0 || size_t(gpu) >= gpus_.size()) return Error(404, "no GPU '" + index + "'");
+  if (index.empty() || *end || gpu < 0 || size_t(gpu) >= gpus_.size()) throw NotFound("no GPU '" + index + "'");
   Gpu& g = gpus_[size_t(gpu)];
-  ShareMode mode;
+  const char* expected = "expected {\"mode\": \"timeslice\" or \"mps\"} or {\"mode\": \"mig\", \"layout\": [...]}";
+  std::optional<ShareMode> mode;
   std::vector<std::string> layout;
   try {
     json body = json::parse(r.body);
     mode = ParseShareMode(body.at("mode").get<std::string>());
     if (mode == ShareMode::kMig) layout = body.at("layout").get<std::vector<std::string>>();
-  } catch (const std::exception& e) {
-    return Error(400, std::string("expected {\"mode\": \"timeslice\" or \"mps\"} or {\"mode\": \"mig\", \"layout\": [...]}: ") +
-                          e.what());
+  } catch (const json::exception& e) {
+    throw BadInput(std::string(expected) + ": " + e.what());
   }
+  // "whole" is a plan's word for a GPU with one tenant: on a node that is time-slicing.
+  if (!mode || *mode == ShareMode::kWhole) throw BadInput(expected);
   for (Slot& slot : g.slots) {
     slot.ledger->ReclaimDead();
     for (const node::TenantUsage& u : slot.ledger->Snapshot()) {
-      if (!u.processes.empty()) return Error(409, "tenant '" + u.id + "' runs on GPU " + index + "; change the mode when it is idle");
+      if (!u.processes.empty()) throw Conflict("tenant '" + u.id + "' runs on GPU " + index + "; change the mode when it is idle");
     }
   }
   // Into, out of or between MIG layouts the GPU's slots change: its tenants must be gone first.
-  bool reslice = mode == ShareMode::kMig || g.mode == ShareMode::kMig;
+  bool reslice = *mode == ShareMode::kMig || g.mode == ShareMode::kMig;
   if (reslice) {
     for (const TenantRecord& t : store_.All()) {
-      if (t.gpu == gpu) return Error(409, "GPU " + index + " has tenants ('" + t.id + "'); remove them before changing its MIG layout");
+      if (t.gpu == gpu) throw Conflict("GPU " + index + " has tenants ('" + t.id + "'); remove them before changing its MIG layout");
     }
   }
-  Gpu next{g.device, mode, layout, {}};
+  Gpu next{g.device, *mode, layout, {}};
   try {
-    std::vector<node::Device> instances = backend_->SetMode(g.device, mode, layout);
+    std::vector<node::Device> instances = backend_->SetMode(g.device, *mode, layout);
     if (reslice) {
       // The old slots' ledgers hold no tenant (checked above); new slots may reuse their names.
       for (const Slot& slot : g.slots) unlink(slot.ledger_path.c_str());
-      BuildSlots(next, mode == ShareMode::kMig ? instances : std::vector<node::Device>{g.device});
+      BuildSlots(next, *mode == ShareMode::kMig ? instances : std::vector<node::Device>{g.device});
     }
-  } catch (const std::invalid_argument& e) {
-    return Error(400, std::string("layout: ") + e.what());
-  } catch (const BackendError& e) {
-    return Error(500, e.what());
-  } catch (const node::LedgerError& e) {
-    return Error(500, e.what());
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::kBadInput) throw e.Within("layout");
+    throw;
   }
   if (reslice) g.slots = std::move(next.slots);
-  g.mode = mode;
+  g.mode = *mode;
   g.layout = layout;
-  store_.SetGpuMode({int(gpu), int(mode), layout});
-  Log("info", "sharing mode set", {{"gpu", index}, {"mode", ShareModeName(mode)}});
-  json answer = {{"gpu", gpu}, {"mode", ShareModeName(mode)}};
-  if (mode == ShareMode::kMig) answer["instances"] = g.slots.size();
+  store_.SetGpuMode({int(gpu), int(*mode), layout});
+  Log("info", "sharing mode set", {{"gpu", index}, {"mode", std::string(ShareModeName(*mode))}});
+  json answer = {{"gpu", gpu}, {"mode", ShareModeName(*mode)}};
+  if (*mode == ShareMode::kMig) answer["instances"] = g.slots.size();
   return Json(200, answer);
 }
 
 HttpResponse Agent::Remove(const std::string& id) {
   auto t = store_.Find(id);
-  if (!t) return Error(404, "no tenant '" + id + "'");
+  if (!t) throw NotFound("no tenant '" + id + "'");
   Slot* slot = SlotOf(t->gpu, t->instance);
   if (!slot) {  // its GPU or instance is gone: only the record remains
     store_.Remove(id);
@@ -334,7 +351,7 @@ HttpResponse Agent::Remove(const std::string& id) {
   for (const node::TenantUsage& u : ledger.Snapshot()) {
     if (u.id != id) continue;
     if (!u.processes.empty()) {
-      return Error(409, "tenant '" + id + "' still has " + std::to_string(u.processes.size()) + " live process(es), pid " +
+      throw Conflict("tenant '" + id + "' still has " + std::to_string(u.processes.size()) + " live process(es), pid " +
                             std::to_string(u.processes[0].first));
     }
     ledger.RemoveTenant(u.slot);
@@ -369,7 +386,7 @@ HttpResponse Agent::ListTenants(const HttpRequest& r, const std::string& only_id
     list.push_back(j);
   }
   if (!only_id.empty()) {
-    if (list.empty()) return Error(op ? 404 : 403, "no tenant '" + only_id + "' you may read");
+    if (list.empty()) throw Error(op ? ErrorCode::kNotFound : ErrorCode::kPermissionDenied, "no tenant '" + only_id + "' you may read");
     return Json(200, list[0]);
   }
   return Json(200, {{"tenants", list}});
@@ -415,7 +432,7 @@ std::string Agent::MetricsText() {
       gpus.push_back({node::DeviceStem(slot.device).substr(3), slot.device.name, slot.device.memory, slot.ledger->Snapshot()});
     }
   }
-  return FormatMetrics(gpus, node::NowNs());
+  return FormatMetrics(gpus, NowNs());
 }
 
 size_t Agent::tenant_count() {

@@ -53,7 +53,7 @@ class Agent {
  public:
   // Opens the store and every GPU's ledger, readies each GPU through the backend (in its stored
   // mode), and re-admits the stored tenants (a restarted agent loses nothing; tenants that kept
-  // running meanwhile keep their usage). Throws StoreError, node::LedgerError or BackendError.
+  // running meanwhile keep their usage). Throws Error.
   // `backend` puts GPUs into their sharing modes (simulated or NVIDIA).
   Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend);
 
@@ -87,6 +87,8 @@ class Agent {
   std::optional<std::pair<int, int>> SlotWithUuid(const std::string& uuid) const;
 
   bool IsOperator(const HttpRequest& r) const;
+  // The handler of each request, under mu_; throws Error, which Handle answers as its HTTP status.
+  HttpResponse Route(const HttpRequest& r);
   HttpResponse Admit(const HttpRequest& r, const std::string& id_from_path);
   HttpResponse Remove(const std::string& id);
   HttpResponse SetMode(const HttpRequest& r, const std::string& gpu);

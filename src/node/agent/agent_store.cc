@@ -11,7 +11,7 @@ namespace {
 class Statement {
  public:
   Statement(sqlite3* db, const char* sql) : db_(db) {
-    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK) throw StoreError(sqlite3_errmsg(db));
+    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK) throw Internal(sqlite3_errmsg(db));
   }
   ~Statement() { sqlite3_finalize(stmt_); }
   Statement& Bind(int i, const std::string& v) {
@@ -26,7 +26,7 @@ class Statement {
   std::string Text(int column) const { return reinterpret_cast<const char*>(sqlite3_column_text(stmt_, column)); }
   bool Step() {
     int rc = sqlite3_step(stmt_);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) throw StoreError(sqlite3_errmsg(db_));
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) throw Internal(sqlite3_errmsg(db_));
     return rc == SQLITE_ROW;
   }
   TenantRecord Row() const {
@@ -56,7 +56,7 @@ AgentStore::AgentStore(const std::string& path) {
   if (sqlite3_open(path.c_str(), &db_) != SQLITE_OK) {
     std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
     sqlite3_close(db_);
-    throw StoreError(path + ": " + why);
+    throw Internal(path + ": " + why);
   }
   try {
     Exec("PRAGMA journal_mode=WAL");
@@ -65,9 +65,9 @@ AgentStore::AgentStore(const std::string& path) {
          "cap_permille INTEGER NOT NULL, weight INTEGER NOT NULL, priority INTEGER NOT NULL, owner INTEGER NOT NULL, "
          "source TEXT NOT NULL, instance INTEGER NOT NULL DEFAULT -1)");
     Exec("CREATE TABLE IF NOT EXISTS gpus (gpu INTEGER PRIMARY KEY, mode INTEGER NOT NULL, layout TEXT NOT NULL)");
-  } catch (const StoreError& e) {
+  } catch (const Error& e) {
     sqlite3_close(db_);
-    throw StoreError(path + ": " + e.what());
+    throw e.Within(path);
   }
 }
 
@@ -78,7 +78,7 @@ void AgentStore::Exec(const std::string& sql) {
   if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
     std::string why = error ? error : "unknown error";
     sqlite3_free(error);
-    throw StoreError(why);
+    throw Internal(why);
   }
 }
 

@@ -18,11 +18,6 @@ struct sqlite3;
 
 namespace gpumux::agent {
 
-class StoreError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
 struct TenantRecord {
   std::string id;
   int gpu = 0;
@@ -34,15 +29,15 @@ struct TenantRecord {
 
 class AgentStore {
  public:
-  // Opens (creating if needed) the database at `path`. Throws StoreError.
+  // Opens (creating if needed) the database at `path`. Throws Error (internal).
   explicit AgentStore(const std::string& path);
   ~AgentStore();
   AgentStore(const AgentStore&) = delete;
   AgentStore& operator=(const AgentStore&) = delete;
 
-  // Inserts or replaces the tenant with this id. Durable when it returns. Throws StoreError.
+  // Inserts or replaces the tenant with this id. Durable when it returns. Throws Error (internal).
   void Put(const TenantRecord& t);
-  // Removes it; false if there was none. Throws StoreError.
+  // Removes it; false if there was none. Throws Error (internal).
   bool Remove(const std::string& id);
   std::optional<TenantRecord> Find(const std::string& id) const;
   std::vector<TenantRecord> All() const;

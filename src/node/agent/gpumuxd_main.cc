@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "core/catalog.h"
-#include "core/input_error.h"
+#include "base/error.h"
 #include "core/units.h"
 #include "node/agent/agent.h"
 #include "node/agent/log.h"
@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
     config.operator_group = operator_group;
     config.bin_dir = gpumux::node::RuntimeLibraryDir();
     config.shard_bytes = uint64_t(gpumux::ParseBytes(shard_size));
-    if (config.shard_bytes == 0) throw gpumux::InputError("--shard-size must be more than 0 bytes");
+    if (config.shard_bytes == 0) throw gpumux::BadInput("--shard-size must be more than 0 bytes");
     if (!sim.empty()) {
       gpumux::Catalog catalog = gpumux::Catalog::LoadBundled();
       for (const std::string& path : catalogs) catalog.AddFile(path);

@@ -1,5 +1,7 @@
 #include "node/agent/http_server.h"
 
+#include "base/error.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -22,7 +24,7 @@ std::string Errno(const std::string& what) { return what + ": " + std::strerror(
 sockaddr_un UnixAddress(const std::string& path) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(addr.sun_path)) throw HttpError(path + ": socket path too long");
+  if (path.size() >= sizeof(addr.sun_path)) throw Unavailable(path + ": socket path too long");
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   return addr;
 }
@@ -108,12 +110,12 @@ HttpServer::~HttpServer() {
 void HttpServer::ListenUnix(const std::string& path) {
   sockaddr_un addr = UnixAddress(path);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw HttpError(Errno("socket"));
+  if (fd < 0) throw Unavailable(Errno("socket"));
   unlink(path.c_str());  // a stale socket of a previous run
   if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 64) != 0) {
     std::string why = Errno(path);
     close(fd);
-    throw HttpError(why);
+    throw Unavailable(why);
   }
   chmod(path.c_str(), 0666);
   listeners_.push_back({fd, true});
@@ -122,12 +124,12 @@ void HttpServer::ListenUnix(const std::string& path) {
 
 void HttpServer::ListenTcp(const std::string& address) {
   size_t colon = address.rfind(':');
-  if (colon == std::string::npos) throw HttpError("'" + address + "': expected HOST:PORT");
+  if (colon == std::string::npos) throw BadInput("'" + address + "': expected HOST:PORT");
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(uint16_t(std::atoi(address.c_str() + colon + 1)));
   if (inet_pton(AF_INET, address.substr(0, colon).c_str(), &addr.sin_addr) != 1) {
-    throw HttpError("'" + address + "': expected an IPv4 HOST:PORT");
+    throw BadInput("'" + address + "': expected an IPv4 HOST:PORT");
   }
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   int one = 1;
@@ -135,7 +137,7 @@ void HttpServer::ListenTcp(const std::string& address) {
   if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 64) != 0) {
     std::string why = Errno(address);
     if (fd >= 0) close(fd);
-    throw HttpError(why);
+    throw Unavailable(why);
   }
   socklen_t len = sizeof(addr);
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
@@ -195,11 +197,11 @@ std::pair<int, std::string> CallUnix(const std::string& socket_path, const std::
                                      const std::string& body) {
   sockaddr_un addr = UnixAddress(socket_path);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw HttpError(Errno("socket"));
+  if (fd < 0) throw Unavailable(Errno("socket"));
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     std::string why = Errno("cannot reach gpumuxd at " + socket_path);
     close(fd);
-    throw HttpError(why);
+    throw Unavailable(why);
   }
   timeval timeout{10, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
@@ -210,7 +212,7 @@ std::pair<int, std::string> CallUnix(const std::string& socket_path, const std::
   std::map<std::string, std::string> headers;
   bool ok = WriteAll(fd, req.str()) && ReadMessage(fd, &start, &headers, &response_body);
   close(fd);
-  if (!ok) throw HttpError("gpumuxd at " + socket_path + " gave no answer");
+  if (!ok) throw Unavailable("gpumuxd at " + socket_path + " gave no answer");
   int status = 0;
   std::istringstream(start.substr(start.find(' ') + 1)) >> status;
   return {status, response_body};

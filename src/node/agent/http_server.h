@@ -15,9 +15,10 @@
 #include <atomic>
 #include <functional>
 #include <map>
-#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "base/error.h"
 
 namespace gpumux::agent {
 
@@ -37,11 +38,6 @@ struct HttpResponse {
   std::string content_type = "application/json";
 };
 
-class HttpError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
 class HttpServer {
  public:
   HttpServer() = default;
@@ -50,9 +46,9 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   // Listens on a Unix socket at `path` (replacing a stale socket file; mode 0666: callers are
-  // told apart by their credentials, not by file permissions). Throws HttpError.
+  // told apart by their credentials, not by file permissions). Throws Error (unavailable).
   void ListenUnix(const std::string& path);
-  // Listens on "HOST:PORT" (port 0 picks one; see tcp_port()). Throws HttpError.
+  // Listens on "HOST:PORT" (port 0 picks one; see tcp_port()). Throws Error (unavailable).
   void ListenTcp(const std::string& address);
   int tcp_port() const { return tcp_port_; }
 
@@ -68,7 +64,7 @@ class HttpServer {
   std::atomic<bool> stopped_{false};
 };
 
-// Sends one request to a gpumuxd Unix socket and returns (status, body). Throws HttpError if the
+// Sends one request to a gpumuxd Unix socket and returns (status, body). Throws Error (unavailable) if the
 // agent cannot be reached. For the CLI, the SPANK plugin and the tests.
 std::pair<int, std::string> CallUnix(const std::string& socket_path, const std::string& method,
                                      const std::string& path, const std::string& body = "");

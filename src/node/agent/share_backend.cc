@@ -10,17 +10,6 @@
 
 namespace gpumux::agent {
 
-ShareMode ParseShareMode(const std::string& text) {
-  if (text == "timeslice" || text == "time-slice") return ShareMode::kTimeSlice;
-  if (text == "mps") return ShareMode::kMps;
-  if (text == "mig") return ShareMode::kMig;
-  throw std::invalid_argument("mode '" + text + "': expected timeslice, mps or mig");
-}
-
-const char* ShareModeName(ShareMode m) {
-  return m == ShareMode::kMps ? "mps" : m == ShareMode::kMig ? "mig" : "timeslice";
-}
-
 namespace {
 
 class SimulatedBackend : public ShareBackend {
@@ -28,7 +17,7 @@ class SimulatedBackend : public ShareBackend {
   explicit SimulatedBackend(std::string dir) : dir_(std::move(dir)) {}
   void Prepare(const node::Device& device, ShareMode mode) override {
     if (!sim::CreateSimState(Path(device), {device.memory, device.bandwidth, device.flops, SimMode(mode)})) {
-      throw BackendError(Path(device) + ": cannot create the simulated GPU's state (or it is not one)");
+      throw Unavailable(Path(device) + ": cannot create the simulated GPU's state (or it is not one)");
     }
   }
   // MIG instances are simulated devices of their own (their state files made here), placed as the
@@ -36,7 +25,7 @@ class SimulatedBackend : public ShareBackend {
   // the GPU is in MIG mode.
   std::vector<node::Device> SetMode(const node::Device& gpu, ShareMode mode, const std::vector<std::string>& layout) override {
     if (mode == ShareMode::kMig) {
-      if (!gpu.mig) throw std::invalid_argument("the catalog knows no MIG geometry for " + gpu.name);
+      if (!gpu.mig) throw BadInput("the catalog knows no MIG geometry for " + gpu.name);
       MigLayout placed = PlaceInCreationOrder(*gpu.mig, layout);
       std::vector<node::Device> instances;
       for (size_t k = 0; k < placed.instances.size(); ++k) {
@@ -46,7 +35,7 @@ class SimulatedBackend : public ShareBackend {
       return instances;
     }
     Prepare(gpu, mode);
-    if (!sim::SetSimMode(Path(gpu), SimMode(mode))) throw BackendError(Path(gpu) + " is not a simulated GPU's state");
+    if (!sim::SetSimMode(Path(gpu), SimMode(mode))) throw Unavailable(Path(gpu) + " is not a simulated GPU's state");
     return {};
   }
   std::vector<std::pair<std::string, std::string>> ClientEnvironment(const node::Device&, ShareMode mode,
@@ -55,7 +44,8 @@ class SimulatedBackend : public ShareBackend {
   }
 
  private:
-  static sim::SimMode SimMode(ShareMode m) { return m == ShareMode::kMps ? sim::SimMode::kMps : sim::SimMode::kTimeSlice; }
+  // The simulated device runs its processes' work concurrently (MPS) or one at a time.
+  static ShareMode SimMode(ShareMode m) { return m == ShareMode::kMps ? ShareMode::kMps : ShareMode::kTimeSlice; }
   std::string Path(const node::Device& device) const { return dir_ + "/sim-" + node::DeviceStem(device) + ".state"; }
   std::string dir_;
 };
@@ -65,12 +55,8 @@ class NvidiaBackend : public ShareBackend {
   explicit NvidiaBackend(std::string dir) : dir_(std::move(dir)) {}
   void Prepare(const node::Device&, ShareMode) override {}  // the driver's default is time-slicing
   std::vector<node::Device> SetMode(const node::Device& gpu, ShareMode mode, const std::vector<std::string>& layout) override {
-    try {
-      if (mode == ShareMode::kMig) return LayOutMig(gpu, layout);
-      node::SetMigMode(gpu.index, false);
-    } catch (const node::DeviceError& e) {
-      throw BackendError(e.what());
-    }
+    if (mode == ShareMode::kMig) return LayOutMig(gpu, layout);
+    node::SetMigMode(gpu.index, false);
     std::string pipe = PipeDir(gpu), log = dir_ + "/mps" + std::to_string(gpu.index) + "-log";
     mkdir(pipe.c_str(), 0755);
     mkdir(log.c_str(), 0755);
@@ -83,7 +69,7 @@ class NvidiaBackend : public ShareBackend {
     int rc = std::system((command + " >/dev/null 2>&1").c_str());
     bool running = std::system(("echo get_server_list | " + env + "nvidia-cuda-mps-control >/dev/null 2>&1").c_str()) == 0;
     if ((mode == ShareMode::kMps) != running) {
-      throw BackendError("GPU " + std::to_string(gpu.index) + ": '" + command + "' did not take effect (exit " +
+      throw Unavailable("GPU " + std::to_string(gpu.index) + ": '" + command + "' did not take effect (exit " +
                          std::to_string(rc) + "; is nvidia-cuda-mps-control installed, and are we root?)");
     }
     return {};

@@ -6,37 +6,26 @@
 #pragma once
 
 #include <memory>
-#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "base/share_mode.h"
 #include "node/device.h"
 #include "node/ledger/ledger.h"
 
 namespace gpumux::agent {
 
-enum class ShareMode { kTimeSlice = 0, kMps = 1, kMig = 2 };
-
-// "timeslice", "mps" or "mig"; throws std::invalid_argument.
-ShareMode ParseShareMode(const std::string& text);
-const char* ShareModeName(ShareMode m);
-
-class BackendError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
 class ShareBackend {
  public:
   virtual ~ShareBackend() = default;
   // Readies whole GPU `device` for tenants of any user in `mode` (not kMig; the simulated backend
-  // creates its device state). Throws BackendError.
+  // creates its device state). Throws Error (unavailable).
   virtual void Prepare(const node::Device& device, ShareMode mode) = 0;
   // Puts `gpu` into `mode`. For kMig it lays out `layout` (MIG profile names in creation order) and
   // returns the instances as devices of their own, in that order; a GPU that already holds that
   // layout keeps it, and the processes on it. Leaving kMig removes the instances. Throws
-  // std::invalid_argument for a layout the GPU cannot hold, BackendError for what the driver refuses.
+  // Error (bad input) for a layout the GPU cannot hold, (unavailable) for what the driver refuses.
   virtual std::vector<node::Device> SetMode(const node::Device& gpu, ShareMode mode,
                                             const std::vector<std::string>& layout) = 0;
   // What a tenant's processes on `gpu` in `mode` need besides the shim's environment: under MPS,

@@ -1,5 +1,7 @@
 #include "node/ledger/compute_share.h"
 
+#include "base/error.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -55,7 +57,7 @@ Priority ParsePriority(const std::string& text) {
   if (text == "high") return Priority::kHigh;
   if (text == "normal") return Priority::kNormal;
   if (text == "low" || text == "best-effort") return Priority::kLow;
-  throw std::invalid_argument("priority '" + text + "': expected high, normal or low (best-effort)");
+  throw BadInput("priority '" + text + "': expected high, normal or low (best-effort)");
 }
 
 const char* PriorityName(Priority p) {
@@ -67,7 +69,7 @@ uint32_t ParseComputeCap(const std::string& text) {
   char* end = nullptr;
   double percent = std::strtod(number.c_str(), &end);
   if (number.empty() || *end != 0 || !(percent > 0 && percent <= 100)) {
-    throw std::invalid_argument("compute '" + text + "': give a share of GPU time above 0% and at most 100%, e.g. 40%");
+    throw BadInput("compute '" + text + "': give a share of GPU time above 0% and at most 100%, e.g. 40%");
   }
   return uint32_t(std::lround(percent * 10));
 }

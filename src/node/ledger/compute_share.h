@@ -26,7 +26,7 @@ struct ComputeDemand {
   bool best_effort = false;  // shares only what the others leave
 };
 
-// The words of the command line and the API. Throw std::invalid_argument saying what is expected.
+// The words of the command line and the API. Throw Error (bad input) saying what is expected.
 Priority ParsePriority(const std::string& text);     // "high", "normal", "low" or "best-effort"
 const char* PriorityName(Priority p);
 uint32_t ParseComputeCap(const std::string& text);   // "40%" or "40" -> 400 per mille

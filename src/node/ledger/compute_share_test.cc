@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <unistd.h>
 
+#include "base/error_test_support.h"
 #include "node/ledger/ledger.h"
 
 namespace gpumux::node {
@@ -87,17 +88,17 @@ TEST_F(ComputeTickTest, OthersYieldWhileAHighPriorityTenantLaunches) {
 TEST_F(ComputeTickTest, StrictRefusesCapsOverOneHundredPercent) {
   Ledger l = Ledger::CreateOrOpen(path_, 1ull << 30, "sim");
   l.AddTenant("a", {1, 600}, true);
-  EXPECT_THROW(l.AddTenant("b", {1, 500}, true), LedgerError);
+  EXPECT_EQ(ErrorCodeOf([&] { l.AddTenant("b", {1, 500}, true); }), ErrorCode::kDoesNotFit);
   EXPECT_NO_THROW(l.AddTenant("b", {1, 400}, true));
   EXPECT_NO_THROW(l.AddTenant("c", {1}, true)) << "an uncapped tenant adds no cap";
-  EXPECT_THROW(l.AddTenant("d", {1, 0}), LimitsError) << "a 0% cap is malformed, not a lack of room";
+  EXPECT_EQ(ErrorCodeOf([&] { l.AddTenant("d", {1, 0}); }), ErrorCode::kBadInput) << "a 0% cap is malformed, not a lack of room";
 }
 
 TEST_F(ComputeTickTest, LimitsThatContradictThemselvesAreRefusedAsSuch) {
   Ledger l = Ledger::CreateOrOpen(path_, 1ull << 30, "sim");
-  EXPECT_THROW(l.AddTenant("hp", {1, 300, 1, Priority::kHigh}), LimitsError) << "high priority never waits: no cap";
-  EXPECT_THROW(l.AddTenant("w", {1, kNoCap, 0}), LimitsError);
-  EXPECT_THROW(l.AddTenant(std::string(64, 'x'), {1}), LimitsError);
+  EXPECT_THROW(l.AddTenant("hp", {1, 300, 1, Priority::kHigh}), Error) << "high priority never waits: no cap";
+  EXPECT_THROW(l.AddTenant("w", {1, kNoCap, 0}), Error);
+  EXPECT_THROW(l.AddTenant(std::string(64, 'x'), {1}), Error);
   EXPECT_FALSE(l.FindTenant("hp")) << "nothing was added";
   EXPECT_NO_THROW(l.AddTenant("hp", {1, kNoCap, 1, Priority::kHigh}));
 }

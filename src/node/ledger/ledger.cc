@@ -9,11 +9,10 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <new>
-#include <sstream>
 
-#include "node/clock.h"
+#include "base/clock.h"
+#include "base/process.h"
 
 namespace gpumux::node {
 namespace {
@@ -32,17 +31,17 @@ class FileLock {
 
 LedgerLayout* Map(int fd, const std::string& path) {
   void* p = mmap(nullptr, sizeof(LedgerLayout), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) throw LedgerError(Errno(path + ": cannot map the ledger"));
+  if (p == MAP_FAILED) throw Unavailable(Errno(path + ": cannot map the ledger"));
   return static_cast<LedgerLayout*>(p);
 }
 
 void Validate(const LedgerLayout* l, const std::string& path) {
-  if (l->header.magic != kLedgerMagic) throw LedgerError(path + ": not a gpumux ledger (bad magic number)");
+  if (l->header.magic != kLedgerMagic) throw BadInput(path + ": not a gpumux ledger (bad magic number)");
   if (l->header.version != kLedgerVersion) {
-    throw LedgerError(path + ": ledger version " + std::to_string(l->header.version) + ", this gpumux reads version " +
+    throw BadInput(path + ": ledger version " + std::to_string(l->header.version) + ", this gpumux reads version " +
                       std::to_string(kLedgerVersion));
   }
-  if (l->header.size != sizeof(LedgerLayout)) throw LedgerError(path + ": ledger layout size differs from this gpumux's");
+  if (l->header.size != sizeof(LedgerLayout)) throw BadInput(path + ": ledger layout size differs from this gpumux's");
 }
 
 bool Alive(pid_t pid, uint64_t start_time) {
@@ -51,22 +50,6 @@ bool Alive(pid_t pid, uint64_t start_time) {
 }
 
 }  // namespace
-
-std::optional<uint64_t> ProcessStartTime(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  if (!std::getline(in, text)) return std::nullopt;
-  // The command name (field 2) may hold spaces: fields are counted after the last ')'.
-  size_t close = text.rfind(')');
-  if (close == std::string::npos) return std::nullopt;
-  std::istringstream rest(text.substr(close + 2));
-  std::string field;
-  for (int i = 3; i <= 22 && rest >> field; ++i) {
-    if (i == 3 && field == "Z") return std::nullopt;  // a zombie has exited
-    if (i == 22) return std::stoull(field);
-  }
-  return std::nullopt;
-}
 
 std::string LedgerPath(int gpu_index) {
   const char* dir = std::getenv("GPUMUX_RUNTIME_DIR");
@@ -88,14 +71,14 @@ Ledger Ledger::CreateOrOpen(const std::string& path, uint64_t capacity, const st
   std::string dir = path.substr(0, path.rfind('/'));
   if (!dir.empty()) mkdir(dir.c_str(), 0700);
   int fd = open(path.c_str(), O_RDWR | O_CREAT, 0600);
-  if (fd < 0) throw LedgerError(Errno(path + ": cannot open or create the ledger"));
+  if (fd < 0) throw Unavailable(Errno(path + ": cannot open or create the ledger"));
   FileLock lock(fd);
   struct stat st;
   fstat(fd, &st);
   if (st.st_size == 0) {
     if (ftruncate(fd, sizeof(LedgerLayout)) != 0) {
       close(fd);
-      throw LedgerError(Errno(path + ": cannot size the ledger"));
+      throw Unavailable(Errno(path + ": cannot size the ledger"));
     }
     LedgerLayout* l = Map(fd, path);
     new (l) LedgerLayout();  // zeroed by ftruncate; atomics start at 0
@@ -112,7 +95,7 @@ Ledger Ledger::CreateOrOpen(const std::string& path, uint64_t capacity, const st
 
 Ledger Ledger::Open(const std::string& path) {
   int fd = open(path.c_str(), O_RDWR);
-  if (fd < 0) throw LedgerError(Errno(path + ": cannot open the ledger"));
+  if (fd < 0) throw Unavailable(Errno(path + ": cannot open the ledger"));
   // A ledger being created is sized and then stamped under the creator's exclusive lock: wait for
   // it, so that a half-made file is not taken for a foreign one. An empty file is one whose creator
   // has not taken its lock yet (microseconds): look again shortly.
@@ -133,7 +116,7 @@ Ledger Ledger::MapExisting(int fd, const std::string& path) {
   fstat(fd, &st);
   if (size_t(st.st_size) < sizeof(LedgerLayout)) {
     close(fd);
-    throw LedgerError(path + ": truncated ledger (" + std::to_string(st.st_size) + " bytes)");
+    throw BadInput(path + ": truncated ledger (" + std::to_string(st.st_size) + " bytes)");
   }
   Ledger ledger(fd, Map(fd, path));  // owns fd from here, also if Validate throws
   Validate(ledger.layout_, path);
@@ -149,11 +132,11 @@ std::optional<int> Ledger::FindTenant(const std::string& id) const {
 }
 
 void CheckTenant(const std::string& id, const TenantLimits& limits) {
-  if (id.empty() || id.size() >= kTenantIdSize) throw LimitsError("tenant id must be 1 to 63 characters: '" + id + "'");
-  if (limits.cap_permille == 0 || limits.cap_permille > kNoCap) throw LimitsError("compute cap must be above 0% and at most 100%");
-  if (limits.weight == 0) throw LimitsError("compute weight must be at least 1");
+  if (id.empty() || id.size() >= kTenantIdSize) throw BadInput("tenant id must be 1 to 63 characters: '" + id + "'");
+  if (limits.cap_permille == 0 || limits.cap_permille > kNoCap) throw BadInput("compute cap must be above 0% and at most 100%");
+  if (limits.weight == 0) throw BadInput("compute weight must be at least 1");
   if (limits.priority == Priority::kHigh && limits.cap_permille < kNoCap) {
-    throw LimitsError("a high-priority tenant's launches never wait, so a compute cap cannot hold; give one or the other");
+    throw BadInput("a high-priority tenant's launches never wait, so a compute cap cannot hold; give one or the other");
   }
 }
 
@@ -171,11 +154,11 @@ int Ledger::AddTenant(const std::string& id, const TenantLimits& limits, bool st
       if (s.cap_permille.load() < kNoCap) caps += s.cap_permille.load();
     }
     if (memory > capacity()) {
-      throw LedgerError("quotas would sum to " + std::to_string(memory) + " bytes, more than the GPU's " +
+      throw DoesNotFit("quotas would sum to " + std::to_string(memory) + " bytes, more than the GPU's " +
                         std::to_string(capacity()));
     }
     if (caps > kNoCap) {
-      throw LedgerError("compute caps would sum to " + std::to_string(caps / 10.0).substr(0, 5) + "%, more than 100%");
+      throw DoesNotFit("compute caps would sum to " + std::to_string(caps / 10.0).substr(0, 5) + "%, more than 100%");
     }
   }
   auto set_limits = [&](TenantSlot& s) {
@@ -203,7 +186,7 @@ int Ledger::AddTenant(const std::string& id, const TenantLimits& limits, bool st
       return t;
     }
   }
-  throw LedgerError("all " + std::to_string(kMaxTenants) + " tenant slots of the ledger are in use");
+  throw DoesNotFit("all " + std::to_string(kMaxTenants) + " tenant slots of the ledger are in use");
 }
 
 void Ledger::RemoveTenant(int tenant) {
@@ -214,7 +197,7 @@ void Ledger::RemoveTenant(int tenant) {
 int Ledger::RegisterProcess(int tenant, pid_t pid) {
   if (pid == 0) pid = getpid();
   std::optional<uint64_t> start = ProcessStartTime(pid);
-  if (!start) throw LedgerError("process " + std::to_string(pid) + " does not exist");
+  if (!start) throw NotFound("process " + std::to_string(pid) + " does not exist");
   for (int attempt = 0; attempt < 2; ++attempt) {
     for (int p = 0; p < kMaxProcesses; ++p) {
       ProcessSlot& s = layout_->processes[p];
@@ -230,7 +213,7 @@ int Ledger::RegisterProcess(int tenant, pid_t pid) {
     }
     ReclaimDead();  // free the slots of dead processes, then try once more
   }
-  throw LedgerError("all " + std::to_string(kMaxProcesses) + " process slots of the ledger are in use");
+  throw DoesNotFit("all " + std::to_string(kMaxProcesses) + " process slots of the ledger are in use");
 }
 
 bool Ledger::TryReserve(int process, uint64_t bytes) {

@@ -14,7 +14,7 @@
 // process must hold its launches. See ComputeTick for the algorithm and its accuracy.
 //
 // Layout: a header with a magic number and a version, then fixed arrays of tenant and process slots;
-// a truncated, foreign or newer-version file is refused with LedgerError. Thread- and process-safe.
+// a truncated, foreign or newer-version file is refused with Error (bad input). Thread- and process-safe.
 //
 // Threat model: the shim is cooperative. Limits are written only by the launcher (`gpumux run`) or
 // the agent. `gpumux run` creates the file mode 0600, so tenants of other users cannot touch it;
@@ -29,25 +29,13 @@
 #include <atomic>
 #include <cstdint>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "node/ledger/compute_share.h"
 
 namespace gpumux::node {
-
-class LedgerError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-// Limits (or a tenant id) that are malformed or contradict themselves: the caller's mistake, where
-// LedgerError says that what was asked does not fit.
-class LimitsError : public std::invalid_argument {
- public:
-  using std::invalid_argument::invalid_argument;
-};
 
 inline constexpr uint64_t kLedgerMagic = 0x4c58554d55504725ull;  // "%GPUMUXL"
 inline constexpr uint32_t kLedgerVersion = 2;
@@ -105,7 +93,7 @@ struct TenantLimits {
   Priority priority = Priority::kNormal;
 };
 
-// Throws LimitsError unless `id` is 1 to 63 characters, the cap is above 0% and at most 100%, the
+// Throws Error (bad input) unless `id` is 1 to 63 characters, the cap is above 0% and at most 100%, the
 // weight at least 1, and a high-priority tenant has no cap (its launches never wait, so a cap could
 // not hold).
 void CheckTenant(const std::string& id, const TenantLimits& limits);
@@ -134,9 +122,9 @@ inline constexpr uint64_t kBurstNs = 10'000'000;        // GPU time an idle tena
 class Ledger {
  public:
   // Creates the file if absent (mode 0600) for a device of `capacity` bytes, or opens it if it
-  // exists and matches. Throws LedgerError.
+  // exists and matches. Throws Error (bad input for a foreign file, unavailable when it cannot be opened).
   static Ledger CreateOrOpen(const std::string& path, uint64_t capacity, const std::string& gpu_name);
-  // Opens an existing ledger; throws LedgerError if missing, truncated, foreign or of another version.
+  // Opens an existing ledger; throws Error if missing (unavailable), truncated, foreign or of another version (bad input).
   static Ledger Open(const std::string& path);
 
   Ledger(Ledger&&) noexcept;
@@ -147,7 +135,7 @@ class Ledger {
   std::string gpu_name() const { return layout_->header.gpu_name; }
 
   // Launcher side. Adds a tenant (or updates the limits of one with this id); returns its slot.
-  // Throws LimitsError for what CheckTenant refuses; LedgerError when slots run out or, with
+  // Throws Error (bad input) for what CheckTenant refuses; Error (does not fit) when slots run out or, with
   // `strict`, when the memory quotas would sum past the device or the compute caps past 100%.
   int AddTenant(const std::string& id, const TenantLimits& limits, bool strict = false);
   void RemoveTenant(int tenant);
@@ -193,9 +181,6 @@ class Ledger {
   int fd_;
   LedgerLayout* layout_;
 };
-
-// The start time of a process (clock ticks since boot), or nullopt if it does not exist.
-std::optional<uint64_t> ProcessStartTime(pid_t pid);
 
 // Default ledger path for GPU `index`: $GPUMUX_RUNTIME_DIR (else /dev/shm/gpumux-<uid>)/gpu<index>.ledger
 std::string LedgerPath(int gpu_index);

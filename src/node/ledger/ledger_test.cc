@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/error_test_support.h"
+
 namespace gpumux::node {
 namespace {
 
@@ -35,16 +37,17 @@ TEST(Ledger, CreatesOpensAndRefusesForeignOrTruncatedFiles) {
   EXPECT_TRUE(again.FindTenant("t1"));
   std::string foreign = FreshPath("foreign.ledger");
   std::ofstream(foreign) << std::string(sizeof(LedgerLayout), 'x');
-  EXPECT_THROW(Ledger::Open(foreign), LedgerError);
+  EXPECT_EQ(ErrorCodeOf([&] { Ledger::Open(foreign); }), ErrorCode::kBadInput);
   std::string truncated = FreshPath("short.ledger");
   std::ofstream(truncated) << "abc";
   try {
     Ledger::Open(truncated);
     FAIL();
-  } catch (const LedgerError& e) {
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kBadInput);
     EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(Ledger::Open(FreshPath("missing.ledger")), LedgerError);
+  EXPECT_EQ(ErrorCodeOf([&] { Ledger::Open(FreshPath("missing.ledger")); }), ErrorCode::kUnavailable);
 }
 
 TEST(Ledger, ReservesUpToTheQuotaExactly) {
@@ -63,7 +66,7 @@ TEST(Ledger, ReservesUpToTheQuotaExactly) {
 TEST(Ledger, StrictModeRefusesQuotasPastTheDevice) {
   Ledger l = Ledger::CreateOrOpen(FreshPath("c.ledger"), 10 * kGiB, "L4");
   l.AddTenant("a", {6 * kGiB}, true);
-  EXPECT_THROW(l.AddTenant("b", {5 * kGiB}, true), LedgerError);
+  EXPECT_EQ(ErrorCodeOf([&] { l.AddTenant("b", {5 * kGiB}, true); }), ErrorCode::kDoesNotFit);
   EXPECT_NO_THROW(l.AddTenant("b", {5 * kGiB}, false)) << "oversubscription is allowed unless strict";
 }
 

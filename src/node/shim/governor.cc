@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "node/clock.h"
-#include "simgpu/nvml_api.h"
+#include "base/clock.h"
+#include "abi/nvml_api.h"
 
 namespace gpumux::shim {
 namespace {
@@ -81,14 +81,14 @@ void Governor::Start(node::Ledger* ledger, int process, int gpu_index) {
 
 void Governor::Stop() {
   stopped_.store(true);
-  uint64_t give_up = node::NowNs() + 50'000'000;
-  while (running_.load() && node::NowNs() < give_up) node::SleepUntilNs(node::NowNs() + 100'000);
+  uint64_t give_up = NowNs() + 50'000'000;
+  while (running_.load() && NowNs() < give_up) SleepUntilNs(NowNs() + 100'000);
 }
 
 void Governor::WaitForTurn() {
   waiting_.store(true, std::memory_order_relaxed);
   if (ledger_) ledger_->CountHeld(process_);
-  while (gate_closed_.load(std::memory_order_relaxed)) node::SleepUntilNs(node::NowNs() + kRecheckNs);
+  while (gate_closed_.load(std::memory_order_relaxed)) SleepUntilNs(NowNs() + kRecheckNs);
   waiting_.store(false, std::memory_order_relaxed);
 }
 
@@ -98,11 +98,11 @@ void Governor::Run(int gpu_index) {
     std::fprintf(stderr, "gpumux: compute share not enforced: NVML per-process utilisation is unavailable\n");
     return;
   }
-  uint64_t started = node::NowNs();
+  uint64_t started = NowNs();
   bool warned = false;
   const int meter_every = std::getenv("GPUMUX_SIM_NAME") ? 1 : kRealGpuMeterEvery;
   for (int tick = 0; !stopped_.load(); ++tick) {
-    uint64_t now = node::NowNs();
+    uint64_t now = NowNs();
     uint64_t used = tick % meter_every == 0 ? meter.Used() : 0;
     bool wants = launched_.exchange(false, std::memory_order_relaxed) || waiting_.load(std::memory_order_relaxed);
     node::ComputeVerdict v = ledger_->ComputeTick(process_, now, used, wants);
@@ -117,7 +117,7 @@ void Governor::Run(int gpu_index) {
       }
       warned = true;
     }
-    node::SleepUntilNs(now + kTickNs);
+    SleepUntilNs(now + kTickNs);
   }
   gate_closed_.store(false);
 }

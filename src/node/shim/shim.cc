@@ -41,8 +41,8 @@
 
 #include "node/ledger/ledger.h"
 #include "node/shim/governor.h"
-#include "simgpu/driver_api.h"
-#include "simgpu/nvml_api.h"
+#include "abi/driver_api.h"
+#include "abi/nvml_api.h"
 
 using namespace gpumux::cuda;
 
@@ -138,7 +138,7 @@ void Initialise(Enforcement& e) {
   try {
     if (!e.ledger) e.ledger.emplace(gpumux::node::Ledger::Open(path));
     std::optional<int> slot = e.ledger->FindTenant(tenant);
-    if (!slot) throw gpumux::node::LedgerError(std::string("tenant '") + tenant + "' is not in the ledger");
+    if (!slot) throw gpumux::NotFound(std::string("tenant '") + tenant + "' is not in the ledger");
     e.process = e.ledger->RegisterProcess(*slot);
     e.tenant = tenant;
     const char* gpu = std::getenv("GPUMUX_GPU");

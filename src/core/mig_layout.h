@@ -31,7 +31,7 @@ struct MigLayout {
 };
 
 // The layout the driver makes from `nvidia-smi mig -cgi NAME,NAME,...` (no explicit placements):
-// each profile, in order, at DriverDefaultStart. Throws std::invalid_argument naming an unknown
+// each profile, in order, at DriverDefaultStart. Throws Error (bad input) naming an unknown
 // profile, one that finds no room, or the rule the result breaks. The pointers in the result point
 // into `geo`.
 MigLayout PlaceInCreationOrder(const MigGeometry& geo, const std::vector<std::string>& profiles);

@@ -4,7 +4,7 @@
 // (node/nvml_library.h). Types: nvml_types.h.
 #pragma once
 
-#include "simgpu/nvml_types.h"
+#include "abi/nvml_types.h"
 
 extern "C" {
 nvmlReturn_t nvmlInit_v2();

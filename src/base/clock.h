@@ -1,5 +1,5 @@
-// The node runtime's one time base: CLOCK_MONOTONIC in nanoseconds, the same in every process of a
-// host, so timestamps written to shared memory (ledger, simulated device) compare across processes.
+// The one time base of gpumux's processes: CLOCK_MONOTONIC in nanoseconds, the same in every process
+// of a host, so timestamps written to shared memory (ledger, simulated device) compare across processes.
 #pragma once
 
 #include <time.h>
@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstdint>
 
-namespace gpumux::node {
+namespace gpumux {
 
 // Nanoseconds on the host's monotonic clock (vDSO: no system call).
 inline uint64_t NowNs() {
@@ -23,4 +23,4 @@ inline void SleepUntilNs(uint64_t deadline_ns) {
   }
 }
 
-}  // namespace gpumux::node
+}  // namespace gpumux

@@ -1,10 +1,11 @@
-#include "share/mig_layout.h"
+#include "core/mig_layout.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <stdexcept>
 #include <map>
+
+#include "base/error.h"
 
 namespace gpumux {
 namespace {
@@ -101,15 +102,15 @@ MigLayout PlaceInCreationOrder(const MigGeometry& geo, const std::vector<std::st
   unsigned occupied = 0;
   for (const std::string& name : profiles) {
     auto p = std::find_if(geo.profiles.begin(), geo.profiles.end(), [&](const MigProfile& q) { return q.name == name; });
-    if (p == geo.profiles.end()) throw std::invalid_argument("no MIG profile '" + name + "' on this GPU");
+    if (p == geo.profiles.end()) throw BadInput("no MIG profile '" + name + "' on this GPU");
     int start = DriverDefaultStart(*p, occupied);
     if (start < 0) {
-      throw std::invalid_argument(fmt::format("no room for {} after {}", name, layout.instances.empty() ? "nothing" : layout.Describe()));
+      throw BadInput(fmt::format("no room for {} after {}", name, layout.instances.empty() ? "nothing" : layout.Describe()));
     }
     layout.instances.push_back({&*p, start});
     for (int s = start; s < start + p->memory_slices; ++s) occupied |= 1u << s;
   }
-  if (std::string why = layout.Violation(geo); !why.empty()) throw std::invalid_argument(why);
+  if (std::string why = layout.Violation(geo); !why.empty()) throw BadInput(why);
   return layout;
 }
 

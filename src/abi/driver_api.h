@@ -3,7 +3,7 @@
 // copied. One list, so the simulator, the shim and the clients cannot disagree on a signature.
 #pragma once
 
-#include "simgpu/cuda_types.h"
+#include "abi/cuda_types.h"
 
 extern "C" {
 // Initialisation, devices, contexts.

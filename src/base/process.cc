@@ -1,0 +1,25 @@
+#include "base/process.h"
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace gpumux {
+
+std::optional<uint64_t> ProcessStartTime(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(in, text)) return std::nullopt;
+  // The command name (field 2) may hold spaces: fields are counted after the last ')'.
+  size_t close = text.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream rest(text.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && rest >> field; ++i) {
+    if (i == 3 && field == "Z") return std::nullopt;  // a zombie has exited
+    if (i == 22) return std::stoull(field);
+  }
+  return std::nullopt;
+}
+
+}  // namespace gpumux

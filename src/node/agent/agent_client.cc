@@ -1,0 +1,49 @@
+#include "node/agent/agent_client.h"
+
+#include "base/error.h"
+#include "node/agent/http_server.h"
+
+namespace gpumux::agent {
+
+using nlohmann::json;
+
+std::pair<int, json> AgentClient::Call(const std::string& method, const std::string& path, const json& body) const {
+  auto [status, text] = CallUnix(socket_, method, path, body.is_null() ? "" : body.dump());
+  json answer = json::parse(text, nullptr, false);
+  if (status >= 400) {
+    std::string why = answer.is_object() && answer.contains("error") && answer["error"].is_string()
+                          ? answer["error"].get<std::string>()
+                          : text;
+    throw Error(ErrorCodeForHttpStatus(status), "gpumuxd refused " + method + " " + path + " (" +
+                                                    std::to_string(status) + "): " + why);
+  }
+  if (!answer.is_object()) {
+    throw Unavailable("gpumuxd at " + socket_ + " answered " + method + " " + path + " with no JSON object");
+  }
+  return {status, std::move(answer)};
+}
+
+json AgentClient::Gpus() const { return Call("GET", "/v1/gpus", nullptr).second; }
+
+json AgentClient::Tenants() const { return Call("GET", "/v1/tenants", nullptr).second; }
+
+Admission AgentClient::Admit(const json& request) const {
+  auto [status, answer] = Call("POST", "/v1/tenants", request);
+  return {status == 201, std::move(answer)};
+}
+
+bool AgentClient::Remove(const std::string& id, bool missing_ok) const {
+  try {
+    Call("DELETE", "/v1/tenants/" + id, nullptr);
+    return true;
+  } catch (const Error& e) {
+    if (missing_ok && e.code() == ErrorCode::kNotFound) return false;
+    throw;
+  }
+}
+
+json AgentClient::SetMode(int gpu, const json& mode) const {
+  return Call("PUT", "/v1/gpus/" + std::to_string(gpu), mode).second;
+}
+
+}  // namespace gpumux::agent
