@@ -20,7 +20,7 @@
 #include "node/device.h"
 #include "base/clock.h"
 #include "node/ledger/ledger.h"
-#include "node_fixture.h"
+#include "agent_fixture.h"
 
 namespace {
 
@@ -29,69 +29,7 @@ using gpumux::testing::kGiB;
 using gpumux::testing::kMiB;
 using nlohmann::json;
 
-class AgentTest : public gpumux::testing::NodeTest {
- protected:
-  void SetUp() override {
-    NodeTest::SetUp();
-    socket_ = (dir_ / "agent.sock").string();
-  }
-  void TearDown() override {
-    StopAgent(SIGTERM);
-    NodeTest::TearDown();
-  }
-
-  // Starts gpumuxd on one simulated H100 and waits until it answers.
-  void StartAgent() { StartAgentOn({"--sim", "H100"}, {}); }
-  // Starts gpumuxd on what NVML shows it, as on a GPU machine: here, through the simulated NVML that
-  // `env` describes (the NVIDIA backend then drives it as it would a real GPU).
-  void StartRealAgent(const std::vector<std::pair<std::string, std::string>>& env) { StartAgentOn({}, env); }
-
-  void StartAgentOn(std::vector<std::string> args, const std::vector<std::pair<std::string, std::string>>& env) {
-    args.insert(args.end(), {"--socket", socket_, "--state", (dir_ / "state.db").string(), "--runtime-dir",
-                             (dir_ / "run").string()});
-    agent_ = fork();
-    if (agent_ == 0) {
-      std::string log = (dir_ / "agent.log").string();
-      freopen(log.c_str(), "a", stderr);
-      for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-      std::vector<char*> argv = {const_cast<char*>("gpumuxd")};
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(GPUMUXD_BINARY, argv.data());
-      _exit(127);
-    }
-    for (int i = 0; i < 200; ++i) {
-      try {
-        if (CallUnix(socket_, "GET", "/v1/health").first == 200) return;
-      } catch (const gpumux::Error&) {
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    FAIL() << "gpumuxd did not start";
-  }
-  void StopAgent(int sig) {
-    if (agent_ <= 0) return;
-    kill(agent_, sig);
-    waitpid(agent_, nullptr, 0);
-    agent_ = 0;
-  }
-
-  json Call(const std::string& method, const std::string& path, const json& body, int expect) {
-    auto [status, text] = CallUnix(socket_, method, path, body.is_null() ? "" : body.dump());
-    EXPECT_EQ(status, expect) << method << " " << path << ": " << text;
-    return json::parse(text);
-  }
-
-  // The shell prefix that runs a program as the admitted tenant `admitted` (the POST's answer).
-  static std::string Env(const json& admitted) {
-    std::string env = "env";
-    for (auto& [k, v] : admitted["env"].items()) env += " " + k + "='" + v.get<std::string>() + "'";
-    return env + " ASAN_OPTIONS=verify_asan_link_order=0 ";
-  }
-
-  std::string socket_;
-  pid_t agent_ = 0;
-};
+using gpumux::testing::AgentTest;
 
 const std::string kClient = GPUMUX_ALLOC_CLIENT;
 

@@ -5,9 +5,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
 #include <functional>
 
 #include "base/error.h"
+#include "share/node_plan.h"
 
 namespace gpumux {
 
@@ -26,5 +28,13 @@ Command AddRunCommand(CLI::App& app);
 Command AddStatusCommand(CLI::App& app);
 Command AddTopCommand(CLI::App& app);
 Command AddSlurmCommand(CLI::App& app);  // `slurm gres-conf`
+Command AddApplyCommand(CLI::App& app);
+
+// Where gpumuxd listens unless --agent says otherwise.
+inline constexpr const char* kDefaultAgentSocket = "/run/gpumux/gpumuxd.sock";
+
+// Brings gpumuxd at `socket` to `plan` (or prints the calls, with `dry_run`) and says what it did
+// on `out`. Shared by `gpumux apply` and `gpumux plan --apply`. Throws Error (cli/node_apply.h).
+int ApplyToNode(const NodePlan& plan, const std::string& socket, bool dry_run, std::FILE* out = stdout);
 
 }  // namespace gpumux

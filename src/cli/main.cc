@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::vector<Command> commands = {AddExplainCommand(app), AddPlanCommand(app), AddFleetCommand(app),
                                    AddRunCommand(app), AddStatusCommand(app), AddTopCommand(app),
-                                   AddSlurmCommand(app)};
+                                   AddSlurmCommand(app), AddApplyCommand(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

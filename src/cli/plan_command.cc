@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/node_plan_json.h"
 #include "cli/report.h"
 #include "core/catalog.h"
 #include "core/units.h"
@@ -20,6 +21,9 @@ struct PlanOptions {
   std::vector<std::string> catalogs;
   bool json = false;
   bool verbose = false;
+  bool apply = false;
+  bool dry_run = false;
+  std::string agent = kDefaultAgentSocket;
 };
 
 std::vector<std::string> UtilisationRow(const char* label, const Utilisation& u) {
@@ -61,14 +65,15 @@ void PrintText(const PlanFile& file, const Plan& plan, bool verbose) {
              plan.exact ? "; GPU count proven minimal" : "; heuristic plan (large input)");
 }
 
-nlohmann::json ToJson(const PlanFile& file, const Plan& plan) {
+nlohmann::json ToJson(const PlanFile& file, const Plan& plan, const NodePlan& node) {
   nlohmann::json j = {{"gpus", nlohmann::json::array()},
                       {"unplaced", nlohmann::json::array()},
                       {"shared", ToJson(plan.shared)},
                       {"baseline", ToJson(plan.baseline)},
                       {"gpus_saved", plan.baseline.gpus - plan.shared.gpus},
                       {"exact", plan.exact},
-                      {"notes", file.notes}};
+                      {"notes", file.notes},
+                      {"agent", ToJson(node)}};
   for (const PlannedGpu& g : plan.gpus) {
     const GpuKind& gpu = *file.input.fleet[g.fleet_index].gpu;
     nlohmann::json jg = {{"gpu", gpu.name}, {"tenants", g.tenant_names}, {"chosen", ToJson(g.chosen)},
@@ -86,12 +91,19 @@ int RunPlan(const PlanOptions& o) {
   for (const std::string& path : o.catalogs) catalog.AddFile(path);
   PlanFile file = LoadPlanFile(o.file, catalog);
   Plan plan = PlanFleet(file.input);
+  NodePlan node = MakeNodePlan(file.input, plan);
   if (o.json) {
-    fmt::print("{}\n", ToJson(file, plan).dump(2));
+    fmt::print("{}\n", ToJson(file, plan, node).dump(2));
   } else {
     PrintText(file, plan, o.verbose);
   }
-  return plan.unplaced.empty() ? kExitOk : kExitPartial;
+  if (!plan.unplaced.empty()) {
+    if (o.apply) fmt::print(stderr, "gpumux: {} tenant(s) fit nowhere: the plan is not applied\n", plan.unplaced.size());
+    return kExitPartial;
+  }
+  if (!o.apply) return kExitOk;
+  if (!o.json) fmt::print("\n");
+  return ApplyToNode(node, o.agent, o.dry_run, o.json ? stderr : stdout);  // stdout holds the JSON
 }
 
 }  // namespace
@@ -104,6 +116,9 @@ Command AddPlanCommand(CLI::App& app) {
   sub->add_option("--catalog", o->catalogs, "extra catalog file with your own GPU kinds or models");
   sub->add_flag("--json", o->json, "print one JSON object instead of tables");
   sub->add_flag("-v,--verbose", o->verbose, "show every strategy considered for every GPU");
+  sub->add_flag("--apply", o->apply, "then bring this node's gpumuxd to the plan (as `gpumux apply` does)");
+  sub->add_option("--agent", o->agent, "gpumuxd's socket, with --apply")->capture_default_str();
+  sub->add_flag("--dry-run", o->dry_run, "with --apply: print the calls it would make, and make none");
   return {sub, [o] { return RunPlan(*o); }};
 }
 

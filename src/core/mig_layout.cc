@@ -100,12 +100,29 @@ std::string MigLayout::Describe() const {
 MigLayout PlaceInCreationOrder(const MigGeometry& geo, const std::vector<std::string>& profiles) {
   MigLayout layout;
   unsigned occupied = 0;
-  for (const std::string& name : profiles) {
+  for (const std::string& entry : profiles) {
+    // "NAME" or "NAME@START" (an explicit placement, as `nvidia-smi mig -cgi ID:START` takes).
+    size_t at = entry.find('@');
+    std::string name = entry.substr(0, at);
     auto p = std::find_if(geo.profiles.begin(), geo.profiles.end(), [&](const MigProfile& q) { return q.name == name; });
     if (p == geo.profiles.end()) throw BadInput("no MIG profile '" + name + "' on this GPU");
-    int start = DriverDefaultStart(*p, occupied);
+    int start = -1;
+    if (at == std::string::npos) {
+      start = DriverDefaultStart(*p, occupied);
+    } else {
+      std::string digits = entry.substr(at + 1);
+      if (digits.empty() || digits.size() > 2 || digits.find_first_not_of("0123456789") != std::string::npos) {
+        throw BadInput("'" + entry + "': expected NAME@START with START a slot number");
+      }
+      start = std::stoi(digits);
+      auto& starts = p->placement_starts;
+      if (std::find(starts.begin(), starts.end(), start) == starts.end()) {
+        throw BadInput(fmt::format("{} may not start at slot {}", name, start));
+      }
+      if (Mask(*p, start) & occupied) start = -1;
+    }
     if (start < 0) {
-      throw BadInput(fmt::format("no room for {} after {}", name, layout.instances.empty() ? "nothing" : layout.Describe()));
+      throw BadInput(fmt::format("no room for {} after {}", entry, layout.instances.empty() ? "nothing" : layout.Describe()));
     }
     layout.instances.push_back({&*p, start});
     for (int s = start; s < start + p->memory_slices; ++s) occupied |= 1u << s;

@@ -30,10 +30,10 @@ struct MigLayout {
   std::string Describe() const;  // "3g.40gb@0 2g.20gb@4 1g.10gb@6"
 };
 
-// The layout the driver makes from `nvidia-smi mig -cgi NAME,NAME,...` (no explicit placements):
-// each profile, in order, at DriverDefaultStart. Throws Error (bad input) naming an unknown
-// profile, one that finds no room, or the rule the result breaks. The pointers in the result point
-// into `geo`.
+// The layout the driver makes from `nvidia-smi mig -cgi NAME,NAME,...`: each profile, in order, at
+// DriverDefaultStart, or at START for an entry "NAME@START" (an explicit placement, as a plan gives
+// it). Throws Error (bad input) naming an unknown profile, a start the profile may not take, one that
+// finds no room, or the rule the result breaks. The pointers in the result point into `geo`.
 MigLayout PlaceInCreationOrder(const MigGeometry& geo, const std::vector<std::string>& profiles);
 
 // The start the driver picks for `profile` when none is given, with `occupied_mask` slots taken:

@@ -104,6 +104,19 @@ TEST_F(MigLayoutTest, PlaceInCreationOrderIsWhatTheDriverMakes) {
   EXPECT_THROW(PlaceInCreationOrder(*a100.mig, {"9g.99gb"}), Error);
 }
 
+TEST_F(MigLayoutTest, ExplicitPlacementsAreTakenAsGivenAndChecked) {
+  const GpuKind& a100 = catalog_.FindGpu("A100-40GB");
+  // The order the driver's default placement cannot make works with explicit starts.
+  EXPECT_EQ(PlaceInCreationOrder(*a100.mig, {"1g.5gb@0", "1g.5gb@1", "2g.10gb@2", "3g.20gb@4"}).Describe(),
+            "1g.5gb@0 1g.5gb@1 2g.10gb@2 3g.20gb@4");
+  EXPECT_EQ(PlaceInCreationOrder(*a100.mig, {"3g.20gb@0", "1g.5gb"}).Describe(), "3g.20gb@0 1g.5gb@6");
+  for (std::vector<std::string> bad : {std::vector<std::string>{"3g.20gb@2"},          // not an allowed start
+                                       {"3g.20gb@0", "2g.10gb@2"},                      // overlaps
+                                       {"3g.20gb@"}, {"3g.20gb@x"}, {"3g.20gb@4@4"}}) {  // not a slot number
+    EXPECT_THROW(PlaceInCreationOrder(*a100.mig, bad), Error) << bad.back();
+  }
+}
+
 TEST_F(MigLayoutTest, CreationOrderReproducesTheLayoutItWasAskedFor) {
   const GpuKind& h100 = catalog_.FindGpu("H100-SXM5-80GB");
   const MigProfile &g1 = Profile(h100, "1g.10gb"), &g2 = Profile(h100, "2g.20gb"), &g3 = Profile(h100, "3g.40gb");

@@ -161,6 +161,7 @@ HttpResponse Agent::Route(const HttpRequest& r) {
           instances.push_back(instance);
         }
         j["instances"] = instances;
+        j["layout"] = g.layout;  // as it was set: profile names, "NAME@START" where placed explicitly
         // What the planner would run for the same layout (the catalog's geometry; real GPUs are laid
         // out by gpumuxd itself through NVML).
         if (g.device.mig) j["nvidia_smi"] = PlaceInCreationOrder(*g.device.mig, g.layout).CreateCommand(*g.device.mig);

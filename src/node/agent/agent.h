@@ -7,7 +7,8 @@
 //   GET    /v1/gpus                      anyone
 //   PUT    /v1/gpus/N                    operators: {"mode": "timeslice"|"mps"} (refused while tenants run
 //                                         there), or {"mode": "mig", "layout": ["3g.40gb", ...]} (refused
-//                                         while the GPU has tenants); its tenants then name an instance
+//                                         while the GPU has tenants; "NAME@START" places one explicitly);
+//                                         its tenants then name an instance
 //   GET    /v1/tenants[/ID]              operators see all; anyone else only tenants they own
 //   POST   /v1/tenants                   operators: admit (201) or update (200) a tenant, or with
 //                                         "join": true join an existing one as it is; answers its environment.
@@ -79,7 +80,7 @@ class Agent {
   };
 
   // Opens the ledgers of `g`'s slots, one per device in `devices` (the whole GPU, or its MIG
-  // instances). Throws node::LedgerError.
+  // instances). Throws Error.
   void BuildSlots(Gpu& g, const std::vector<node::Device>& devices);
   // The slot a tenant is on; null if there is none such (a GPU or instance that is gone).
   Slot* SlotOf(int gpu, int instance);

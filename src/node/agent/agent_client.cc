@@ -32,6 +32,10 @@ Admission AgentClient::Admit(const json& request) const {
   return {status == 201, std::move(answer)};
 }
 
+json AgentClient::Update(const std::string& id, const json& request) const {
+  return Call("PUT", "/v1/tenants/" + id, request).second;
+}
+
 bool AgentClient::Remove(const std::string& id, bool missing_ok) const {
   try {
     Call("DELETE", "/v1/tenants/" + id, nullptr);

@@ -1,0 +1,157 @@
+#include "cli/node_apply.h"
+
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+#include "cli/node_plan_json.h"
+
+namespace gpumux {
+namespace {
+
+using nlohmann::json;
+
+constexpr uint64_t kGiB = 1ull << 30;
+
+// Two planned H100s: GPU 0 under MPS with two tenants, GPU 1 in MIG with one tenant per instance.
+NodePlan TwoGpuPlan() {
+  NodePlan p;
+  p.gpus = {{0, "H100-SXM5-80GB", 80 * kGiB, ShareMode::kMps, {}},
+            {1, "H100-SXM5-80GB", 80 * kGiB, ShareMode::kMig, {"3g.40gb@0", "3g.40gb@4"}}};
+  p.tenants = {{"a", "a", 0, -1, 50 * kGiB, 30 * kGiB, std::nullopt},
+               {"b", "b", 0, -1, 30 * kGiB, 18 * kGiB, 40.0},
+               {"c", "c", 1, 0, 39 * kGiB, 10 * kGiB, std::nullopt},
+               {"d", "d", 1, 1, 39 * kGiB, 10 * kGiB, std::nullopt}};
+  return p;
+}
+
+// `GET /v1/gpus` of a node with `n` GPUs of `memory` bytes, all time-sliced.
+json Gpus(int n, uint64_t memory = 80 * kGiB) {
+  json gpus = json::array();
+  for (int i = 0; i < n; ++i) {
+    gpus.push_back({{"index", i}, {"name", "H100-SXM5-80GB (simulated)"}, {"memory_bytes", memory}, {"mode", "timeslice"}});
+  }
+  return {{"gpus", gpus}};
+}
+
+json Tenant(const std::string& id, int gpu, int instance, uint64_t quota, double cap = 100, int processes = 0) {
+  json procs = json::array();
+  for (int i = 0; i < processes; ++i) procs.push_back({{"pid", 100 + i}, {"used_bytes", 1}});
+  return {{"id", id}, {"gpu", gpu}, {"instance", instance}, {"quota_bytes", quota}, {"compute_cap_percent", cap},
+          {"processes", procs}};
+}
+
+json Tenants(json list = json::array()) { return {{"tenants", list}}; }
+
+// The node as it is once the plan is applied.
+void ApplyInPlace(const std::vector<AgentCall>& calls, json& gpus, json& tenants) {
+  for (const AgentCall& c : calls) {
+    if (c.path.rfind("/v1/gpus/", 0) == 0) {
+      json& g = gpus["gpus"][size_t(std::stoi(c.path.substr(9)))];
+      g["mode"] = c.body["mode"];
+      if (c.body.contains("layout")) g["layout"] = c.body["layout"];
+    } else if (c.method == "POST") {
+      tenants["tenants"].push_back(Tenant(c.body["id"], c.body["gpu"], c.body.value("instance", -1), c.body["memory"],
+                                          c.body.contains("compute") ? std::stod(c.body["compute"].get<std::string>()) : 100));
+    }
+  }
+}
+
+TEST(NodeApply, AFreshNodeGetsModesThenTenantsAndASecondApplyMakesNoCall) {
+  json gpus = Gpus(8), tenants = Tenants();
+  std::vector<AgentCall> calls = CallsToApply(TwoGpuPlan(), gpus, tenants);
+  ASSERT_EQ(calls.size(), 6u);
+  EXPECT_EQ(calls[0].path, "/v1/gpus/0");
+  EXPECT_EQ(calls[0].body, json({{"mode", "mps"}}));
+  EXPECT_EQ(calls[1].path, "/v1/gpus/1");
+  EXPECT_EQ(calls[1].body, json({{"mode", "mig"}, {"layout", {"3g.40gb@0", "3g.40gb@4"}}}));
+  EXPECT_EQ(calls[3].body, json({{"id", "b"}, {"gpu", 0}, {"memory", 30 * kGiB}, {"compute", "40%"}, {"source", "plan"}}));
+  EXPECT_EQ(calls[5].body, json({{"id", "d"}, {"gpu", 1}, {"instance", 1}, {"memory", 39 * kGiB}, {"source", "plan"}}));
+  ApplyInPlace(calls, gpus, tenants);
+  EXPECT_TRUE(CallsToApply(TwoGpuPlan(), gpus, tenants).empty()) << "applying twice is applying once";
+}
+
+TEST(NodeApply, APlanThatCannotBeAppliedIsRefusedBeforeAnyCall) {
+  auto refused = [](const json& gpus, const json& tenants, ErrorCode code, const std::string& says) {
+    try {
+      CallsToApply(TwoGpuPlan(), gpus, tenants);
+      ADD_FAILURE() << "applied, though: " << says;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), code) << e.what();
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  refused(Gpus(1), Tenants(), ErrorCode::kDoesNotFit, "this node has 1 GPU");
+  refused(Gpus(2, 40 * kGiB), Tenants(), ErrorCode::kDoesNotFit, "the plan was made for a H100-SXM5-80GB");
+  refused(Gpus(2), Tenants({Tenant("x", 0, -1, kGiB)}), ErrorCode::kConflict, "GPU 0 has tenant 'x'");
+  refused(Gpus(2), Tenants({Tenant("a", 1, 0, kGiB)}), ErrorCode::kConflict, "tenant 'a' is on GPU 1 instance 0");
+  // GPU 0 must become MPS; its planned tenant runs there now.
+  refused(Gpus(2), Tenants({Tenant("a", 0, -1, 50 * kGiB, 100, 1)}), ErrorCode::kConflict, "tenant 'a' runs there");
+  // A tenant of an unplanned GPU is none of the plan's business.
+  EXPECT_NO_THROW(CallsToApply(TwoGpuPlan(), Gpus(3), Tenants({Tenant("x", 2, -1, kGiB, 100, 1)})));
+}
+
+TEST(NodeApply, QuotasShrinkToAGpuALittleSmallerThanItsKindAndNeverBelowTheNeed) {
+  uint64_t real = 81559ull << 20;  // what the driver shows of an "80GB" H100
+  std::vector<AgentCall> calls = CallsToApply(TwoGpuPlan(), Gpus(2, real), Tenants());
+  uint64_t sum = 0;
+  for (const AgentCall& c : calls) {
+    if (c.method != "POST" || c.body["gpu"] != 0) continue;
+    sum += c.body["memory"].get<uint64_t>();
+    EXPECT_GE(c.body["memory"].get<uint64_t>(), c.body["id"] == "a" ? 30 * kGiB : 18 * kGiB);
+  }
+  EXPECT_LE(sum, real);
+  EXPECT_GT(sum, real - 2 * (1ull << 20));
+}
+
+TEST(NodeApply, ChangedLimitsAreUpdatesAndShrinkingOnesComeFirst) {
+  json gpus = Gpus(2), tenants = Tenants();
+  ApplyInPlace(CallsToApply(TwoGpuPlan(), gpus, tenants), gpus, tenants);
+  NodePlan next = TwoGpuPlan();
+  next.tenants[0].memory_bytes = 60 * kGiB;  // a grows
+  next.tenants[1].memory_bytes = 20 * kGiB;  // b shrinks, and loses its cap
+  next.tenants[1].compute_percent.reset();
+  std::vector<AgentCall> calls = CallsToApply(next, gpus, tenants);
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0].path, "/v1/tenants/b");
+  EXPECT_EQ(calls[0].body, json({{"memory", 20 * kGiB}, {"compute", "100%"}}));
+  EXPECT_EQ(calls[1].path, "/v1/tenants/a");
+}
+
+TEST(NodeApply, TheAgentSectionReadsBackAndBadFieldsAreNamed) {
+  NodePlan plan = TwoGpuPlan();
+  NodePlan back = NodePlanFromJson(ToJson(plan), "plan.json: agent");
+  ASSERT_EQ(back.gpus.size(), 2u);
+  EXPECT_EQ(back.gpus[1].layout, plan.gpus[1].layout);
+  ASSERT_EQ(back.tenants.size(), 4u);
+  EXPECT_EQ(back.tenants[1].compute_percent, 40.0);
+  EXPECT_EQ(back.tenants[3].instance, 1);
+  EXPECT_EQ(back.tenants[0].need_bytes, 30 * kGiB);
+
+  auto says = [](json j, const std::string& where) {
+    try {
+      NodePlanFromJson(j, "plan.json: agent");
+      ADD_FAILURE() << "accepted " << j.dump();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kBadInput);
+      EXPECT_NE(std::string(e.what()).find(where), std::string::npos) << e.what();
+    }
+  };
+  json j = ToJson(plan);
+  j["tenants"][2]["memory"] = "lots";
+  says(j, "plan.json: agent.tenants[2].memory: expected a number of bytes");
+  j = ToJson(plan);
+  j["gpus"][0]["mode"] = "whole";
+  says(j, "agent.gpus[0].mode");
+  j = ToJson(plan);
+  j["tenants"][0]["gpu"] = 5;
+  says(j, "agent.tenants[0].gpu: GPU 5 is not in the plan's gpus");
+  j = ToJson(plan);
+  j["tenants"][1]["compute"] = "150%";
+  says(j, "agent.tenants[1].compute");
+  j = ToJson(plan);
+  j.erase("gpus");
+  says(j, "agent.gpus: missing");
+}
+
+}  // namespace
+}  // namespace gpumux

@@ -1,0 +1,135 @@
+#include "cli/node_plan_json.h"
+
+#include <fmt/format.h>
+
+#include "base/error.h"
+
+namespace gpumux {
+namespace {
+
+using nlohmann::json;
+
+// A field of a JSON object, checked for presence and type; errors name `where`.key.
+class Fields {
+ public:
+  Fields(const json& object, std::string where) : j_(object), where_(std::move(where)) {
+    if (!j_.is_object()) throw BadInput(where_ + ": expected an object");
+  }
+  bool Has(const char* key) const { return j_.contains(key); }
+  int Int(const char* key, int min, int max) const {
+    const json& v = At(key);
+    if (!v.is_number_integer() || v.get<int64_t>() < min || v.get<int64_t>() > max) {
+      Fail(key, fmt::format("expected a whole number from {} to {}", min, max));
+    }
+    return int(v.get<int64_t>());
+  }
+  uint64_t Bytes(const char* key) const {
+    const json& v = At(key);
+    if (!v.is_number_unsigned()) Fail(key, "expected a number of bytes");
+    return v.get<uint64_t>();
+  }
+  std::string String(const char* key) const {
+    const json& v = At(key);
+    if (!v.is_string() || v.get<std::string>().empty()) Fail(key, "expected a non-empty string");
+    return v.get<std::string>();
+  }
+  const json& Array(const char* key) const {
+    const json& v = At(key);
+    if (!v.is_array()) Fail(key, "expected an array");
+    return v;
+  }
+  std::string Where(const char* key) const { return where_ + "." + key; }
+
+ private:
+  const json& At(const char* key) const {
+    if (!j_.contains(key)) throw BadInput(Where(key) + ": missing");
+    return j_.at(key);
+  }
+  [[noreturn]] void Fail(const char* key, const std::string& why) const { throw BadInput(Where(key) + ": " + why); }
+  const json& j_;
+  std::string where_;
+};
+
+// "30%" as the agent takes it; a whole percentage is written without decimals.
+std::string Percent(double p) { return fmt::format("{}%", p); }
+
+}  // namespace
+
+json ModeRequest(const NodeGpuPlan& gpu) {
+  json body = {{"mode", std::string(ShareModeName(gpu.mode))}};
+  if (gpu.mode == ShareMode::kMig) body["layout"] = gpu.layout;
+  return body;
+}
+
+json AdmitRequest(const NodeTenantPlan& t) {
+  json body = {{"id", t.id}, {"gpu", t.gpu}, {"memory", t.memory_bytes}, {"source", "plan"}};
+  if (t.instance >= 0) body["instance"] = t.instance;
+  if (t.compute_percent) body["compute"] = Percent(*t.compute_percent);
+  return body;
+}
+
+json ToJson(const NodePlan& plan) {
+  json gpus = json::array(), tenants = json::array();
+  for (const NodeGpuPlan& g : plan.gpus) {
+    json j = ModeRequest(g);
+    j.update({{"gpu", g.gpu}, {"kind", g.kind}, {"memory_bytes", g.memory_bytes}});
+    gpus.push_back(j);
+  }
+  for (const NodeTenantPlan& t : plan.tenants) {
+    json j = AdmitRequest(t);
+    j.update({{"name", t.name}, {"need_bytes", t.need_bytes}});
+    tenants.push_back(j);
+  }
+  return {{"gpus", gpus}, {"tenants", tenants}};
+}
+
+NodePlan NodePlanFromJson(const json& j, const std::string& where) {
+  Fields top(j, where);
+  NodePlan plan;
+  const json& gpus = top.Array("gpus");
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    Fields f(gpus[i], top.Where("gpus") + "[" + std::to_string(i) + "]");
+    NodeGpuPlan g;
+    g.gpu = f.Int("gpu", 0, 1023);
+    g.kind = f.String("kind");
+    g.memory_bytes = f.Bytes("memory_bytes");
+    std::optional<ShareMode> mode = ParseShareMode(f.String("mode"));
+    if (!mode || *mode == ShareMode::kWhole) throw BadInput(f.Where("mode") + ": expected timeslice, mps or mig");
+    g.mode = *mode;
+    if (g.mode == ShareMode::kMig) {
+      for (const json& p : f.Array("layout")) {
+        if (!p.is_string()) throw BadInput(f.Where("layout") + ": expected MIG profile names");
+        g.layout.push_back(p.get<std::string>());
+      }
+    }
+    plan.gpus.push_back(std::move(g));
+  }
+  const json& tenants = top.Array("tenants");
+  for (size_t i = 0; i < tenants.size(); ++i) {
+    Fields f(tenants[i], top.Where("tenants") + "[" + std::to_string(i) + "]");
+    NodeTenantPlan t;
+    t.id = f.String("id");
+    t.name = f.Has("name") ? f.String("name") : t.id;
+    t.gpu = f.Int("gpu", 0, 1023);
+    if (f.Has("instance")) t.instance = f.Int("instance", 0, 63);
+    t.memory_bytes = f.Bytes("memory");
+    t.need_bytes = f.Has("need_bytes") ? f.Bytes("need_bytes") : t.memory_bytes;
+    if (t.need_bytes > t.memory_bytes) throw BadInput(f.Where("need_bytes") + ": more than the quota (memory)");
+    if (f.Has("compute")) {
+      std::string c = f.String("compute");
+      char* end = nullptr;
+      double p = std::strtod(c.c_str(), &end);
+      if (end == c.c_str() || std::string(end) != "%" || !(p > 0 && p <= 100)) {
+        throw BadInput(f.Where("compute") + ": expected a percentage above 0% and at most 100%, such as \"30%\"");
+      }
+      t.compute_percent = p;
+    }
+    bool planned_gpu = false;
+    for (const NodeGpuPlan& g : plan.gpus) planned_gpu |= g.gpu == t.gpu;
+    if (!planned_gpu) throw BadInput(f.Where("gpu") + ": GPU " + std::to_string(t.gpu) + " is not in the plan's gpus");
+    plan.tenants.push_back(std::move(t));
+  }
+  return plan;
+}
+
+}  // namespace gpumux

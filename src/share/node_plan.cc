@@ -1,0 +1,104 @@
+#include "share/node_plan.h"
+
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "base/error.h"
+
+namespace gpumux {
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+
+uint64_t MiBUp(double bytes) { return uint64_t(std::ceil(bytes / double(kMiB))); }
+
+// The plan's tenant behind each planned name ("chat-13b#2" is an instance of class "chat-13b").
+std::map<std::string, const Tenant*> TenantsByPlannedName(const PlanInput& input) {
+  std::map<std::string, const Tenant*> by_name;
+  for (const TenantClass& c : input.classes) {
+    if (c.count == 1) by_name[c.tenant.name] = &c.tenant;
+    for (int i = 0; c.count > 1 && i < c.count; ++i) {
+      by_name[c.tenant.name + "#" + std::to_string(i + 1)] = &c.tenant;
+    }
+  }
+  return by_name;
+}
+
+}  // namespace
+
+std::string TenantIdFor(const std::string& name) {
+  std::string id;
+  for (char c : name.substr(0, 63)) {
+    bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                c == '_' || c == '-';
+    id += safe ? c : '-';
+  }
+  if (id.empty() || id == "." || id == "..") id = "tenant" + id;
+  return id;
+}
+
+std::vector<uint64_t> ShareOutMemory(const std::vector<uint64_t>& needs, uint64_t capacity) {
+  std::vector<uint64_t> mib;
+  uint64_t needed = 0, total_need = 0;
+  for (uint64_t n : needs) {
+    mib.push_back(MiBUp(double(n)));
+    needed += mib.back();
+    total_need += n;
+  }
+  uint64_t capacity_mib = capacity / kMiB;
+  if (needed <= capacity_mib && !needs.empty()) {
+    uint64_t spare = capacity_mib - needed;
+    for (size_t i = 0; i < needs.size(); ++i) {
+      // In proportion to need (evenly when nothing is needed); rounding down keeps the sum in.
+      double share = total_need > 0 ? double(needs[i]) / double(total_need) : 1.0 / double(needs.size());
+      mib[i] += uint64_t(std::floor(double(spare) * share));
+    }
+  }
+  std::vector<uint64_t> quotas;
+  for (uint64_t m : mib) quotas.push_back(m * kMiB);
+  return quotas;
+}
+
+NodePlan MakeNodePlan(const PlanInput& input, const Plan& plan) {
+  std::map<std::string, const Tenant*> tenants = TenantsByPlannedName(input);
+  NodePlan node;
+  std::set<std::string> ids;
+  for (size_t i = 0; i < plan.gpus.size(); ++i) {
+    const PlannedGpu& planned = plan.gpus[i];
+    const StrategyResult& chosen = planned.chosen;
+    const GpuKind& kind = *input.fleet[planned.fleet_index].gpu;
+    NodeGpuPlan gpu{int(i), kind.name, uint64_t(kind.memory_bytes), chosen.kind, {}};
+    if (gpu.mode == ShareMode::kWhole) gpu.mode = ShareMode::kTimeSlice;  // one tenant, nothing to share
+    if (chosen.layout) {
+      for (const MigInstance& inst : chosen.layout->instances) {
+        gpu.layout.push_back(inst.profile->name + "@" + std::to_string(inst.start));
+      }
+    }
+    node.gpus.push_back(gpu);
+
+    std::vector<uint64_t> needs;
+    for (const TenantOutcome& o : chosen.tenants) needs.push_back(uint64_t(std::ceil(o.memory)));
+    std::vector<uint64_t> quotas = ShareOutMemory(needs, gpu.memory_bytes);
+    for (size_t k = 0; k < chosen.tenants.size(); ++k) {
+      const TenantOutcome& o = chosen.tenants[k];
+      NodeTenantPlan t{TenantIdFor(o.name), o.name, int(i), -1, quotas[k], needs[k], std::nullopt};
+      if (chosen.layout) {  // outcome k holds instance k, alone
+        t.instance = int(k);
+        t.memory_bytes = ShareOutMemory({needs[k]}, uint64_t(chosen.layout->instances[k].profile->memory_bytes))[0];
+      }
+      auto tenant = tenants.find(o.name);
+      if (gpu.mode == ShareMode::kMps && tenant != tenants.end() && tenant->second->mps_thread_cap < 1) {
+        t.compute_percent = tenant->second->mps_thread_cap * 100;
+      }
+      if (!ids.insert(t.id).second) {
+        throw BadInput("tenants '" + o.name + "' and another both become gpumuxd tenant '" + t.id +
+                       "' (ids keep letters, digits and ._-); rename one");
+      }
+      node.tenants.push_back(std::move(t));
+    }
+  }
+  return node;
+}
+
+}  // namespace gpumux

@@ -1,0 +1,145 @@
+// The plan reaches the node: `gpumux plan --apply` and `gpumux apply` bring gpumuxd on a simulated
+// 8-GPU node to what a plan asks (modes, MIG layouts, quotas), every tenant's programs are then held
+// to its planned quota, applying twice changes nothing, and a plan that cannot be applied changes
+// nothing either.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "agent_fixture.h"
+
+namespace {
+
+using gpumux::testing::AgentTest;
+using gpumux::testing::kMiB;
+using nlohmann::json;
+
+const std::string kGpumux = GPUMUX_BINARY;
+const std::string kClient = GPUMUX_ALLOC_CLIENT;
+const std::string kExample = GPUMUX_SOURCE_DIR "/examples/p5-48xlarge.yaml";
+
+class ApplyTest : public AgentTest {
+ protected:
+  void StartEightGpuNode() { StartAgentOn({"--sim", "H100-SXM5-80GB", "--gpus", "8"}, {}); }
+
+  // `gpumux ARGS --agent SOCKET`, with stderr.
+  std::pair<int, std::string> Gpumux(const std::string& args) {
+    gpumux::testing::ShellResult r = gpumux::testing::Shell(kGpumux + " " + args + " --agent " + socket_ + " 2>&1");
+    return {r.exit_code, r.out};
+  }
+
+  // The plan's "agent" section, as `gpumux plan --json` writes it.
+  static json AgentSection(const std::string& plan_file) {
+    auto [code, out] = Sh(kGpumux + " plan " + plan_file + " --json");
+    EXPECT_EQ(code, 0) << out;
+    return json::parse(out)["agent"];
+  }
+
+  // Runs a program as each of the plan's tenants: it allocates 1 MiB at a time until refused, and
+  // is refused at exactly the tenant's quota.
+  void ExpectEveryTenantHeldToItsQuota(const json& agent_section) {
+    ASSERT_FALSE(agent_section["tenants"].empty());
+    for (const json& t : agent_section["tenants"]) {
+      std::string id = t["id"].get<std::string>();
+      json joined = Call("POST", "/v1/tenants", {{"id", id}, {"join", true}}, 200);
+      EXPECT_EQ(joined["memory_bytes"], t["memory"]) << id;
+      auto [code, out] = Sh(Env(joined) + kClient + " direct fill " + std::to_string(kMiB) + " 0");
+      ASSERT_EQ(code, 0) << id << ": " << out;
+      json result = json::parse(out);
+      EXPECT_EQ(result["allocated"].get<uint64_t>(), t["memory"].get<uint64_t>()) << id;
+      EXPECT_EQ(result["last_error"].get<int>(), 2) << id << ": refused with CUDA_ERROR_OUT_OF_MEMORY";
+    }
+  }
+};
+
+TEST_F(ApplyTest, TheWorkedExampleRunsOnAnEightGpuNodeAtItsPlannedQuotas) {
+  StartEightGpuNode();
+  json agent = AgentSection(kExample);
+
+  // A dry run prints the calls and makes none.
+  auto [dry_code, dry] = Gpumux("plan " + kExample + " --apply --dry-run");
+  ASSERT_EQ(dry_code, 0) << dry;
+  size_t calls = agent["tenants"].size();
+  for (const json& g : agent["gpus"]) calls += g["mode"] != "timeslice";
+  EXPECT_NE(dry.find("would make " + std::to_string(calls) + " calls"), std::string::npos) << dry;
+  EXPECT_TRUE(Call("GET", "/v1/tenants", json(), 200)["tenants"].empty());
+
+  auto [code, out] = Gpumux("plan " + kExample + " --apply");
+  ASSERT_EQ(code, 0) << out;
+  json gpus = Call("GET", "/v1/gpus", json(), 200)["gpus"];
+  ASSERT_EQ(gpus.size(), 8u);
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    std::string planned = i < agent["gpus"].size() ? agent["gpus"][i]["mode"].get<std::string>() : "timeslice";
+    EXPECT_EQ(gpus[i]["mode"], planned) << "GPU " << i;
+  }
+  EXPECT_EQ(Call("GET", "/v1/tenants", json(), 200)["tenants"].size(), agent["tenants"].size());
+  ExpectEveryTenantHeldToItsQuota(agent);
+
+  // The plan's JSON is what gpumux apply takes; the node already runs it.
+  std::string plan_json = (dir_ / "plan.json").string();
+  ASSERT_EQ(Sh(kGpumux + " plan " + kExample + " --json > " + plan_json).first, 0);
+  auto [again_code, again] = Gpumux("apply " + plan_json);
+  EXPECT_EQ(again_code, 0) << again;
+  EXPECT_NE(again.find("nothing to do"), std::string::npos) << again;
+}
+
+TEST_F(ApplyTest, AMigPlanLaysOutItsInstancesAndEachTenantHoldsOne) {
+  StartEightGpuNode();
+  std::string plan = (dir_ / "mig.yaml").string();
+  std::ofstream(plan) << R"(fleet: [{gpu: H100-SXM5-80GB, count: 2}]
+strategies: [mig]
+tenants:
+  - {name: small, count: 2, workload: {kind: generic, memory: 8 GB, bandwidth: 100 GB/s, compute: 5 TFLOPS}}
+  - {name: large, workload: {kind: generic, memory: 30 GB, bandwidth: 600 GB/s, compute: 20 TFLOPS}}
+)";
+  json agent = AgentSection(plan);
+  ASSERT_EQ(agent["gpus"].size(), 1u);
+  ASSERT_EQ(agent["gpus"][0]["mode"], "mig");
+  auto [code, out] = Gpumux("plan " + plan + " --apply");
+  ASSERT_EQ(code, 0) << out;
+  json gpu = Call("GET", "/v1/gpus", json(), 200)["gpus"][0];
+  EXPECT_EQ(gpu["mode"], "mig");
+  EXPECT_EQ(gpu["layout"], agent["gpus"][0]["layout"]) << "placed where the plan placed them";
+  EXPECT_EQ(gpu["instances"].size(), agent["tenants"].size());
+  ExpectEveryTenantHeldToItsQuota(agent);
+  EXPECT_NE(Gpumux("plan " + plan + " --apply").second.find("nothing to do"), std::string::npos);
+}
+
+TEST_F(ApplyTest, APlanIsRefusedAsAWholeWhileAGpuItWouldChangeHasLiveTenants) {
+  StartEightGpuNode();
+  json squatter = Call("POST", "/v1/tenants", {{"id", "squatter"}, {"gpu", 1}, {"memory", "1GiB"}}, 201);
+  // It holds 256 MiB on GPU 1 for 3 s; the plan wants GPU 1 under MPS for its own tenants.
+  FILE* running = popen((Env(squatter) + kClient + " direct fill " + std::to_string(256 * kMiB) + " 3 2>/dev/null").c_str(), "r");
+  for (int i = 0; i < 100 && Call("GET", "/v1/tenants/squatter", json(), 200).value("used_bytes", 0ull) == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  auto [code, out] = Gpumux("plan " + kExample + " --apply");
+  EXPECT_EQ(code, 3) << out;
+  EXPECT_NE(out.find("GPU 1 has tenant 'squatter'"), std::string::npos) << out;
+  // Nothing changed: not GPU 0, which could have been, nor any tenant.
+  json gpus = Call("GET", "/v1/gpus", json(), 200)["gpus"];
+  for (const json& g : gpus) EXPECT_EQ(g["mode"], "timeslice") << g;
+  json tenants = Call("GET", "/v1/tenants", json(), 200)["tenants"];
+  ASSERT_EQ(tenants.size(), 1u);
+  EXPECT_EQ(tenants[0]["id"], "squatter");
+  pclose(running);
+}
+
+TEST_F(ApplyTest, ABadPlanFileIsABadInputThatNamesTheField) {
+  StartEightGpuNode();
+  std::string plan_json = (dir_ / "plan.json").string();
+  json plan = {{"agent", {{"gpus", {{{"gpu", 0}, {"kind", "H100-SXM5-80GB"}, {"memory_bytes", 1}, {"mode", "mps"}}}},
+                          {"tenants", {{{"id", "x"}, {"gpu", 0}, {"memory", "lots"}}}}}}};
+  std::ofstream(plan_json) << plan.dump();
+  auto [code, out] = Gpumux("apply " + plan_json);
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("agent.tenants[0].memory"), std::string::npos) << out;
+  std::ofstream(plan_json) << "{not json";
+  EXPECT_EQ(Gpumux("apply " + plan_json).first, 2);
+  EXPECT_TRUE(Call("GET", "/v1/tenants", json(), 200)["tenants"].empty());
+}
+
+}  // namespace
