@@ -223,22 +223,12 @@ StrategyResult EvaluateMig(const GpuKind& gpu, std::span<const TenantLoad* const
   return r;
 }
 
-class Mig final : public Strategy {
- public:
-  ShareMode mode() const override { return ShareMode::kMig; }
-  bool Applies(const GpuKind& gpu, size_t) const override { return gpu.mig.has_value(); }
-  bool Fits(const GpuKind& gpu, std::span<const TenantLoad* const> loads) const override {
-    return FitsMig(gpu, loads);
-  }
-  StrategyResult Evaluate(const GpuKind& gpu, std::span<const TenantLoad* const> loads) const override {
-    return EvaluateMig(gpu, loads);
-  }
-};
+bool AppliesToMigGpus(const GpuKind& gpu, size_t) { return gpu.mig.has_value(); }
 
 }  // namespace
 
 const Strategy& MigStrategy() {
-  static const Mig strategy;
+  static const StrategyOf<ShareMode::kMig, AppliesToMigGpus, FitsMig, EvaluateMig> strategy;
   return strategy;
 }
 

@@ -68,22 +68,10 @@ StrategyResult EvaluateMps(const GpuKind& gpu, std::span<const TenantLoad* const
   return r;
 }
 
-class Mps final : public Strategy {
- public:
-  ShareMode mode() const override { return ShareMode::kMps; }
-  bool Applies(const GpuKind&, size_t) const override { return true; }
-  bool Fits(const GpuKind& gpu, std::span<const TenantLoad* const> loads) const override {
-    return FitsMps(gpu, loads);
-  }
-  StrategyResult Evaluate(const GpuKind& gpu, std::span<const TenantLoad* const> loads) const override {
-    return EvaluateMps(gpu, loads);
-  }
-};
-
 }  // namespace
 
 const Strategy& MpsStrategy() {
-  static const Mps strategy;
+  static const StrategyOf<ShareMode::kMps, AppliesToAnyGpu, FitsMps, EvaluateMps> strategy;
   return strategy;
 }
 

@@ -9,19 +9,14 @@
 #include "base/error.h"
 #include "core/mig_layout.h"
 #include "share/plan_file.h"
+#include "share/plan_file_test_support.h"
 
 namespace gpumux {
 namespace {
 
 constexpr uint64_t kMiB = 1ull << 20;
 
-std::string WriteFile(const std::string& text) {
-  auto dir = std::filesystem::temp_directory_path() / "gpumux_node_plan_test";
-  std::filesystem::create_directories(dir);
-  auto path = (dir / "plan.yaml").string();
-  std::ofstream(path) << text;
-  return path;
-}
+std::string WriteFile(const std::string& text) { return WritePlanFile("node_plan_test", text); }
 
 // Every GPU's quotas cover each tenant's need and together hand out the GPU's memory, to within a
 // MiB per tenant of rounding.

@@ -6,17 +6,12 @@
 #include <fstream>
 
 #include "base/error.h"
+#include "share/plan_file_test_support.h"
 
 namespace gpumux {
 namespace {
 
-std::string WriteFile(const std::string& text) {
-  auto dir = std::filesystem::temp_directory_path() / "gpumux_plan_file_test";
-  std::filesystem::create_directories(dir);
-  auto path = (dir / "plan.yaml").string();
-  std::ofstream(path) << text;
-  return path;
-}
+std::string WriteFile(const std::string& text) { return WritePlanFile("plan_file_test", text); }
 
 const char* kPlan = R"(fleet:
   - {gpu: h100, count: 8, price_per_hour: 3.1}

@@ -70,6 +70,28 @@ class Strategy {
   virtual StrategyResult Evaluate(const GpuKind& gpu, std::span<const TenantLoad* const> loads) const = 0;
 };
 
+// A strategy made of three free functions, so that each strategy file holds only its model:
+//   const Strategy& MpsStrategy() {
+//     static const StrategyOf<ShareMode::kMps, AppliesToAnyGpu, FitsMps, EvaluateMps> strategy;
+//     return strategy;
+//   }
+// The functions are template arguments, so the planner's calls to Fits inline them.
+template <ShareMode kMode, auto kApplies, auto kFits, auto kEvaluate>
+class StrategyOf final : public Strategy {
+ public:
+  ShareMode mode() const override { return kMode; }
+  bool Applies(const GpuKind& gpu, size_t tenants) const override { return kApplies(gpu, tenants); }
+  bool Fits(const GpuKind& gpu, std::span<const TenantLoad* const> loads) const override {
+    return kFits(gpu, loads);
+  }
+  StrategyResult Evaluate(const GpuKind& gpu, std::span<const TenantLoad* const> loads) const override {
+    return kEvaluate(gpu, loads);
+  }
+};
+
+// For strategies that can hold any number of tenants on any GPU (MPS, time-slicing).
+inline bool AppliesToAnyGpu(const GpuKind&, size_t) { return true; }
+
 // Shared by the evaluators: fills rate-derived fields of an outcome and the SLO check.
 TenantOutcome MakeOutcome(const TenantLoad& load, double step_rate, std::string slice);
 // Sets headroom, fits (given memory_ok) and a verdict naming the tenant furthest below its SLO.

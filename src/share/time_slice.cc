@@ -72,22 +72,10 @@ StrategyResult EvaluateTimeSlice(const GpuKind& gpu, std::span<const TenantLoad*
   return r;
 }
 
-class TimeSlice final : public Strategy {
- public:
-  ShareMode mode() const override { return ShareMode::kTimeSlice; }
-  bool Applies(const GpuKind&, size_t) const override { return true; }
-  bool Fits(const GpuKind& gpu, std::span<const TenantLoad* const> loads) const override {
-    return FitsTimeSlice(gpu, loads);
-  }
-  StrategyResult Evaluate(const GpuKind& gpu, std::span<const TenantLoad* const> loads) const override {
-    return EvaluateTimeSlice(gpu, loads);
-  }
-};
-
 }  // namespace
 
 const Strategy& TimeSliceStrategy() {
-  static const TimeSlice strategy;
+  static const StrategyOf<ShareMode::kTimeSlice, AppliesToAnyGpu, FitsTimeSlice, EvaluateTimeSlice> strategy;
   return strategy;
 }
 

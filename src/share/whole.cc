@@ -23,22 +23,16 @@ StrategyResult EvaluateWhole(const GpuKind& gpu, std::span<const TenantLoad* con
   return r;
 }
 
-class Whole final : public Strategy {
- public:
-  ShareMode mode() const override { return ShareMode::kWhole; }
-  bool Applies(const GpuKind&, size_t tenants) const override { return tenants == 1; }
-  bool Fits(const GpuKind& gpu, std::span<const TenantLoad* const> loads) const override {
-    return loads.size() == 1 && loads[0]->memory <= gpu.memory_bytes && loads[0]->MeetsSlo(loads[0]->solo_step_rate());
-  }
-  StrategyResult Evaluate(const GpuKind& gpu, std::span<const TenantLoad* const> loads) const override {
-    return EvaluateWhole(gpu, loads);
-  }
-};
+bool AppliesToOneTenant(const GpuKind&, size_t tenants) { return tenants == 1; }
+
+bool FitsWhole(const GpuKind& gpu, std::span<const TenantLoad* const> loads) {
+  return loads.size() == 1 && loads[0]->memory <= gpu.memory_bytes && loads[0]->MeetsSlo(loads[0]->solo_step_rate());
+}
 
 }  // namespace
 
 const Strategy& WholeStrategy() {
-  static const Whole strategy;
+  static const StrategyOf<ShareMode::kWhole, AppliesToOneTenant, FitsWhole, EvaluateWhole> strategy;
   return strategy;
 }
 
