@@ -13,11 +13,13 @@ namespace {
 
 void BM_ComputeTick(benchmark::State& state) {
   using namespace gpumux::node;
-  std::string path = std::filesystem::temp_directory_path() / ("gpumux_tick_bench_" + std::to_string(getpid()));
+  std::string path =
+      std::filesystem::temp_directory_path() / ("gpumux_tick_bench_" + std::to_string(getpid()));
   Ledger ledger = Ledger::CreateOrOpen(path, 80ull << 30, "bench");
   int first = -1;
   for (int t = 0; t < 8; ++t) {
-    int process = ledger.RegisterProcess(ledger.AddTenant("t" + std::to_string(t), {1ull << 30, 100u * (t + 1), 1}));
+    int process = ledger.RegisterProcess(
+        ledger.AddTenant("t" + std::to_string(t), {1ull << 30, 100u * (t + 1), 1}));
     if (first < 0) first = process;
   }
   uint64_t now = 1'000'000'000;

@@ -27,8 +27,8 @@ PlanInput MakeInput(int tenants, bool distinct) {
   in.fleet = {{&c.FindGpu("H100-SXM5-80GB"), 1 << 20, 3.0},
               {&c.FindGpu("A100-80GB"), 1 << 20, 1.8},
               {&c.FindGpu("L40S"), 1 << 20, 1.4}};
-  const char* models[] = {"Llama-3-8B", "Llama-2-13B", "Mistral-7B", "Qwen2.5-7B", "Qwen2.5-14B",
-                          "Qwen2.5-1.5B", "Qwen2.5-0.5B", "Llama-2-7B"};
+  const char* models[] = {"Llama-3-8B",  "Llama-2-13B",  "Mistral-7B",   "Qwen2.5-7B",
+                          "Qwen2.5-14B", "Qwen2.5-1.5B", "Qwen2.5-0.5B", "Llama-2-7B"};
   int left = tenants;
   while (left > 0) {
     LlmSpec spec;
@@ -52,7 +52,10 @@ PlanInput MakeInput(int tenants, bool distinct) {
 // Baseline: each tenant, largest first, goes to the first open GPU where it still fits, else opens
 // a GPU of the first kind that holds it.
 int PerTenantFirstFit(const PlanInput& in) {
-  struct Bin { size_t kind; std::vector<const TenantLoad*> loads; };
+  struct Bin {
+    size_t kind;
+    std::vector<const TenantLoad*> loads;
+  };
   std::vector<std::vector<TenantLoad>> loads(in.classes.size());
   std::vector<std::pair<double, size_t>> order;
   for (size_t c = 0; c < in.classes.size(); ++c) {
@@ -93,7 +96,11 @@ void BM_PlanFleet(benchmark::State& state) {
   state.counters["baseline_gpus"] = plan.baseline.gpus;
   state.counters["classes"] = double(in.classes.size());
 }
-BENCHMARK(BM_PlanFleet)->Args({10000, 0})->Args({10000, 1})->Args({2000, 0})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PlanFleet)
+    ->Args({10000, 0})
+    ->Args({10000, 1})
+    ->Args({2000, 0})
+    ->Unit(benchmark::kMillisecond);
 
 void BM_PerTenantFirstFit(benchmark::State& state) {
   PlanInput in = MakeInput(int(state.range(0)), state.range(1) != 0);
@@ -108,4 +115,3 @@ BENCHMARK(BM_PerTenantFirstFit)->Args({2000, 0})->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace gpumux
-

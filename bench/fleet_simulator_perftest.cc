@@ -18,10 +18,11 @@ struct Trace {
 };
 
 const Trace* DefaultTrace() {
-  static const Trace* trace = [] () -> const Trace* {
+  static const Trace* trace = []() -> const Trace* {
     std::string dir = std::string(GPUMUX_SOURCE_DIR) + "/traces/openb-v2023";
     if (!std::filesystem::exists(dir + "/openb_pod_list_default.csv")) return nullptr;
-    return new Trace{LoadNodes(dir + "/openb_node_list_gpu_node.csv"), LoadPods(dir + "/openb_pod_list_default.csv")};
+    return new Trace{LoadNodes(dir + "/openb_node_list_gpu_node.csv"),
+                     LoadPods(dir + "/openb_pod_list_default.csv")};
   }();
   return trace;
 }
@@ -41,7 +42,8 @@ void BM_Experiment(benchmark::State& state, const char* policy) {
     pods += sim.rows.size();
     benchmark::DoNotOptimize(sim);
   }
-  state.counters["placements_per_s"] = benchmark::Counter(double(pods), benchmark::Counter::kIsRate);
+  state.counters["placements_per_s"] =
+      benchmark::Counter(double(pods), benchmark::Counter::kIsRate);
 }
 BENCHMARK_CAPTURE(BM_Experiment, bestfit, "bestfit")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Experiment, fgd, "fgd")->Unit(benchmark::kMillisecond);

@@ -12,8 +12,8 @@
 #include <filesystem>
 #include <string>
 
-#include "node/ledger/ledger.h"
 #include "abi/driver_api.h"
+#include "node/ledger/ledger.h"
 
 namespace {
 
@@ -24,12 +24,14 @@ struct Setup {
   CUfunction kernel = nullptr;
   CUstream stream = nullptr;
   Setup() {
-    std::string dir = std::filesystem::temp_directory_path() / ("gpumux_bench_" + std::to_string(getpid()));
+    std::string dir =
+        std::filesystem::temp_directory_path() / ("gpumux_bench_" + std::to_string(getpid()));
     std::filesystem::create_directories(dir);
     setenv("GPUMUX_SIM_MEMORY", std::to_string(80ull << 30).c_str(), 1);
     setenv("GPUMUX_SIM_STATE", (dir + "/sim.state").c_str(), 1);
     std::string ledger = dir + "/gpu0.ledger";
-    gpumux::node::Ledger::CreateOrOpen(ledger, 80ull << 30, "bench").AddTenant("bench", {40ull << 30});
+    gpumux::node::Ledger::CreateOrOpen(ledger, 80ull << 30, "bench")
+        .AddTenant("bench", {40ull << 30});
     setenv("GPUMUX_LEDGER", ledger.c_str(), 1);
     setenv("GPUMUX_TENANT", "bench", 1);
     cuInit(0);

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "node/agent/http_server.h"
+#include "node/agent/http_client.h"
 #include "node_fixture.h"
 
 namespace gpumux::testing {
@@ -36,13 +36,16 @@ class AgentTest : public NodeTest {
 
   // Starts gpumuxd on one simulated H100 and waits until it answers.
   void StartAgent() { StartAgentOn({"--sim", "H100"}, {}); }
-  // Starts gpumuxd on what NVML shows it, as on a GPU machine: here, through the simulated NVML that
-  // `env` describes (the NVIDIA backend then drives it as it would a real GPU).
-  void StartRealAgent(const std::vector<std::pair<std::string, std::string>>& env) { StartAgentOn({}, env); }
+  // Starts gpumuxd on what NVML shows it, as on a GPU machine: here, through the simulated NVML
+  // that `env` describes (the NVIDIA backend then drives it as it would a real GPU).
+  void StartRealAgent(const std::vector<std::pair<std::string, std::string>>& env) {
+    StartAgentOn({}, env);
+  }
 
-  void StartAgentOn(std::vector<std::string> args, const std::vector<std::pair<std::string, std::string>>& env) {
-    args.insert(args.end(), {"--socket", socket_, "--state", (dir_ / "state.db").string(), "--runtime-dir",
-                             (dir_ / "run").string()});
+  void StartAgentOn(std::vector<std::string> args,
+                    const std::vector<std::pair<std::string, std::string>>& env) {
+    args.insert(args.end(), {"--socket", socket_, "--state", (dir_ / "state.db").string(),
+                             "--runtime-dir", (dir_ / "run").string()});
     agent_ = fork();
     if (agent_ == 0) {
       std::string log = (dir_ / "agent.log").string();

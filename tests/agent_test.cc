@@ -10,17 +10,17 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <thread>
 
-#include "core/catalog.h"
-#include "node/agent/http_server.h"
-#include "node/device.h"
-#include "base/clock.h"
-#include "node/ledger/ledger.h"
 #include "agent_fixture.h"
+#include "base/clock.h"
+#include "core/catalog.h"
+#include "node/agent/http_client.h"
+#include "node/device.h"
+#include "node/ledger/ledger.h"
 
 namespace {
 
@@ -52,25 +52,32 @@ TEST_F(AgentTest, AdmitsATenantWhoseProgramsAreHeldToItsQuota) {
   Call("POST", "/v1/tenants", {{"id", "x"}, {"gpu", 3}, {"memory", "1GiB"}}, 400);
   Call("POST", "/v1/tenants", {{"id", "x"}, {"gpu", 0}, {"memory", "lots"}}, 400);
   // Limits that contradict themselves are a bad request, not a lack of room.
-  json contradictory = Call("POST", "/v1/tenants", {{"id", "x"}, {"gpu", 0}, {"memory", "1GiB"}, {"priority", "high"},
-                                                    {"compute", "30%"}}, 400);
-  EXPECT_NE(contradictory["error"].get<std::string>().find("high-priority"), std::string::npos) << contradictory;
+  json contradictory = Call(
+      "POST", "/v1/tenants",
+      {{"id", "x"}, {"gpu", 0}, {"memory", "1GiB"}, {"priority", "high"}, {"compute", "30%"}}, 400);
+  EXPECT_NE(contradictory["error"].get<std::string>().find("high-priority"), std::string::npos)
+      << contradictory;
   Call("POST", "/v1/tenants", {{"id", "x"}, {"gpu", 0}, {"memory", "1GiB"}, {"weight", 0}}, 400);
   auto [status_code, table] = Sh(std::string(GPUMUX_BINARY) + " status --agent " + socket_);
   EXPECT_EQ(status_code, 0);
   EXPECT_NE(table.find("job-3"), std::string::npos) << "gpumux status asks the agent: " << table;
-  auto [top_code, screens] = Sh(std::string(GPUMUX_BINARY) + " top --agent " + socket_ + " --count 2 --interval 0.1");
+  auto [top_code, screens] =
+      Sh(std::string(GPUMUX_BINARY) + " top --agent " + socket_ + " --count 2 --interval 0.1");
   EXPECT_EQ(top_code, 0);
-  EXPECT_EQ(std::count(screens.begin(), screens.end(), '\033'), 4) << "two screens, each cleared first";
+  EXPECT_EQ(std::count(screens.begin(), screens.end(), '\033'), 4)
+      << "two screens, each cleared first";
   Call("DELETE", "/v1/tenants/job-1", json(), 200);
   Call("GET", "/v1/tenants/job-1", json(), 404);
 }
 
 TEST_F(AgentTest, ARestartLosesNothingAndRunningTenantsKeepRunning) {
   StartAgent();
-  json a = Call("POST", "/v1/tenants", {{"id", "steady"}, {"gpu", 0}, {"memory", "1GiB"}, {"compute", "40%"}}, 201);
+  json a = Call("POST", "/v1/tenants",
+                {{"id", "steady"}, {"gpu", 0}, {"memory", "1GiB"}, {"compute", "40%"}}, 201);
   // The tenant holds 1 GiB for 3 s; the agent is killed and restarted meanwhile.
-  FILE* client = popen((Env(a) + kClient + " direct fill " + std::to_string(256 * kMiB) + " 3 2>/dev/null").c_str(), "r");
+  FILE* client = popen(
+      (Env(a) + kClient + " direct fill " + std::to_string(256 * kMiB) + " 3 2>/dev/null").c_str(),
+      "r");
   json before = json::object();
   for (int i = 0; i < 100 && before.value("used_bytes", 0ull) != kGiB; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -87,7 +94,8 @@ TEST_F(AgentTest, ARestartLosesNothingAndRunningTenantsKeepRunning) {
   char buf[512] = {0};
   fread(buf, 1, sizeof(buf) - 1, client);
   EXPECT_EQ(WEXITSTATUS(pclose(client)), 0);
-  EXPECT_EQ(json::parse(buf)["allocated"].get<uint64_t>(), kGiB) << "the tenant ran on while the agent was down";
+  EXPECT_EQ(json::parse(buf)["allocated"].get<uint64_t>(), kGiB)
+      << "the tenant ran on while the agent was down";
   Call("DELETE", "/v1/tenants/steady", json(), 200);
 }
 
@@ -95,7 +103,9 @@ TEST_F(AgentTest, OnlyOperatorsChangeTenantsAndOthersReadOnlyTheirOwn) {
   if (getuid() != 0) GTEST_SKIP() << "needs root to act as another user (CI runs as root)";
   StartAgent();
   const uid_t nobody = 65534;
-  json theirs = Call("POST", "/v1/tenants", {{"id", "theirs"}, {"gpu", 0}, {"memory", "1GiB"}, {"owner_uid", nobody}}, 201);
+  json theirs =
+      Call("POST", "/v1/tenants",
+           {{"id", "theirs"}, {"gpu", 0}, {"memory", "1GiB"}, {"owner_uid", nobody}}, 201);
   Call("POST", "/v1/tenants", {{"id", "other"}, {"gpu", 0}, {"memory", "1GiB"}}, 201);
   int pipefd[2];
   ASSERT_EQ(pipe(pipefd), 0);
@@ -108,7 +118,8 @@ TEST_F(AgentTest, OnlyOperatorsChangeTenantsAndOthersReadOnlyTheirOwn) {
     r["list"] = json::parse(CallUnix(socket_, "GET", "/v1/tenants").second);
     r["other"] = CallUnix(socket_, "GET", "/v1/tenants/other").first;
     // Its programs run under the shim as this user.
-    auto [code, out] = Sh(Env(theirs) + kClient + " direct fill " + std::to_string(256 * kMiB) + " 0");
+    auto [code, out] =
+        Sh(Env(theirs) + kClient + " direct fill " + std::to_string(256 * kMiB) + " 0");
     r["program"] = json::parse(out, nullptr, false);
     std::string text = r.dump();
     write(pipefd[1], text.data(), text.size());
@@ -126,20 +137,25 @@ TEST_F(AgentTest, OnlyOperatorsChangeTenantsAndOthersReadOnlyTheirOwn) {
   ASSERT_EQ(r["list"]["tenants"].size(), 1u) << r;
   EXPECT_EQ(r["list"]["tenants"][0]["id"], "theirs") << "it reads its own state only";
   EXPECT_EQ(r["other"].get<int>(), 403);
-  EXPECT_EQ(Call("GET", "/v1/tenants/theirs", json(), 200)["quota_bytes"].get<uint64_t>(), kGiB) << "unchanged";
-  EXPECT_EQ(r["program"].value("allocated", 0ull), kGiB) << "a non-root tenant's program is held to its quota: " << r["program"];
+  EXPECT_EQ(Call("GET", "/v1/tenants/theirs", json(), 200)["quota_bytes"].get<uint64_t>(), kGiB)
+      << "unchanged";
+  EXPECT_EQ(r["program"].value("allocated", 0ull), kGiB)
+      << "a non-root tenant's program is held to its quota: " << r["program"];
 }
 
 TEST_F(AgentTest, LimitsRewrittenInTheLedgerAreRestored) {
   StartAgent();
-  json t = Call("POST", "/v1/tenants", {{"id", "sneaky"}, {"gpu", 0}, {"memory", "1GiB"}, {"compute", "20%"}}, 201);
+  json t = Call("POST", "/v1/tenants",
+                {{"id", "sneaky"}, {"gpu", 0}, {"memory", "1GiB"}, {"compute", "20%"}}, 201);
   // What a hostile tenant process could do: rewrite its limits in the shared ledger.
-  gpumux::node::Ledger ledger = gpumux::node::Ledger::Open(t["env"]["GPUMUX_LEDGER"].get<std::string>());
+  gpumux::node::Ledger ledger =
+      gpumux::node::Ledger::Open(t["env"]["GPUMUX_LEDGER"].get<std::string>());
   ledger.AddTenant("sneaky", {70 * kGiB});
   bool restored = false;
   for (int i = 0; i < 40 && !restored; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    for (const auto& u : ledger.Snapshot()) restored |= u.id == "sneaky" && u.quota == kGiB && u.cap_permille == 200;
+    for (const auto& u : ledger.Snapshot())
+      restored |= u.id == "sneaky" && u.quota == kGiB && u.cap_permille == 200;
   }
   EXPECT_TRUE(restored) << "gpumuxd puts the granted limits back within 2 s";
 }
@@ -154,28 +170,37 @@ TEST_F(AgentTest, SharingModeIsSetPerGpuHandedToTenantsAndKept) {
   EXPECT_EQ(a["env"]["GPUMUX_SIM_MODE"], "mps") << "the simulated GPU runs its work MPS-style";
   StopAgent(SIGKILL);
   StartAgent();
-  EXPECT_EQ(Call("GET", "/v1/gpus", json(), 200)["gpus"][0]["mode"], "mps") << "kept across a restart";
+  EXPECT_EQ(Call("GET", "/v1/gpus", json(), 200)["gpus"][0]["mode"], "mps")
+      << "kept across a restart";
 }
 
 TEST_F(AgentTest, AMigLayoutMakesInstancesWhoseTenantsAreHeldToThem) {
   StartAgent();
-  Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"4g.40gb", "4g.40gb"}}}, 400);  // one 4g fits, not two
+  Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"4g.40gb", "4g.40gb"}}},
+       400);  // one 4g fits, not two
   Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"4g.40gb", "3g.40gb"}}}, 200);
   json gpu = Call("GET", "/v1/gpus", json(), 200)["gpus"][0];
   ASSERT_EQ(gpu["instances"].size(), 2u) << gpu;
-  EXPECT_EQ(gpu["instances"][1]["memory_bytes"].get<uint64_t>(), uint64_t(39.5 * kGiB)) << "3g.40gb holds 39.5 GiB";
-  EXPECT_EQ(gpu["nvidia_smi"], "nvidia-smi mig -cgi 9:4,5:0 -C") << "the planner's command for the same layout";
-  Call("POST", "/v1/tenants", {{"id", "nowhere"}, {"gpu", 0}, {"memory", "1GiB"}}, 400);  // which instance?
-  Call("POST", "/v1/tenants", {{"id", "big"}, {"gpu", 0}, {"instance", 1}, {"memory", "50GiB"}}, 409);
-  json t = Call("POST", "/v1/tenants", {{"id", "sliced"}, {"gpu", 0}, {"instance", 1}, {"memory", "1GiB"}}, 201);
-  EXPECT_EQ(t["env"]["GPUMUX_SIM_MEMORY"], std::to_string(uint64_t(39.5 * kGiB))) << "the program sees the instance";
+  EXPECT_EQ(gpu["instances"][1]["memory_bytes"].get<uint64_t>(), uint64_t(39.5 * kGiB))
+      << "3g.40gb holds 39.5 GiB";
+  EXPECT_EQ(gpu["nvidia_smi"], "nvidia-smi mig -cgi 9:4,5:0 -C")
+      << "the planner's command for the same layout";
+  Call("POST", "/v1/tenants", {{"id", "nowhere"}, {"gpu", 0}, {"memory", "1GiB"}},
+       400);  // which instance?
+  Call("POST", "/v1/tenants", {{"id", "big"}, {"gpu", 0}, {"instance", 1}, {"memory", "50GiB"}},
+       409);
+  json t = Call("POST", "/v1/tenants",
+                {{"id", "sliced"}, {"gpu", 0}, {"instance", 1}, {"memory", "1GiB"}}, 201);
+  EXPECT_EQ(t["env"]["GPUMUX_SIM_MEMORY"], std::to_string(uint64_t(39.5 * kGiB)))
+      << "the program sees the instance";
   auto [code, out] = Sh(Env(t) + kClient + " direct fill " + std::to_string(256 * kMiB) + " 0");
   ASSERT_EQ(code, 0) << out;
   EXPECT_EQ(json::parse(out)["allocated"].get<uint64_t>(), kGiB);
   Call("PUT", "/v1/gpus/0", {{"mode", "timeslice"}}, 409);  // its tenant must go first
   StopAgent(SIGKILL);
   StartAgent();
-  EXPECT_EQ(Call("GET", "/v1/gpus", json(), 200)["gpus"][0]["instances"].size(), 2u) << "the layout is kept";
+  EXPECT_EQ(Call("GET", "/v1/gpus", json(), 200)["gpus"][0]["instances"].size(), 2u)
+      << "the layout is kept";
   EXPECT_EQ(Call("GET", "/v1/tenants/sliced", json(), 200)["instance"].get<int>(), 1);
   Call("DELETE", "/v1/tenants/sliced", json(), 200);
   Call("PUT", "/v1/gpus/0", {{"mode", "timeslice"}}, 200);
@@ -184,19 +209,24 @@ TEST_F(AgentTest, AMigLayoutMakesInstancesWhoseTenantsAreHeldToThem) {
 
 // The simulated NVML standing for a real GPU of catalog kind `kind` (with MIG where the catalog has
 // its geometry), its state in the test's directory.
-std::vector<std::pair<std::string, std::string>> NvmlGpu(const std::filesystem::path& dir, const std::string& kind) {
+std::vector<std::pair<std::string, std::string>> NvmlGpu(const std::filesystem::path& dir,
+                                                         const std::string& kind) {
   gpumux::Catalog catalog = gpumux::Catalog::LoadBundled();
   gpumux::node::Device gpu = gpumux::node::SimulatedDevice(catalog.FindGpu(kind), 0);
-  return gpumux::node::SimulatedGpuEnvironment(gpu, (dir / "nvml-gpu0.state").string(),
-                                               std::filesystem::path(GPUMUXD_BINARY).parent_path().string());
+  return gpumux::node::SimulatedGpuEnvironment(
+      gpu, (dir / "nvml-gpu0.state").string(),
+      std::filesystem::path(GPUMUXD_BINARY).parent_path().string());
 }
-std::vector<std::pair<std::string, std::string>> NvmlH100(const std::filesystem::path& dir) { return NvmlGpu(dir, "H100"); }
+std::vector<std::pair<std::string, std::string>> NvmlH100(const std::filesystem::path& dir) {
+  return NvmlGpu(dir, "H100");
+}
 
 TEST_F(AgentTest, OnARealGpuMigInstancesAreMadeThroughNvmlKeptAcrossRestartsAndRemoved) {
   StartRealAgent(NvmlH100(dir_));
   json gpu = Call("GET", "/v1/gpus", json(), 200)["gpus"][0];
   ASSERT_FALSE(gpu["simulated"].get<bool>()) << "gpumuxd took the GPU from NVML: " << gpu;
-  Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"4g.40gb", "4g.40gb"}}}, 400);  // the driver's geometry refuses it
+  Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"4g.40gb", "4g.40gb"}}},
+       400);  // the driver's geometry refuses it
   Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"3g.40gb", "2g.20gb", "1g.10gb"}}}, 200);
   gpu = Call("GET", "/v1/gpus", json(), 200)["gpus"][0];
   ASSERT_EQ(gpu["instances"].size(), 3u) << gpu;
@@ -205,41 +235,56 @@ TEST_F(AgentTest, OnARealGpuMigInstancesAreMadeThroughNvmlKeptAcrossRestartsAndR
     uuids.push_back(instance.value("uuid", ""));
     EXPECT_EQ(uuids.back().rfind("MIG-", 0), 0u) << instance;
   }
-  EXPECT_EQ(std::set<std::string>(uuids.begin(), uuids.end()).size(), 3u) << "one MIG device per instance";
-  EXPECT_EQ(gpu["instances"][0]["memory_bytes"].get<uint64_t>(), uint64_t(39.5 * kGiB)) << "3g.40gb, as the driver lists it";
-  EXPECT_EQ(gpu["instances"][2]["memory_bytes"].get<uint64_t>(), uint64_t(9.75 * kGiB)) << "1g.10gb";
+  EXPECT_EQ(std::set<std::string>(uuids.begin(), uuids.end()).size(), 3u)
+      << "one MIG device per instance";
+  EXPECT_EQ(gpu["instances"][0]["memory_bytes"].get<uint64_t>(), uint64_t(39.5 * kGiB))
+      << "3g.40gb, as the driver lists it";
+  EXPECT_EQ(gpu["instances"][2]["memory_bytes"].get<uint64_t>(), uint64_t(9.75 * kGiB))
+      << "1g.10gb";
 
-  json t = Call("POST", "/v1/tenants", {{"id", "sliced"}, {"gpu", 0}, {"instance", 1}, {"memory", "4GiB"}}, 201);
+  json t = Call("POST", "/v1/tenants",
+                {{"id", "sliced"}, {"gpu", 0}, {"instance", 1}, {"memory", "4GiB"}}, 201);
   EXPECT_EQ(t["env"]["CUDA_VISIBLE_DEVICES"], uuids[1]) << "the tenant sees only its MIG device";
   EXPECT_FALSE(t["env"].contains("GPUMUX_SIM_STATE")) << t;
-  Call("POST", "/v1/tenants", {{"id", "big"}, {"gpu", 0}, {"instance", 2}, {"memory", "12GiB"}}, 409);
-  json capped = Call("POST", "/v1/tenants", {{"id", "capped"}, {"gpu", 0}, {"instance", 2}, {"memory", "1GiB"},
-                                             {"compute", "30%"}}, 400);
-  EXPECT_NE(capped["error"].get<std::string>().find("MIG"), std::string::npos) << "unenforceable there, so refused";
-  json by_uuid = Call("POST", "/v1/tenants", {{"id", "small"}, {"device", uuids[2]}, {"memory", "1GiB"}}, 201);
+  Call("POST", "/v1/tenants", {{"id", "big"}, {"gpu", 0}, {"instance", 2}, {"memory", "12GiB"}},
+       409);
+  json capped = Call(
+      "POST", "/v1/tenants",
+      {{"id", "capped"}, {"gpu", 0}, {"instance", 2}, {"memory", "1GiB"}, {"compute", "30%"}}, 400);
+  EXPECT_NE(capped["error"].get<std::string>().find("MIG"), std::string::npos)
+      << "unenforceable there, so refused";
+  json by_uuid =
+      Call("POST", "/v1/tenants", {{"id", "small"}, {"device", uuids[2]}, {"memory", "1GiB"}}, 201);
   EXPECT_EQ(by_uuid["instance"], 2) << "a MIG device's UUID names its instance";
-  Call("POST", "/v1/tenants", {{"id", "lost"}, {"device", "MIG-00000000-0000-0000-0000-000000000000"}, {"memory", "1GiB"}}, 400);
+  Call("POST", "/v1/tenants",
+       {{"id", "lost"}, {"device", "MIG-00000000-0000-0000-0000-000000000000"}, {"memory", "1GiB"}},
+       400);
   Call("DELETE", "/v1/tenants/small", json(), 200);
 
   StopAgent(SIGKILL);
   StartRealAgent(NvmlH100(dir_));
   gpu = Call("GET", "/v1/gpus", json(), 200)["gpus"][0];
   ASSERT_EQ(gpu["instances"].size(), 3u) << gpu;
-  for (size_t k = 0; k < 3; ++k) EXPECT_EQ(gpu["instances"][k]["uuid"], uuids[k]) << "the same instances, not new ones";
+  for (size_t k = 0; k < 3; ++k)
+    EXPECT_EQ(gpu["instances"][k]["uuid"], uuids[k]) << "the same instances, not new ones";
   EXPECT_EQ(Call("GET", "/v1/tenants/sliced", json(), 200)["instance"].get<int>(), 1);
 
-  Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"7g.80gb"}}}, 409);  // its tenant must go first
+  Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"7g.80gb"}}},
+       409);  // its tenant must go first
   Call("DELETE", "/v1/tenants/sliced", json(), 200);
   Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"7g.80gb"}}}, 200);
   gpu = Call("GET", "/v1/gpus", json(), 200)["gpus"][0];
   ASSERT_EQ(gpu["instances"].size(), 1u) << gpu;
-  EXPECT_EQ(std::count(uuids.begin(), uuids.end(), gpu["instances"][0]["uuid"].get<std::string>()), 0) << "a new instance";
+  EXPECT_EQ(std::count(uuids.begin(), uuids.end(), gpu["instances"][0]["uuid"].get<std::string>()),
+            0)
+      << "a new instance";
 
   Call("PUT", "/v1/gpus/0", {{"mode", "timeslice"}}, 200);
   std::ifstream driver(dir_ / "nvml-gpu0.state.mig");
   std::string first_line;
   std::getline(driver, first_line);
-  EXPECT_EQ(first_line.rfind("mode 0 0", 0), 0u) << "MIG mode is off on the GPU again: " << first_line;
+  EXPECT_EQ(first_line.rfind("mode 0 0", 0), 0u)
+      << "MIG mode is off on the GPU again: " << first_line;
 }
 
 TEST_F(AgentTest, AMigModeThatWaitsForAGpuResetIsRefusedSayingSo) {
@@ -256,21 +301,25 @@ TEST_F(AgentTest, MigOnARealGpuWithoutItIsRefusedSayingSo) {
   json answer = Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"1g.6gb"}}}, 503);
   EXPECT_NE(answer.dump().find("does this GPU support MIG"), std::string::npos) << answer;
   EXPECT_EQ(Call("GET", "/v1/gpus", json(), 200)["gpus"][0]["mode"], "timeslice");
-  Call("PUT", "/v1/gpus/0", {{"mode", "timeslice"}}, 200);  // leaving MIG on a GPU without it is a no-op
+  Call("PUT", "/v1/gpus/0", {{"mode", "timeslice"}},
+       200);  // leaving MIG on a GPU without it is a no-op
 }
 
 TEST_F(AgentTest, OnARealGpuMpsModeRunsTheControlDaemonAndHandsClientsTheirLimits) {
   auto env = NvmlH100(dir_);
-  env.push_back({"PATH", std::string(GPUMUX_FAKE_BIN) + ":" + std::getenv("PATH")});  // nvidia-cuda-mps-control
+  env.push_back({"PATH", std::string(GPUMUX_FAKE_BIN) + ":" +
+                             std::getenv("PATH")});  // nvidia-cuda-mps-control
   std::string log = (dir_ / "mps.log").string();
   env.push_back({"GPUMUX_FAKE_MPS_LOG", log});
   StartRealAgent(env);
   std::string uuid = Call("GET", "/v1/gpus", json(), 200)["gpus"][0].value("uuid", "");
   Call("PUT", "/v1/gpus/0", {{"mode", "mps"}}, 200);
-  json t = Call("POST", "/v1/tenants", {{"id", "served"}, {"gpu", 0}, {"memory", "4GiB"}, {"compute", "30%"}}, 201);
+  json t = Call("POST", "/v1/tenants",
+                {{"id", "served"}, {"gpu", 0}, {"memory", "4GiB"}, {"compute", "30%"}}, 201);
   std::string pipe = (dir_ / "run" / "mps0").string();
   EXPECT_EQ(t["env"]["CUDA_MPS_PIPE_DIRECTORY"], pipe) << t;
-  EXPECT_EQ(t["env"]["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"], "0=4096M") << "the driver holds it to its quota";
+  EXPECT_EQ(t["env"]["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"], "0=4096M")
+      << "the driver holds it to its quota";
   EXPECT_EQ(t["env"]["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], "30") << "and to its share of the SMs";
   EXPECT_EQ(t["env"]["CUDA_VISIBLE_DEVICES"], uuid) << "its GPU, by UUID";
   Call("DELETE", "/v1/tenants/served", json(), 200);
@@ -278,23 +327,30 @@ TEST_F(AgentTest, OnARealGpuMpsModeRunsTheControlDaemonAndHandsClientsTheirLimit
   std::ifstream in(log);
   std::vector<std::string> calls;
   for (std::string line; std::getline(in, line);) calls.push_back(line.substr(0, line.find(' ')));
-  EXPECT_EQ(calls, (std::vector<std::string>{"start", "get_server_list", "quit", "get_server_list"})) << "started once, stopped once";
+  EXPECT_EQ(calls,
+            (std::vector<std::string>{"start", "get_server_list", "quit", "get_server_list"}))
+      << "started once, stopped once";
   std::ifstream again(log);
   std::string first;
   std::getline(again, first);
   EXPECT_NE(first.find("pipe=" + pipe), std::string::npos) << first;
-  EXPECT_NE(first.find("visible=0"), std::string::npos) << "the daemon serves GPU 0 only: " << first;
+  EXPECT_NE(first.find("visible=0"), std::string::npos)
+      << "the daemon serves GPU 0 only: " << first;
 }
 
 TEST_F(AgentTest, TheGpuTimeTheGovernorMeasuresIsTheTimeTheTenantUsed) {
   StartAgent();
-  json t = Call("POST", "/v1/tenants", {{"id", "metered"}, {"gpu", 0}, {"memory", "1GiB"}, {"compute", "30%"}}, 201);
+  json t = Call("POST", "/v1/tenants",
+                {{"id", "metered"}, {"gpu", 0}, {"memory", "1GiB"}, {"compute", "30%"}}, 201);
   std::string start = std::to_string(gpumux::NowNs() + 500'000'000ull);
-  auto [code, out] = Sh(Env(t) + std::string(GPUMUX_COMPUTE_CLIENT) + " launch busy " + start + " 2 1");
+  auto [code, out] =
+      Sh(Env(t) + std::string(GPUMUX_COMPUTE_CLIENT) + " launch busy " + start + " 2 1");
   ASSERT_EQ(code, 0) << out;
-  double used_s = json::parse(out)["launches"].get<double>() * 1e-3;  // 1 ms kernels completed in the window
+  double used_s =
+      json::parse(out)["launches"].get<double>() * 1e-3;  // 1 ms kernels completed in the window
   json after = Call("GET", "/v1/tenants/metered", json(), 200);
-  // The ledger also holds the kernels just outside the window (at most a few ms) and NVML's rounding.
+  // The ledger also holds the kernels just outside the window (at most a few ms) and NVML's
+  // rounding.
   EXPECT_NEAR(after["gpu_time_s"].get<double>(), used_s, 0.05 * used_s + 0.01) << after;
   EXPECT_NEAR(used_s / 2.0, 0.30, 0.05) << "held to its 30% cap";
   EXPECT_GT(after["held_launches"].get<uint64_t>(), 0u);
@@ -302,15 +358,21 @@ TEST_F(AgentTest, TheGpuTimeTheGovernorMeasuresIsTheTimeTheTenantUsed) {
 
 TEST_F(AgentTest, MetricsPassPromtool) {
   StartAgent();
-  json a = Call("POST", "/v1/tenants", {{"id", "metered \"one\""}, {"gpu", 0}, {"memory", "1GiB"}}, 201);
+  // Ids are letters, digits and "._-" (quotes and newlines are refused at admission), so labels
+  // need no escaping; every character an id may hold is in this one.
+  json a = Call("POST", "/v1/tenants", {{"id", "metered-one_1.x"}, {"gpu", 0}, {"memory", "1GiB"}}, 201);
   Sh(Env(a) + kClient + " direct fill " + std::to_string(256 * kMiB) + " 0");
   auto [status, text] = CallUnix(socket_, "GET", "/metrics");
   ASSERT_EQ(status, 200);
-  EXPECT_NE(text.find("gpumux_tenant_refused_allocations_total{gpu=\"0\",tenant=\"metered \\\"one\\\"\"} 1"), std::string::npos)
+  EXPECT_NE(
+      text.find(
+          "gpumux_tenant_refused_allocations_total{gpu=\"0\",tenant=\"metered-one_1.x\"} 1"),
+      std::string::npos)
       << text;
   std::ofstream(dir_ / "metrics.txt") << text;
   auto [code, out] = Sh("promtool check metrics < " + (dir_ / "metrics.txt").string() + " 2>&1");
-  EXPECT_EQ(code, 0) << "promtool (Debian package prometheus, installed by scripts/install-deps.sh): " << out;
+  EXPECT_EQ(code, 0)
+      << "promtool (Debian package prometheus, installed by scripts/install-deps.sh): " << out;
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // The plan reaches the node: `gpumux plan --apply` and `gpumux apply` bring gpumuxd on a simulated
-// 8-GPU node to what a plan asks (modes, MIG layouts, quotas), every tenant's programs are then held
-// to its planned quota, applying twice changes nothing, and a plan that cannot be applied changes
-// nothing either.
+// 8-GPU node to what a plan asks (modes, MIG layouts, quotas), every tenant's programs are then
+// held to its planned quota, applying twice changes nothing, and a plan that cannot be applied
+// changes nothing either.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -27,7 +27,8 @@ class ApplyTest : public AgentTest {
 
   // `gpumux ARGS --agent SOCKET`, with stderr.
   std::pair<int, std::string> Gpumux(const std::string& args) {
-    gpumux::testing::ShellResult r = gpumux::testing::Shell(kGpumux + " " + args + " --agent " + socket_ + " 2>&1");
+    gpumux::testing::ShellResult r =
+        gpumux::testing::Shell(kGpumux + " " + args + " --agent " + socket_ + " 2>&1");
     return {r.exit_code, r.out};
   }
 
@@ -50,7 +51,8 @@ class ApplyTest : public AgentTest {
       ASSERT_EQ(code, 0) << id << ": " << out;
       json result = json::parse(out);
       EXPECT_EQ(result["allocated"].get<uint64_t>(), t["memory"].get<uint64_t>()) << id;
-      EXPECT_EQ(result["last_error"].get<int>(), 2) << id << ": refused with CUDA_ERROR_OUT_OF_MEMORY";
+      EXPECT_EQ(result["last_error"].get<int>(), 2)
+          << id << ": refused with CUDA_ERROR_OUT_OF_MEMORY";
     }
   }
 };
@@ -72,7 +74,8 @@ TEST_F(ApplyTest, TheWorkedExampleRunsOnAnEightGpuNodeAtItsPlannedQuotas) {
   json gpus = Call("GET", "/v1/gpus", json(), 200)["gpus"];
   ASSERT_EQ(gpus.size(), 8u);
   for (size_t i = 0; i < gpus.size(); ++i) {
-    std::string planned = i < agent["gpus"].size() ? agent["gpus"][i]["mode"].get<std::string>() : "timeslice";
+    std::string planned =
+        i < agent["gpus"].size() ? agent["gpus"][i]["mode"].get<std::string>() : "timeslice";
     EXPECT_EQ(gpus[i]["mode"], planned) << "GPU " << i;
   }
   EXPECT_EQ(Call("GET", "/v1/tenants", json(), 200)["tenants"].size(), agent["tenants"].size());
@@ -110,10 +113,16 @@ tenants:
 
 TEST_F(ApplyTest, APlanIsRefusedAsAWholeWhileAGpuItWouldChangeHasLiveTenants) {
   StartEightGpuNode();
-  json squatter = Call("POST", "/v1/tenants", {{"id", "squatter"}, {"gpu", 1}, {"memory", "1GiB"}}, 201);
+  json squatter =
+      Call("POST", "/v1/tenants", {{"id", "squatter"}, {"gpu", 1}, {"memory", "1GiB"}}, 201);
   // It holds 256 MiB on GPU 1 for 3 s; the plan wants GPU 1 under MPS for its own tenants.
-  FILE* running = popen((Env(squatter) + kClient + " direct fill " + std::to_string(256 * kMiB) + " 3 2>/dev/null").c_str(), "r");
-  for (int i = 0; i < 100 && Call("GET", "/v1/tenants/squatter", json(), 200).value("used_bytes", 0ull) == 0; ++i) {
+  FILE* running = popen(
+      (Env(squatter) + kClient + " direct fill " + std::to_string(256 * kMiB) + " 3 2>/dev/null")
+          .c_str(),
+      "r");
+  for (int i = 0;
+       i < 100 && Call("GET", "/v1/tenants/squatter", json(), 200).value("used_bytes", 0ull) == 0;
+       ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   auto [code, out] = Gpumux("plan " + kExample + " --apply");
@@ -131,8 +140,10 @@ TEST_F(ApplyTest, APlanIsRefusedAsAWholeWhileAGpuItWouldChangeHasLiveTenants) {
 TEST_F(ApplyTest, ABadPlanFileIsABadInputThatNamesTheField) {
   StartEightGpuNode();
   std::string plan_json = (dir_ / "plan.json").string();
-  json plan = {{"agent", {{"gpus", {{{"gpu", 0}, {"kind", "H100-SXM5-80GB"}, {"memory_bytes", 1}, {"mode", "mps"}}}},
-                          {"tenants", {{{"id", "x"}, {"gpu", 0}, {"memory", "lots"}}}}}}};
+  json plan = {
+      {"agent",
+       {{"gpus", {{{"gpu", 0}, {"kind", "H100-SXM5-80GB"}, {"memory_bytes", 1}, {"mode", "mps"}}}},
+        {"tenants", {{{"id", "x"}, {"gpu", 0}, {"memory", "lots"}}}}}}};
   std::ofstream(plan_json) << plan.dump();
   auto [code, out] = Gpumux("apply " + plan_json);
   EXPECT_EQ(code, 2) << out;

@@ -19,7 +19,9 @@ Result Gpumux(const std::string& args) {
   return gpumux::testing::Shell(std::string(GPUMUX_BINARY) + " " + args + " 2>&1");
 }
 
-std::string Example(const char* name) { return std::string(GPUMUX_SOURCE_DIR) + "/examples/" + name; }
+std::string Example(const char* name) {
+  return std::string(GPUMUX_SOURCE_DIR) + "/examples/" + name;
+}
 
 std::string WriteTemp(const std::string& name, const std::string& text) {
   auto path = std::filesystem::temp_directory_path() / name;
@@ -28,7 +30,8 @@ std::string WriteTemp(const std::string& name, const std::string& text) {
 }
 
 TEST(Explain, GoldenExampleAsJson) {
-  Result r = Gpumux("explain --gpu H100-SXM5-80GB --params 13e9 --dtype bf16 --batch 1 --efficiency 1 --json");
+  Result r = Gpumux(
+      "explain --gpu H100-SXM5-80GB --params 13e9 --dtype bf16 --batch 1 --efficiency 1 --json");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_NEAR(j["memory_bytes"].get<double>(), 26e9, 1e7);
@@ -41,21 +44,26 @@ TEST(Explain, GoldenExampleAsJson) {
 }
 
 TEST(Explain, ModelShapeShowsTheExactFiguresBesideTheRuleOfThumb) {
-  Result r = Gpumux("explain --gpu h100-sxm5-80gb --model llama-2-13b --context 4096 --efficiency 1 --json");
+  Result r = Gpumux(
+      "explain --gpu h100-sxm5-80gb --model llama-2-13b --context 4096 --efficiency 1 --json");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_GT(j["kv_cache_bytes"].get<double>(), 3.3e9);
-  EXPECT_LT(j["tokens_per_second"].get<double>(), j["rule_of_thumb"]["tokens_per_second"].get<double>());
+  EXPECT_LT(j["tokens_per_second"].get<double>(),
+            j["rule_of_thumb"]["tokens_per_second"].get<double>());
   Result text = Gpumux("explain --gpu H100 --model Llama-2-13B --context 4096");
   EXPECT_NE(text.out.find("shape + KV cache"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("params x bytes"), std::string::npos) << text.out;
 }
 
 TEST(Explain, SharingVerdictInNumbers) {
-  Result ok = Gpumux("explain --gpu H100 --params 13e9 --efficiency 1 --tenants 2 --min-tokens-per-second 50");
+  Result ok = Gpumux(
+      "explain --gpu H100 --params 13e9 --efficiency 1 --tenants 2 --min-tokens-per-second 50");
   ASSERT_EQ(ok.exit_code, 0) << ok.out;
   EXPECT_NE(ok.out.find("chosen"), std::string::npos) << ok.out;
-  Result no = Gpumux("explain --gpu H100 --params 13e9 --efficiency 1 --tenants 2 --min-tokens-per-second 100 --json");
+  Result no = Gpumux(
+      "explain --gpu H100 --params 13e9 --efficiency 1 --tenants 2 --min-tokens-per-second 100 "
+      "--json");
   ASSERT_EQ(no.exit_code, 0) << no.out;
   auto j = nlohmann::json::parse(no.out);
   EXPECT_FALSE(j["sharing"].contains("chosen"));
@@ -86,10 +94,12 @@ TEST(Explain, UserCatalogAddsAGpuKind) {
     sms: 80
     tdp_watts: 300
 )");
-  Result r = Gpumux("explain --catalog " + path + " --gpu my-gpu --params 7e9 --efficiency 1 --json");
+  Result r =
+      Gpumux("explain --catalog " + path + " --gpu my-gpu --params 7e9 --efficiency 1 --json");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NEAR(nlohmann::json::parse(r.out)["tokens_per_second"].get<double>(), 1e12 / 14e9, 0.01);
-  std::string bad = WriteTemp("gpumux_cli_bad_catalog.yaml", "gpus:\n  - name: X\n    memory: 1 GiB\n");
+  std::string bad =
+      WriteTemp("gpumux_cli_bad_catalog.yaml", "gpus:\n  - name: X\n    memory: 1 GiB\n");
   Result b = Gpumux("explain --catalog " + bad + " --gpu X --params 1e9");
   EXPECT_EQ(b.exit_code, 2);
   EXPECT_NE(b.out.find(bad + ":2:"), std::string::npos) << b.out;
@@ -134,7 +144,8 @@ tenants:
 }
 
 TEST(Plan, BadFileExitsTwoWithLocation) {
-  std::string path = WriteTemp("gpumux_cli_bad_plan.yaml", "fleet:\n  - {gpu: H100, count: many}\ntenants: []\n");
+  std::string path =
+      WriteTemp("gpumux_cli_bad_plan.yaml", "fleet:\n  - {gpu: H100, count: many}\ntenants: []\n");
   Result r = Gpumux("plan " + path);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find(path + ":2:"), std::string::npos) << r.out;
@@ -143,12 +154,13 @@ TEST(Plan, BadFileExitsTwoWithLocation) {
 }
 
 std::string SmallTrace() {
-  std::string nodes = WriteTemp("gpumux_cli_nodes.csv",
-                                "sn,cpu_milli,memory_mib,gpu,model\nn0,96000,393216,8,G2\nn1,104000,524288,2,T4\n"
-                                "n2,64000,262144,4,V100\n");
+  std::string nodes =
+      WriteTemp("gpumux_cli_nodes.csv",
+                "sn,cpu_milli,memory_mib,gpu,model\nn0,96000,393216,8,G2\nn1,104000,524288,2,T4\n"
+                "n2,64000,262144,4,V100\n");
   std::string pods = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n";
-  const char* rows[] = {"1000,1024,1,500", "8000,16384,1,1000", "4000,8192,0,0", "2000,4096,1,250",
-                        "16000,65536,2,1000", "6000,4096,1,810"};
+  const char* rows[] = {"1000,1024,1,500", "8000,16384,1,1000",  "4000,8192,0,0",
+                        "2000,4096,1,250", "16000,65536,2,1000", "6000,4096,1,810"};
   for (int i = 0; i < 30; ++i) pods += "p" + std::to_string(i) + "," + rows[i % 6] + "\n";
   return "--nodes " + nodes + " --pods " + WriteTemp("gpumux_cli_pods.csv", pods);
 }
@@ -157,7 +169,8 @@ TEST(Fleet, SimulateWritesCurvesPlotAndJson) {
   auto out = std::filesystem::temp_directory_path() / "gpumux_cli_fleet";
   std::filesystem::remove_all(out);
   std::filesystem::create_directories(out);
-  Result r = Gpumux("fleet simulate " + SmallTrace() + " --policy fgd,bestfit --seeds 3 --json --out " + out.string());
+  Result r = Gpumux("fleet simulate " + SmallTrace() +
+                    " --policy fgd,bestfit --seeds 3 --json --out " + out.string());
   ASSERT_EQ(r.exit_code, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j["policies"].size(), 2u);
@@ -174,15 +187,19 @@ TEST(Fleet, SimulateWritesCurvesPlotAndJson) {
   std::string text((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("<svg"), std::string::npos);
   EXPECT_NE(text.find(">bestfit<"), std::string::npos) << "legend names every policy";
-  Result table = Gpumux("fleet simulate " + SmallTrace() + " --policy gpumux --seeds 2 --out " + out.string());
+  Result table =
+      Gpumux("fleet simulate " + SmallTrace() + " --policy gpumux --seeds 2 --out " + out.string());
   ASSERT_EQ(table.exit_code, 0) << table.out;
   EXPECT_NE(table.out.find("gpumux"), std::string::npos);
 }
 
 TEST(Fleet, BadInputExitsTwo) {
-  std::string bad = WriteTemp("gpumux_cli_bad_pods.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,1000,1,1,2000\n");
-  Result r = Gpumux("fleet simulate --nodes " + WriteTemp("gpumux_cli_n.csv", "sn,cpu_milli,memory_mib,gpu,model\nn0,1000,1,1,G2\n") +
-                    " --pods " + bad + " --seeds 1");
+  std::string bad = WriteTemp("gpumux_cli_bad_pods.csv",
+                              "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,1000,1,1,2000\n");
+  Result r =
+      Gpumux("fleet simulate --nodes " +
+             WriteTemp("gpumux_cli_n.csv", "sn,cpu_milli,memory_mib,gpu,model\nn0,1000,1,1,G2\n") +
+             " --pods " + bad + " --seeds 1");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find(bad + ":2: gpu_milli 2000 is over 1000"), std::string::npos) << r.out;
   Result policy = Gpumux("fleet simulate " + SmallTrace() + " --policy fdg --seeds 1");

@@ -31,7 +31,8 @@ std::vector<nlohmann::json> RunTogether(const std::vector<Tenant>& tenants) {
   for (const Tenant& t : tenants) {
     std::string args = t.client_args;
     args.replace(args.find("{start}"), 7, start);
-    cmd += NodeTest::Launch(t.id, "--mem 1GiB " + t.limits, kClient + " " + args) + " > " + t.id + ".json & ";
+    cmd += NodeTest::Launch(t.id, "--mem 1GiB " + t.limits, kClient + " " + args) + " > " + t.id +
+           ".json & ";
   }
   cmd += "wait)";
   auto [code, out] = NodeTest::Sh(cmd);
@@ -56,11 +57,13 @@ TEST_F(ComputeTest, CapsOf30And70PercentHoldWithinFivePoints) {
                         {"seventy", "--compute 70%", "graph busy {start} 3 1"}});
   ASSERT_TRUE(r[0].contains("gpu_share") && r[1].contains("gpu_share")) << r[0] << r[1];
   EXPECT_NEAR(r[0]["gpu_share"].get<double>(), 0.30, 0.05) << r[0];
-  EXPECT_NEAR(r[1]["gpu_share"].get<double>(), 0.70, 0.05) << r[1] << " (graph launches are counted)";
+  EXPECT_NEAR(r[1]["gpu_share"].get<double>(), 0.70, 0.05)
+      << r[1] << " (graph launches are counted)";
 }
 
 TEST_F(ComputeTest, WeightsDivideAContendedGpu) {
-  auto r = RunTogether({{"one", "--weight 1", "ex busy {start} 3 1"}, {"three", "--weight 3", "ptsz busy {start} 3 1"}});
+  auto r = RunTogether({{"one", "--weight 1", "ex busy {start} 3 1"},
+                        {"three", "--weight 3", "ptsz busy {start} 3 1"}});
   ASSERT_TRUE(r[0].contains("gpu_share") && r[1].contains("gpu_share")) << r[0] << r[1];
   EXPECT_NEAR(r[0]["gpu_share"].get<double>(), 0.25, 0.05) << r[0];
   EXPECT_NEAR(r[1]["gpu_share"].get<double>(), 0.75, 0.05) << r[1];
@@ -71,52 +74,67 @@ TEST_F(ComputeTest, BestEffortTenantsUseWhatTheOthersLeave) {
                         {"filler", "--priority low", "ex busy {start} 3 1"}});
   ASSERT_TRUE(r[0].contains("gpu_share") && r[1].contains("gpu_share")) << r[0] << r[1];
   EXPECT_NEAR(r[0]["gpu_share"].get<double>(), 0.30, 0.05) << r[0];
-  EXPECT_NEAR(r[1]["gpu_share"].get<double>(), 0.70, 0.05) << r[1] << ": the 70% the capped tenant may not use";
+  EXPECT_NEAR(r[1]["gpu_share"].get<double>(), 0.70, 0.05)
+      << r[1] << ": the 70% the capped tenant may not use";
 }
 
 TEST_F(ComputeTest, EveryLaunchPathIsHeldToTheCap) {
   // Alone on the GPU, an ungoverned busy tenant would take ~100%.
   for (const char* path : {"launch", "ex", "coop", "graph", "ptsz"}) {
-    auto r = RunTogether({{std::string("t-") + path, "--compute 20%", std::string(path) + " busy {start} 1.5 1"}});
+    auto r = RunTogether(
+        {{std::string("t-") + path, "--compute 20%", std::string(path) + " busy {start} 1.5 1"}});
     ASSERT_TRUE(r[0].contains("gpu_share")) << path << ": " << r[0];
     EXPECT_NEAR(r[0]["gpu_share"].get<double>(), 0.20, 0.05) << path << ": " << r[0];
   }
 }
 
 TEST_F(ComputeTest, HighPriorityLatencyStaysWithinTenPercentOfSoloNextToABusyNeighbour) {
-  // 1 ms kernels, 1 ms apart: an interactive server. Its neighbour keeps the GPU busy with 1 ms kernels.
+  // 1 ms kernels, 1 ms apart: an interactive server. Its neighbour keeps the GPU busy with 1 ms
+  // kernels.
   const std::string hp_args = "launch latency {start} 2 1 1";
   auto solo = RunTogether({{"hp", "--priority high", hp_args}});
-  auto guarded = RunTogether({{"hp", "--priority high", hp_args}, {"be", "--priority low", "launch busy {start} 2 1"}});
-  auto unguarded = RunTogether({{"hp", "--priority normal", hp_args}, {"be", "--priority normal", "launch busy {start} 2 1"}});
+  auto guarded = RunTogether(
+      {{"hp", "--priority high", hp_args}, {"be", "--priority low", "launch busy {start} 2 1"}});
+  auto unguarded = RunTogether({{"hp", "--priority normal", hp_args},
+                                {"be", "--priority normal", "launch busy {start} 2 1"}});
   double base = solo[0]["p50_latency_ms"].get<double>();
   ASSERT_GT(base, 0.9) << solo[0];
-  EXPECT_LE(guarded[0]["p50_latency_ms"].get<double>(), 1.10 * base) << "solo " << solo[0] << ", with neighbour " << guarded[0];
-  EXPECT_LE(guarded[0]["mean_latency_ms"].get<double>(), 1.10 * solo[0]["mean_latency_ms"].get<double>()) << guarded[0];
-  // Without priorities the same pair shares the GPU and the latency grows: the gate is what holds it.
+  EXPECT_LE(guarded[0]["p50_latency_ms"].get<double>(), 1.10 * base)
+      << "solo " << solo[0] << ", with neighbour " << guarded[0];
+  EXPECT_LE(guarded[0]["mean_latency_ms"].get<double>(),
+            1.10 * solo[0]["mean_latency_ms"].get<double>())
+      << guarded[0];
+  // Without priorities the same pair shares the GPU and the latency grows: the gate is what holds
+  // it.
   EXPECT_GT(unguarded[0]["p50_latency_ms"].get<double>(), 1.3 * base) << unguarded[0];
-  EXPECT_GT(unguarded[1]["gpu_share"].get<double>(), 0.3) << "with equal priority the neighbour computes";
+  EXPECT_GT(unguarded[1]["gpu_share"].get<double>(), 0.3)
+      << "with equal priority the neighbour computes";
 }
 
 TEST_F(ComputeTest, GraphMemoryNodesCountAgainstTheQuota) {
-  auto [code1, fits] = Sh(Launch("g", "--mem 1GiB", kClient + " graphmem " + std::to_string(512 * gpumux::testing::kMiB)));
+  auto [code1, fits] = Sh(Launch(
+      "g", "--mem 1GiB", kClient + " graphmem " + std::to_string(512 * gpumux::testing::kMiB)));
   ASSERT_EQ(code1, 0) << fits;
   auto j = nlohmann::json::parse(fits);
   EXPECT_EQ(j["instantiate"].get<int>(), 0);
-  EXPECT_EQ(j["free_while_instantiated"].get<uint64_t>(), 512 * gpumux::testing::kMiB) << "the graph holds its memory";
-  auto [code2, over] = Sh(Launch("g", "--mem 1GiB", kClient + " graphmem " + std::to_string(2 * gpumux::testing::kGiB)));
+  EXPECT_EQ(j["free_while_instantiated"].get<uint64_t>(), 512 * gpumux::testing::kMiB)
+      << "the graph holds its memory";
+  auto [code2, over] = Sh(Launch(
+      "g", "--mem 1GiB", kClient + " graphmem " + std::to_string(2 * gpumux::testing::kGiB)));
   ASSERT_EQ(code2, 0) << over;
-  EXPECT_EQ(nlohmann::json::parse(over)["instantiate"].get<int>(), 2) << "CUDA_ERROR_OUT_OF_MEMORY past the quota";
+  EXPECT_EQ(nlohmann::json::parse(over)["instantiate"].get<int>(), 2)
+      << "CUDA_ERROR_OUT_OF_MEMORY past the quota";
 }
 
 TEST_F(ComputeTest, BadComputeSettingsAreRefusedBeforeAnythingStarts) {
-  for (const char* limits : {"--compute 0%", "--compute 150%", "--compute lots", "--priority urgent",
-                             "--priority high --compute 50%", "--weight 0"}) {
+  for (const char* limits : {"--compute 0%", "--compute 150%", "--compute lots",
+                             "--priority urgent", "--priority high --compute 50%", "--weight 0"}) {
     auto [code, out] = Sh(Launch("bad", std::string("--mem 1GiB ") + limits, "true"));
     EXPECT_EQ(code, 2) << limits;
   }
   // --strict: caps may not sum past 100%. The first tenant holds 60% while the second asks for 50%.
-  FILE* first = popen((Launch("sixty", "--mem 1GiB --compute 60%", "sleep 2") + " 2>/dev/null").c_str(), "r");
+  FILE* first =
+      popen((Launch("sixty", "--mem 1GiB --compute 60%", "sleep 2") + " 2>/dev/null").c_str(), "r");
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   auto [code, out] = Sh(Launch("fifty", "--mem 1GiB --compute 50% --strict", "true"));
   EXPECT_EQ(code, 3) << "caps would sum to 110%: valid limits that do not fit (exit 3, not 2)";

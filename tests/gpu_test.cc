@@ -1,6 +1,6 @@
-// The runtime on a real NVIDIA GPU (ctest label `gpu`): the memory quota through a driver-API program
-// and through PyTorch, a compute cap through PyTorch, and NVML as gpumuxd reads it. Each test skips, saying why, where there is
-// no GPU (or no PyTorch).
+// The runtime on a real NVIDIA GPU (ctest label `gpu`): the memory quota through a driver-API
+// program and through PyTorch, a compute cap through PyTorch, and NVML as gpumuxd reads it. Each
+// test skips, saying why, where there is no GPU (or no PyTorch).
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -11,10 +11,10 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "abi/nvml_api.h"
 #include "node/device.h"
 #include "node/mig_control.h"
 #include "node/nvml_library.h"
-#include "abi/nvml_api.h"
 #include "shell.h"
 
 namespace {
@@ -26,7 +26,8 @@ std::string NoGpuReason() {
   void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW);
   if (!nvml) return "no NVIDIA driver (libnvidia-ml.so.1 not found)";
   auto init = reinterpret_cast<decltype(&nvmlInit_v2)>(dlsym(nvml, "nvmlInit_v2"));
-  auto count = reinterpret_cast<decltype(&nvmlDeviceGetCount_v2)>(dlsym(nvml, "nvmlDeviceGetCount_v2"));
+  auto count =
+      reinterpret_cast<decltype(&nvmlDeviceGetCount_v2)>(dlsym(nvml, "nvmlDeviceGetCount_v2"));
   unsigned n = 0;
   if (!init || !count || init() != 0 || count(&n) != 0 || n == 0) return "NVML reports no GPU";
   if (!dlopen("libcuda.so.1", RTLD_NOW)) return "no CUDA driver (libcuda.so.1 not found)";
@@ -50,7 +51,9 @@ class GpuTest : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
   // Whether PyTorch with CUDA can be imported.
-  static bool HasTorch() { return Sh("python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null").first == 0; }
+  static bool HasTorch() {
+    return Sh("python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null").first == 0;
+  }
   // Writes `text` to DIR/name and returns its path.
   std::string Script(const std::string& name, const char* text) {
     std::string path = (dir_ / name).string();
@@ -65,8 +68,9 @@ class GpuTest : public ::testing::Test {
 
 TEST_F(GpuTest, DriverApiProgramIsRefusedAtItsQuota) {
   for (const char* binding : {"direct", "dlopen", "procaddr"}) {
-    auto [code, out] = Sh(std::string(GPUMUX_BINARY) + " run --gpu 0 --mem 1GiB --tenant gpu-" + binding + " -- " +
-                          GPUMUX_ALLOC_CLIENT + " " + binding + " fill " + std::to_string(64 * kMiB) + " 0 2>/dev/null");
+    auto [code, out] = Sh(std::string(GPUMUX_BINARY) + " run --gpu 0 --mem 1GiB --tenant gpu-" +
+                          binding + " -- " + GPUMUX_ALLOC_CLIENT + " " + binding + " fill " +
+                          std::to_string(64 * kMiB) + " 0 2>/dev/null");
     ASSERT_EQ(code, 0) << binding << ": " << out;
     auto j = nlohmann::json::parse(out);
     EXPECT_EQ(j["allocated"].get<uint64_t>(), kGiB) << binding;
@@ -78,27 +82,30 @@ TEST_F(GpuTest, DriverApiProgramIsRefusedAtItsQuota) {
 TEST_F(GpuTest, PyTorchSeesTheQuotaAndIsRefusedPastIt) {
   if (!HasTorch()) GTEST_SKIP() << "PyTorch with CUDA is not installed";
   std::string path = Script("quota.py",
-      "import torch, json\n"
-      "free, total = torch.cuda.mem_get_info()\n"
-      "oom = False\n"
-      "try:\n"
-      "    x = torch.empty(3 << 30, dtype=torch.uint8, device='cuda')\n"
-      "except torch.cuda.OutOfMemoryError:\n"
-      "    oom = True\n"
-      "print(json.dumps({'total': total, 'oom': oom}))\n");
-  auto [code, out] = Sh(std::string(GPUMUX_BINARY) + " run --gpu 0 --mem 2GiB -- python3 " + path + " 2>/dev/null");
+                            "import torch, json\n"
+                            "free, total = torch.cuda.mem_get_info()\n"
+                            "oom = False\n"
+                            "try:\n"
+                            "    x = torch.empty(3 << 30, dtype=torch.uint8, device='cuda')\n"
+                            "except torch.cuda.OutOfMemoryError:\n"
+                            "    oom = True\n"
+                            "print(json.dumps({'total': total, 'oom': oom}))\n");
+  auto [code, out] = Sh(std::string(GPUMUX_BINARY) + " run --gpu 0 --mem 2GiB -- python3 " + path +
+                        " 2>/dev/null");
   ASSERT_EQ(code, 0) << out;
   auto j = nlohmann::json::parse(out.substr(out.find('{')));
   EXPECT_EQ(j["total"].get<uint64_t>(), 2 * kGiB) << "torch.cuda.mem_get_info() shows the quota";
-  EXPECT_TRUE(j["oom"].get<bool>()) << "3 GiB past a 2 GiB quota raises OutOfMemoryError in this process only";
+  EXPECT_TRUE(j["oom"].get<bool>())
+      << "3 GiB past a 2 GiB quota raises OutOfMemoryError in this process only";
 }
 
 TEST_F(GpuTest, PyTorchIsHeldToItsComputeCap) {
   if (!HasTorch()) GTEST_SKIP() << "PyTorch with CUDA is not installed";
   // Busy matmuls for 8 s, counted over the last 5 s (after NVML's per-process samples, about every
-  // 1/6 s, have let the governor settle). GPU time = matmuls x their solo duration, measured by CUDA
-  // events in the uncapped run (events in the capped run would also time the host-side hold).
-  std::string path = Script("busy.py",
+  // 1/6 s, have let the governor settle). GPU time = matmuls x their solo duration, measured by
+  // CUDA events in the uncapped run (events in the capped run would also time the host-side hold).
+  std::string path = Script(
+      "busy.py",
       "import torch, time, json\n"
       "a = torch.randn(4096, 4096, device='cuda', dtype=torch.bfloat16)\n"
       "start = time.time(); measured_from = start + 3; count = 0; gpu_ms = 0.0\n"
@@ -106,15 +113,19 @@ TEST_F(GpuTest, PyTorchIsHeldToItsComputeCap) {
       "    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)\n"
       "    s.record(); b = a @ a; e.record(); e.synchronize()\n"
       "    if time.time() > measured_from: count += 1; gpu_ms += s.elapsed_time(e)\n"
-      "print(json.dumps({'count': count, 'mean_ms': gpu_ms / max(count, 1), 'wall_s': time.time() - measured_from}))\n");
+      "print(json.dumps({'count': count, 'mean_ms': gpu_ms / max(count, 1), 'wall_s': time.time() "
+      "- measured_from}))\n");
   auto run = [&](const std::string& limits) {
-    auto [code, out] = Sh(std::string(GPUMUX_BINARY) + " run --gpu 0 --mem 4GiB " + limits + " -- python3 " + path + " 2>/dev/null");
+    auto [code, out] = Sh(std::string(GPUMUX_BINARY) + " run --gpu 0 --mem 4GiB " + limits +
+                          " -- python3 " + path + " 2>/dev/null");
     EXPECT_EQ(code, 0) << out;
     return nlohmann::json::parse(out.substr(out.find('{')));
   };
   nlohmann::json alone = run(""), capped = run("--compute 30%");
   double solo_ms = alone["mean_ms"].get<double>();
-  auto share = [&](const nlohmann::json& r) { return r["count"].get<double>() * solo_ms / 1000 / r["wall_s"].get<double>(); };
+  auto share = [&](const nlohmann::json& r) {
+    return r["count"].get<double>() * solo_ms / 1000 / r["wall_s"].get<double>();
+  };
   EXPECT_GT(share(alone), 0.6) << "uncapped, the loop keeps the GPU busy: " << alone;
   EXPECT_NEAR(share(capped), 0.30, 0.10) << "uncapped " << alone << ", capped " << capped;
 }
@@ -130,7 +141,8 @@ TEST_F(GpuTest, NvmlDescribesTheGpuAndItsMigGeometryAsGpumuxdReadsThem) {
   const gpumux::node::NvmlLibrary& nvml = gpumux::node::Nvml();
   unsigned current = 0, pending = 0;
   if (!nvml.has_mig() || nvml.get_mig_mode(nvml.Gpu(0), &current, &pending) != 0 || current != 1) {
-    GTEST_SKIP() << gpu.name << " (" << gpu.uuid << "): MIG mode is off; its geometry is read only where it is on";
+    GTEST_SKIP() << gpu.name << " (" << gpu.uuid
+                 << "): MIG mode is off; its geometry is read only where it is on";
   }
   gpumux::MigGeometry geo = gpumux::node::ReadMigGeometry(0);
   EXPECT_GE(geo.slots, 4);

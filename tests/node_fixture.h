@@ -20,8 +20,10 @@ inline constexpr uint64_t kMiB = 1ull << 20, kGiB = 1ull << 30;
 class NodeTest : public ::testing::Test {
  public:
   // The shell command that runs `command` as `tenant` with `limits` ("--mem 1GiB --compute 30%").
-  static std::string Launch(const std::string& tenant, const std::string& limits, const std::string& command) {
-    return std::string(GPUMUX_BINARY) + " run --sim H100 --tenant " + tenant + " " + limits + " -- " + command;
+  static std::string Launch(const std::string& tenant, const std::string& limits,
+                            const std::string& command) {
+    return std::string(GPUMUX_BINARY) + " run --sim H100 --tenant " + tenant + " " + limits +
+           " -- " + command;
   }
 
   // Runs a shell command, returns (exit code, stdout); stderr is dropped.
@@ -33,7 +35,8 @@ class NodeTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() /
-           ("gpumux_node_" + std::to_string(getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+           ("gpumux_node_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
     setenv("GPUMUX_RUNTIME_DIR", dir_.c_str(), 1);

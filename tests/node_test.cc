@@ -19,49 +19,64 @@
 
 namespace {
 
-using gpumux::testing::NodeTest;
 using gpumux::testing::kGiB;
 using gpumux::testing::kMiB;
+using gpumux::testing::NodeTest;
 const std::string kClient = GPUMUX_ALLOC_CLIENT;
 const std::string kGpumux = GPUMUX_BINARY;
 
 // `gpumux run` of the allocation client with a memory quota.
-std::string RunAlloc(const std::string& tenant, const std::string& mem, const std::string& client_args) {
+std::string RunAlloc(const std::string& tenant, const std::string& mem,
+                     const std::string& client_args) {
   return NodeTest::Launch(tenant, "--mem " + mem, kClient + " " + client_args);
 }
 
 TEST_F(NodeTest, RefusedAtExactlyTheQuotaHoweverTheDriverIsReached) {
   for (const char* binding : {"direct", "dlopen", "procaddr"}) {
-    auto [code, out] = Sh(RunAlloc(std::string("t-") + binding, "1GiB", std::string(binding) + " fill " + std::to_string(64 * kMiB) + " 0"));
+    auto [code, out] =
+        Sh(RunAlloc(std::string("t-") + binding, "1GiB",
+                    std::string(binding) + " fill " + std::to_string(64 * kMiB) + " 0"));
     ASSERT_EQ(code, 0) << binding << ": " << out;
     auto j = nlohmann::json::parse(out);
     EXPECT_EQ(j["allocated"].get<uint64_t>(), kGiB) << binding;
     EXPECT_EQ(j["last_error"].get<int>(), 2) << binding << ": CUDA_ERROR_OUT_OF_MEMORY";
-    EXPECT_EQ(j["total"].get<uint64_t>(), kGiB) << binding << ": cuMemGetInfo shows the quota as the device";
+    EXPECT_EQ(j["total"].get<uint64_t>(), kGiB)
+        << binding << ": cuMemGetInfo shows the quota as the device";
     EXPECT_EQ(j["free"].get<uint64_t>(), 0u) << binding;
   }
 }
 
 TEST_F(NodeTest, EveryAllocationPathCountsAndNvmlShowsOnlyTheTenant) {
   // A neighbour holds 2 GiB meanwhile: NVML inside the tenant must not show its process or memory.
-  FILE* neighbour = popen((RunAlloc("neighbour", "2GiB", "direct fill " + std::to_string(kGiB) + " 3") + " 2>/dev/null").c_str(), "r");
+  FILE* neighbour = popen(
+      (RunAlloc("neighbour", "2GiB", "direct fill " + std::to_string(kGiB) + " 3") + " 2>/dev/null")
+          .c_str(),
+      "r");
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   auto [code, out] = Sh(RunAlloc("mixed", "1GiB", "direct mixed " + std::to_string(64 * kMiB)));
   pclose(neighbour);
   ASSERT_EQ(code, 0) << out;
   auto j = nlohmann::json::parse(out);
-  EXPECT_EQ(j["allocated"].get<uint64_t>(), kGiB) << "plain, async, pool, managed, VMM, 2D/3D/mipmapped array allocations all count";
+  EXPECT_EQ(j["allocated"].get<uint64_t>(), kGiB)
+      << "plain, async, pool, managed, VMM, 2D/3D/mipmapped array allocations all count";
   EXPECT_EQ(j["last_error"].get<int>(), 2);
   EXPECT_EQ(j["nvml_held"]["total"].get<uint64_t>(), kGiB);
   EXPECT_EQ(j["nvml_held"]["used"].get<uint64_t>(), kGiB);
   EXPECT_EQ(j["nvml_held"]["processes"].get<int>(), 1) << "the neighbour's process is hidden";
-  EXPECT_EQ(j["nvml_freed"]["used"].get<uint64_t>(), 0u) << "every free path returns the reservation";
+  EXPECT_EQ(j["nvml_freed"]["used"].get<uint64_t>(), 0u)
+      << "every free path returns the reservation";
 }
 
 TEST_F(NodeTest, OneTenantOverQuotaLeavesItsNeighbourUntouched) {
   // Both run at once on one simulated H100; the small one is refused at 1 GiB, the other gets 3.
-  FILE* a = popen((RunAlloc("small", "1GiB", "direct fill " + std::to_string(128 * kMiB) + " 1") + " 2>&1").c_str(), "r");
-  FILE* b = popen((RunAlloc("big", "3GiB", "direct fill " + std::to_string(128 * kMiB) + " 1") + " 2>/dev/null").c_str(), "r");
+  FILE* a = popen(
+      (RunAlloc("small", "1GiB", "direct fill " + std::to_string(128 * kMiB) + " 1") + " 2>&1")
+          .c_str(),
+      "r");
+  FILE* b = popen(
+      (RunAlloc("big", "3GiB", "direct fill " + std::to_string(128 * kMiB) + " 1") + " 2>/dev/null")
+          .c_str(),
+      "r");
   std::array<char, 4096> buf;
   std::string out_a, out_b;
   size_t n;
@@ -69,8 +84,10 @@ TEST_F(NodeTest, OneTenantOverQuotaLeavesItsNeighbourUntouched) {
   while ((n = fread(buf.data(), 1, buf.size(), b)) > 0) out_b.append(buf.data(), n);
   EXPECT_EQ(WEXITSTATUS(pclose(a)), 0);
   EXPECT_EQ(WEXITSTATUS(pclose(b)), 0);
-  EXPECT_NE(out_a.find("gpumux: tenant 'small' refused cuMemAlloc of 134217728 bytes: 1073741824 of its 1073741824-byte quota in use"),
-            std::string::npos) << out_a;
+  EXPECT_NE(out_a.find("gpumux: tenant 'small' refused cuMemAlloc of 134217728 bytes: 1073741824 "
+                       "of its 1073741824-byte quota in use"),
+            std::string::npos)
+      << out_a;
   auto ja = nlohmann::json::parse(out_a.substr(out_a.find('{')));
   auto jb = nlohmann::json::parse(out_b);
   EXPECT_EQ(ja["allocated"].get<uint64_t>(), kGiB);
@@ -83,7 +100,9 @@ TEST_F(NodeTest, OneTenantOverQuotaLeavesItsNeighbourUntouched) {
 TEST_F(NodeTest, AKilledTenantsMemoryReturnsWithinASecond) {
   pid_t launcher = fork();
   if (launcher == 0) {
-    std::string cmd = RunAlloc("crashy", "2GiB", "direct fill " + std::to_string(256 * kMiB) + " 60") + " >/dev/null 2>&1";
+    std::string cmd =
+        RunAlloc("crashy", "2GiB", "direct fill " + std::to_string(256 * kMiB) + " 60") +
+        " >/dev/null 2>&1";
     execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
     _exit(127);
   }
@@ -94,7 +113,8 @@ TEST_F(NodeTest, AKilledTenantsMemoryReturnsWithinASecond) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (!std::filesystem::exists(path)) continue;
     for (const auto& u : gpumux::node::Ledger::Open(path).Snapshot()) {
-      if (u.id == "crashy" && u.used == 2 * kGiB && !u.processes.empty()) client = u.processes[0].first;
+      if (u.id == "crashy" && u.used == 2 * kGiB && !u.processes.empty())
+        client = u.processes[0].first;
     }
   }
   ASSERT_GT(client, 0) << "the tenant never held its 2 GiB";
@@ -120,13 +140,15 @@ TEST_F(NodeTest, EightProcessesOfEightThreadsNeverOvershootAndEndAtZero) {
   // so the ledger can be sampled throughout and read after they all exit.
   std::string path = gpumux::node::LedgerPath(0);
   const uint64_t quota = 512 * kMiB;
-  gpumux::node::Ledger ledger = gpumux::node::Ledger::CreateOrOpen(path, 80 * kGiB, "H100 (race test)");
+  gpumux::node::Ledger ledger =
+      gpumux::node::Ledger::CreateOrOpen(path, 80 * kGiB, "H100 (race test)");
   int tenant = ledger.AddTenant("racy", {quota});
-  std::string env = "LD_PRELOAD=" + std::string(GPUMUX_SHIM) + " LD_LIBRARY_PATH=" + std::string(GPUMUX_SIM_DIR) +
-                    " GPUMUX_LEDGER=" + path + " GPUMUX_TENANT=racy GPUMUX_SIM_MEMORY=" + std::to_string(80 * kGiB) +
+  std::string env = "LD_PRELOAD=" + std::string(GPUMUX_SHIM) +
+                    " LD_LIBRARY_PATH=" + std::string(GPUMUX_SIM_DIR) + " GPUMUX_LEDGER=" + path +
+                    " GPUMUX_TENANT=racy GPUMUX_SIM_MEMORY=" + std::to_string(80 * kGiB) +
                     " GPUMUX_SIM_STATE=" + (dir_ / "sim.state").string();
-  std::string cmd = "for i in 1 2 3 4 5 6 7 8; do env " + env + " " + kClient + " direct race 8 10 " +
-                    std::to_string(96 * kMiB) + " & done; wait";
+  std::string cmd = "for i in 1 2 3 4 5 6 7 8; do env " + env + " " + kClient +
+                    " direct race 8 10 " + std::to_string(96 * kMiB) + " & done; wait";
   std::atomic<bool> done{false};
   std::thread runner([&] {
     Sh(cmd);
@@ -153,7 +175,8 @@ TEST_F(NodeTest, BadInputIsRefusedBeforeAnythingStarts) {
   EXPECT_EQ(code2, 2) << "quota over the L4's 24 GiB";
   auto [code3, out3] = Sh(kGpumux + " run --sim L4 --mem lots -- true");
   EXPECT_EQ(code3, 2);
-  EXPECT_FALSE(std::filesystem::exists(dir_ / "gpu0.ledger")) << "nothing was created for refused input";
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "gpu0.ledger"))
+      << "nothing was created for refused input";
 }
 
 }  // namespace

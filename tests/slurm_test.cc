@@ -1,8 +1,9 @@
-// The Slurm integration end to end: munged, slurmctld and slurmd on localhost (tests/slurm/cluster.sh,
-// the steps of the README's install section) with one simulated H100 in 80 shards of 1 GiB, the gpumux
-// SPANK plugin and gpumuxd. Jobs sharing the GPU by shards get quotas of their shards; one that
-// allocates past its share gets OOM while its neighbour completes; scancel releases a job's quota;
-// gpumuxd restarted mid-job loses nothing. Every daemon started here is stopped by pid.
+// The Slurm integration end to end: munged, slurmctld and slurmd on localhost
+// (tests/slurm/cluster.sh, the steps of the README's install section) with one simulated H100 in 80
+// shards of 1 GiB, the gpumux SPANK plugin and gpumuxd. Jobs sharing the GPU by shards get quotas
+// of their shards; one that allocates past its share gets OOM while its neighbour completes;
+// scancel releases a job's quota; gpumuxd restarted mid-job loses nothing. Every daemon started
+// here is stopped by pid.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -16,8 +17,9 @@
 #include <string>
 #include <thread>
 
-#include "node/agent/http_server.h"
 #include "base/clock.h"
+#include "base/error.h"
+#include "node/agent/http_client.h"
 #include "shell.h"
 
 namespace {
@@ -40,10 +42,13 @@ std::pair<int, std::string> Slurm(const std::string& dir, const std::string& cmd
 class SlurmTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    for (const char* tool : {"/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/sbin/munged", "/usr/bin/srun"}) {
-      if (!fs::exists(tool)) skip_ = std::string(tool) + " is missing (Debian packages slurm-wlm and munge)";
+    for (const char* tool :
+         {"/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/sbin/munged", "/usr/bin/srun"}) {
+      if (!fs::exists(tool))
+        skip_ = std::string(tool) + " is missing (Debian packages slurm-wlm and munge)";
     }
-    if (!fs::exists(kBuild + "/spank_gpumux.so")) skip_ = "the SPANK plugin was not built (Debian package libslurm-dev)";
+    if (!fs::exists(kBuild + "/spank_gpumux.so"))
+      skip_ = "the SPANK plugin was not built (Debian package libslurm-dev)";
     if (getuid() != 0) skip_ = "starting Slurm's daemons needs root";
     if (!skip_.empty()) return;
     // Jobs inherit this environment (srun --export=ALL). In the sanitizer build the shim is
@@ -53,13 +58,15 @@ class SlurmTest : public ::testing::Test {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     StartAgent();
-    auto r = gpumux::testing::Shell("bash " + std::string(GPUMUX_SOURCE_DIR) + "/tests/slurm/cluster.sh start " + dir_ + " " +
-                                    kBuild + " 2>&1");
+    auto r =
+        gpumux::testing::Shell("bash " + std::string(GPUMUX_SOURCE_DIR) +
+                               "/tests/slurm/cluster.sh start " + dir_ + " " + kBuild + " 2>&1");
     if (r.exit_code != 0) start_error_ = "cluster.sh start failed: " + r.out;
   }
   static void TearDownTestSuite() {
     if (dir_.empty()) return;
-    gpumux::testing::Shell("bash " + std::string(GPUMUX_SOURCE_DIR) + "/tests/slurm/cluster.sh stop " + dir_);
+    gpumux::testing::Shell("bash " + std::string(GPUMUX_SOURCE_DIR) +
+                           "/tests/slurm/cluster.sh stop " + dir_);
     StopAgent(SIGTERM);
     fs::remove_all(dir_);
   }
@@ -72,11 +79,13 @@ class SlurmTest : public ::testing::Test {
     agent_ = fork();
     if (agent_ == 0) {
       freopen((dir_ + "/agent.log").c_str(), "a", stderr);
-      execl((kBuild + "/gpumuxd").c_str(), "gpumuxd", "--sim", "H100", "--socket", (dir_ + "/gpumuxd.sock").c_str(),
-            "--state", (dir_ + "/state.db").c_str(), "--runtime-dir", (dir_ + "/runtime").c_str(), nullptr);
+      execl((kBuild + "/gpumuxd").c_str(), "gpumuxd", "--sim", "H100", "--socket",
+            (dir_ + "/gpumuxd.sock").c_str(), "--state", (dir_ + "/state.db").c_str(),
+            "--runtime-dir", (dir_ + "/runtime").c_str(), nullptr);
       _exit(127);
     }
-    for (int i = 0; i < 200 && !Agent("GET", "/v1/health").first; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (int i = 0; i < 200 && !Agent("GET", "/v1/health").first; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   static void StopAgent(int sig) {
     if (agent_ <= 0) return;
@@ -104,11 +113,14 @@ class SlurmTest : public ::testing::Test {
     return false;
   }
   static std::string Sbatch(const std::string& args, const std::string& command) {
-    auto [code, out] = Slurm(dir_, "sbatch --parsable " + args + " --output=" + dir_ + "/job-%j.out --wrap '" + command + "'");
+    auto [code, out] = Slurm(dir_, "sbatch --parsable " + args + " --output=" + dir_ +
+                                       "/job-%j.out --wrap '" + command + "'");
     EXPECT_EQ(code, 0) << out;
     return out.substr(0, out.find_first_of(";\n"));
   }
-  static bool JobGone(const std::string& job) { return Slurm(dir_, "squeue -h -j " + job + " 2>/dev/null").second.empty(); }
+  static bool JobGone(const std::string& job) {
+    return Slurm(dir_, "squeue -h -j " + job + " 2>/dev/null").second.empty();
+  }
 
   static inline std::string dir_, skip_, start_error_;
   static inline pid_t agent_ = 0;
@@ -116,47 +128,58 @@ class SlurmTest : public ::testing::Test {
 
 TEST_F(SlurmTest, AJobPastItsSharesGetsOomWhileItsNeighbourOnTheGpuCompletes) {
   std::string start = std::to_string(gpumux::NowNs() + 3'000'000'000ull);
-  std::string over = "srun --gres=shard:2 " + kAlloc + " direct fill " + std::to_string(256ull << 20) + " 1";
-  std::string neighbour = "srun --gres=shard:4 --gpumux-compute=50% " + kCompute + " launch busy " + start + " 1 1";
-  auto [code, out] = Slurm(dir_, "timeout 60 bash -c '(" + over + " > " + dir_ + "/over.json & " + neighbour + " > " +
-                                     dir_ + "/neighbour.json & wait)' 2>&1");
+  std::string over =
+      "srun --gres=shard:2 " + kAlloc + " direct fill " + std::to_string(256ull << 20) + " 1";
+  std::string neighbour =
+      "srun --gres=shard:4 --gpumux-compute=50% " + kCompute + " launch busy " + start + " 1 1";
+  auto [code, out] = Slurm(dir_, "timeout 60 bash -c '(" + over + " > " + dir_ + "/over.json & " +
+                                     neighbour + " > " + dir_ + "/neighbour.json & wait)' 2>&1");
   std::ifstream a(dir_ + "/over.json"), b(dir_ + "/neighbour.json");
   std::stringstream ja, jb;
   ja << a.rdbuf();
   jb << b.rdbuf();
-  json over_result = json::parse(ja.str(), nullptr, false), neighbour_result = json::parse(jb.str(), nullptr, false);
-  ASSERT_TRUE(over_result.is_object() && neighbour_result.is_object()) << out << ja.str() << jb.str();
+  json over_result = json::parse(ja.str(), nullptr, false),
+       neighbour_result = json::parse(jb.str(), nullptr, false);
+  ASSERT_TRUE(over_result.is_object() && neighbour_result.is_object())
+      << out << ja.str() << jb.str();
   EXPECT_EQ(over_result["allocated"].get<uint64_t>(), 2 * kGiB) << "2 shards of 1 GiB";
   EXPECT_EQ(over_result["last_error"].get<int>(), 2) << "CUDA_ERROR_OUT_OF_MEMORY";
   EXPECT_GT(neighbour_result["launches"].get<int>(), 0) << "the neighbour computed";
-  EXPECT_NEAR(neighbour_result["gpu_share"].get<double>(), 0.5, 0.1) << "--gpumux-compute=50% holds";
+  EXPECT_NEAR(neighbour_result["gpu_share"].get<double>(), 0.5, 0.1)
+      << "--gpumux-compute=50% holds";
   // Both steps ended: their tenants are gone.
   EXPECT_TRUE(WaitFor(5, [] { return Agent("GET", "/v1/tenants").second["tenants"].empty(); }))
       << Agent("GET", "/v1/tenants").second;
 }
 
 TEST_F(SlurmTest, TheMemoryOptionSetsTheQuotaOfAStep) {
-  auto [code, out] = Slurm(dir_, "timeout 60 srun --gres=shard:8 --gpumux-mem=1G " + kAlloc + " direct fill " +
-                                     std::to_string(128ull << 20) + " 0");
+  auto [code, out] = Slurm(dir_, "timeout 60 srun --gres=shard:8 --gpumux-mem=1G " + kAlloc +
+                                     " direct fill " + std::to_string(128ull << 20) + " 0");
   ASSERT_EQ(code, 0) << out;
   json j = json::parse(out, nullptr, false);
   ASSERT_TRUE(j.is_object()) << out;
-  EXPECT_EQ(j["allocated"].get<uint64_t>(), kGiB) << "--gpumux-mem=1G (Slurm's G is GiB) instead of 8 shards";
+  EXPECT_EQ(j["allocated"].get<uint64_t>(), kGiB)
+      << "--gpumux-mem=1G (Slurm's G is GiB) instead of 8 shards";
   EXPECT_EQ(j["total"].get<uint64_t>(), kGiB) << "cuMemGetInfo shows the quota";
 }
 
 TEST_F(SlurmTest, AStepInsideABatchJobSharesTheJobsQuota) {
-  // The batch script fills the job's 3 shards and holds them while an srun step inside it tries too:
-  // the step joins the job's tenant, so it gets nothing more (without it, it would get 3 GiB again).
-  std::string job = Sbatch("--gres=shard:3", kAlloc + " direct fill " + std::to_string(kGiB) + " 4 & sleep 1; srun " +
-                                                 kAlloc + " direct fill " + std::to_string(256ull << 20) + " 0; wait");
+  // The batch script fills the job's 3 shards and holds them while an srun step inside it tries
+  // too: the step joins the job's tenant, so it gets nothing more (without it, it would get 3 GiB
+  // again).
+  std::string job = Sbatch("--gres=shard:3", kAlloc + " direct fill " + std::to_string(kGiB) +
+                                                 " 4 & sleep 1; srun " + kAlloc + " direct fill " +
+                                                 std::to_string(256ull << 20) + " 0; wait");
   ASSERT_TRUE(WaitFor(30, [&] { return JobGone(job); }));
   std::ifstream out(dir_ + "/job-" + job + ".out");
   std::string text((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
-  EXPECT_NE(text.find("{\"allocated\": 3221225472, \"last_error\": 2"), std::string::npos) << "the batch script: " << text;
-  EXPECT_NE(text.find("{\"allocated\": 0, \"last_error\": 2, \"total\": 3221225472"), std::string::npos)
+  EXPECT_NE(text.find("{\"allocated\": 3221225472, \"last_error\": 2"), std::string::npos)
+      << "the batch script: " << text;
+  EXPECT_NE(text.find("{\"allocated\": 0, \"last_error\": 2, \"total\": 3221225472"),
+            std::string::npos)
       << "the step sees the job's quota, already used: " << text;
-  EXPECT_TRUE(WaitFor(10, [&] { return Agent("GET", "/v1/tenants/slurm-" + job).first == 404; })) << "removed with the job";
+  EXPECT_TRUE(WaitFor(10, [&] { return Agent("GET", "/v1/tenants/slurm-" + job).first == 404; }))
+      << "removed with the job";
 }
 
 TEST_F(SlurmTest, ConcurrentStepsKeepTheJobsTenantUntilTheJobEnds) {
@@ -164,13 +187,17 @@ TEST_F(SlurmTest, ConcurrentStepsKeepTheJobsTenantUntilTheJobEnds) {
   // holds memory: the tenant stays for B, and the job's epilog removes it when the job is over.
   std::string a = "srun --overlap sleep 1.5";
   std::string b = "srun --overlap " + kAlloc + " direct fill " + std::to_string(kGiB) + " 4";
-  FILE* job = popen(("SLURM_CONF=" + dir_ + "/etc/slurm.conf timeout 60 salloc --gres=shard:2 sh -c '" + a +
-                     " > " + dir_ + "/a.json & sleep 0.5; " + b + " > " + dir_ + "/b.json; wait' 2>&1").c_str(), "r");
+  FILE* job =
+      popen(("SLURM_CONF=" + dir_ + "/etc/slurm.conf timeout 60 salloc --gres=shard:2 sh -c '" + a +
+             " > " + dir_ + "/a.json & sleep 0.5; " + b + " > " + dir_ + "/b.json; wait' 2>&1")
+                .c_str(),
+            "r");
   // After A ended (1.5 s in), B still holds its 2 GiB in the job's tenant.
   std::this_thread::sleep_for(std::chrono::milliseconds(3000));
   json listed = Agent("GET", "/v1/tenants").second;
   ASSERT_EQ(listed["tenants"].size(), 1u) << listed;
-  EXPECT_EQ(listed["tenants"][0].value("used_bytes", 0ull), 2 * kGiB) << "B's memory, under the job's tenant: " << listed;
+  EXPECT_EQ(listed["tenants"][0].value("used_bytes", 0ull), 2 * kGiB)
+      << "B's memory, under the job's tenant: " << listed;
   char buf[4096];
   while (fgets(buf, sizeof(buf), job)) {
   }
@@ -180,31 +207,38 @@ TEST_F(SlurmTest, ConcurrentStepsKeepTheJobsTenantUntilTheJobEnds) {
 }
 
 TEST_F(SlurmTest, ScancelReleasesTheJobsQuota) {
-  std::string job = Sbatch("--gres=shard:3", kAlloc + " direct fill " + std::to_string(kGiB) + " 60");
+  std::string job =
+      Sbatch("--gres=shard:3", kAlloc + " direct fill " + std::to_string(kGiB) + " 60");
   std::string tenant = "/v1/tenants/slurm-" + job;
-  ASSERT_TRUE(WaitFor(20, [&] { return Agent("GET", tenant).second.value("used_bytes", 0ull) == 3 * kGiB; }))
+  ASSERT_TRUE(WaitFor(
+      20, [&] { return Agent("GET", tenant).second.value("used_bytes", 0ull) == 3 * kGiB; }))
       << "the job never held its 3 GiB: " << Agent("GET", tenant).second;
   Slurm(dir_, "scancel " + job);
-  EXPECT_TRUE(WaitFor(10, [&] { return Agent("GET", tenant).first == 404; })) << Agent("GET", tenant).second;
+  EXPECT_TRUE(WaitFor(10, [&] { return Agent("GET", tenant).first == 404; }))
+      << Agent("GET", tenant).second;
   EXPECT_TRUE(WaitFor(10, [&] { return JobGone(job); }));
 }
 
 TEST_F(SlurmTest, GpumuxdRestartedMidJobLosesNothing) {
-  std::string job = Sbatch("--gres=shard:2", kAlloc + " direct fill " + std::to_string(kGiB) + " 5");
+  std::string job =
+      Sbatch("--gres=shard:2", kAlloc + " direct fill " + std::to_string(kGiB) + " 5");
   std::string tenant = "/v1/tenants/slurm-" + job;
-  ASSERT_TRUE(WaitFor(20, [&] { return Agent("GET", tenant).second.value("used_bytes", 0ull) == 2 * kGiB; }))
-      << Agent("GET", tenant).second;
+  ASSERT_TRUE(WaitFor(20, [&] {
+    return Agent("GET", tenant).second.value("used_bytes", 0ull) == 2 * kGiB;
+  })) << Agent("GET", tenant).second;
   StopAgent(SIGKILL);
   StartAgent();
   auto [status, after] = Agent("GET", tenant);
   ASSERT_EQ(status, 200) << after;
   EXPECT_EQ(after["quota_bytes"].get<uint64_t>(), 2 * kGiB);
-  EXPECT_EQ(after["used_bytes"].get<uint64_t>(), 2 * kGiB) << "the job kept its memory and its quota";
+  EXPECT_EQ(after["used_bytes"].get<uint64_t>(), 2 * kGiB)
+      << "the job kept its memory and its quota";
   ASSERT_TRUE(WaitFor(30, [&] { return JobGone(job); }));
   std::ifstream out(dir_ + "/job-" + job + ".out");
   std::string text((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("\"allocated\": 2147483648"), std::string::npos) << text;
-  EXPECT_TRUE(WaitFor(10, [&] { return Agent("GET", tenant).first == 404; })) << "removed at the step's end";
+  EXPECT_TRUE(WaitFor(10, [&] { return Agent("GET", tenant).first == 404; }))
+      << "removed at the step's end";
 }
 
 }  // namespace

@@ -79,13 +79,23 @@ inline constexpr int kProcAddressSymbolNotFound = 1;
 // Bytes per channel element of a CUarray_format (0 for an unknown format).
 inline size_t ArrayFormatBytes(int format) {
   switch (format) {
-    case 0x01: case 0x08: return 1;               // (UN)SIGNED_INT8
-    case 0x02: case 0x09: case 0x10: return 2;    // (UN)SIGNED_INT16, HALF
-    case 0x03: case 0x0a: case 0x20: return 4;    // (UN)SIGNED_INT32, FLOAT
-    default: return 0;
+    case 0x01:
+    case 0x08:
+      return 1;  // (UN)SIGNED_INT8
+    case 0x02:
+    case 0x09:
+    case 0x10:
+      return 2;  // (UN)SIGNED_INT16, HALF
+    case 0x03:
+    case 0x0a:
+    case 0x20:
+      return 4;  // (UN)SIGNED_INT32, FLOAT
+    default:
+      return 0;
   }
 }
-// Bytes of a 3D array, or of all `levels` levels of a mipmapped one (each level halves every extent).
+// Bytes of a 3D array, or of all `levels` levels of a mipmapped one (each level halves every
+// extent).
 inline uint64_t Array3DBytes(const CUDA_ARRAY3D_DESCRIPTOR& d, unsigned int levels = 1) {
   uint64_t total = 0, w = d.Width, h = d.Height ? d.Height : 1, z = d.Depth ? d.Depth : 1;
   for (unsigned int l = 0; l < levels; ++l) {

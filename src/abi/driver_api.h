@@ -24,26 +24,32 @@ CUresult cuCtxSynchronize();
 
 // Memory.
 CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes);
-CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height, unsigned int element);
+CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height,
+                            unsigned int element);
 CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytes, unsigned int flags);
 CUresult cuMemFree_v2(CUdeviceptr dptr);
 CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream stream);
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUstream stream);
-CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream stream);
-CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream stream);
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool,
+                                 CUstream stream);
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool,
+                                      CUstream stream);
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream);
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream);
-CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t bytes, const CUmemAllocationProp* prop,
-                     unsigned long long flags);
+CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t bytes,
+                     const CUmemAllocationProp* prop, unsigned long long flags);
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle);
-CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags);
+CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                             unsigned long long flags);
 CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size);
-CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags);
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                  unsigned long long flags);
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size);
 CUresult cuArrayCreate_v2(CUarray* array, const CUDA_ARRAY_DESCRIPTOR* desc);
 CUresult cuArrayDestroy(CUarray array);
 CUresult cuArray3DCreate_v2(CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc);
-CUresult cuMipmappedArrayCreate(CUmipmappedArray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc, unsigned int levels);
+CUresult cuMipmappedArrayCreate(CUmipmappedArray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc,
+                                unsigned int levels);
 CUresult cuMipmappedArrayDestroy(CUmipmappedArray array);
 CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes);
 
@@ -76,20 +82,23 @@ CUresult cuEventQuery(CUevent event);
 CUresult cuEventElapsedTime(float* ms, CUevent start, CUevent end);
 
 // Launches.
-CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-                        unsigned int by, unsigned int bz, unsigned int shared_bytes, CUstream stream, void** params,
-                        void** extra);
-CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-                             unsigned int by, unsigned int bz, unsigned int shared_bytes, CUstream stream,
-                             void** params, void** extra);
+CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                        unsigned int bx, unsigned int by, unsigned int bz,
+                        unsigned int shared_bytes, CUstream stream, void** params, void** extra);
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                             unsigned int bx, unsigned int by, unsigned int bz,
+                             unsigned int shared_bytes, CUstream stream, void** params,
+                             void** extra);
 CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra);
-CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params, void** extra);
-CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-                                   unsigned int by, unsigned int bz, unsigned int shared_bytes, CUstream stream,
-                                   void** params);
-CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                                        unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared_bytes,
-                                        CUstream stream, void** params);
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params,
+                               void** extra);
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                   unsigned int bx, unsigned int by, unsigned int bz,
+                                   unsigned int shared_bytes, CUstream stream, void** params);
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
+                                        unsigned int gz, unsigned int bx, unsigned int by,
+                                        unsigned int bz, unsigned int shared_bytes, CUstream stream,
+                                        void** params);
 
 // Graphs: stream capture, explicit construction (kernel and memory nodes), instantiation, launch.
 CUresult cuStreamBeginCapture_v2(CUstream stream, int mode);
@@ -97,12 +106,12 @@ CUresult cuStreamEndCapture(CUstream stream, CUgraph* graph);
 CUresult cuStreamIsCapturing(CUstream stream, int* status);
 CUresult cuGraphCreate(CUgraph* graph, unsigned int flags);
 CUresult cuGraphDestroy(CUgraph graph);
-CUresult cuGraphAddKernelNode_v2(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t ndeps,
-                                 const void* params);
-CUresult cuGraphAddMemAllocNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t ndeps,
-                                CUDA_MEM_ALLOC_NODE_PARAMS* params);
-CUresult cuGraphAddMemFreeNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t ndeps,
-                               CUdeviceptr dptr);
+CUresult cuGraphAddKernelNode_v2(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps,
+                                 size_t ndeps, const void* params);
+CUresult cuGraphAddMemAllocNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps,
+                                size_t ndeps, CUDA_MEM_ALLOC_NODE_PARAMS* params);
+CUresult cuGraphAddMemFreeNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps,
+                               size_t ndeps, CUdeviceptr dptr);
 CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long flags);
 CUresult cuGraphExecDestroy(CUgraphExec exec);
 CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream);

@@ -1,6 +1,6 @@
 // The NVML types and codes gpumux uses (its simulated NVML, the shim, gpumuxd), declared from the
-// public ABI as NVML's documentation describes it (../shared/reference/mig-mps-gpus.md §5; structure
-// layouts as in the NVML API reference, R535 and later); no vendor header is copied.
+// public ABI as NVML's documentation describes it (../shared/reference/mig-mps-gpus.md §5;
+// structure layouts as in the NVML API reference, R535 and later); no vendor header is copied.
 #pragma once
 
 extern "C" {
@@ -8,27 +8,39 @@ typedef int nvmlReturn_t;
 typedef struct nvmlDevice_st* nvmlDevice_t;
 typedef struct nvmlGpuInstance_st* nvmlGpuInstance_t;
 typedef struct nvmlComputeInstance_st* nvmlComputeInstance_t;
-typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
-typedef struct { unsigned int version; unsigned long long total, reserved, free, used; } nvmlMemory_v2_t;
-typedef struct { unsigned int pid; unsigned long long usedGpuMemory; unsigned int gpuInstanceId, computeInstanceId; }
-    nvmlProcessInfo_t;
-typedef struct { unsigned int gpu, memory; } nvmlUtilization_t;
+typedef struct {
+  unsigned long long total, free, used;
+} nvmlMemory_t;
+typedef struct {
+  unsigned int version;
+  unsigned long long total, reserved, free, used;
+} nvmlMemory_v2_t;
 typedef struct {
   unsigned int pid;
-  unsigned long long timeStamp;  // microseconds
+  unsigned long long usedGpuMemory;
+  unsigned int gpuInstanceId, computeInstanceId;
+} nvmlProcessInfo_t;
+typedef struct {
+  unsigned int gpu, memory;
+} nvmlUtilization_t;
+typedef struct {
+  unsigned int pid;
+  unsigned long long timeStamp;                    // microseconds
   unsigned int smUtil, memUtil, encUtil, decUtil;  // percent of the time since the previous sample
 } nvmlProcessUtilizationSample_t;
 
 // Multi-Instance GPU. A GPU instance sits at a placement (start and size on the memory-slot axis);
 // a compute instance inside it runs the work; the pair is a "MIG device" with its own UUID.
-typedef struct { unsigned int start, size; } nvmlGpuInstancePlacement_t;
+typedef struct {
+  unsigned int start, size;
+} nvmlGpuInstancePlacement_t;
 typedef struct {
   unsigned int version;  // kGpuInstanceProfileInfoV2
   unsigned int id;       // the profile ID that creation takes (nvidia-smi's "ID" column)
   unsigned int isP2pSupported, sliceCount, instanceCount, multiprocessorCount;
   unsigned int copyEngineCount, decoderCount, encoderCount, jpegCount, ofaCount;
   unsigned long long memorySizeMB;
-  char name[96];         // "MIG 1g.10gb"
+  char name[96];  // "MIG 1g.10gb"
 } nvmlGpuInstanceProfileInfo_v2_t;
 typedef struct {
   nvmlDevice_t device;
@@ -37,7 +49,8 @@ typedef struct {
 } nvmlGpuInstanceInfo_t;
 typedef struct {
   unsigned int id, sliceCount, instanceCount, multiprocessorCount;
-  unsigned int sharedCopyEngineCount, sharedDecoderCount, sharedEncoderCount, sharedJpegCount, sharedOfaCount;
+  unsigned int sharedCopyEngineCount, sharedDecoderCount, sharedEncoderCount, sharedJpegCount,
+      sharedOfaCount;
 } nvmlComputeInstanceProfileInfo_t;
 }
 
@@ -61,6 +74,7 @@ inline constexpr unsigned int kGpuInstanceProfileBound = 64;
 // Compute instance profile constants (NVML_COMPUTE_INSTANCE_PROFILE_*), likewise.
 inline constexpr unsigned int kComputeInstanceProfileBound = 16;
 inline constexpr unsigned int kComputeInstanceEngineShared = 0;
-inline constexpr unsigned int kGpuInstanceProfileInfoV2 = unsigned(sizeof(nvmlGpuInstanceProfileInfo_v2_t)) | (2u << 24);
+inline constexpr unsigned int kGpuInstanceProfileInfoV2 =
+    unsigned(sizeof(nvmlGpuInstanceProfileInfo_v2_t)) | (2u << 24);
 inline constexpr unsigned int kUuidBufferSize = 96;
 }  // namespace gpumux::nvml

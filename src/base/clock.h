@@ -1,5 +1,6 @@
-// The one time base of gpumux's processes: CLOCK_MONOTONIC in nanoseconds, the same in every process
-// of a host, so timestamps written to shared memory (ledger, simulated device) compare across processes.
+// The one time base of gpumux's processes: CLOCK_MONOTONIC in nanoseconds, the same in every
+// process of a host, so timestamps written to shared memory (ledger, simulated device) compare
+// across processes.
 #pragma once
 
 #include <time.h>

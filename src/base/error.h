@@ -11,13 +11,14 @@
 namespace gpumux {
 
 enum class ErrorCode {
-  kBadInput,          // the input is wrong: a file, a flag, a request body, a limit   exit 2, HTTP 400
-  kNotFound,          // what the input names does not exist                            exit 2, HTTP 404
-  kPermissionDenied,  // the caller may not do this                                     exit 2, HTTP 403
-  kDoesNotFit,        // valid, but there is no room (a quota past the GPU's memory)    exit 3, HTTP 409
-  kConflict,          // valid, but not in the present state (live tenants)             exit 3, HTTP 409
-  kUnavailable,       // a device, driver or service cannot be reached or refuses       exit 4, HTTP 503
-  kInternal,          // a failure gpumux did not expect (a bug, a failing system call) exit 1, HTTP 500
+  kBadInput,  // the input is wrong: a file, a flag, a request body, a limit   exit 2, HTTP 400
+  kNotFound,  // what the input names does not exist                            exit 2, HTTP 404
+  kPermissionDenied,  // the caller may not do this                                     exit 2, HTTP
+                      // 403
+  kDoesNotFit,   // valid, but there is no room (a quota past the GPU's memory)    exit 3, HTTP 409
+  kConflict,     // valid, but not in the present state (live tenants)             exit 3, HTTP 409
+  kUnavailable,  // a device, driver or service cannot be reached or refuses       exit 4, HTTP 503
+  kInternal,     // a failure gpumux did not expect (a bug, a failing system call) exit 1, HTTP 500
 };
 
 class Error : public std::runtime_error {
@@ -34,7 +35,9 @@ class Error : public std::runtime_error {
 // Shorthands, so that a throw reads as what happened: `throw BadInput("--mem: ...")`.
 inline Error BadInput(const std::string& message) { return {ErrorCode::kBadInput, message}; }
 inline Error NotFound(const std::string& message) { return {ErrorCode::kNotFound, message}; }
-inline Error PermissionDenied(const std::string& message) { return {ErrorCode::kPermissionDenied, message}; }
+inline Error PermissionDenied(const std::string& message) {
+  return {ErrorCode::kPermissionDenied, message};
+}
 inline Error DoesNotFit(const std::string& message) { return {ErrorCode::kDoesNotFit, message}; }
 inline Error Conflict(const std::string& message) { return {ErrorCode::kConflict, message}; }
 inline Error Unavailable(const std::string& message) { return {ErrorCode::kUnavailable, message}; }

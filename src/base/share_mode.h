@@ -13,16 +13,21 @@ enum class ShareMode : uint32_t {
   kTimeSlice = 0,  // contexts take turns (the driver's default)
   kMps = 1,        // kernels of all tenants run at once (an MPS control daemon)
   kMig = 2,        // hardware instances, one device each
-  kWhole = 3,      // one tenant owns the GPU (planner only; on a node it is time-slicing with one tenant)
+  kWhole =
+      3,  // one tenant owns the GPU (planner only; on a node it is time-slicing with one tenant)
 };
 
 // "timeslice", "mps", "mig", "whole".
 constexpr std::string_view ShareModeName(ShareMode mode) {
   switch (mode) {
-    case ShareMode::kTimeSlice: return "timeslice";
-    case ShareMode::kMps: return "mps";
-    case ShareMode::kMig: return "mig";
-    case ShareMode::kWhole: return "whole";
+    case ShareMode::kTimeSlice:
+      return "timeslice";
+    case ShareMode::kMps:
+      return "mps";
+    case ShareMode::kMig:
+      return "mig";
+    case ShareMode::kWhole:
+      return "whole";
   }
   return "?";
 }

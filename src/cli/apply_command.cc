@@ -25,9 +25,11 @@ int RunApplyFile(const ApplyOptions& o) {
   std::ifstream in(o.file);
   if (!in) throw BadInput(o.file + ": cannot read it");
   nlohmann::json plan = nlohmann::json::parse(in, nullptr, false);
-  if (plan.is_discarded()) throw BadInput(o.file + ": not JSON (write it with `gpumux plan FILE.yaml --json`)");
+  if (plan.is_discarded())
+    throw BadInput(o.file + ": not JSON (write it with `gpumux plan FILE.yaml --json`)");
   if (!plan.is_object() || !plan.contains("agent")) {
-    throw BadInput(o.file + ": no \"agent\" section (write it with `gpumux plan FILE.yaml --json`)");
+    throw BadInput(o.file +
+                   ": no \"agent\" section (write it with `gpumux plan FILE.yaml --json`)");
   }
   if (plan.contains("unplaced") && plan["unplaced"].is_array() && !plan["unplaced"].empty()) {
     throw DoesNotFit(o.file + ": the plan leaves " + std::to_string(plan["unplaced"].size()) +
@@ -46,15 +48,19 @@ int ApplyToNode(const NodePlan& plan, const std::string& socket, bool dry_run, s
   }
   fmt::print(out, "{} {} call{} to gpumuxd at {}:\n", dry_run ? "would make" : "made", calls.size(),
              calls.size() == 1 ? "" : "s", socket);
-  for (const AgentCall& c : calls) fmt::print(out, "  {:<48} {} {} {}\n", c.what, c.method, c.path, c.body.dump());
+  for (const AgentCall& c : calls)
+    fmt::print(out, "  {:<48} {} {} {}\n", c.what, c.method, c.path, c.body.dump());
   return kExitOk;
 }
 
 Command AddApplyCommand(CLI::App& app) {
   auto o = std::make_shared<ApplyOptions>();
-  CLI::App* sub = app.add_subcommand("apply", "Bring a node's gpumuxd to a plan: each GPU's sharing mode and MIG "
-                                              "layout, each tenant's limits (refused as a whole if it cannot be)");
-  sub->add_option("plan", o->file, "the plan as `gpumux plan FILE.yaml --json` writes it")->required();
+  CLI::App* sub =
+      app.add_subcommand("apply",
+                         "Bring a node's gpumuxd to a plan: each GPU's sharing mode and MIG "
+                         "layout, each tenant's limits (refused as a whole if it cannot be)");
+  sub->add_option("plan", o->file, "the plan as `gpumux plan FILE.yaml --json` writes it")
+      ->required();
   sub->add_option("--agent", o->agent, "gpumuxd's socket")->capture_default_str();
   sub->add_flag("--dry-run", o->dry_run, "print the calls it would make, and make none");
   return {sub, [o] { return RunApplyFile(*o); }};

@@ -7,10 +7,10 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "base/error.h"
 #include "cli/commands.h"
 #include "cli/report.h"
 #include "core/catalog.h"
-#include "base/error.h"
 #include "core/units.h"
 #include "share/gpu_choice.h"
 
@@ -119,7 +119,8 @@ int RunExplain(const ExplainOptions& o) {
   Catalog catalog = Catalog::LoadBundled();
   for (const std::string& path : o.catalogs) catalog.AddFile(path);
   const GpuKind& gpu = catalog.FindGpu(o.gpu);
-  if (o.model.empty() == o.params.empty()) throw BadInput("give exactly one of --model and --params");
+  if (o.model.empty() == o.params.empty())
+    throw BadInput("give exactly one of --model and --params");
   if (o.phase != "decode" && o.phase != "prefill") {
     throw BadInput(fmt::format("--phase '{}' is not decode or prefill", o.phase));
   }
@@ -165,7 +166,8 @@ int RunExplain(const ExplainOptions& o) {
                           {"max_copies_strategy", sharing->max_copies_strategy},
                           {"considered", nlohmann::json::array()}};
       if (sharing->choice.chosen) s["chosen"] = ToJson(*sharing->choice.chosen);
-      for (const StrategyResult& r : sharing->choice.considered) s["considered"].push_back(ToJson(r));
+      for (const StrategyResult& r : sharing->choice.considered)
+        s["considered"].push_back(ToJson(r));
       j["sharing"] = s;
     }
     fmt::print("{}\n", j.dump(2));
@@ -180,8 +182,9 @@ int RunExplain(const ExplainOptions& o) {
              main.compute_efficiency);
   std::vector<std::vector<std::string>> rows = {
       {"", rough ? "params x bytes" : "params x bytes", rough ? "shape + KV cache" : ""}};
-  const char* labels[] = {"weights",   "KV cache",       "memory",    "bytes per step", "FLOPs per step",
-                          "tokens/s",  "ms per token",   "bandwidth", "compute",        "bound by"};
+  const char* labels[] = {"weights",        "KV cache", "memory",       "bytes per step",
+                          "FLOPs per step", "tokens/s", "ms per token", "bandwidth",
+                          "compute",        "bound by"};
   std::vector<std::string> a = Column(rough ? *rough : main, rough ? *rough_demand : demand);
   std::vector<std::string> b = rough ? Column(main, demand) : std::vector<std::string>(a.size());
   for (size_t i = 0; i < a.size(); ++i) rows.push_back({labels[i], a[i], b[i]});
@@ -191,12 +194,13 @@ int RunExplain(const ExplainOptions& o) {
                fmt::join(gpu.uncertain, ", "));
   }
   if (sharing) {
-    fmt::print("\n{} copies on one {} (SLO {}):\n", sharing->tenants, gpu.name, slo.Describe("tok/s"));
+    fmt::print("\n{} copies on one {} (SLO {}):\n", sharing->tenants, gpu.name,
+               slo.Describe("tok/s"));
     fmt::print("{}", FormatConsidered(sharing->choice.considered,
                                       sharing->choice.chosen ? &*sharing->choice.chosen : nullptr));
     if (sharing->max_copies > 0) {
-      fmt::print("  at most {} copies meet the SLO on one {} (by {})\n", sharing->max_copies, gpu.name,
-                 sharing->max_copies_strategy);
+      fmt::print("  at most {} copies meet the SLO on one {} (by {})\n", sharing->max_copies,
+                 gpu.name, sharing->max_copies_strategy);
     } else {
       fmt::print("  not even one copy meets the SLO on one {}\n", gpu.name);
     }
@@ -208,27 +212,35 @@ int RunExplain(const ExplainOptions& o) {
 
 Command AddExplainCommand(CLI::App& app) {
   auto o = std::make_shared<ExplainOptions>();
-  CLI::App* sub = app.add_subcommand("explain", "What one LLM job uses of one GPU: memory, bandwidth, "
-                                                "FLOPs, tokens/s, and how many copies can share it");
-  sub->add_option("--gpu", o->gpu, "GPU kind from the catalog (case-insensitive), e.g. H100-SXM5-80GB")
+  CLI::App* sub = app.add_subcommand("explain",
+                                     "What one LLM job uses of one GPU: memory, bandwidth, "
+                                     "FLOPs, tokens/s, and how many copies can share it");
+  sub->add_option("--gpu", o->gpu,
+                  "GPU kind from the catalog (case-insensitive), e.g. H100-SXM5-80GB")
       ->required();
   sub->add_option("--model", o->model, "model shape from the catalog, e.g. Llama-2-13B");
   sub->add_option("--params", o->params, "parameter count instead of a model, e.g. 13e9");
-  sub->add_option("--dtype", o->dtype, "weight format: bf16, fp16, fp8, int4")->capture_default_str();
+  sub->add_option("--dtype", o->dtype, "weight format: bf16, fp16, fp8, int4")
+      ->capture_default_str();
   sub->add_option("--kv-dtype", o->kv_dtype, "KV-cache format (default: fp16 for fp16, else bf16)");
-  sub->add_option("--batch", o->batch, "sequences served together")->check(CLI::PositiveNumber)
+  sub->add_option("--batch", o->batch, "sequences served together")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   sub->add_option("--context", o->context, "tokens of context per sequence (KV cache)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   sub->add_option("--efficiency", o->efficiency, "achieved fraction of peak HBM bandwidth, eta")
-      ->check(CLI::Range(1e-6, 1.0))->capture_default_str();
+      ->check(CLI::Range(1e-6, 1.0))
+      ->capture_default_str();
   sub->add_option("--compute-efficiency", o->compute_efficiency, "achieved fraction of peak FLOP/s")
-      ->check(CLI::Range(1e-6, 1.0))->capture_default_str();
+      ->check(CLI::Range(1e-6, 1.0))
+      ->capture_default_str();
   sub->add_option("--phase", o->phase, "decode or prefill")->capture_default_str();
   sub->add_option("--catalog", o->catalogs, "extra catalog file with your own GPU kinds or models");
   sub->add_option("--tenants", o->tenants, "evaluate this many copies sharing the GPU")
       ->check(CLI::Range(1, kMpsMaxClients));
-  sub->add_option("--min-tokens-per-second", o->min_tokens_per_second, "SLO: per-sequence tokens/s");
+  sub->add_option("--min-tokens-per-second", o->min_tokens_per_second,
+                  "SLO: per-sequence tokens/s");
   sub->add_option("--max-ms-per-token", o->max_ms_per_token, "SLO: ms per token");
   sub->add_option("--max-slowdown", o->max_slowdown, "SLO: slowdown against running alone");
   sub->add_flag("--json", o->json, "print one JSON object instead of a table");

@@ -9,9 +9,9 @@
 #include <sstream>
 #include <thread>
 
+#include "base/error.h"
 #include "cli/commands.h"
 #include "cli/report.h"
-#include "base/error.h"
 #include "fleet/curves_report.h"
 #include "fleet/experiment.h"
 #include "fleet/policy.h"
@@ -51,38 +51,51 @@ int RunSimulate(const FleetOptions& o) {
   if (tty) {
     eo.progress = [](int done, int total) {
       int width = 30, filled = total ? width * done / total : width;
-      fmt::print(stderr, "\r  [{}{}] {}/{} runs", std::string(filled, '#'), std::string(width - filled, ' '), done, total);
+      fmt::print(stderr, "\r  [{}{}] {}/{} runs", std::string(filled, '#'),
+                 std::string(width - filled, ' '), done, total);
       if (done == total) fmt::print(stderr, "\n");
     };
   }
   std::vector<fleet::PolicyCurves> curves = fleet::RunExperiment(nodes, pods, eo);
   std::string csv = o.out_dir + "/fleet_curves.csv", svg = o.out_dir + "/fleet_unallocated.svg";
   fleet::WriteCurvesCsv(csv, curves, eo.max_pct);
-  fleet::WriteUnallocatedSvg(svg, curves, eo.max_pct,
-                             fmt::format("Unallocated GPU vs arrived workload: {}, mean of {} seeds",
-                                         std::filesystem::path(o.pods).filename().string(), o.seeds));
+  fleet::WriteUnallocatedSvg(
+      svg, curves, eo.max_pct,
+      fmt::format("Unallocated GPU vs arrived workload: {}, mean of {} seeds",
+                  std::filesystem::path(o.pods).filename().string(), o.seeds));
 
   auto stat_json = [](fleet::Stat s) { return nlohmann::json{{"mean", s.mean}, {"sd", s.sd}}; };
   if (o.json) {
-    nlohmann::json j = {{"nodes", o.nodes}, {"pods", o.pods}, {"seeds", o.seeds}, {"first_seed", o.first_seed},
-                        {"inflation", o.inflation}, {"csv", csv}, {"svg", svg}, {"policies", nlohmann::json::array()}};
+    nlohmann::json j = {{"nodes", o.nodes},
+                        {"pods", o.pods},
+                        {"seeds", o.seeds},
+                        {"first_seed", o.first_seed},
+                        {"inflation", o.inflation},
+                        {"csv", csv},
+                        {"svg", svg},
+                        {"policies", nlohmann::json::array()}};
     for (const fleet::PolicyCurves& c : curves) {
       double seconds = 0;
       for (double s : c.seconds_per_run) seconds += s;
-      j["policies"].push_back({{"name", c.policy},
-                               {"unallocated_pct_at_100", stat_json(At(c, 100, &fleet::CurvePoint::unallocated_pct))},
-                               {"allocation_pct_at_100", stat_json(At(c, 100, &fleet::CurvePoint::allocation_pct))},
-                               {"frag_capacity_pct_at_100", stat_json(At(c, 100, &fleet::CurvePoint::frag_capacity_pct))},
-                               {"frag_idle_pct_at_100", stat_json(At(c, 100, &fleet::CurvePoint::frag_idle_pct))},
-                               {"failed_pods_at_100", stat_json(At(c, 100, &fleet::CurvePoint::failed_pods))},
-                               {"seconds_per_run", seconds / c.seconds_per_run.size()}});
+      j["policies"].push_back(
+          {{"name", c.policy},
+           {"unallocated_pct_at_100", stat_json(At(c, 100, &fleet::CurvePoint::unallocated_pct))},
+           {"allocation_pct_at_100", stat_json(At(c, 100, &fleet::CurvePoint::allocation_pct))},
+           {"frag_capacity_pct_at_100",
+            stat_json(At(c, 100, &fleet::CurvePoint::frag_capacity_pct))},
+           {"frag_idle_pct_at_100", stat_json(At(c, 100, &fleet::CurvePoint::frag_idle_pct))},
+           {"failed_pods_at_100", stat_json(At(c, 100, &fleet::CurvePoint::failed_pods))},
+           {"seconds_per_run", seconds / c.seconds_per_run.size()}});
     }
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
-  std::vector<std::vector<std::string>> rows = {
-      {"policy", "unallocated %", "allocation %", "frag % of capacity", "frag % of idle", "failed pods", "s/run"}};
-  auto ms = [](fleet::Stat s, int digits) { return fmt::format("{:.{}f} ± {:.{}f}", s.mean, digits, s.sd, digits); };
+  std::vector<std::vector<std::string>> rows = {{"policy", "unallocated %", "allocation %",
+                                                 "frag % of capacity", "frag % of idle",
+                                                 "failed pods", "s/run"}};
+  auto ms = [](fleet::Stat s, int digits) {
+    return fmt::format("{:.{}f} ± {:.{}f}", s.mean, digits, s.sd, digits);
+  };
   for (const fleet::PolicyCurves& c : curves) {
     double seconds = 0;
     for (double s : c.seconds_per_run) seconds += s;
@@ -93,7 +106,8 @@ int RunSimulate(const FleetOptions& o) {
                     ms(At(c, 100, &fleet::CurvePoint::failed_pods), 0),
                     fmt::format("{:.2f}", seconds / c.seconds_per_run.size())});
   }
-  fmt::print("At 100% of GPU capacity arrived ({} seeds from {}, mean ± sd):\n{}", o.seeds, o.first_seed, FormatTable(rows));
+  fmt::print("At 100% of GPU capacity arrived ({} seeds from {}, mean ± sd):\n{}", o.seeds,
+             o.first_seed, FormatTable(rows));
   fmt::print("curves: {}\nplot:   {}\n", csv, svg);
   return kExitOk;
 }
@@ -102,19 +116,30 @@ int RunSimulate(const FleetOptions& o) {
 
 Command AddFleetCommand(CLI::App& app) {
   auto o = std::make_shared<FleetOptions>();
-  CLI::App* fleet = app.add_subcommand("fleet", "Fleet scheduling: place GPU-sharing pods across a cluster");
+  CLI::App* fleet =
+      app.add_subcommand("fleet", "Fleet scheduling: place GPU-sharing pods across a cluster");
   fleet->require_subcommand(1);
-  CLI::App* sim = fleet->add_subcommand("simulate", "Replay a trace (openb format) under placement policies, as the FGD paper's artifact does");
-  sim->add_option("--nodes", o->nodes, "node list CSV (sn,cpu_milli,memory_mib,gpu,model)")->required();
-  sim->add_option("--pods", o->pods, "pod list CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,...])")->required();
-  sim->add_option("--policy", o->policies, "comma-separated: random, dotprod, clustering, packing, bestfit, fgd, gpumux")
+  CLI::App* sim = fleet->add_subcommand(
+      "simulate",
+      "Replay a trace (openb format) under placement policies, as the FGD paper's artifact does");
+  sim->add_option("--nodes", o->nodes, "node list CSV (sn,cpu_milli,memory_mib,gpu,model)")
+      ->required();
+  sim->add_option("--pods", o->pods,
+                  "pod list CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,...])")
+      ->required();
+  sim->add_option("--policy", o->policies,
+                  "comma-separated: random, dotprod, clustering, packing, bestfit, fgd, gpumux")
       ->capture_default_str();
-  sim->add_option("--seeds", o->seeds, "runs per policy, seeds first-seed, first-seed+1, ...")->check(CLI::Range(1, 1000))
+  sim->add_option("--seeds", o->seeds, "runs per policy, seeds first-seed, first-seed+1, ...")
+      ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   sim->add_option("--first-seed", o->first_seed, "first seed")->capture_default_str();
-  sim->add_option("--inflation", o->inflation, "arrived GPU request to stop at, as a multiple of capacity")
-      ->check(CLI::Range(0.01, 10.0))->capture_default_str();
-  sim->add_option("--out", o->out_dir, "folder for fleet_curves.csv and fleet_unallocated.svg")->capture_default_str();
+  sim->add_option("--inflation", o->inflation,
+                  "arrived GPU request to stop at, as a multiple of capacity")
+      ->check(CLI::Range(0.01, 10.0))
+      ->capture_default_str();
+  sim->add_option("--out", o->out_dir, "folder for fleet_curves.csv and fleet_unallocated.svg")
+      ->capture_default_str();
   sim->add_option("--jobs", o->jobs, "runs in parallel (default: one per core)");
   sim->add_flag("--json", o->json, "print one JSON object instead of a table");
   return {sim, [o] { return RunSimulate(*o); }};

@@ -5,17 +5,18 @@
 #include <exception>
 #include <vector>
 
-#include "cli/commands.h"
 #include "base/error.h"
+#include "cli/commands.h"
 
 int main(int argc, char** argv) {
   using namespace gpumux;
-  CLI::App app{"gpumux: share GPUs safely. Models what each job uses, plans which jobs share which GPU "
-               "and how (MIG, MPS, time-slicing), and says why."};
+  CLI::App app{
+      "gpumux: share GPUs safely. Models what each job uses, plans which jobs share which GPU "
+      "and how (MIG, MPS, time-slicing), and says why."};
   app.require_subcommand(1);
-  std::vector<Command> commands = {AddExplainCommand(app), AddPlanCommand(app), AddFleetCommand(app),
-                                   AddRunCommand(app), AddStatusCommand(app), AddTopCommand(app),
-                                   AddSlurmCommand(app), AddApplyCommand(app)};
+  std::vector<Command> commands = {
+      AddExplainCommand(app), AddPlanCommand(app), AddFleetCommand(app), AddRunCommand(app),
+      AddStatusCommand(app),  AddTopCommand(app),  AddSlurmCommand(app), AddApplyCommand(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -27,7 +28,8 @@ int main(int argc, char** argv) {
       if (c.subcommand->parsed()) return c.run();
     }
   } catch (const Error& e) {
-    fmt::print(stderr, "gpumux: {}{}\n", e.code() == ErrorCode::kInternal ? "internal error: " : "", e.what());
+    fmt::print(stderr, "gpumux: {}{}\n", e.code() == ErrorCode::kInternal ? "internal error: " : "",
+               e.what());
     return ExitCode(e.code());
   } catch (const std::exception& e) {
     fmt::print(stderr, "gpumux: internal error: {}\n", e.what());

@@ -15,26 +15,28 @@
 namespace gpumux {
 
 struct AgentCall {
-  std::string method;     // "PUT" or "POST"
-  std::string path;       // "/v1/gpus/0", "/v1/tenants"
+  std::string method;  // "PUT" or "POST"
+  std::string path;    // "/v1/gpus/0", "/v1/tenants"
   nlohmann::json body;
-  std::string what;       // for people: "GPU 0: timeslice -> mps", "admit chat-13b-1 on GPU 1: 30.2 GiB"
+  std::string what;  // for people: "GPU 0: timeslice -> mps", "admit chat-13b-1 on GPU 1: 30.2 GiB"
 };
 
 // The calls that take a node whose `GET /v1/gpus` and `GET /v1/tenants` answers are `gpus` and
 // `tenants` to `plan`: sharing modes first, then tenants (admitted, or updated where their limits
 // differ). The plan owns the GPUs it names. Throws, before any call is made:
 //   Error (does not fit)  the node lacks a planned GPU, or one of another size; the planned quotas
-//                         exceed a GPU's memory (on a GPU a little smaller than its catalog kind, as
-//                         real ones are, each tenant's share of the spare shrinks first);
+//                         exceed a GPU's memory (on a GPU a little smaller than its catalog kind,
+//                         as real ones are, each tenant's share of the spare shrinks first);
 //   Error (conflict)      a planned GPU has a tenant the plan does not name, a planned tenant is on
-//                         another GPU, or a GPU whose mode must change has tenants (a MIG layout) or
-//                         live processes (MPS, time-slicing).
-std::vector<AgentCall> CallsToApply(const NodePlan& plan, const nlohmann::json& gpus, const nlohmann::json& tenants);
+//                         another GPU, or a GPU whose mode must change has tenants (a MIG layout)
+//                         or live processes (MPS, time-slicing).
+std::vector<AgentCall> CallsToApply(const NodePlan& plan, const nlohmann::json& gpus,
+                                    const nlohmann::json& tenants);
 
 // Reads the node's state from `agent`, and makes the calls CallsToApply returns unless `dry_run`;
 // returns them. A call gpumuxd refuses (the node changed under us) stops the rest: the Error says
 // which calls were made.
-std::vector<AgentCall> ApplyNodePlan(const agent::AgentClient& agent, const NodePlan& plan, bool dry_run);
+std::vector<AgentCall> ApplyNodePlan(const agent::AgentClient& agent, const NodePlan& plan,
+                                     bool dry_run);
 
 }  // namespace gpumux

@@ -28,15 +28,23 @@ NodePlan TwoGpuPlan() {
 json Gpus(int n, uint64_t memory = 80 * kGiB) {
   json gpus = json::array();
   for (int i = 0; i < n; ++i) {
-    gpus.push_back({{"index", i}, {"name", "H100-SXM5-80GB (simulated)"}, {"memory_bytes", memory}, {"mode", "timeslice"}});
+    gpus.push_back({{"index", i},
+                    {"name", "H100-SXM5-80GB (simulated)"},
+                    {"memory_bytes", memory},
+                    {"mode", "timeslice"}});
   }
   return {{"gpus", gpus}};
 }
 
-json Tenant(const std::string& id, int gpu, int instance, uint64_t quota, double cap = 100, int processes = 0) {
+json Tenant(const std::string& id, int gpu, int instance, uint64_t quota, double cap = 100,
+            int processes = 0) {
   json procs = json::array();
   for (int i = 0; i < processes; ++i) procs.push_back({{"pid", 100 + i}, {"used_bytes", 1}});
-  return {{"id", id}, {"gpu", gpu}, {"instance", instance}, {"quota_bytes", quota}, {"compute_cap_percent", cap},
+  return {{"id", id},
+          {"gpu", gpu},
+          {"instance", instance},
+          {"quota_bytes", quota},
+          {"compute_cap_percent", cap},
           {"processes", procs}};
 }
 
@@ -50,8 +58,9 @@ void ApplyInPlace(const std::vector<AgentCall>& calls, json& gpus, json& tenants
       g["mode"] = c.body["mode"];
       if (c.body.contains("layout")) g["layout"] = c.body["layout"];
     } else if (c.method == "POST") {
-      tenants["tenants"].push_back(Tenant(c.body["id"], c.body["gpu"], c.body.value("instance", -1), c.body["memory"],
-                                          c.body.contains("compute") ? std::stod(c.body["compute"].get<std::string>()) : 100));
+      tenants["tenants"].push_back(Tenant(
+          c.body["id"], c.body["gpu"], c.body.value("instance", -1), c.body["memory"],
+          c.body.contains("compute") ? std::stod(c.body["compute"].get<std::string>()) : 100));
     }
   }
 }
@@ -64,14 +73,22 @@ TEST(NodeApply, AFreshNodeGetsModesThenTenantsAndASecondApplyMakesNoCall) {
   EXPECT_EQ(calls[0].body, json({{"mode", "mps"}}));
   EXPECT_EQ(calls[1].path, "/v1/gpus/1");
   EXPECT_EQ(calls[1].body, json({{"mode", "mig"}, {"layout", {"3g.40gb@0", "3g.40gb@4"}}}));
-  EXPECT_EQ(calls[3].body, json({{"id", "b"}, {"gpu", 0}, {"memory", 30 * kGiB}, {"compute", "40%"}, {"source", "plan"}}));
-  EXPECT_EQ(calls[5].body, json({{"id", "d"}, {"gpu", 1}, {"instance", 1}, {"memory", 39 * kGiB}, {"source", "plan"}}));
+  EXPECT_EQ(calls[3].body, json({{"id", "b"},
+                                 {"gpu", 0},
+                                 {"memory", 30 * kGiB},
+                                 {"compute", "40%"},
+                                 {"source", "plan"}}));
+  EXPECT_EQ(
+      calls[5].body,
+      json({{"id", "d"}, {"gpu", 1}, {"instance", 1}, {"memory", 39 * kGiB}, {"source", "plan"}}));
   ApplyInPlace(calls, gpus, tenants);
-  EXPECT_TRUE(CallsToApply(TwoGpuPlan(), gpus, tenants).empty()) << "applying twice is applying once";
+  EXPECT_TRUE(CallsToApply(TwoGpuPlan(), gpus, tenants).empty())
+      << "applying twice is applying once";
 }
 
 TEST(NodeApply, APlanThatCannotBeAppliedIsRefusedBeforeAnyCall) {
-  auto refused = [](const json& gpus, const json& tenants, ErrorCode code, const std::string& says) {
+  auto refused = [](const json& gpus, const json& tenants, ErrorCode code,
+                    const std::string& says) {
     try {
       CallsToApply(TwoGpuPlan(), gpus, tenants);
       ADD_FAILURE() << "applied, though: " << says;
@@ -81,11 +98,15 @@ TEST(NodeApply, APlanThatCannotBeAppliedIsRefusedBeforeAnyCall) {
     }
   };
   refused(Gpus(1), Tenants(), ErrorCode::kDoesNotFit, "this node has 1 GPU");
-  refused(Gpus(2, 40 * kGiB), Tenants(), ErrorCode::kDoesNotFit, "the plan was made for a H100-SXM5-80GB");
-  refused(Gpus(2), Tenants({Tenant("x", 0, -1, kGiB)}), ErrorCode::kConflict, "GPU 0 has tenant 'x'");
-  refused(Gpus(2), Tenants({Tenant("a", 1, 0, kGiB)}), ErrorCode::kConflict, "tenant 'a' is on GPU 1 instance 0");
+  refused(Gpus(2, 40 * kGiB), Tenants(), ErrorCode::kDoesNotFit,
+          "the plan was made for a H100-SXM5-80GB");
+  refused(Gpus(2), Tenants({Tenant("x", 0, -1, kGiB)}), ErrorCode::kConflict,
+          "GPU 0 has tenant 'x'");
+  refused(Gpus(2), Tenants({Tenant("a", 1, 0, kGiB)}), ErrorCode::kConflict,
+          "tenant 'a' is on GPU 1 instance 0");
   // GPU 0 must become MPS; its planned tenant runs there now.
-  refused(Gpus(2), Tenants({Tenant("a", 0, -1, 50 * kGiB, 100, 1)}), ErrorCode::kConflict, "tenant 'a' runs there");
+  refused(Gpus(2), Tenants({Tenant("a", 0, -1, 50 * kGiB, 100, 1)}), ErrorCode::kConflict,
+          "tenant 'a' runs there");
   // A tenant of an unplanned GPU is none of the plan's business.
   EXPECT_NO_THROW(CallsToApply(TwoGpuPlan(), Gpus(3), Tenants({Tenant("x", 2, -1, kGiB, 100, 1)})));
 }

@@ -45,7 +45,9 @@ class Fields {
     if (!j_.contains(key)) throw BadInput(Where(key) + ": missing");
     return j_.at(key);
   }
-  [[noreturn]] void Fail(const char* key, const std::string& why) const { throw BadInput(Where(key) + ": " + why); }
+  [[noreturn]] void Fail(const char* key, const std::string& why) const {
+    throw BadInput(Where(key) + ": " + why);
+  }
   const json& j_;
   std::string where_;
 };
@@ -94,7 +96,8 @@ NodePlan NodePlanFromJson(const json& j, const std::string& where) {
     g.kind = f.String("kind");
     g.memory_bytes = f.Bytes("memory_bytes");
     std::optional<ShareMode> mode = ParseShareMode(f.String("mode"));
-    if (!mode || *mode == ShareMode::kWhole) throw BadInput(f.Where("mode") + ": expected timeslice, mps or mig");
+    if (!mode || *mode == ShareMode::kWhole)
+      throw BadInput(f.Where("mode") + ": expected timeslice, mps or mig");
     g.mode = *mode;
     if (g.mode == ShareMode::kMig) {
       for (const json& p : f.Array("layout")) {
@@ -114,19 +117,23 @@ NodePlan NodePlanFromJson(const json& j, const std::string& where) {
     if (f.Has("instance")) t.instance = f.Int("instance", 0, 63);
     t.memory_bytes = f.Bytes("memory");
     t.need_bytes = f.Has("need_bytes") ? f.Bytes("need_bytes") : t.memory_bytes;
-    if (t.need_bytes > t.memory_bytes) throw BadInput(f.Where("need_bytes") + ": more than the quota (memory)");
+    if (t.need_bytes > t.memory_bytes)
+      throw BadInput(f.Where("need_bytes") + ": more than the quota (memory)");
     if (f.Has("compute")) {
       std::string c = f.String("compute");
       char* end = nullptr;
       double p = std::strtod(c.c_str(), &end);
       if (end == c.c_str() || std::string(end) != "%" || !(p > 0 && p <= 100)) {
-        throw BadInput(f.Where("compute") + ": expected a percentage above 0% and at most 100%, such as \"30%\"");
+        throw BadInput(f.Where("compute") +
+                       ": expected a percentage above 0% and at most 100%, such as \"30%\"");
       }
       t.compute_percent = p;
     }
     bool planned_gpu = false;
     for (const NodeGpuPlan& g : plan.gpus) planned_gpu |= g.gpu == t.gpu;
-    if (!planned_gpu) throw BadInput(f.Where("gpu") + ": GPU " + std::to_string(t.gpu) + " is not in the plan's gpus");
+    if (!planned_gpu)
+      throw BadInput(f.Where("gpu") + ": GPU " + std::to_string(t.gpu) +
+                     " is not in the plan's gpus");
     plan.tenants.push_back(std::move(t));
   }
   return plan;

@@ -18,8 +18,8 @@ namespace gpumux {
 
 nlohmann::json ToJson(const NodePlan& plan);
 
-// Reads what ToJson wrote. Throws Error (bad input) naming the field (`where` + ".tenants[2].memory")
-// for anything missing, of the wrong type or out of range.
+// Reads what ToJson wrote. Throws Error (bad input) naming the field (`where` +
+// ".tenants[2].memory") for anything missing, of the wrong type or out of range.
 NodePlan NodePlanFromJson(const nlohmann::json& j, const std::string& where);
 
 // The request bodies gpumuxd takes for one GPU and one tenant.

@@ -27,8 +27,12 @@ struct PlanOptions {
 };
 
 std::vector<std::string> UtilisationRow(const char* label, const Utilisation& u) {
-  return {label, fmt::format("{}", u.gpus), FormatPercent(u.memory), FormatPercent(u.bandwidth),
-          FormatPercent(u.flops), fmt::format("${:.2f}", u.price_per_hour)};
+  return {label,
+          fmt::format("{}", u.gpus),
+          FormatPercent(u.memory),
+          FormatPercent(u.bandwidth),
+          FormatPercent(u.flops),
+          fmt::format("${:.2f}", u.price_per_hour)};
 }
 
 void PrintText(const PlanFile& file, const Plan& plan, bool verbose) {
@@ -39,7 +43,8 @@ void PrintText(const PlanFile& file, const Plan& plan, bool verbose) {
     const GpuKind& gpu = *file.input.fleet[g.fleet_index].gpu;
     fmt::print("GPU {} ({}): {} with {} tenant{}\n", i, gpu.name, ShareModeName(g.chosen.kind),
                g.tenant_names.size(), g.tenant_names.size() == 1 ? "" : "s");
-    std::vector<std::vector<std::string>> rows = {{"tenant", "slice", "rate", "SLO", "slowdown", "memory"}};
+    std::vector<std::vector<std::string>> rows = {
+        {"tenant", "slice", "rate", "SLO", "slowdown", "memory"}};
     for (const TenantOutcome& o : g.chosen.tenants) {
       rows.push_back({o.name, o.slice, fmt::format("{:.1f} {}", o.rate, o.unit),
                       o.required_rate > 0 ? fmt::format(">= {:.1f}", o.required_rate) : "-",
@@ -55,9 +60,9 @@ void PrintText(const PlanFile& file, const Plan& plan, bool verbose) {
   }
   for (const UnplacedTenant& u : plan.unplaced) fmt::print("UNPLACED {}: {}\n", u.name, u.reason);
   fmt::print("\n{}", FormatTable({{"", "GPUs", "memory", "bandwidth", "FLOPs", "$/hour"},
-                                   UtilisationRow("shared (gpumux)", plan.shared),
-                                   UtilisationRow("one job per GPU", plan.baseline)},
-                                  0));
+                                  UtilisationRow("shared (gpumux)", plan.shared),
+                                  UtilisationRow("one job per GPU", plan.baseline)},
+                                 0));
   int saved = plan.baseline.gpus - plan.shared.gpus;
   fmt::print("\n{} GPU{} saved ({}), ${:.2f}/hour{}\n", saved, saved == 1 ? "" : "s",
              plan.baseline.gpus > 0 ? FormatPercent(double(saved) / plan.baseline.gpus) : "-",
@@ -76,13 +81,16 @@ nlohmann::json ToJson(const PlanFile& file, const Plan& plan, const NodePlan& no
                       {"agent", ToJson(node)}};
   for (const PlannedGpu& g : plan.gpus) {
     const GpuKind& gpu = *file.input.fleet[g.fleet_index].gpu;
-    nlohmann::json jg = {{"gpu", gpu.name}, {"tenants", g.tenant_names}, {"chosen", ToJson(g.chosen)},
+    nlohmann::json jg = {{"gpu", gpu.name},
+                         {"tenants", g.tenant_names},
+                         {"chosen", ToJson(g.chosen)},
                          {"considered", nlohmann::json::array()}};
     if (g.chosen.layout) jg["mig_create_command"] = g.chosen.layout->CreateCommand(*gpu.mig);
     for (const StrategyResult& r : g.considered) jg["considered"].push_back(ToJson(r));
     j["gpus"].push_back(jg);
   }
-  for (const UnplacedTenant& u : plan.unplaced) j["unplaced"].push_back({{"name", u.name}, {"reason", u.reason}});
+  for (const UnplacedTenant& u : plan.unplaced)
+    j["unplaced"].push_back({{"name", u.name}, {"reason", u.reason}});
   return j;
 }
 
@@ -98,7 +106,9 @@ int RunPlan(const PlanOptions& o) {
     PrintText(file, plan, o.verbose);
   }
   if (!plan.unplaced.empty()) {
-    if (o.apply) fmt::print(stderr, "gpumux: {} tenant(s) fit nowhere: the plan is not applied\n", plan.unplaced.size());
+    if (o.apply)
+      fmt::print(stderr, "gpumux: {} tenant(s) fit nowhere: the plan is not applied\n",
+                 plan.unplaced.size());
     return kExitPartial;
   }
   if (!o.apply) return kExitOk;
@@ -110,15 +120,19 @@ int RunPlan(const PlanOptions& o) {
 
 Command AddPlanCommand(CLI::App& app) {
   auto o = std::make_shared<PlanOptions>();
-  CLI::App* sub = app.add_subcommand("plan", "Fewest GPUs that meet every tenant's SLO, with each GPU's "
-                                             "strategy (MIG, MPS, time-slicing) and layout");
-  sub->add_option("file", o->file, "plan file (YAML): fleet and tenants; see examples/")->required();
+  CLI::App* sub = app.add_subcommand("plan",
+                                     "Fewest GPUs that meet every tenant's SLO, with each GPU's "
+                                     "strategy (MIG, MPS, time-slicing) and layout");
+  sub->add_option("file", o->file, "plan file (YAML): fleet and tenants; see examples/")
+      ->required();
   sub->add_option("--catalog", o->catalogs, "extra catalog file with your own GPU kinds or models");
   sub->add_flag("--json", o->json, "print one JSON object instead of tables");
   sub->add_flag("-v,--verbose", o->verbose, "show every strategy considered for every GPU");
-  sub->add_flag("--apply", o->apply, "then bring this node's gpumuxd to the plan (as `gpumux apply` does)");
+  sub->add_flag("--apply", o->apply,
+                "then bring this node's gpumuxd to the plan (as `gpumux apply` does)");
   sub->add_option("--agent", o->agent, "gpumuxd's socket, with --apply")->capture_default_str();
-  sub->add_flag("--dry-run", o->dry_run, "with --apply: print the calls it would make, and make none");
+  sub->add_flag("--dry-run", o->dry_run,
+                "with --apply: print the calls it would make, and make none");
   return {sub, [o] { return RunPlan(*o); }};
 }
 

@@ -80,7 +80,8 @@ std::string FormatTable(const std::vector<std::vector<std::string>>& rows, size_
   return out;
 }
 
-std::string FormatConsidered(const std::vector<StrategyResult>& considered, const StrategyResult* chosen) {
+std::string FormatConsidered(const std::vector<StrategyResult>& considered,
+                             const StrategyResult* chosen) {
   std::vector<std::vector<std::string>> rows;
   for (const StrategyResult& r : considered) {
     std::string mark = chosen && chosen->kind == r.kind ? "chosen" : r.fits ? "fits" : "loses";

@@ -20,6 +20,7 @@ nlohmann::json ToJson(const Utilisation& u);
 std::string FormatTable(const std::vector<std::vector<std::string>>& rows, size_t indent = 2);
 
 // "  mps        fits   headroom 1.29  mps: bandwidth demand ... -> a 64.4 tok/s >= SLO 50"
-std::string FormatConsidered(const std::vector<StrategyResult>& considered, const StrategyResult* chosen);
+std::string FormatConsidered(const std::vector<StrategyResult>& considered,
+                             const StrategyResult* chosen);
 
 }  // namespace gpumux

@@ -1,5 +1,6 @@
-// `gpumux run`: start a command as a tenant of a shared GPU with a memory quota and a compute share,
-// under the shim; `gpumux status`: show each tenant's limits, usage and processes from the GPU's ledger.
+// `gpumux run`: start a command as a tenant of a shared GPU with a memory quota and a compute
+// share, under the shim; `gpumux status`: show each tenant's limits, usage and processes from the
+// GPU's ledger.
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -7,18 +8,18 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <thread>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <thread>
 
+#include "base/clock.h"
+#include "base/error.h"
 #include "cli/commands.h"
 #include "cli/report.h"
 #include "core/catalog.h"
-#include "base/error.h"
 #include "core/units.h"
 #include "node/agent/agent_client.h"
-#include "base/clock.h"
 #include "node/device.h"
 #include "node/ledger/ledger.h"
 
@@ -41,7 +42,7 @@ struct RunOptions {
 struct StatusOptions {
   int gpu = 0;
   bool json = false;
-  std::string agent;  // gpumuxd socket; empty: read the ledger directly
+  std::string agent;    // gpumuxd socket; empty: read the ledger directly
   double interval = 1;  // top: seconds between refreshes
   int count = 0;        // top: refreshes before exiting (0: until interrupted)
 };
@@ -91,25 +92,28 @@ int RunTenant(const RunOptions& o) {
   }
   if (limits.memory == 0) throw BadInput("--mem must be more than 0 bytes");
   if (limits.memory > device.memory) {
-    throw BadInput(fmt::format("--mem {} is more than GPU {}'s {} ({})", FormatBytes(double(limits.memory)), o.gpu,
+    throw BadInput(fmt::format("--mem {} is more than GPU {}'s {} ({})",
+                               FormatBytes(double(limits.memory)), o.gpu,
                                FormatBytes(double(device.memory)), device.name));
   }
-  std::string id = o.tenant.empty()
-                       ? fmt::format("{}-{}", std::filesystem::path(o.command[0]).filename().string(), getpid())
-                       : o.tenant;
+  std::string id =
+      o.tenant.empty()
+          ? fmt::format("{}-{}", std::filesystem::path(o.command[0]).filename().string(), getpid())
+          : o.tenant;
   node::CheckTenant(id, limits);  // before any ledger is made
   std::string path = node::LedgerPath(o.gpu);
   node::Ledger ledger = node::Ledger::CreateOrOpen(path, device.memory, device.name);
   if (ledger.gpu_name() != device.name || ledger.capacity() != device.memory) {
-    throw BadInput(fmt::format("{} is the ledger of a {} ({}), not of this {} ({}); remove it if the GPU changed",
-                               path, ledger.gpu_name(), FormatBytes(double(ledger.capacity())), device.name,
-                               FormatBytes(double(device.memory))));
+    throw BadInput(fmt::format(
+        "{} is the ledger of a {} ({}), not of this {} ({}); remove it if the GPU changed", path,
+        ledger.gpu_name(), FormatBytes(double(ledger.capacity())), device.name,
+        FormatBytes(double(device.memory))));
   }
   ledger.ReclaimDead();
   int tenant = ledger.AddTenant(id, limits, o.strict);
 
-  std::vector<std::pair<std::string, std::string>> env =
-      node::TenantEnvironment(device, path, id, node::RuntimeLibraryDir(), EnvOr("LD_PRELOAD"), EnvOr("LD_LIBRARY_PATH"));
+  std::vector<std::pair<std::string, std::string>> env = node::TenantEnvironment(
+      device, path, id, node::RuntimeLibraryDir(), EnvOr("LD_PRELOAD"), EnvOr("LD_LIBRARY_PATH"));
   g_child = fork();
   if (g_child < 0) throw Internal(fmt::format("cannot start '{}': fork failed", o.command[0]));
   if (g_child == 0) {
@@ -144,16 +148,21 @@ int ShowAgentStatus(const StatusOptions& o) {
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
-  std::vector<std::vector<std::string>> rows = {
-      {"tenant", "gpu", "quota", "used", "refused", "compute", "gpu time", "held", "processes", "source"}};
+  std::vector<std::vector<std::string>> rows = {{"tenant", "gpu", "quota", "used", "refused",
+                                                 "compute", "gpu time", "held", "processes",
+                                                 "source"}};
   for (const auto& t : j["tenants"]) {
     double cap = t.value("compute_cap_percent", 100.0);
-    rows.push_back({t.value("id", ""), std::to_string(t.value("gpu", 0)), FormatBytes(t.value("quota_bytes", 0.0)),
-                    FormatBytes(t.value("used_bytes", 0.0)), std::to_string(t.value("refused_allocations", 0)),
-                    fmt::format("{}{} w{}", cap < 100 ? fmt::format("{:g}% ", cap) : "", t.value("priority", ""),
-                                t.value("weight", 1)),
-                    fmt::format("{:.2f}s", t.value("gpu_time_s", 0.0)), std::to_string(t.value("held_launches", 0)),
-                    std::to_string(t.value("processes", nlohmann::json::array()).size()), t.value("source", "")});
+    rows.push_back({t.value("id", ""), std::to_string(t.value("gpu", 0)),
+                    FormatBytes(t.value("quota_bytes", 0.0)),
+                    FormatBytes(t.value("used_bytes", 0.0)),
+                    std::to_string(t.value("refused_allocations", 0)),
+                    fmt::format("{}{} w{}", cap < 100 ? fmt::format("{:g}% ", cap) : "",
+                                t.value("priority", ""), t.value("weight", 1)),
+                    fmt::format("{:.2f}s", t.value("gpu_time_s", 0.0)),
+                    std::to_string(t.value("held_launches", 0)),
+                    std::to_string(t.value("processes", nlohmann::json::array()).size()),
+                    t.value("source", "")});
   }
   fmt::print("{}", FormatTable(rows));
   return kExitOk;
@@ -164,7 +173,10 @@ int ShowStatus(const StatusOptions& o) {
   std::string path = node::LedgerPath(o.gpu);
   if (!std::filesystem::exists(path)) {
     if (o.json) {
-      fmt::print("{}\n", nlohmann::json{{"gpu", o.gpu}, {"ledger", path}, {"tenants", nlohmann::json::array()}}.dump(2));
+      fmt::print(
+          "{}\n",
+          nlohmann::json{{"gpu", o.gpu}, {"ledger", path}, {"tenants", nlohmann::json::array()}}
+              .dump(2));
     } else {
       fmt::print("GPU {}: no ledger at {}: nothing runs under gpumux there\n", o.gpu, path);
     }
@@ -174,33 +186,46 @@ int ShowStatus(const StatusOptions& o) {
   ledger.ReclaimDead();
   std::vector<node::TenantUsage> tenants = ledger.Snapshot();
   if (o.json) {
-    nlohmann::json j = {{"gpu", o.gpu}, {"ledger", path}, {"device", ledger.gpu_name()},
-                        {"capacity_bytes", ledger.capacity()}, {"tenants", nlohmann::json::array()}};
+    nlohmann::json j = {{"gpu", o.gpu},
+                        {"ledger", path},
+                        {"device", ledger.gpu_name()},
+                        {"capacity_bytes", ledger.capacity()},
+                        {"tenants", nlohmann::json::array()}};
     for (const node::TenantUsage& u : tenants) {
       nlohmann::json procs = nlohmann::json::array();
       for (auto [pid, bytes] : u.processes) procs.push_back({{"pid", pid}, {"used_bytes", bytes}});
-      j["tenants"].push_back({{"id", u.id}, {"quota_bytes", u.quota}, {"used_bytes", u.used},
-                              {"refused_allocations", u.refused}, {"reclaimed_bytes", u.reclaimed},
-                              {"compute_cap_percent", u.cap_permille / 10.0}, {"weight", u.weight},
-                              {"priority", node::PriorityName(u.priority)}, {"gpu_time_s", u.gpu_ns / 1e9},
-                              {"gpu_time_share", GpuTimeShare(u)}, {"held_launches", u.held},
+      j["tenants"].push_back({{"id", u.id},
+                              {"quota_bytes", u.quota},
+                              {"used_bytes", u.used},
+                              {"refused_allocations", u.refused},
+                              {"reclaimed_bytes", u.reclaimed},
+                              {"compute_cap_percent", u.cap_permille / 10.0},
+                              {"weight", u.weight},
+                              {"priority", node::PriorityName(u.priority)},
+                              {"gpu_time_s", u.gpu_ns / 1e9},
+                              {"gpu_time_share", GpuTimeShare(u)},
+                              {"held_launches", u.held},
                               {"processes", procs}});
     }
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
-  fmt::print("GPU {}: {}, {} ({})\n", o.gpu, ledger.gpu_name(), FormatBytes(double(ledger.capacity())), path);
-  std::vector<std::vector<std::string>> rows = {
-      {"tenant", "quota", "used", "refused", "reclaimed", "compute", "gpu time", "held", "processes"}};
+  fmt::print("GPU {}: {}, {} ({})\n", o.gpu, ledger.gpu_name(),
+             FormatBytes(double(ledger.capacity())), path);
+  std::vector<std::vector<std::string>> rows = {{"tenant", "quota", "used", "refused", "reclaimed",
+                                                 "compute", "gpu time", "held", "processes"}};
   for (const node::TenantUsage& u : tenants) {
     std::string procs;
-    for (auto [pid, bytes] : u.processes) procs += fmt::format("{}{}:{}", procs.empty() ? "" : " ", pid, FormatBytes(double(bytes)));
-    std::string compute = fmt::format("{}{} w{}", u.cap_permille < node::kNoCap ? fmt::format("{:g}% ", u.cap_permille / 10.0) : "",
-                                      node::PriorityName(u.priority), u.weight);
-    rows.push_back({u.id, FormatBytes(double(u.quota)), FormatBytes(double(u.used)), std::to_string(u.refused),
-                    FormatBytes(double(u.reclaimed)), compute,
-                    fmt::format("{:.2f}s ({:.1f}%)", u.gpu_ns / 1e9, 100 * GpuTimeShare(u)), std::to_string(u.held),
-                    procs.empty() ? "-" : procs});
+    for (auto [pid, bytes] : u.processes)
+      procs += fmt::format("{}{}:{}", procs.empty() ? "" : " ", pid, FormatBytes(double(bytes)));
+    std::string compute = fmt::format(
+        "{}{} w{}",
+        u.cap_permille < node::kNoCap ? fmt::format("{:g}% ", u.cap_permille / 10.0) : "",
+        node::PriorityName(u.priority), u.weight);
+    rows.push_back({u.id, FormatBytes(double(u.quota)), FormatBytes(double(u.used)),
+                    std::to_string(u.refused), FormatBytes(double(u.reclaimed)), compute,
+                    fmt::format("{:.2f}s ({:.1f}%)", u.gpu_ns / 1e9, 100 * GpuTimeShare(u)),
+                    std::to_string(u.held), procs.empty() ? "-" : procs});
   }
   fmt::print("{}", FormatTable(rows));
   return kExitOk;
@@ -210,20 +235,30 @@ int ShowStatus(const StatusOptions& o) {
 
 Command AddRunCommand(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
-  CLI::App* sub = app.add_subcommand(
-      "run", "Run a command as a tenant of a shared GPU, with a memory quota and a compute share enforced by the shim");
-  sub->add_option("--gpu", o->gpu, "GPU index")->check(CLI::NonNegativeNumber)->capture_default_str();
+  CLI::App* sub = app.add_subcommand("run",
+                                     "Run a command as a tenant of a shared GPU, with a memory "
+                                     "quota and a compute share enforced by the shim");
+  sub->add_option("--gpu", o->gpu, "GPU index")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   sub->add_option("--mem", o->mem, "memory quota, e.g. 24GiB")->required();
   sub->add_option("--compute", o->compute, "cap on GPU time, e.g. 40% (default: none)");
-  sub->add_option("--weight", o->weight, "share of GPU time when tenants contend, relative to others' weights")
+  sub->add_option("--weight", o->weight,
+                  "share of GPU time when tenants contend, relative to others' weights")
       ->capture_default_str();
   sub->add_option("--priority", o->priority,
-                  "high (launches never wait), normal, or low/best-effort; a tenant yields while one of higher "
+                  "high (launches never wait), normal, or low/best-effort; a tenant yields while "
+                  "one of higher "
                   "priority has work in flight")
       ->capture_default_str();
-  sub->add_option("--sim", o->sim, "run on the simulated GPU of this catalog kind (or set GPUMUX_SIM)");
-  sub->add_option("--tenant", o->tenant, "tenant id (default: command name and launcher pid); runs with the same id share the quota");
-  sub->add_flag("--strict", o->strict, "refuse if the GPU's memory quotas would sum past its memory or its compute caps past 100%");
+  sub->add_option("--sim", o->sim,
+                  "run on the simulated GPU of this catalog kind (or set GPUMUX_SIM)");
+  sub->add_option(
+      "--tenant", o->tenant,
+      "tenant id (default: command name and launcher pid); runs with the same id share the quota");
+  sub->add_flag(
+      "--strict", o->strict,
+      "refuse if the GPU's memory quotas would sum past its memory or its compute caps past 100%");
   sub->add_option("--catalog", o->catalogs, "extra catalog file with your own GPU kinds");
   sub->add_option("command", o->command, "the command and its arguments, after --")->required();
   return {sub, [o] { return RunTenant(*o); }};
@@ -243,19 +278,29 @@ int ShowTop(const StatusOptions& o) {
 Command AddTopCommand(CLI::App& app) {
   auto o = std::make_shared<StatusOptions>();
   CLI::App* sub = app.add_subcommand("top", "gpumux status, refreshed every --interval seconds");
-  sub->add_option("--gpu", o->gpu, "GPU index (without --agent)")->check(CLI::NonNegativeNumber)->capture_default_str();
-  sub->add_option("--agent", o->agent, "ask gpumuxd at this socket (e.g. /run/gpumux/gpumuxd.sock)");
-  sub->add_option("--interval", o->interval, "seconds between refreshes")->check(CLI::PositiveNumber)->capture_default_str();
-  sub->add_option("--count", o->count, "refreshes before exiting (0: until interrupted)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--gpu", o->gpu, "GPU index (without --agent)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  sub->add_option("--agent", o->agent,
+                  "ask gpumuxd at this socket (e.g. /run/gpumux/gpumuxd.sock)");
+  sub->add_option("--interval", o->interval, "seconds between refreshes")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--count", o->count, "refreshes before exiting (0: until interrupted)")
+      ->check(CLI::NonNegativeNumber);
   return {sub, [o] { return ShowTop(*o); }};
 }
 
 Command AddStatusCommand(CLI::App& app) {
   auto o = std::make_shared<StatusOptions>();
   CLI::App* sub = app.add_subcommand("status", "Each tenant's quota, usage and processes on a GPU");
-  sub->add_option("--gpu", o->gpu, "GPU index")->check(CLI::NonNegativeNumber)->capture_default_str();
+  sub->add_option("--gpu", o->gpu, "GPU index")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   sub->add_flag("--json", o->json, "print one JSON object");
-  sub->add_option("--agent", o->agent, "ask gpumuxd at this socket (e.g. /run/gpumux/gpumuxd.sock) instead of reading the ledger");
+  sub->add_option(
+      "--agent", o->agent,
+      "ask gpumuxd at this socket (e.g. /run/gpumux/gpumuxd.sock) instead of reading the ledger");
   return {sub, [o] { return ShowStatus(*o); }};
 }
 

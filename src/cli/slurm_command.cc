@@ -4,9 +4,9 @@
 
 #include <memory>
 
+#include "base/error.h"
 #include "cli/commands.h"
 #include "core/catalog.h"
-#include "base/error.h"
 #include "core/units.h"
 #include "integrations/slurm/gres_conf.h"
 
@@ -48,12 +48,20 @@ Command AddSlurmCommand(CLI::App& app) {
   auto o = std::make_shared<GresConfCliOptions>();
   CLI::App* slurm = app.add_subcommand("slurm", "Slurm integration helpers");
   slurm->require_subcommand(1);
-  CLI::App* sub = slurm->add_subcommand("gres-conf", "Print gres.conf and slurm.conf lines for this node's GPUs (shards from GPU memory)");
-  sub->add_option("--sim", o->sim, "describe simulated GPUs of this catalog kind instead of the real ones");
-  sub->add_option("--gpus", o->gpus, "how many simulated GPUs (with --sim)")->check(CLI::PositiveNumber)->capture_default_str();
-  sub->add_option("--shard-size", o->shard_size, "memory per shard (gpumuxd --shard-size must match)")->capture_default_str();
+  CLI::App* sub = slurm->add_subcommand(
+      "gres-conf",
+      "Print gres.conf and slurm.conf lines for this node's GPUs (shards from GPU memory)");
+  sub->add_option("--sim", o->sim,
+                  "describe simulated GPUs of this catalog kind instead of the real ones");
+  sub->add_option("--gpus", o->gpus, "how many simulated GPUs (with --sim)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--shard-size", o->shard_size,
+                  "memory per shard (gpumuxd --shard-size must match)")
+      ->capture_default_str();
   sub->add_option("--node", o->node, "the node's NodeName")->capture_default_str();
-  sub->add_option("--device-file", o->device_file, "device file per GPU; {} is the index")->capture_default_str();
+  sub->add_option("--device-file", o->device_file, "device file per GPU; {} is the index")
+      ->capture_default_str();
   sub->add_option("--catalog", o->catalogs, "extra catalog file with your own GPU kinds");
   return {slurm, [o] { return WriteGresConf(*o); }};
 }

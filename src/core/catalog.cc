@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <filesystem>
 #include <fmt/ranges.h>
+#include <filesystem>
 
 #include <algorithm>
 #include <cctype>
@@ -23,9 +23,10 @@ namespace {
 
 // Fields that a catalog entry's `uncertain:` list may name.
 const std::set<std::string> kUncertainFields = {
-    "memory",       "memory_bandwidth", "tflops",         "tflops.bf16",   "tflops.fp16",
-    "tflops.fp8",   "tflops.tf32",      "sms",            "tdp_watts",     "price_per_hour",
-    "mig",          "mig.profiles",     "mig.placements", "mig.sms"};
+    "memory",         "memory_bandwidth", "tflops",      "tflops.bf16",
+    "tflops.fp16",    "tflops.fp8",       "tflops.tf32", "sms",
+    "tdp_watts",      "price_per_hour",   "mig",         "mig.profiles",
+    "mig.placements", "mig.sms"};
 
 std::string Where(const std::string& path, const YAML::Node& node) {
   return fmt::format("{}:{}", path, node.Mark().line + 1);
@@ -45,7 +46,8 @@ void ParsePlacements(const YamlFields& f, std::string_view key, std::vector<int>
   size_t pos = 0;
   while (pos <= list.size()) {
     size_t comma = list.find(',', pos);
-    std::string item = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    std::string item =
+        list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     char* end = nullptr;
     long v = std::strtol(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0' || v < 0) {
@@ -93,8 +95,8 @@ MigProfile ReadMigProfile(const std::string& path, const YAML::Node& node, const
   std::set<int> seen;
   for (int start : p.placement_starts) {
     if (start + size > geo.slots) {
-      named.Fail("placements", fmt::format("placement {}:{} ends past the {}-slot grid", start,
-                                           size, geo.slots));
+      named.Fail("placements",
+                 fmt::format("placement {}:{} ends past the {}-slot grid", start, size, geo.slots));
     }
     if (!seen.insert(start).second) {
       named.Fail("placements", fmt::format("start {} is listed twice", start));
@@ -117,7 +119,7 @@ MigGeometry ReadMig(const std::string& path, const YAML::Node& node, const GpuKi
     MigProfile p = ReadMigProfile(path, item, gpu, geo);
     if (!names.insert(p.name).second || !ids.insert(p.id).second) {
       throw BadInput(fmt::format("{}: GPU '{}': MIG profile '{}' (id {}) is listed twice",
-                                   Where(path, item), gpu.name, p.name, p.id));
+                                 Where(path, item), gpu.name, p.name, p.id));
     }
     geo.profiles.push_back(std::move(p));
   }
@@ -218,7 +220,7 @@ const T& Find(std::string_view name, const std::vector<T>& items,
   for (const T& item : items) names.push_back(item.name);
   std::vector<std::string> nearest = NearestNames(name, names);
   throw BadInput(fmt::format("unknown {} '{}'; nearest known: {} (all: {})", what, name,
-                               fmt::join(nearest, ", "), fmt::join(names, ", ")));
+                             fmt::join(nearest, ", "), fmt::join(names, ", ")));
 }
 
 }  // namespace
@@ -240,7 +242,8 @@ std::vector<std::string> NearestNames(std::string_view name,
     std::string norm = NormaliseName(c);
     size_t d = EditDistance(key, norm);
     // A name that contains the query (or is contained in it) is a strong hint.
-    if (!key.empty() && (norm.find(key) != std::string::npos || key.find(norm) != std::string::npos)) {
+    if (!key.empty() &&
+        (norm.find(key) != std::string::npos || key.find(norm) != std::string::npos)) {
       d = std::min(d, size_t(1));
     }
     scored.emplace_back(d, c);
@@ -257,7 +260,8 @@ std::string Catalog::BundledDir() {
   if (env && *env) return env;
   if (std::filesystem::exists(GPUMUX_CATALOG_DIR)) return GPUMUX_CATALOG_DIR;  // the source tree
   // An installed tree: <prefix>/bin/gpumux and <prefix>/share/gpumux/catalog.
-  return (std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() / "share" / "gpumux" / "catalog")
+  return (std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() / "share" /
+          "gpumux" / "catalog")
       .string();
 }
 
@@ -272,9 +276,10 @@ Catalog Catalog::LoadBundled() {
 void Catalog::AddFile(const std::string& path) {
   YAML::Node root = YamlFields::LoadFile(path);
   if (!root.IsMap()) {
-    throw BadInput(fmt::format("{}:1: a catalog file holds a mapping with 'gpus:' and/or "
-                                 "'models:' lists",
-                                 path));
+    throw BadInput(
+        fmt::format("{}:1: a catalog file holds a mapping with 'gpus:' and/or "
+                    "'models:' lists",
+                    path));
   }
   YamlFields top(path, root, "catalog");
   top.AllowOnly({"gpus", "models"});
@@ -296,8 +301,8 @@ void Catalog::AddGpu(GpuKind gpu) {
     auto it = gpu_index_.find(NormaliseName(k));
     if (it != gpu_index_.end()) {
       throw BadInput(fmt::format("{}: GPU '{}': name '{}' is already taken by GPU '{}' ({})",
-                                   gpu.source, gpu.name, k, gpus_[it->second].name,
-                                   gpus_[it->second].source));
+                                 gpu.source, gpu.name, k, gpus_[it->second].name,
+                                 gpus_[it->second].source));
     }
   }
   for (const std::string& k : keys) gpu_index_[NormaliseName(k)] = gpus_.size();
@@ -311,8 +316,8 @@ void Catalog::AddModel(ModelShape model) {
     auto it = model_index_.find(NormaliseName(k));
     if (it != model_index_.end()) {
       throw BadInput(fmt::format("{}: model '{}': name '{}' is already taken by model '{}' ({})",
-                                   model.source, model.name, k, models_[it->second].name,
-                                   models_[it->second].source));
+                                 model.source, model.name, k, models_[it->second].name,
+                                 models_[it->second].source));
     }
   }
   for (const std::string& k : keys) model_index_[NormaliseName(k)] = models_.size();

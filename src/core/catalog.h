@@ -1,9 +1,10 @@
-// The catalog of GPU kinds and model shapes: loaded from YAML, validated as a whole, looked up by name.
+// The catalog of GPU kinds and model shapes: loaded from YAML, validated as a whole, looked up by
+// name.
 //
-// Loading is strict: a missing, unknown or badly-typed field, an impossible MIG placement, a profile
-// larger than its GPU or a model whose published parameter count disagrees with its shape throws
-// Error (bad input) naming file, line and field. Nothing is defaulted silently.
-// A Catalog is immutable after loading and safe to share between threads.
+// Loading is strict: a missing, unknown or badly-typed field, an impossible MIG placement, a
+// profile larger than its GPU or a model whose published parameter count disagrees with its shape
+// throws Error (bad input) naming file, line and field. Nothing is defaulted silently. A Catalog is
+// immutable after loading and safe to share between threads.
 #pragma once
 
 #include <map>
@@ -22,8 +23,8 @@ class Catalog {
   static Catalog LoadBundled();
   static std::string BundledDir();
 
-  // Adds the entries of one file, which may hold `gpus:` and/or `models:` lists. A name or alias that
-  // is already taken is refused (a user file cannot silently replace a bundled kind).
+  // Adds the entries of one file, which may hold `gpus:` and/or `models:` lists. A name or alias
+  // that is already taken is refused (a user file cannot silently replace a bundled kind).
   void AddFile(const std::string& path);
 
   // Case-insensitive lookup by name or alias; '-', '_' and spaces are ignored. Unknown names throw
@@ -40,7 +41,7 @@ class Catalog {
 
   std::vector<GpuKind> gpus_;
   std::vector<ModelShape> models_;
-  std::map<std::string, size_t> gpu_index_;    // normalised name or alias -> index
+  std::map<std::string, size_t> gpu_index_;  // normalised name or alias -> index
   std::map<std::string, size_t> model_index_;
 };
 

@@ -29,7 +29,8 @@ void ExpectRefused(const std::string& text, std::initializer_list<std::string> n
   } catch (const Error& e) {
     std::string msg = e.what();
     EXPECT_NE(msg.find(path), std::string::npos) << msg;
-    for (const std::string& n : needles) EXPECT_NE(msg.find(n), std::string::npos) << "missing '" << n << "' in: " << msg;
+    for (const std::string& n : needles)
+      EXPECT_NE(msg.find(n), std::string::npos) << "missing '" << n << "' in: " << msg;
   }
 }
 
@@ -50,8 +51,8 @@ const char* kGoodGpu = R"(gpus:
 
 TEST(Catalog, BundledHasEveryRequiredKindAndModel) {
   Catalog c = Catalog::LoadBundled();
-  for (const char* name : {"A100-40GB", "A100-80GB", "A30", "H100-SXM5-80GB", "H100-PCIe", "H100-NVL",
-                           "H200-141GB", "GH200", "B200", "L4", "L40S"}) {
+  for (const char* name : {"A100-40GB", "A100-80GB", "A30", "H100-SXM5-80GB", "H100-PCIe",
+                           "H100-NVL", "H200-141GB", "GH200", "B200", "L4", "L40S"}) {
     EXPECT_NO_THROW(c.FindGpu(name)) << name;
   }
   for (const char* name : {"Llama-2-7B", "Llama-2-13B", "Llama-2-70B", "Llama-3-8B", "Llama-3-70B",
@@ -97,7 +98,8 @@ TEST(Catalog, UnknownNameSuggestsTheNearest) {
     c.FindModel("Lama-2-13B");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("nearest known: Llama-2-13B"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("nearest known: Llama-2-13B"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -112,7 +114,9 @@ TEST(Catalog, UserFileAddsKindsAndCannotReplaceBundledOnes) {
     d.AddFile(WriteFile("clash.yaml", clash));
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("already taken by GPU 'H100-SXM5-80GB'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("already taken by GPU 'H100-SXM5-80GB'"),
+              std::string::npos)
+        << e.what();
   }
 }
 
@@ -128,8 +132,10 @@ TEST(Catalog, RefusesBadFilesNamingFileLineAndField) {
                 {":8:", "unknown field 'colour'"});
   ExpectRefused(Replace(kGoodGpu, "memory: 16 GiB", "memory: 16 gigs"), {":3:", "'memory'", "GiB"});
   ExpectRefused(Replace(kGoodGpu, "1 TB/s", "1 TB"), {"'memory_bandwidth'"});
-  ExpectRefused(Replace(kGoodGpu, "{0,1,2,3}:1", "{0,1,2,4}:1"), {":13:", "'placements'", "ends past the 4-slot grid"});
-  ExpectRefused(Replace(kGoodGpu, "memory: 4 GiB", "memory: 17 GiB"), {"'memory'", "more than the GPU's"});
+  ExpectRefused(Replace(kGoodGpu, "{0,1,2,3}:1", "{0,1,2,4}:1"),
+                {":13:", "'placements'", "ends past the 4-slot grid"});
+  ExpectRefused(Replace(kGoodGpu, "memory: 4 GiB", "memory: 17 GiB"),
+                {"'memory'", "more than the GPU's"});
   ExpectRefused(Replace(kGoodGpu, "{0,1,2,3}:1", "{0,1,2,3}:2"), {"differs from memory_slices"});
   ExpectRefused(Replace(kGoodGpu, "fp8: null, ", ""), {"'fp8'", "missing"});
   ExpectRefused("gpus: [\n", {"not valid YAML"});
@@ -147,9 +153,9 @@ TEST(Catalog, RefusesAModelWhoseShapeDisagreesWithItsParamCount) {
 TEST(ModelShape, ParamCountsMatchThePublishedOnes) {
   Catalog c = Catalog::LoadBundled();
   // Published counts (reference table §4.3), to three significant figures.
-  std::pair<const char*, double> expected[] = {{"Llama-2-7B", 6.74e9},  {"Llama-2-13B", 13.02e9},
-                                               {"Llama-3-8B", 8.03e9},  {"Llama-3-70B", 70.55e9},
-                                               {"Mistral-7B", 7.24e9},  {"Qwen2.5-7B", 7.62e9},
+  std::pair<const char*, double> expected[] = {{"Llama-2-7B", 6.74e9},   {"Llama-2-13B", 13.02e9},
+                                               {"Llama-3-8B", 8.03e9},   {"Llama-3-70B", 70.55e9},
+                                               {"Mistral-7B", 7.24e9},   {"Qwen2.5-7B", 7.62e9},
                                                {"Qwen2.5-14B", 14.77e9}, {"Qwen2.5-72B", 72.71e9}};
   for (auto [name, params] : expected) {
     EXPECT_NEAR(c.FindModel(name).Params(), params, 0.005 * params) << name;

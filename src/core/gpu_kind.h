@@ -1,5 +1,5 @@
-// A kind of GPU as the catalog describes it: capacity, bandwidth, peak math rates and, for MIG-capable
-// parts, the geometry the driver enforces. Plain data; Catalog builds and validates it.
+// A kind of GPU as the catalog describes it: capacity, bandwidth, peak math rates and, for
+// MIG-capable parts, the geometry the driver enforces. Plain data; Catalog builds and validates it.
 #pragma once
 
 #include <optional>
@@ -12,22 +12,23 @@ namespace gpumux {
 
 // One GPU-instance profile, as `nvidia-smi mig -lgip/-lgipp` lists it.
 struct MigProfile {
-  std::string name;          // "3g.40gb"
-  int id = 0;                // the profile ID nvidia-smi prints (unique per device, not global)
-  int compute_slices = 0;    // g
-  int memory_slices = 0;     // placement size on the slot axis
+  std::string name;        // "3g.40gb"
+  int id = 0;              // the profile ID nvidia-smi prints (unique per device, not global)
+  int compute_slices = 0;  // g
+  int memory_slices = 0;   // placement size on the slot axis
   double memory_bytes = 0;
   int sms = 0;
   int max_instances = 0;
-  std::vector<int> placement_starts;  // allowed starts; each placement is [start, start+memory_slices)
+  std::vector<int>
+      placement_starts;  // allowed starts; each placement is [start, start+memory_slices)
   // "+me" and "+me.all" profiles hold the media engines: at most one may exist per GPU.
   bool holds_media_engines = false;
 };
 
 struct MigGeometry {
-  int slots = 0;             // length of the placement axis (8 on A100/H100/H200/B200, 4 on A30)
-  int compute_slices = 0;    // sum of g over instances may not exceed this
-  int sms = 0;               // SMs usable in MIG mode (98 of 108 on A100)
+  int slots = 0;           // length of the placement axis (8 on A100/H100/H200/B200, 4 on A30)
+  int compute_slices = 0;  // sum of g over instances may not exceed this
+  int sms = 0;             // SMs usable in MIG mode (98 of 108 on A100)
   std::vector<MigProfile> profiles;
 };
 
@@ -35,7 +36,7 @@ struct GpuKind {
   std::string name;
   std::vector<std::string> aliases;
   double memory_bytes = 0;
-  double bandwidth = 0;             // peak HBM bytes/s
+  double bandwidth = 0;                                                      // peak HBM bytes/s
   double tflops_bf16 = 0, tflops_fp16 = 0, tflops_fp8 = 0, tflops_tf32 = 0;  // dense; 0 = none
   int sms = 0;
   double tdp_watts = 0;
@@ -44,8 +45,8 @@ struct GpuKind {
   std::vector<std::string> uncertain;  // catalog fields whose figure is not verified
   std::string source;                  // "file:line" where the entry was defined
 
-  // Dense FLOP/s of tensor-core math in `dtype`. int4 weights are dequantised and multiplied in bf16;
-  // a part without FP8 runs FP8 models' math at its FP16 rate.
+  // Dense FLOP/s of tensor-core math in `dtype`. int4 weights are dequantised and multiplied in
+  // bf16; a part without FP8 runs FP8 models' math at its FP16 rate.
   double PeakFlops(DType dtype) const;
 };
 

@@ -10,9 +10,7 @@
 namespace gpumux {
 namespace {
 
-unsigned Mask(const MigProfile& p, int start) {
-  return ((1u << p.memory_slices) - 1u) << start;
-}
+unsigned Mask(const MigProfile& p, int start) { return ((1u << p.memory_slices) - 1u) << start; }
 
 // Largest instance first, then highest start: the MIG user guide's advice for creation order.
 bool LargerFirst(const MigInstance& a, const MigInstance& b) {
@@ -104,14 +102,16 @@ MigLayout PlaceInCreationOrder(const MigGeometry& geo, const std::vector<std::st
     // "NAME" or "NAME@START" (an explicit placement, as `nvidia-smi mig -cgi ID:START` takes).
     size_t at = entry.find('@');
     std::string name = entry.substr(0, at);
-    auto p = std::find_if(geo.profiles.begin(), geo.profiles.end(), [&](const MigProfile& q) { return q.name == name; });
+    auto p = std::find_if(geo.profiles.begin(), geo.profiles.end(),
+                          [&](const MigProfile& q) { return q.name == name; });
     if (p == geo.profiles.end()) throw BadInput("no MIG profile '" + name + "' on this GPU");
     int start = -1;
     if (at == std::string::npos) {
       start = DriverDefaultStart(*p, occupied);
     } else {
       std::string digits = entry.substr(at + 1);
-      if (digits.empty() || digits.size() > 2 || digits.find_first_not_of("0123456789") != std::string::npos) {
+      if (digits.empty() || digits.size() > 2 ||
+          digits.find_first_not_of("0123456789") != std::string::npos) {
         throw BadInput("'" + entry + "': expected NAME@START with START a slot number");
       }
       start = std::stoi(digits);
@@ -122,7 +122,8 @@ MigLayout PlaceInCreationOrder(const MigGeometry& geo, const std::vector<std::st
       if (Mask(*p, start) & occupied) start = -1;
     }
     if (start < 0) {
-      throw BadInput(fmt::format("no room for {} after {}", entry, layout.instances.empty() ? "nothing" : layout.Describe()));
+      throw BadInput(fmt::format("no room for {} after {}", entry,
+                                 layout.instances.empty() ? "nothing" : layout.Describe()));
     }
     layout.instances.push_back({&*p, start});
     for (int s = start; s < start + p->memory_slices; ++s) occupied |= 1u << s;

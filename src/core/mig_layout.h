@@ -32,14 +32,14 @@ struct MigLayout {
 
 // The layout the driver makes from `nvidia-smi mig -cgi NAME,NAME,...`: each profile, in order, at
 // DriverDefaultStart, or at START for an entry "NAME@START" (an explicit placement, as a plan gives
-// it). Throws Error (bad input) naming an unknown profile, a start the profile may not take, one that
-// finds no room, or the rule the result breaks. The pointers in the result point into `geo`.
+// it). Throws Error (bad input) naming an unknown profile, a start the profile may not take, one
+// that finds no room, or the rule the result breaks. The pointers in the result point into `geo`.
 MigLayout PlaceInCreationOrder(const MigGeometry& geo, const std::vector<std::string>& profiles);
 
 // The start the driver picks for `profile` when none is given, with `occupied_mask` slots taken:
-// the highest allowed start whose slots are all free; -1 if none. Highest, not lowest: it is the only
-// rule that reproduces the MIG user guide's A100 examples (`3-2-1-1` gives 1g@0 1g@1 2g@2 3g@4,
-// `2-1-1-1-1-1` gives 1g@0,1,2,3,6 2g@4) and its known issue (`-cgi 19,19,14,9` fails while
+// the highest allowed start whose slots are all free; -1 if none. Highest, not lowest: it is the
+// only rule that reproduces the MIG user guide's A100 examples (`3-2-1-1` gives 1g@0 1g@1 2g@2
+// 3g@4, `2-1-1-1-1-1` gives 1g@0,1,2,3,6 2g@4) and its known issue (`-cgi 19,19,14,9` fails while
 // `-cgi 9,19,14,19` works). mig_layout_test checks all three.
 int DriverDefaultStart(const MigProfile& profile, unsigned occupied_mask);
 

@@ -54,8 +54,10 @@ TEST_F(MigLayoutTest, UserGuideExamplesOnA100) {
                    &g3 = Profile(a100, "3g.20gb"), &g4 = Profile(a100, "4g.20gb"),
                    &g7 = Profile(a100, "7g.40gb"), &d1 = Profile(a100, "1g.10gb"),
                    &me = Profile(a100, "1g.5gb+me");
-  auto valid = [&](std::vector<MigInstance> v) { return MigLayout{v}.Violation(*a100.mig).empty(); };
-  EXPECT_TRUE(valid({{&g1, 0}, {&g1, 1}, {&g2, 2}, {&g3, 4}}));                 // 3-2-1-1
+  auto valid = [&](std::vector<MigInstance> v) {
+    return MigLayout{v}.Violation(*a100.mig).empty();
+  };
+  EXPECT_TRUE(valid({{&g1, 0}, {&g1, 1}, {&g2, 2}, {&g3, 4}}));                      // 3-2-1-1
   EXPECT_TRUE(valid({{&g1, 0}, {&g1, 1}, {&g1, 2}, {&g1, 3}, {&g1, 6}, {&g2, 4}}));  // 2-1-1-1-1-1
   EXPECT_TRUE(valid({{&g4, 0}, {&g3, 4}}));
   EXPECT_TRUE(valid({{&d1, 0}, {&d1, 2}, {&d1, 4}, {&d1, 6}})) << "all 8 slots, 4 compute slices";
@@ -107,19 +109,25 @@ TEST_F(MigLayoutTest, PlaceInCreationOrderIsWhatTheDriverMakes) {
 TEST_F(MigLayoutTest, ExplicitPlacementsAreTakenAsGivenAndChecked) {
   const GpuKind& a100 = catalog_.FindGpu("A100-40GB");
   // The order the driver's default placement cannot make works with explicit starts.
-  EXPECT_EQ(PlaceInCreationOrder(*a100.mig, {"1g.5gb@0", "1g.5gb@1", "2g.10gb@2", "3g.20gb@4"}).Describe(),
+  EXPECT_EQ(PlaceInCreationOrder(*a100.mig, {"1g.5gb@0", "1g.5gb@1", "2g.10gb@2", "3g.20gb@4"})
+                .Describe(),
             "1g.5gb@0 1g.5gb@1 2g.10gb@2 3g.20gb@4");
-  EXPECT_EQ(PlaceInCreationOrder(*a100.mig, {"3g.20gb@0", "1g.5gb"}).Describe(), "3g.20gb@0 1g.5gb@6");
-  for (std::vector<std::string> bad : {std::vector<std::string>{"3g.20gb@2"},          // not an allowed start
-                                       {"3g.20gb@0", "2g.10gb@2"},                      // overlaps
-                                       {"3g.20gb@"}, {"3g.20gb@x"}, {"3g.20gb@4@4"}}) {  // not a slot number
+  EXPECT_EQ(PlaceInCreationOrder(*a100.mig, {"3g.20gb@0", "1g.5gb"}).Describe(),
+            "3g.20gb@0 1g.5gb@6");
+  for (std::vector<std::string> bad :
+       {std::vector<std::string>{"3g.20gb@2"},  // not an allowed start
+        {"3g.20gb@0", "2g.10gb@2"},             // overlaps
+        {"3g.20gb@"},
+        {"3g.20gb@x"},
+        {"3g.20gb@4@4"}}) {  // not a slot number
     EXPECT_THROW(PlaceInCreationOrder(*a100.mig, bad), Error) << bad.back();
   }
 }
 
 TEST_F(MigLayoutTest, CreationOrderReproducesTheLayoutItWasAskedFor) {
   const GpuKind& h100 = catalog_.FindGpu("H100-SXM5-80GB");
-  const MigProfile &g1 = Profile(h100, "1g.10gb"), &g2 = Profile(h100, "2g.20gb"), &g3 = Profile(h100, "3g.40gb");
+  const MigProfile &g1 = Profile(h100, "1g.10gb"), &g2 = Profile(h100, "2g.20gb"),
+                   &g3 = Profile(h100, "3g.40gb");
   MigLayout layout{{{&g1, 1}, {&g3, 4}, {&g2, 2}}};
   std::vector<MigInstance> order = layout.FirstFitCreationOrder(*h100.mig);
   ASSERT_EQ(order.size(), 3u);

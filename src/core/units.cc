@@ -1,9 +1,9 @@
 #include "core/units.h"
 
+#include <fmt/format.h>
 #include <cctype>
 #include <charconv>
 #include <cmath>
-#include <fmt/format.h>
 #include <utility>
 #include <vector>
 
@@ -46,7 +46,7 @@ double ParseWithUnits(std::string_view text, const std::vector<Unit>& units, boo
   std::string expected;
   for (const Unit& u : units) expected += fmt::format("{}{}", expected.empty() ? "" : ", ", u.name);
   throw BadInput(fmt::format("'{}' is not {}: expected a number with one of the units {}", text,
-                              what, expected));
+                             what, expected));
 }
 
 }  // namespace
@@ -70,24 +70,32 @@ double ParseNumber(std::string_view text) {
 }
 
 double ParseBytes(std::string_view text) {
-  static const std::vector<Unit> kUnits = {
-      {"B", 1},       {"kB", 1e3},          {"KB", 1e3},          {"MB", 1e6},
-      {"GB", 1e9},    {"TB", 1e12},         {"KiB", 1024.0},      {"MiB", 1048576.0},
-      {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}, {"G", 1073741824.0}, {"M", 1048576.0}};
+  static const std::vector<Unit> kUnits = {{"B", 1},
+                                           {"kB", 1e3},
+                                           {"KB", 1e3},
+                                           {"MB", 1e6},
+                                           {"GB", 1e9},
+                                           {"TB", 1e12},
+                                           {"KiB", 1024.0},
+                                           {"MiB", 1048576.0},
+                                           {"GiB", 1073741824.0},
+                                           {"TiB", 1099511627776.0},
+                                           {"G", 1073741824.0},
+                                           {"M", 1048576.0}};
   return ParseWithUnits(text, kUnits, /*unit_required=*/false, "a size in bytes");
 }
 
 double ParseBandwidth(std::string_view text) {
-  static const std::vector<Unit> kUnits = {{"B/s", 1},       {"MB/s", 1e6},
-                                           {"GB/s", 1e9},    {"TB/s", 1e12},
+  static const std::vector<Unit> kUnits = {{"B/s", 1},           {"MB/s", 1e6},
+                                           {"GB/s", 1e9},        {"TB/s", 1e12},
                                            {"MiB/s", 1048576.0}, {"GiB/s", 1073741824.0}};
   return ParseWithUnits(text, kUnits, /*unit_required=*/true, "a bandwidth");
 }
 
 double ParseFlops(std::string_view text) {
-  static const std::vector<Unit> kUnits = {{"FLOPS", 1},      {"FLOP/s", 1},     {"GFLOPS", 1e9},
-                                           {"GFLOP/s", 1e9},  {"TFLOPS", 1e12},  {"TFLOP/s", 1e12},
-                                           {"PFLOPS", 1e15},  {"PFLOP/s", 1e15}};
+  static const std::vector<Unit> kUnits = {{"FLOPS", 1},     {"FLOP/s", 1},    {"GFLOPS", 1e9},
+                                           {"GFLOP/s", 1e9}, {"TFLOPS", 1e12}, {"TFLOP/s", 1e12},
+                                           {"PFLOPS", 1e15}, {"PFLOP/s", 1e15}};
   return ParseWithUnits(text, kUnits, /*unit_required=*/true, "a compute rate");
 }
 
@@ -105,8 +113,12 @@ double ParseFraction(std::string_view text) {
 }
 
 std::string FormatBytes(double bytes) { return FormatScaled(bytes, "B"); }
-std::string FormatBandwidth(double bytes_per_second) { return FormatScaled(bytes_per_second, "B/s"); }
-std::string FormatFlops(double flops_per_second) { return FormatScaled(flops_per_second, "FLOP/s"); }
+std::string FormatBandwidth(double bytes_per_second) {
+  return FormatScaled(bytes_per_second, "B/s");
+}
+std::string FormatFlops(double flops_per_second) {
+  return FormatScaled(flops_per_second, "FLOP/s");
+}
 
 std::string FormatPercent(double fraction) {
   double pct = fraction * 100;

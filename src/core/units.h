@@ -2,13 +2,13 @@
 //
 // Parsing accepts a number followed by an optional unit ("80 GiB", "3.35TB/s", "40%"). Decimal
 // prefixes (kB, MB, GB, TB) are powers of 1000, binary ones (KiB, MiB, GiB, TiB) powers of 1024.
-// Every parser throws Error (bad input), whose what() names the text and the units it expected; callers add
-// the file and line.
+// Every parser throws Error (bad input), whose what() names the text and the units it expected;
+// callers add the file and line.
 #pragma once
 
-#include "base/error.h"
 #include <string>
 #include <string_view>
+#include "base/error.h"
 
 namespace gpumux {
 

@@ -10,7 +10,8 @@ namespace gpumux {
 namespace {
 
 void Validate(const LlmSpec& s) {
-  if (!s.shape && s.params <= 0) throw BadInput("an LLM workload needs a model or a parameter count");
+  if (!s.shape && s.params <= 0)
+    throw BadInput("an LLM workload needs a model or a parameter count");
   if (s.batch < 1) throw BadInput(fmt::format("batch {} must be at least 1", s.batch));
   if (s.context < 0) throw BadInput(fmt::format("context {} must not be negative", s.context));
   for (double e : {s.bandwidth_efficiency, s.compute_efficiency}) {
@@ -28,7 +29,8 @@ DType KvDType(const LlmSpec& s) {
 // Tokens of context the KV cache actually holds per sequence.
 double KvTokens(const LlmSpec& s) {
   double tokens = s.context;
-  if (s.shape && s.shape->sliding_window) tokens = std::min(tokens, double(*s.shape->sliding_window));
+  if (s.shape && s.shape->sliding_window)
+    tokens = std::min(tokens, double(*s.shape->sliding_window));
   return tokens;
 }
 
@@ -44,10 +46,12 @@ Workload Base(const LlmSpec& s, const char* kind) {
   double params = s.shape ? s.shape->Params() : s.params;
   w.weight_bytes = params * BytesPerElement(s.dtype);
   if (s.shape) {
-    w.kv_cache_bytes = s.batch * KvTokens(s) * s.shape->KvElementsPerToken() * BytesPerElement(KvDType(s));
+    w.kv_cache_bytes =
+        s.batch * KvTokens(s) * s.shape->KvElementsPerToken() * BytesPerElement(KvDType(s));
   }
   std::string model = s.shape ? s.shape->name : fmt::format("{:.3g} params", s.params);
-  w.description = fmt::format("{} {}, batch {}, context {}", model, DTypeName(s.dtype), s.batch, s.context);
+  w.description =
+      fmt::format("{} {}, batch {}, context {}", model, DTypeName(s.dtype), s.batch, s.context);
   return w;
 }
 
@@ -112,8 +116,8 @@ Workload GenericJob(double memory_bytes, double bandwidth, double flops, DType d
   w.paced_steps_per_second = 1;
   w.bandwidth_efficiency = 1;
   w.compute_efficiency = 1;
-  w.description = fmt::format("generic job: {:.3g} GB, {:.3g} GB/s, {:.3g} TFLOP/s", memory_bytes / 1e9,
-                              bandwidth / 1e9, flops / 1e12);
+  w.description = fmt::format("generic job: {:.3g} GB, {:.3g} GB/s, {:.3g} TFLOP/s",
+                              memory_bytes / 1e9, bandwidth / 1e9, flops / 1e12);
   return w;
 }
 

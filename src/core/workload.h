@@ -1,10 +1,10 @@
 // The demand model: what a tenant's job costs a GPU.
 //
-// A Workload says what one step of the job moves and computes (an LLM decode step produces one token
-// per sequence; a prefill step a whole prompt; a generic job's "step" is one second of its work at
-// solo speed) and what memory it holds. Its speed on any slice of a GPU then follows from the
-// roofline: a step takes max(bytes / (η·bandwidth), FLOPs / (η_c·peak FLOP/s), pace), where the pace
-// term is how fast the job asks to run on its own (zero for a server that runs flat out).
+// A Workload says what one step of the job moves and computes (an LLM decode step produces one
+// token per sequence; a prefill step a whole prompt; a generic job's "step" is one second of its
+// work at solo speed) and what memory it holds. Its speed on any slice of a GPU then follows from
+// the roofline: a step takes max(bytes / (η·bandwidth), FLOPs / (η_c·peak FLOP/s), pace), where the
+// pace term is how fast the job asks to run on its own (zero for a server that runs flat out).
 #pragma once
 
 #include <optional>
@@ -23,17 +23,17 @@ inline constexpr double kDefaultBandwidthEfficiency = 0.7;
 inline constexpr double kDefaultComputeEfficiency = 0.6;
 
 struct Workload {
-  std::string kind;                 // "llm-decode", "llm-prefill", "generic"
-  std::string description;          // "Llama-2-13B bf16, batch 1, context 4096"
+  std::string kind;         // "llm-decode", "llm-prefill", "generic"
+  std::string description;  // "Llama-2-13B bf16, batch 1, context 4096"
   DType compute_dtype = DType::kBf16;
   // Memory held for the job's lifetime.
   double weight_bytes = 0;
   double kv_cache_bytes = 0;
-  double other_bytes = 0;           // activations, runtime, or a generic job's whole footprint
+  double other_bytes = 0;  // activations, runtime, or a generic job's whole footprint
   // Cost of one step.
   double bytes_per_step = 0;
   double flops_per_step = 0;
-  double sequences = 1;             // sequences served together (the batch)
+  double sequences = 1;                 // sequences served together (the batch)
   double tokens_per_sequence_step = 1;  // tokens one sequence gains per step (decode 1, prefill c)
   double paced_steps_per_second = 0;    // the job's own pace; 0 = as fast as the hardware allows
   double bandwidth_efficiency = kDefaultBandwidthEfficiency;  // η
@@ -58,14 +58,15 @@ StepTimes StepTimesOn(const Workload& w, double bandwidth, double peak_flops);
 struct LlmSpec {
   const ModelShape* shape = nullptr;  // null: use `params`
   double params = 0;
-  DType dtype = DType::kBf16;          // weights
-  std::optional<DType> kv_dtype;       // default: fp16 for fp16 models, else bf16
+  DType dtype = DType::kBf16;     // weights
+  std::optional<DType> kv_dtype;  // default: fp16 for fp16 models, else bf16
   int batch = 1;
-  int context = 0;                     // tokens held per sequence (prompt + generated)
+  int context = 0;  // tokens held per sequence (prompt + generated)
   double bandwidth_efficiency = kDefaultBandwidthEfficiency;
   double compute_efficiency = kDefaultComputeEfficiency;
 };
-// Throws Error (bad input) for an impossible spec (no params, batch < 1, negative context, η outside (0,1]).
+// Throws Error (bad input) for an impossible spec (no params, batch < 1, negative context, η
+// outside (0,1]).
 Workload LlmDecode(const LlmSpec& spec);
 // Prefill of `context` prompt tokens for each of `batch` sequences in one step.
 Workload LlmPrefill(const LlmSpec& spec);
@@ -77,12 +78,12 @@ Workload GenericJob(double memory_bytes, double bandwidth, double flops, DType d
 // The "demand vector": what a workload uses of one GPU when it runs there alone.
 struct Demand {
   double memory_bytes = 0;
-  double bandwidth = 0;        // bytes/s
-  double flops = 0;            // FLOP/s
-  double sm_fraction = 0;      // share of the GPU's math throughput it keeps busy
+  double bandwidth = 0;    // bytes/s
+  double flops = 0;        // FLOP/s
+  double sm_fraction = 0;  // share of the GPU's math throughput it keeps busy
   double steps_per_second = 0;
-  double tokens_per_second = 0;      // all sequences together
-  double ms_per_token = 0;           // per sequence (one step for decode)
+  double tokens_per_second = 0;  // all sequences together
+  double ms_per_token = 0;       // per sequence (one step for decode)
   bool bandwidth_bound = true;
   // Fractions of the GPU's capacity.
   double memory_fraction = 0, bandwidth_fraction = 0, flops_fraction = 0;

@@ -4,8 +4,8 @@
 
 #include "core/catalog_fixture.h"
 
-#include "core/catalog.h"
 #include "base/error.h"
+#include "core/catalog.h"
 
 namespace gpumux {
 namespace {
@@ -20,10 +20,10 @@ TEST_F(WorkloadTest, GoldenThirteenBillionOnH100) {
   spec.bandwidth_efficiency = 1;
   Demand d = SoloDemand(LlmDecode(spec), h100_);
   EXPECT_NEAR(d.memory_bytes, 26e9, 1e6);
-  EXPECT_NEAR(d.tokens_per_second, 128, 1.5);                // 3.35 TB/s / 26 GB = 128.8
+  EXPECT_NEAR(d.tokens_per_second, 128, 1.5);  // 3.35 TB/s / 26 GB = 128.8
   EXPECT_NEAR(d.ms_per_token, 7.8, 0.05);
-  EXPECT_NEAR(d.flops, 3.3e12, 0.06e12);                     // 2 FLOP/param/token
-  EXPECT_NEAR(d.flops_fraction, 0.0034, 0.0002);             // ≈0.3% of 989 TFLOP/s
+  EXPECT_NEAR(d.flops, 3.3e12, 0.06e12);          // 2 FLOP/param/token
+  EXPECT_NEAR(d.flops_fraction, 0.0034, 0.0002);  // ≈0.3% of 989 TFLOP/s
   EXPECT_NEAR(d.bandwidth, 3.35e12, 0.05e12);
   EXPECT_GE(d.bandwidth_fraction, 0.97);
   EXPECT_LE(d.bandwidth_fraction, 1.0 + 1e-12);
@@ -39,7 +39,7 @@ TEST_F(WorkloadTest, Llama2ThirteenWithKvCacheIsMoreExact) {
   spec.bandwidth_efficiency = 1;
   Workload w = LlmDecode(spec);
   EXPECT_NEAR(w.weight_bytes, 26.03e9, 0.02e9);
-  EXPECT_NEAR(w.kv_cache_bytes, 4096.0 * 800 * 1024, 1);     // 3.36 GB
+  EXPECT_NEAR(w.kv_cache_bytes, 4096.0 * 800 * 1024, 1);  // 3.36 GB
   // Streamed bytes exclude the input embedding table (reference §4.1: 25.70 GB + KV).
   EXPECT_NEAR(w.bytes_per_step, 25.70e9 + 4096.0 * 800 * 1024, 0.02e9);
   Demand d = SoloDemand(w, h100_);
@@ -49,8 +49,13 @@ TEST_F(WorkloadTest, Llama2ThirteenWithKvCacheIsMoreExact) {
 
 TEST_F(WorkloadTest, ReferenceDecodeCeilingsAtContext2048) {
   // Reference §4.4, H100 SXM at η = 1.0 and 0.7 (tokens/s, batch 1, ctx 2048).
-  struct Row { const char* model; double eta1, eta07; } rows[] = {
-      {"Llama-2-7B", 234, 164}, {"Llama-2-13B", 122, 86}, {"Llama-3-8B", 219, 154}, {"Qwen2.5-14B", 118, 83}};
+  struct Row {
+    const char* model;
+    double eta1, eta07;
+  } rows[] = {{"Llama-2-7B", 234, 164},
+              {"Llama-2-13B", 122, 86},
+              {"Llama-3-8B", 219, 154},
+              {"Qwen2.5-14B", 118, 83}};
   for (const Row& r : rows) {
     LlmSpec spec;
     spec.shape = &catalog_.FindModel(r.model);
@@ -77,12 +82,14 @@ TEST_F(WorkloadTest, BatchAndDtypeScaleAsTheyShould) {
   spec.batch = 8;
   Workload b8 = LlmDecode(spec);
   EXPECT_DOUBLE_EQ(b8.kv_cache_bytes, 8 * b1.kv_cache_bytes);
-  EXPECT_DOUBLE_EQ(b8.weight_bytes, b1.weight_bytes) << "weights are read once per step for the batch";
+  EXPECT_DOUBLE_EQ(b8.weight_bytes, b1.weight_bytes)
+      << "weights are read once per step for the batch";
   EXPECT_GT(SoloDemand(b8, h100_).tokens_per_second, 6 * SoloDemand(b1, h100_).tokens_per_second);
   spec.batch = 1;
   spec.dtype = DType::kInt4;
   EXPECT_DOUBLE_EQ(LlmDecode(spec).weight_bytes, b1.weight_bytes / 4);
-  EXPECT_EQ(LlmDecode(spec).kv_cache_bytes, b1.kv_cache_bytes) << "int4 weights keep a bf16 KV cache";
+  EXPECT_EQ(LlmDecode(spec).kv_cache_bytes, b1.kv_cache_bytes)
+      << "int4 weights keep a bf16 KV cache";
 }
 
 TEST_F(WorkloadTest, PrefillIsComputeBound) {

@@ -23,7 +23,7 @@ YamlFields::YamlFields(std::string path, const YAML::Node& node, std::string whe
     : path_(std::move(path)), node_(node), where_(std::move(where)) {
   if (!node_.IsMap()) {
     throw BadInput(fmt::format("{}:{}: {}: expected a mapping of fields", path_,
-                                 node_.Mark().line + 1, where_));
+                               node_.Mark().line + 1, where_));
   }
 }
 
@@ -38,7 +38,7 @@ void YamlFields::AllowOnly(std::initializer_list<std::string_view> allowed) cons
     }
     if (!known) {
       throw BadInput(fmt::format("{}:{}: {}: unknown field '{}' (known fields: {})", path_,
-                                   kv.first.Mark().line + 1, where_, key, list));
+                                 kv.first.Mark().line + 1, where_, key, list));
     }
   }
 }

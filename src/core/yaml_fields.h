@@ -36,12 +36,12 @@ class YamlFields {
   std::optional<double> OptionalNumber(std::string_view key) const;  // null counts as absent
   int Integer(std::string_view key, int min, int max) const;
   bool Bool(std::string_view key, bool default_value) const;
-  double Bytes(std::string_view key) const;            // "80 GiB"
-  double Bandwidth(std::string_view key) const;        // "3.35 TB/s"
-  double Flops(std::string_view key) const;            // "20 TFLOPS"
+  double Bytes(std::string_view key) const;                         // "80 GiB"
+  double Bandwidth(std::string_view key) const;                     // "3.35 TB/s"
+  double Flops(std::string_view key) const;                         // "20 TFLOPS"
   std::vector<std::string> StringList(std::string_view key) const;  // absent -> empty
-  YAML::Node Map(std::string_view key) const;          // must be a mapping
-  YAML::Node List(std::string_view key) const;         // must be a sequence
+  YAML::Node Map(std::string_view key) const;                       // must be a mapping
+  YAML::Node List(std::string_view key) const;                      // must be a sequence
 
   // Throws Error (bad input) "file:line: <where>: field 'key': <reason>".
   [[noreturn]] void Fail(std::string_view key, std::string_view reason) const;

@@ -65,7 +65,8 @@ void Cluster::Place(int i, const Shape& s, int gpu) {
   ++n.version;
   if (s.cpu_only()) return;
   int kind = s.shares_gpu() ? -1 : s.num_gpu;
-  auto it = std::find_if(n.affinity.begin(), n.affinity.end(), [&](auto& a) { return a.first == kind; });
+  auto it =
+      std::find_if(n.affinity.begin(), n.affinity.end(), [&](auto& a) { return a.first == kind; });
   if (it == n.affinity.end()) {
     n.affinity.push_back({kind, 1});
   } else {

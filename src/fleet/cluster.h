@@ -1,6 +1,6 @@
-// The cluster being filled: each node's free CPU, memory and per-GPU free milli-GPU, and which kinds
-// of GPU pods it already runs. The placement core shared by every policy, the trace simulator and
-// (later) the Slurm and Kubernetes integrations. Not thread-safe; copy one per simulation.
+// The cluster being filled: each node's free CPU, memory and per-GPU free milli-GPU, and which
+// kinds of GPU pods it already runs. The placement core shared by every policy, the trace simulator
+// and (later) the Slurm and Kubernetes integrations. Not thread-safe; copy one per simulation.
 #pragma once
 
 #include <array>
@@ -35,14 +35,13 @@ struct NodeState {
   int64_t cpu_left = 0, cpu_capacity = 0;
   int64_t memory_left = 0;
   int gpus = 0;
-  int model = -1;                             // index into Cluster::models(); -1 without GPUs
+  int model = -1;  // index into Cluster::models(); -1 without GPUs
   std::array<int16_t, kMaxGpusPerNode> gpu_left{};
   int gpu_left_total = 0;
-  int free_gpus = 0;                          // GPUs with all 1000 milli free
-  uint32_t version = 0;                       // bumped on every placement (score caches key on it)
+  int free_gpus = 0;     // GPUs with all 1000 milli free
+  uint32_t version = 0;  // bumped on every placement (score caches key on it)
   // GPU pods running here by kind: -1 = sharing pods, N = pods of N whole GPUs.
   std::vector<std::pair<int, int>> affinity;  // (kind, count)
-
 };
 
 class Cluster {
@@ -60,8 +59,8 @@ class Cluster {
   ModelMask MaskOf(const std::vector<std::string>& gpu_spec) const;
   Shape ShapeOf(const PodSpec& pod) const;
 
-  // Whether the node can host the pod: CPU, memory, GPU model and GPU room (some GPU with enough free
-  // milli for a sharing pod; num_gpu fully free GPUs for a whole-GPU pod).
+  // Whether the node can host the pod: CPU, memory, GPU model and GPU room (some GPU with enough
+  // free milli for a sharing pod; num_gpu fully free GPUs for a whole-GPU pod).
   bool Fits(int node, const Shape& shape) const;
 
   // Places a pod that Fits. A sharing pod goes on GPU `gpu` (which must have room); whole-GPU pods

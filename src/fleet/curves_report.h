@@ -11,7 +11,7 @@ namespace gpumux::fleet {
 
 // Throws Error (bad input) if the file cannot be written.
 void WriteCurvesCsv(const std::string& path, const std::vector<PolicyCurves>& curves, int max_pct);
-void WriteUnallocatedSvg(const std::string& path, const std::vector<PolicyCurves>& curves, int max_pct,
-                         const std::string& title);
+void WriteUnallocatedSvg(const std::string& path, const std::vector<PolicyCurves>& curves,
+                         int max_pct, const std::string& title);
 
 }  // namespace gpumux::fleet

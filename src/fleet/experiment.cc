@@ -72,7 +72,8 @@ Stat At(const PolicyCurves& curves, int pct, double CurvePoint::*field) {
   return s;
 }
 
-std::vector<PolicyCurves> RunExperiment(const std::vector<NodeSpec>& nodes, const std::vector<PodSpec>& pods,
+std::vector<PolicyCurves> RunExperiment(const std::vector<NodeSpec>& nodes,
+                                        const std::vector<PodSpec>& pods,
                                         const ExperimentOptions& o) {
   const Cluster empty(nodes);
   const TargetWorkloads targets = TargetWorkloads::FromPods(empty, pods);
@@ -96,7 +97,8 @@ std::vector<PolicyCurves> RunExperiment(const std::vector<NodeSpec>& nodes, cons
     for (size_t t; (t = next++) < tasks.size();) {
       const Task& task = tasks[t];
       auto start = std::chrono::steady_clock::now();
-      Simulation sim = Simulate(empty, pods, targets, o.policies[task.policy], o.first_seed + task.seed, o.inflation);
+      Simulation sim = Simulate(empty, pods, targets, o.policies[task.policy],
+                                o.first_seed + task.seed, o.inflation);
       out[task.policy].seconds_per_run[task.seed] =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       out[task.policy].per_seed[task.seed] = Curve(sim, o.max_pct);

@@ -1,6 +1,6 @@
 // An experiment: several policies, several seeds, on one cluster and trace; and the curves the FGD
-// paper reports, computed the way its analysis scripts compute them (reference A.1 C13): the value at
-// "X% arrived" is the mean over the per-pod rows whose arrived GPU request, as a percentage of
+// paper reports, computed the way its analysis scripts compute them (reference A.1 C13): the value
+// at "X% arrived" is the mean over the per-pod rows whose arrived GPU request, as a percentage of
 // capacity, rounds (half to even) to X; if no row does, the window widens to X±1 (and further, one
 // point at a time, on small clusters where pods arrive in bigger steps).
 #pragma once
@@ -15,12 +15,12 @@
 namespace gpumux::fleet {
 
 struct CurvePoint {
-  double allocation_pct = 0;           // allocated GPU milli / capacity
-  double unallocated_pct = 0;          // 100 - allocation
-  double frag_capacity_pct = 0;        // fragmentation / capacity
-  double frag_idle_pct = 0;            // fragmentation / idle GPU milli
+  double allocation_pct = 0;     // allocated GPU milli / capacity
+  double unallocated_pct = 0;    // 100 - allocation
+  double frag_capacity_pct = 0;  // fragmentation / capacity
+  double frag_idle_pct = 0;      // fragmentation / idle GPU milli
   double failed_pods = 0;
-  bool present = false;                // some row fell in the window
+  bool present = false;  // some row fell in the window
 };
 
 // Points at arrived = 0, 1, ..., max_pct.
@@ -29,10 +29,10 @@ std::vector<CurvePoint> Curve(const Simulation& sim, int max_pct);
 struct ExperimentOptions {
   std::vector<std::string> policies;
   int seeds = 10;
-  uint64_t first_seed = 42;            // the artifact's seeds are 42..51
+  uint64_t first_seed = 42;  // the artifact's seeds are 42..51
   double inflation = 1.3;
   int max_pct = 130;
-  int jobs = 1;                        // runs in parallel
+  int jobs = 1;                                       // runs in parallel
   std::function<void(int done, int total)> progress;  // called from the calling thread
 };
 
@@ -43,12 +43,14 @@ struct PolicyCurves {
 };
 
 struct Stat {
-  double mean = 0, sd = 0;             // population standard deviation over seeds
+  double mean = 0, sd = 0;  // population standard deviation over seeds
 };
 Stat At(const PolicyCurves& curves, int pct, double CurvePoint::*field);
 
-// Runs every (policy, seed). Throws Error (bad input) for an unknown policy before running anything.
-std::vector<PolicyCurves> RunExperiment(const std::vector<NodeSpec>& nodes, const std::vector<PodSpec>& pods,
+// Runs every (policy, seed). Throws Error (bad input) for an unknown policy before running
+// anything.
+std::vector<PolicyCurves> RunExperiment(const std::vector<NodeSpec>& nodes,
+                                        const std::vector<PodSpec>& pods,
                                         const ExperimentOptions& options);
 
 }  // namespace gpumux::fleet

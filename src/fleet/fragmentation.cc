@@ -48,7 +48,9 @@ struct FreeView {
   std::array<int16_t, kMaxGpusPerNode> left;
 };
 
-FreeView ViewOf(const NodeState& n) { return {n.model, n.gpus, n.cpu_left, n.gpu_left_total, n.gpu_left}; }
+FreeView ViewOf(const NodeState& n) {
+  return {n.model, n.gpus, n.cpu_left, n.gpu_left_total, n.gpu_left};
+}
 
 // The view after placing a pod of `shape` as Cluster::Place would.
 FreeView After(const NodeState& n, const Shape& shape, int gpu) {
@@ -69,7 +71,9 @@ FreeView After(const NodeState& n, const Shape& shape, int gpu) {
 }
 
 // Whether a pod of shape `s` could ever use GPUs on this node: a GPU shape of an allowed model.
-bool MayUseGpus(const FreeView& v, const Shape& s) { return !s.cpu_only() && (s.models >> v.model & 1); }
+bool MayUseGpus(const FreeView& v, const Shape& s) {
+  return !s.cpu_only() && (s.models >> v.model & 1);
+}
 
 double Fragmentation(const FreeView& v, const TargetWorkload& target) {
   // Hot path: called for every candidate GPU of every node FGD and gpumux score.

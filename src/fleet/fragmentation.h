@@ -2,11 +2,12 @@
 // implements them, ../shared/reference/fleet-scheduling.md §1.1 and A.1 C10).
 //
 // The target workload is the set of the trace's most popular pod shapes (CPU, GPU count, milli-GPU,
-// GPU models; memory is not part of the shape) covering 95% of its pods, CPU-only pods included, with
-// their frequencies renormalised. A node's fragment against one shape m is the free GPU milli that m
-// could not use there: if m fits (CPU, model, enough GPUs with room), the free milli of the GPUs too
-// small for it; otherwise (and always for a CPU-only m) all of the node's free GPU milli. A node's
-// fragmentation is the expectation over the target workload; the cluster's is the sum over nodes.
+// GPU models; memory is not part of the shape) covering 95% of its pods, CPU-only pods included,
+// with their frequencies renormalised. A node's fragment against one shape m is the free GPU milli
+// that m could not use there: if m fits (CPU, model, enough GPUs with room), the free milli of the
+// GPUs too small for it; otherwise (and always for a CPU-only m) all of the node's free GPU milli.
+// A node's fragmentation is the expectation over the target workload; the cluster's is the sum over
+// nodes.
 #pragma once
 
 #include <vector>
@@ -16,8 +17,8 @@
 namespace gpumux::fleet {
 
 struct TargetClass {
-  Shape shape;           // memory_mib is 0: the measure ignores memory
-  int count = 0;         // pods of this shape in the trace
+  Shape shape;    // memory_mib is 0: the measure ignores memory
+  int count = 0;  // pods of this shape in the trace
   double probability = 0;
 };
 
@@ -39,7 +40,8 @@ struct TargetWorkloads {
   TargetWorkload wide;  // 99%: gpumux's capacity tie-break also sees rarer shapes (e.g. pods that
                         // fit only one node type), which protects the nodes they need
   static TargetWorkloads FromPods(const Cluster& cluster, const std::vector<PodSpec>& pods) {
-    return {TargetWorkload::FromPods(cluster, pods, 0.95), TargetWorkload::FromPods(cluster, pods, 0.99)};
+    return {TargetWorkload::FromPods(cluster, pods, 0.95),
+            TargetWorkload::FromPods(cluster, pods, 0.99)};
   }
 };
 
@@ -48,8 +50,8 @@ double NodeFragmentation(const NodeState& node, const TargetWorkload& target);
 
 // The same, as if a pod of `shape` were placed on the node as Cluster::Place would place it (on GPU
 // `gpu` if it shares one).
-double NodeFragmentationAfter(const NodeState& node, const TargetWorkload& target, const Shape& shape,
-                              int gpu);
+double NodeFragmentationAfter(const NodeState& node, const TargetWorkload& target,
+                              const Shape& shape, int gpu);
 
 // gpumux's capacity fragment: for each target shape, the node's free GPU milli that pods of that
 // shape could not use if the node were filled with them until GPU room or CPU ran out (FGD's

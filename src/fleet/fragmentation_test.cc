@@ -11,7 +11,8 @@ namespace {
 class FragmentationTest : public ::testing::Test {
  protected:
   FragmentationTest() : cluster_({Node("n", 20, 2, "G2")}) {
-    pods_ = {Pod("w1", 8, 1, 1000), Pod("w2", 8, 1, 1000), Pod("s1", 2, 1, 600), Pod("s2", 2, 1, 600)};
+    pods_ = {Pod("w1", 8, 1, 1000), Pod("w2", 8, 1, 1000), Pod("s1", 2, 1, 600),
+             Pod("s2", 2, 1, 600)};
     target_ = TargetWorkload::FromPods(cluster_, pods_, 1.0);
   }
   Cluster cluster_;
@@ -55,7 +56,8 @@ TEST_F(FragmentationTest, CapacityMeasureSeesCpuThatRunsOutBeforeTheGpus) {
   EXPECT_DOUBLE_EQ(NodeFragmentationAfter(cluster_.node(0), target_, cpu, -1), 0);
   // Whole pods: 1 of 2 GPUs usable -> 1000; sharing pods: 6 fit by CPU, 2 by GPU room (600 each of
   // 2000) -> 800 unusable.
-  EXPECT_DOUBLE_EQ(NodeCapacityFragmentationAfter(cluster_.node(0), target_, cpu, -1), 0.5 * 1000 + 0.5 * 800);
+  EXPECT_DOUBLE_EQ(NodeCapacityFragmentationAfter(cluster_.node(0), target_, cpu, -1),
+                   0.5 * 1000 + 0.5 * 800);
 }
 
 }  // namespace

@@ -60,7 +60,8 @@ TEST_F(PoliciesTest, PackingUsesSharedGpusFirstThenUsedNodesThenIdleOnes) {
 
 TEST_F(PoliciesTest, ClusteringKeepsPodKindsTogether) {
   auto clustering = MakePolicy("clustering", targets_);
-  EXPECT_EQ(Choose(*clustering, cluster_, Share(300)).first, 1) << "the node already running sharing pods";
+  EXPECT_EQ(Choose(*clustering, cluster_, Share(300)).first, 1)
+      << "the node already running sharing pods";
   // A 2-GPU pod: the used node runs another kind only (0-25), the idle node scores 25-50.
   EXPECT_EQ(Choose(*clustering, cluster_, cluster_.ShapeOf(Pod("w", 2, 2, 1000))).first, 0);
 }
@@ -81,7 +82,8 @@ TEST_F(PoliciesTest, GpumuxSendsCpuOnlyPodsWhereTheirCpuStrandsNoGpu) {
   std::vector<PodSpec> pods = {Pod("w", 16, 1, 1000)};
   TargetWorkloads t = TargetWorkloads::FromPods(c, pods);
   Shape cpu = c.ShapeOf(Pod("cpu", 20, 0, 0));
-  EXPECT_EQ(MakePolicy("fgd", t)->Score(c, 0, cpu).score, MakePolicy("fgd", t)->Score(c, 1, cpu).score);
+  EXPECT_EQ(MakePolicy("fgd", t)->Score(c, 0, cpu).score,
+            MakePolicy("fgd", t)->Score(c, 1, cpu).score);
   EXPECT_EQ(Choose(*MakePolicy("gpumux", t), c, cpu).first, 1);
 }
 
@@ -114,7 +116,9 @@ TEST(Policies, UnknownNameListsTheKnownOnes) {
     MakePolicy("fdg", t);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("unknown policy 'fdg' (known: random, dotprod"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("unknown policy 'fdg' (known: random, dotprod"),
+              std::string::npos)
+        << e.what();
   }
   for (const std::string& name : PolicyNames()) EXPECT_NO_THROW(MakePolicy(name, t)) << name;
 }

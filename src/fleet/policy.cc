@@ -25,8 +25,12 @@ struct PolicyEntry {
 
 // The registry, in the order the README lists the policies.
 constexpr PolicyEntry kPolicies[] = {
-    {"random", MakeRandomPolicy},   {"dotprod", MakeDotProductPolicy}, {"clustering", MakeGpuClusteringPolicy},
-    {"packing", MakeGpuPackingPolicy}, {"bestfit", MakeBestFitPolicy},  {"fgd", MakeFgdPolicy},
+    {"random", MakeRandomPolicy},
+    {"dotprod", MakeDotProductPolicy},
+    {"clustering", MakeGpuClusteringPolicy},
+    {"packing", MakeGpuPackingPolicy},
+    {"bestfit", MakeBestFitPolicy},
+    {"fgd", MakeFgdPolicy},
     {"gpumux", MakeGpumuxPolicy},
 };
 
@@ -45,7 +49,8 @@ std::unique_ptr<Policy> MakePolicy(std::string_view name, const TargetWorkloads&
   for (const PolicyEntry& p : kPolicies) {
     if (p.name == name) return p.make(targets);
   }
-  throw BadInput(fmt::format("unknown policy '{}' (known: {})", name, fmt::join(PolicyNames(), ", ")));
+  throw BadInput(
+      fmt::format("unknown policy '{}' (known: {})", name, fmt::join(PolicyNames(), ", ")));
 }
 
 int BestFitGpu(const NodeState& n, int milli) {

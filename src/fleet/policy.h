@@ -1,6 +1,6 @@
 // A placement policy: how to choose the node (and the GPU) for a pod among the nodes that can host
-// it. The simulator owns the loop: it filters feasible nodes, asks the policy for scores, places the
-// pod on the highest score and breaks ties by a per-seed random ranking of the nodes (as the
+// it. The simulator owns the loop: it filters feasible nodes, asks the policy for scores, places
+// the pod on the highest score and breaks ties by a per-seed random ranking of the nodes (as the
 // artifact's scheduler does, reference A.1 C1).
 //
 // Policies are stateless apart from what they were built with, and thread-compatible (one per run).
@@ -27,8 +27,8 @@ class Policy {
  public:
   virtual ~Policy() = default;
 
-  // Score of placing a pod of `shape` on the feasible node `node`. Depends only on that node's state
-  // and the shape, so the simulator caches it until the node changes.
+  // Score of placing a pod of `shape` on the feasible node `node`. Depends only on that node's
+  // state and the shape, so the simulator caches it until the node changes.
   virtual NodeScore Score(const Cluster& cluster, int node, const Shape& shape) const = 0;
 
   // A policy that picks a node at random rather than by score returns its choice; -1 = use scores.
@@ -39,7 +39,8 @@ class Policy {
   }
 
   // The GPU a sharing pod takes on the chosen node; by default the one Score picked.
-  virtual int PickGpu(const Cluster& cluster, int node, const Shape& shape, int scored_gpu, Rng& rng) const {
+  virtual int PickGpu(const Cluster& cluster, int node, const Shape& shape, int scored_gpu,
+                      Rng& rng) const {
     (void)cluster, (void)node, (void)shape, (void)rng;
     return scored_gpu;
   }
@@ -52,7 +53,8 @@ class Policy {
 const std::vector<std::string>& PolicyNames();
 
 // Builds a policy by name. `targets` are the workloads FGD-style policies measure fragmentation
-// against; they must outlive the policy. Throws Error (bad input) for an unknown name, listing the known ones.
+// against; they must outlive the policy. Throws Error (bad input) for an unknown name, listing the
+// known ones.
 std::unique_ptr<Policy> MakePolicy(std::string_view name, const TargetWorkloads& targets);
 
 // The GPU with the least free milli that still holds `milli`, lowest index on ties; -1 if none.

@@ -8,10 +8,12 @@
 
 namespace gpumux::fleet {
 
-std::vector<int> BuildStream(const std::vector<PodSpec>& pods, int64_t capacity_milli, double inflation, Rng& rng) {
+std::vector<int> BuildStream(const std::vector<PodSpec>& pods, int64_t capacity_milli,
+                             double inflation, Rng& rng) {
   std::vector<int> by_name(pods.size());
   std::iota(by_name.begin(), by_name.end(), 0);
-  std::stable_sort(by_name.begin(), by_name.end(), [&](int a, int b) { return pods[a].name < pods[b].name; });
+  std::stable_sort(by_name.begin(), by_name.end(),
+                   [&](int a, int b) { return pods[a].name < pods[b].name; });
   std::vector<int> stream = by_name;
   rng.Shuffle(stream);
   int64_t total = 0;
@@ -27,9 +29,9 @@ std::vector<int> BuildStream(const std::vector<PodSpec>& pods, int64_t capacity_
   return stream;
 }
 
-Simulation Simulate(const Cluster& empty, const std::vector<PodSpec>& pods, const TargetWorkloads& targets,
-                    std::string_view policy_name, uint64_t seed, double inflation,
-                    std::vector<Placement>* placements) {
+Simulation Simulate(const Cluster& empty, const std::vector<PodSpec>& pods,
+                    const TargetWorkloads& targets, std::string_view policy_name, uint64_t seed,
+                    double inflation, std::vector<Placement>* placements) {
   std::unique_ptr<Policy> policy = MakePolicy(policy_name, targets);
   const TargetWorkload& target = targets.fgd;
   Cluster cluster = empty;
@@ -83,7 +85,8 @@ Simulation Simulate(const Cluster& empty, const std::vector<PodSpec>& pods, cons
         double best = -std::numeric_limits<double>::infinity();
         for (int i : feasible) {
           Cached& c = cache[size_t(i) * shapes.size() + sid];
-          if (c.version != cluster.node(i).version) c = {cluster.node(i).version, policy->Score(cluster, i, s)};
+          if (c.version != cluster.node(i).version)
+            c = {cluster.node(i).version, policy->Score(cluster, i, s)};
           if (c.score.score > best || (c.score.score == best && rank[i] < rank[chosen])) {
             best = c.score.score;
             chosen = i;

@@ -18,7 +18,8 @@ namespace gpumux::fleet {
 // then clones drawn with replacement from the trace until the next draw's per-GPU share would take
 // the total GPU request past `inflation` x capacity (the artifact checks the per-GPU share, not
 // num_gpu x share, so an 8-GPU clone can overshoot; reproduced on purpose).
-std::vector<int> BuildStream(const std::vector<PodSpec>& pods, int64_t capacity_milli, double inflation, Rng& rng);
+std::vector<int> BuildStream(const std::vector<PodSpec>& pods, int64_t capacity_milli,
+                             double inflation, Rng& rng);
 
 struct StreamRow {
   int64_t arrived_milli = 0;  // GPU request of every pod so far, failed ones included
@@ -28,7 +29,7 @@ struct StreamRow {
 };
 
 struct Placement {
-  int pod = 0;   // index into the trace
+  int pod = 0;  // index into the trace
   int node = 0;
   int gpu = -1;  // the GPU of a sharing pod
 };
@@ -43,8 +44,8 @@ struct Simulation {
 // fragmentation is measured against (built from the original trace; the reported fragmentation is
 // FGD's measure against `targets.fgd`). If `placements` is given, every
 // placement is appended to it (for checking). Throws Error (bad input) for an unknown policy name.
-Simulation Simulate(const Cluster& empty, const std::vector<PodSpec>& pods, const TargetWorkloads& targets,
-                    std::string_view policy, uint64_t seed, double inflation,
-                    std::vector<Placement>* placements = nullptr);
+Simulation Simulate(const Cluster& empty, const std::vector<PodSpec>& pods,
+                    const TargetWorkloads& targets, std::string_view policy, uint64_t seed,
+                    double inflation, std::vector<Placement>* placements = nullptr);
 
 }  // namespace gpumux::fleet

@@ -25,7 +25,8 @@ World MakeWorld(uint64_t seed) {
   const char* models[] = {"A", "B", "C"};
   for (int i = 0; i < 40; ++i) {
     int gpus = std::vector<int>{1, 2, 4, 8}[rng.Below(4)];
-    w.nodes.push_back(Node("n" + std::to_string(i), 16 + int(rng.Below(112)), gpus, models[rng.Below(3)], 64 + int(rng.Below(512))));
+    w.nodes.push_back(Node("n" + std::to_string(i), 16 + int(rng.Below(112)), gpus,
+                           models[rng.Below(3)], 64 + int(rng.Below(512))));
   }
   const int sizes[] = {50, 230, 320, 470, 650, 810};
   for (int i = 0; i < 400; ++i) {
@@ -36,11 +37,13 @@ World MakeWorld(uint64_t seed) {
     if (kind < 2) {
       w.pods.push_back(Pod(name, 1 + int(rng.Below(16)), 0, 0, {}, 1 + int(rng.Below(32))));
     } else if (kind < 6) {
-      w.pods.push_back(Pod(name, 1 + int(rng.Below(12)), 1, sizes[rng.Below(6)], spec, 1 + int(rng.Below(48))));
+      w.pods.push_back(
+          Pod(name, 1 + int(rng.Below(12)), 1, sizes[rng.Below(6)], spec, 1 + int(rng.Below(48))));
     } else if (kind < 9) {
       w.pods.push_back(Pod(name, 2 + int(rng.Below(16)), 1, 1000, spec, 1 + int(rng.Below(64))));
     } else {
-      w.pods.push_back(Pod(name, 8 + int(rng.Below(64)), std::vector<int>{2, 4, 8}[rng.Below(3)], 1000, spec, 16));
+      w.pods.push_back(Pod(name, 8 + int(rng.Below(64)), std::vector<int>{2, 4, 8}[rng.Below(3)],
+                           1000, spec, 16));
     }
   }
   return w;
@@ -55,10 +58,12 @@ TEST(Simulator, StreamIsTheWholeTraceOnceThenClonesUpToTheInflation) {
   ASSERT_GT(stream.size(), w.pods.size());
   std::vector<int> first(stream.begin(), stream.begin() + long(w.pods.size()));
   std::sort(first.begin(), first.end());
-  for (size_t i = 0; i < first.size(); ++i) ASSERT_EQ(first[i], int(i)) << "every pod exactly once first";
+  for (size_t i = 0; i < first.size(); ++i)
+    ASSERT_EQ(first[i], int(i)) << "every pod exactly once first";
   int64_t total = 0;
   for (int i : stream) total += w.pods[i].total_gpu_milli();
-  EXPECT_LE(double(total), 1.3 * double(c.gpu_capacity_milli()) + 7000) << "at most one multi-GPU overshoot";
+  EXPECT_LE(double(total), 1.3 * double(c.gpu_capacity_milli()) + 7000)
+      << "at most one multi-GPU overshoot";
   EXPECT_GT(double(total), 1.3 * double(c.gpu_capacity_milli()) - 1000);
 }
 
@@ -75,7 +80,8 @@ TEST(Simulator, EveryPolicyRespectsCapacityAndModelsOnEveryRun) {
       Cluster replay = empty;
       for (const Placement& p : placements) {
         Shape s = replay.ShapeOf(w.pods[p.pod]);
-        ASSERT_TRUE(replay.Fits(p.node, s)) << policy << ": " << w.pods[p.pod].name << " on " << w.nodes[p.node].name;
+        ASSERT_TRUE(replay.Fits(p.node, s))
+            << policy << ": " << w.pods[p.pod].name << " on " << w.nodes[p.node].name;
         if (s.shares_gpu()) {
           ASSERT_GE(replay.node(p.node).gpu_left[p.gpu], s.gpu_milli) << policy;
         }
@@ -142,9 +148,12 @@ TEST(Reproduction, ArtifactNumbersOnTheDefaultTrace) {
   auto curves = RunExperiment(LoadNodes(dir + "/openb_node_list_gpu_node.csv"),
                               LoadPods(dir + "/openb_pod_list_default.csv"), o);
   // Artifact (10 seeds, mean): Random 13.70, DotProd 9.38, BestFit 7.14, FGD 4.77.
-  struct Expect { double mean, tolerance; } expected[] = {{13.70, 0.5}, {9.38, 0.5}, {7.14, 0.3}, {4.77, 0.3}};
+  struct Expect {
+    double mean, tolerance;
+  } expected[] = {{13.70, 0.5}, {9.38, 0.5}, {7.14, 0.3}, {4.77, 0.3}};
   for (int i = 0; i < 4; ++i) {
-    EXPECT_NEAR(At(curves[i], 100, &CurvePoint::unallocated_pct).mean, expected[i].mean, expected[i].tolerance)
+    EXPECT_NEAR(At(curves[i], 100, &CurvePoint::unallocated_pct).mean, expected[i].mean,
+                expected[i].tolerance)
         << o.policies[i];
   }
   double fgd = At(curves[3], 100, &CurvePoint::unallocated_pct).mean;
@@ -160,7 +169,8 @@ TEST(Reproduction, GpumuxBeatsFgdOnEveryTraceVariant) {
     ExperimentOptions o;
     o.policies = {"fgd", "gpumux"};
     o.jobs = 2;
-    auto curves = RunExperiment(nodes, LoadPods(dir + "/openb_pod_list_" + std::string(variant) + ".csv"), o);
+    auto curves =
+        RunExperiment(nodes, LoadPods(dir + "/openb_pod_list_" + std::string(variant) + ".csv"), o);
     double fgd = At(curves[0], 100, &CurvePoint::unallocated_pct).mean;
     double ours = At(curves[1], 100, &CurvePoint::unallocated_pct).mean;
     EXPECT_LT(ours, fgd) << variant << ": gpumux " << ours << "% vs FGD " << fgd << "%";

@@ -18,13 +18,15 @@ inline std::string WriteTempFile(const std::string& name, const std::string& tex
   return path;
 }
 
-inline NodeSpec Node(const std::string& name, int cores, int gpus, const std::string& model, int memory_gib = 512) {
+inline NodeSpec Node(const std::string& name, int cores, int gpus, const std::string& model,
+                     int memory_gib = 512) {
   return {name, int64_t(cores) * 1000, int64_t(memory_gib) * 1024, gpus, gpus ? model : ""};
 }
 
 inline PodSpec Pod(const std::string& name, int cores, int num_gpu, int gpu_milli,
                    std::vector<std::string> spec = {}, int memory_gib = 1) {
-  return {name, int64_t(cores) * 1000, int64_t(memory_gib) * 1024, num_gpu, gpu_milli, std::move(spec)};
+  return {name,      int64_t(cores) * 1000, int64_t(memory_gib) * 1024, num_gpu,
+          gpu_milli, std::move(spec)};
 }
 
 // The directory of the openb traces bundled with the repository (traces/openb-v2023).

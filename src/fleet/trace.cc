@@ -18,11 +18,13 @@ std::vector<std::string> SplitCsvLine(const std::string& line) {
   size_t start = 0;
   while (true) {
     size_t comma = line.find(',', start);
-    fields.push_back(line.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    fields.push_back(
+        line.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
-  if (!fields.empty() && !fields.back().empty() && fields.back().back() == '\r') fields.back().pop_back();
+  if (!fields.empty() && !fields.back().empty() && fields.back().back() == '\r')
+    fields.back().pop_back();
   return fields;
 }
 
@@ -34,14 +36,16 @@ class CsvReader {
       : path_(std::move(path)), in_(path_) {
     if (!in_) throw BadInput(fmt::format("{}: cannot open the file", path_));
     std::string header;
-    if (!std::getline(in_, header)) throw BadInput(fmt::format("{}:1: the file is empty (expected a header)", path_));
+    if (!std::getline(in_, header))
+      throw BadInput(fmt::format("{}:1: the file is empty (expected a header)", path_));
     columns_ = SplitCsvLine(header);
     for (size_t i = 0; i < columns_.size(); ++i) {
       const std::string& c = columns_[i];
       if (!required.count(c) && !optional.count(c)) {
         throw BadInput(fmt::format("{}:1: unknown column '{}'", path_, c));
       }
-      if (!index_.emplace(c, i).second) throw BadInput(fmt::format("{}:1: column '{}' appears twice", path_, c));
+      if (!index_.emplace(c, i).second)
+        throw BadInput(fmt::format("{}:1: column '{}' appears twice", path_, c));
     }
     for (const std::string& c : required) {
       if (!index_.count(c)) throw BadInput(fmt::format("{}:1: missing column '{}'", path_, c));
@@ -55,7 +59,8 @@ class CsvReader {
     ++line_;
     fields_ = SplitCsvLine(line);
     if (fields_.size() != columns_.size()) {
-      Fail(fmt::format("{} fields, expected {} ({})", fields_.size(), columns_.size(), line.empty() ? "blank line" : "wrong column count"));
+      Fail(fmt::format("{} fields, expected {} ({})", fields_.size(), columns_.size(),
+                       line.empty() ? "blank line" : "wrong column count"));
     }
     return true;
   }
@@ -67,7 +72,8 @@ class CsvReader {
     const std::string& s = Field(column);
     int64_t v = 0;
     auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc() || end != s.data() + s.size()) Fail(fmt::format("{} '{}' is not a whole number", column, s));
+    if (ec != std::errc() || end != s.data() + s.size())
+      Fail(fmt::format("{} '{}' is not a whole number", column, s));
     if (v < 0) Fail(fmt::format("{} {} is negative", column, v));
     if (v > max) Fail(fmt::format("{} {} is over {}", column, v, max));
     return v;
@@ -103,7 +109,8 @@ std::vector<NodeSpec> LoadNodes(const std::string& path) {
     n.memory_mib = csv.Integer("memory_mib", kHuge);
     n.gpus = int(csv.Integer("gpu", kMaxGpusPerNode));
     n.model = csv.Field("model");
-    if (n.gpus > 0 && n.model.empty()) csv.Fail(fmt::format("node '{}' has {} GPUs but no model", n.name, n.gpus));
+    if (n.gpus > 0 && n.model.empty())
+      csv.Fail(fmt::format("node '{}' has {} GPUs but no model", n.name, n.gpus));
     nodes.push_back(std::move(n));
   }
   if (nodes.empty()) throw BadInput(fmt::format("{}: no nodes", path));
@@ -111,8 +118,9 @@ std::vector<NodeSpec> LoadNodes(const std::string& path) {
 }
 
 std::vector<PodSpec> LoadPods(const std::string& path) {
-  CsvReader csv(path, {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"},
-                {"gpu_spec", "qos", "pod_phase", "creation_time", "deletion_time", "scheduled_time"});
+  CsvReader csv(
+      path, {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"},
+      {"gpu_spec", "qos", "pod_phase", "creation_time", "deletion_time", "scheduled_time"});
   std::vector<PodSpec> pods;
   while (csv.Next()) {
     PodSpec p;
@@ -123,18 +131,22 @@ std::vector<PodSpec> LoadPods(const std::string& path) {
     p.num_gpu = int(csv.Integer("num_gpu", 1024));
     p.gpu_milli = int(csv.Integer("gpu_milli", kMilli));
     if (p.num_gpu == 0 && p.gpu_milli != 0) {
-      csv.Fail(fmt::format("num_gpu 0 with gpu_milli {}: a CPU-only pod cannot ask for GPU", p.gpu_milli));
+      csv.Fail(fmt::format("num_gpu 0 with gpu_milli {}: a CPU-only pod cannot ask for GPU",
+                           p.gpu_milli));
     }
-    if (p.num_gpu > 0 && p.gpu_milli == 0) csv.Fail(fmt::format("num_gpu {} with gpu_milli 0", p.num_gpu));
+    if (p.num_gpu > 0 && p.gpu_milli == 0)
+      csv.Fail(fmt::format("num_gpu {} with gpu_milli 0", p.num_gpu));
     if (p.num_gpu > 1 && p.gpu_milli != kMilli) {
-      csv.Fail(fmt::format("num_gpu {} with gpu_milli {}: only a single-GPU pod may share a GPU", p.num_gpu, p.gpu_milli));
+      csv.Fail(fmt::format("num_gpu {} with gpu_milli {}: only a single-GPU pod may share a GPU",
+                           p.num_gpu, p.gpu_milli));
     }
     if (csv.Has("gpu_spec") && !csv.Field("gpu_spec").empty()) {
       const std::string& spec = csv.Field("gpu_spec");
       size_t start = 0;
       while (true) {
         size_t bar = spec.find('|', start);
-        std::string model = spec.substr(start, bar == std::string::npos ? std::string::npos : bar - start);
+        std::string model =
+            spec.substr(start, bar == std::string::npos ? std::string::npos : bar - start);
         if (model.empty()) csv.Fail(fmt::format("gpu_spec '{}' has an empty model name", spec));
         p.gpu_spec.push_back(model);
         if (bar == std::string::npos) break;

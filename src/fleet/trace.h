@@ -1,8 +1,8 @@
 // Cluster traces in the openb format (Alibaba cluster-trace-gpu-v2023): the node list and the pod
 // list. Loading is strict: an unknown or missing column, a row with the wrong number of fields, a
-// negative number, gpu_milli over 1000 or a GPU request that is not one of the three kinds (CPU-only,
-// a share of one GPU, whole GPUs) stops the load with Error (bad input) naming file, line and reason.
-// Nothing is skipped silently.
+// negative number, gpu_milli over 1000 or a GPU request that is not one of the three kinds
+// (CPU-only, a share of one GPU, whole GPUs) stops the load with Error (bad input) naming file,
+// line and reason. Nothing is skipped silently.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,7 @@
 
 namespace gpumux::fleet {
 
-inline constexpr int kMilli = 1000;            // one whole GPU
+inline constexpr int kMilli = 1000;  // one whole GPU
 inline constexpr int kMaxGpusPerNode = 16;
 
 struct NodeSpec {
@@ -19,7 +19,7 @@ struct NodeSpec {
   int64_t cpu_milli = 0;
   int64_t memory_mib = 0;
   int gpus = 0;
-  std::string model;                           // GPU model; empty when the node has no GPU
+  std::string model;  // GPU model; empty when the node has no GPU
 };
 
 struct PodSpec {
@@ -27,8 +27,8 @@ struct PodSpec {
   int64_t cpu_milli = 0;
   int64_t memory_mib = 0;
   int num_gpu = 0;
-  int gpu_milli = 0;                           // per GPU; 1000 = whole
-  std::vector<std::string> gpu_spec;           // allowed models; empty = any
+  int gpu_milli = 0;                  // per GPU; 1000 = whole
+  std::vector<std::string> gpu_spec;  // allowed models; empty = any
 
   bool cpu_only() const { return num_gpu == 0; }
   bool shares_gpu() const { return num_gpu == 1 && gpu_milli < kMilli; }

@@ -8,7 +8,9 @@
 namespace gpumux::node {
 namespace {
 
-std::string Joined(const std::string& first, const std::string& rest) { return rest.empty() ? first : first + ":" + rest; }
+std::string Joined(const std::string& first, const std::string& rest) {
+  return rest.empty() ? first : first + ":" + rest;
+}
 
 }  // namespace
 
@@ -19,8 +21,16 @@ std::string RuntimeLibraryDir() {
 }
 
 Device SimulatedDevice(const GpuKind& kind, int index) {
-  return {index, kind.name + " (simulated)", uint64_t(kind.memory_bytes), kind.sms, kind.bandwidth,
-          kind.PeakFlops(DType::kBf16), true, -1, kind.mig, ""};
+  return {index,
+          kind.name + " (simulated)",
+          uint64_t(kind.memory_bytes),
+          kind.sms,
+          kind.bandwidth,
+          kind.PeakFlops(DType::kBf16),
+          true,
+          -1,
+          kind.mig,
+          ""};
 }
 
 std::string DeviceStem(const Device& d) {
@@ -60,10 +70,10 @@ Device RealDevice(int index) {
   return {index, name, m.total, 0, 0, 0, false, -1, std::nullopt, uuid};
 }
 
-std::vector<std::pair<std::string, std::string>> TenantEnvironment(const Device& device, const std::string& ledger_path,
-                                                                   const std::string& tenant, const std::string& bin_dir,
-                                                                   const std::string& inherited_preload,
-                                                                   const std::string& inherited_library_path) {
+std::vector<std::pair<std::string, std::string>> TenantEnvironment(
+    const Device& device, const std::string& ledger_path, const std::string& tenant,
+    const std::string& bin_dir, const std::string& inherited_preload,
+    const std::string& inherited_library_path) {
   std::vector<std::pair<std::string, std::string>> env = {
       {"LD_PRELOAD", Joined(bin_dir + "/libgpumux.so", inherited_preload)},
       {"GPUMUX_LEDGER", ledger_path},
@@ -72,8 +82,8 @@ std::vector<std::pair<std::string, std::string>> TenantEnvironment(const Device&
   };
   if (device.simulated) {
     std::string dir = ledger_path.substr(0, ledger_path.rfind('/'));
-    for (auto& kv : SimulatedGpuEnvironment(device, dir + "/sim-" + DeviceStem(device) + ".state", bin_dir,
-                                            inherited_library_path)) {
+    for (auto& kv : SimulatedGpuEnvironment(device, dir + "/sim-" + DeviceStem(device) + ".state",
+                                            bin_dir, inherited_library_path)) {
       env.push_back(std::move(kv));
     }
   } else if (!device.uuid.empty()) {
@@ -82,9 +92,9 @@ std::vector<std::pair<std::string, std::string>> TenantEnvironment(const Device&
   return env;
 }
 
-std::vector<std::pair<std::string, std::string>> SimulatedGpuEnvironment(const Device& device, const std::string& state_path,
-                                                                         const std::string& bin_dir,
-                                                                         const std::string& inherited_library_path) {
+std::vector<std::pair<std::string, std::string>> SimulatedGpuEnvironment(
+    const Device& device, const std::string& state_path, const std::string& bin_dir,
+    const std::string& inherited_library_path) {
   char number[32];
   std::vector<std::pair<std::string, std::string>> env;
   env.push_back({"LD_LIBRARY_PATH", Joined(bin_dir + "/simgpu", inherited_library_path)});
@@ -99,14 +109,18 @@ std::vector<std::pair<std::string, std::string>> SimulatedGpuEnvironment(const D
   if (device.mig) {
     // "slots=8 compute=7 sms=132|1g.10gb id=19 g=1 size=1 mib=9984 sms=16 max=7 starts=0,1,2|..."
     const MigGeometry& geo = *device.mig;
-    std::string text = "slots=" + std::to_string(geo.slots) + " compute=" + std::to_string(geo.compute_slices) +
+    std::string text = "slots=" + std::to_string(geo.slots) +
+                       " compute=" + std::to_string(geo.compute_slices) +
                        " sms=" + std::to_string(geo.sms);
     for (const MigProfile& p : geo.profiles) {
       std::string starts;
       for (int s : p.placement_starts) starts += (starts.empty() ? "" : ",") + std::to_string(s);
-      text += "|" + p.name + " id=" + std::to_string(p.id) + " g=" + std::to_string(p.compute_slices) +
-              " size=" + std::to_string(p.memory_slices) + " mib=" + std::to_string(uint64_t(p.memory_bytes) >> 20) +
-              " sms=" + std::to_string(p.sms) + " max=" + std::to_string(p.max_instances) + " starts=" + starts;
+      text += "|" + p.name + " id=" + std::to_string(p.id) +
+              " g=" + std::to_string(p.compute_slices) +
+              " size=" + std::to_string(p.memory_slices) +
+              " mib=" + std::to_string(uint64_t(p.memory_bytes) >> 20) +
+              " sms=" + std::to_string(p.sms) + " max=" + std::to_string(p.max_instances) +
+              " starts=" + starts;
     }
     env.push_back({"GPUMUX_SIM_MIG", text});
   }

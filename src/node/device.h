@@ -21,9 +21,9 @@ struct Device {
   int sms = 0;
   double bandwidth = 0, flops = 0;  // simulated only: what its kernels run at
   bool simulated = false;
-  int mig_instance = -1;            // a MIG instance of GPU `index`, or -1 for the whole GPU
-  std::optional<MigGeometry> mig;   // the GPU's MIG geometry, when known (catalog or driver)
-  std::string uuid;                 // real devices: "GPU-..." or "MIG-..." (what CUDA_VISIBLE_DEVICES takes)
+  int mig_instance = -1;           // a MIG instance of GPU `index`, or -1 for the whole GPU
+  std::optional<MigGeometry> mig;  // the GPU's MIG geometry, when known (catalog or driver)
+  std::string uuid;  // real devices: "GPU-..." or "MIG-..." (what CUDA_VISIBLE_DEVICES takes)
 };
 
 // How the device's files are named: "gpu0", or "gpu0-mig1" for a MIG instance (ledger
@@ -51,16 +51,16 @@ std::string RuntimeLibraryDir();
 // `bin_dir` (libgpumux.so, and simgpu/ for a simulated device), with the device's ledger at
 // `ledger_path`; LD_PRELOAD and LD_LIBRARY_PATH are prepended to `inherited_*`. A real device is
 // the only one the program sees (CUDA_VISIBLE_DEVICES is its UUID).
-std::vector<std::pair<std::string, std::string>> TenantEnvironment(const Device& device, const std::string& ledger_path,
-                                                                   const std::string& tenant, const std::string& bin_dir,
-                                                                   const std::string& inherited_preload = "",
-                                                                   const std::string& inherited_library_path = "");
+std::vector<std::pair<std::string, std::string>> TenantEnvironment(
+    const Device& device, const std::string& ledger_path, const std::string& tenant,
+    const std::string& bin_dir, const std::string& inherited_preload = "",
+    const std::string& inherited_library_path = "");
 
 // Environment variables that make the simulated libraries in `bin_dir`/simgpu stand for `device`,
 // with its state file at `state_path`: its size and speed, and its MIG geometry when it has one
 // (simgpu/sim_nvml_mig.cc reads it).
-std::vector<std::pair<std::string, std::string>> SimulatedGpuEnvironment(const Device& device, const std::string& state_path,
-                                                                         const std::string& bin_dir,
-                                                                         const std::string& inherited_library_path = "");
+std::vector<std::pair<std::string, std::string>> SimulatedGpuEnvironment(
+    const Device& device, const std::string& state_path, const std::string& bin_dir,
+    const std::string& inherited_library_path = "");
 
 }  // namespace gpumux::node

@@ -13,7 +13,9 @@ namespace {
 
 const NvmlLibrary& MigNvml() {
   const NvmlLibrary& nvml = Nvml();
-  if (!nvml.has_mig()) throw Unavailable("this driver's NVML has no Multi-Instance GPU calls (R470 or later has them)");
+  if (!nvml.has_mig())
+    throw Unavailable(
+        "this driver's NVML has no Multi-Instance GPU calls (R470 or later has them)");
   return nvml;
 }
 
@@ -25,15 +27,18 @@ struct GpuInstance {
 };
 
 // Every GPU instance on the GPU, of the profiles in `geo`.
-std::vector<GpuInstance> ListGpuInstances(const NvmlLibrary& nvml, nvmlDevice_t device, int gpu, const MigGeometry& geo) {
+std::vector<GpuInstance> ListGpuInstances(const NvmlLibrary& nvml, nvmlDevice_t device, int gpu,
+                                          const MigGeometry& geo) {
   std::vector<GpuInstance> all;
   for (const MigProfile& p : geo.profiles) {
     std::vector<nvmlGpuInstance_t> handles(size_t(std::max(p.max_instances, 1)) + 8);
     unsigned n = unsigned(handles.size());
-    nvml.Check(nvml.gpu_instances(device, unsigned(p.id), handles.data(), &n), Where(gpu) + ": listing " + p.name + " instances");
+    nvml.Check(nvml.gpu_instances(device, unsigned(p.id), handles.data(), &n),
+               Where(gpu) + ": listing " + p.name + " instances");
     for (unsigned i = 0; i < n; ++i) {
       GpuInstance g{handles[i], {}};
-      nvml.Check(nvml.gpu_instance_info(g.handle, &g.info), Where(gpu) + ": describing a GPU instance");
+      nvml.Check(nvml.gpu_instance_info(g.handle, &g.info),
+                 Where(gpu) + ": describing a GPU instance");
       all.push_back(g);
     }
   }
@@ -41,11 +46,12 @@ std::vector<GpuInstance> ListGpuInstances(const NvmlLibrary& nvml, nvmlDevice_t 
 }
 
 // The compute instance profile that spans the whole GPU instance (what `nvidia-smi mig -C` makes).
-nvmlComputeInstanceProfileInfo_t WholeComputeProfile(const NvmlLibrary& nvml, nvmlGpuInstance_t gi, int compute_slices,
-                                                     const std::string& where) {
+nvmlComputeInstanceProfileInfo_t WholeComputeProfile(const NvmlLibrary& nvml, nvmlGpuInstance_t gi,
+                                                     int compute_slices, const std::string& where) {
   for (unsigned p = 0; p < nvml::kComputeInstanceProfileBound; ++p) {
     nvmlComputeInstanceProfileInfo_t info{};
-    if (nvml.compute_instance_profile(gi, p, nvml::kComputeInstanceEngineShared, &info) == nvml::kSuccess &&
+    if (nvml.compute_instance_profile(gi, p, nvml::kComputeInstanceEngineShared, &info) ==
+            nvml::kSuccess &&
         int(info.sliceCount) == compute_slices) {
       return info;
     }
@@ -53,11 +59,12 @@ nvmlComputeInstanceProfileInfo_t WholeComputeProfile(const NvmlLibrary& nvml, nv
   throw Unavailable(where + ": the driver offers no compute instance spanning the GPU instance");
 }
 
-std::vector<nvmlComputeInstance_t> ComputeInstances(const NvmlLibrary& nvml, nvmlGpuInstance_t gi, unsigned profile_id,
-                                                    const std::string& where) {
+std::vector<nvmlComputeInstance_t> ComputeInstances(const NvmlLibrary& nvml, nvmlGpuInstance_t gi,
+                                                    unsigned profile_id, const std::string& where) {
   std::vector<nvmlComputeInstance_t> cis(16);
   unsigned n = unsigned(cis.size());
-  nvml.Check(nvml.compute_instances(gi, profile_id, cis.data(), &n), where + ": listing compute instances");
+  nvml.Check(nvml.compute_instances(gi, profile_id, cis.data(), &n),
+             where + ": listing compute instances");
   cis.resize(n);
   return cis;
 }
@@ -67,9 +74,12 @@ void DestroyAll(const NvmlLibrary& nvml, nvmlDevice_t device, int gpu, const Mig
     std::string where = Where(gpu) + " GPU instance " + std::to_string(g.info.id);
     for (unsigned p = 0; p < nvml::kComputeInstanceProfileBound; ++p) {
       nvmlComputeInstanceProfileInfo_t info{};
-      if (nvml.compute_instance_profile(g.handle, p, nvml::kComputeInstanceEngineShared, &info) != nvml::kSuccess) continue;
+      if (nvml.compute_instance_profile(g.handle, p, nvml::kComputeInstanceEngineShared, &info) !=
+          nvml::kSuccess)
+        continue;
       for (nvmlComputeInstance_t ci : ComputeInstances(nvml, g.handle, info.id, where)) {
-        nvml.Check(nvml.destroy_compute_instance(ci), where + ": destroying a compute instance (is a process using it?)");
+        nvml.Check(nvml.destroy_compute_instance(ci),
+                   where + ": destroying a compute instance (is a process using it?)");
       }
     }
     nvml.Check(nvml.destroy_gpu_instance(g.handle), where + ": destroying it");
@@ -77,7 +87,8 @@ void DestroyAll(const NvmlLibrary& nvml, nvmlDevice_t device, int gpu, const Mig
 }
 
 // MIG device UUIDs by GPU instance id.
-std::map<unsigned, std::string> MigDeviceUuids(const NvmlLibrary& nvml, nvmlDevice_t device, int gpu) {
+std::map<unsigned, std::string> MigDeviceUuids(const NvmlLibrary& nvml, nvmlDevice_t device,
+                                               int gpu) {
   unsigned max = 0;
   nvml.Check(nvml.max_mig_devices(device, &max), Where(gpu) + ": counting MIG devices");
   std::map<unsigned, std::string> uuids;
@@ -87,7 +98,8 @@ std::map<unsigned, std::string> MigDeviceUuids(const NvmlLibrary& nvml, nvmlDevi
     unsigned gi = 0;
     char uuid[nvml::kUuidBufferSize] = {0};
     nvml.Check(nvml.gpu_instance_id(mig, &gi), Where(gpu) + ": MIG device " + std::to_string(i));
-    nvml.Check(nvml.uuid(mig, uuid, sizeof(uuid)), Where(gpu) + ": MIG device " + std::to_string(i) + " UUID");
+    nvml.Check(nvml.uuid(mig, uuid, sizeof(uuid)),
+               Where(gpu) + ": MIG device " + std::to_string(i) + " UUID");
     uuids[gi] = uuid;
   }
   return uuids;
@@ -107,12 +119,15 @@ void SetMigMode(int gpu, bool on) {
   if (current == want && pending == want) return;
   if (!on && current == nvml::kMigEnable) DestroyAll(nvml, device, gpu, ReadMigGeometry(gpu));
   nvmlReturn_t activation = nvml::kSuccess;
-  nvml.Check(nvml.set_mig_mode(device, want, &activation), Where(gpu) + ": turning MIG mode " + (on ? "on" : "off"));
+  nvml.Check(nvml.set_mig_mode(device, want, &activation),
+             Where(gpu) + ": turning MIG mode " + (on ? "on" : "off"));
   nvml.Check(nvml.get_mig_mode(device, &current, &pending), Where(gpu) + ": reading MIG mode");
   if (current != want) {
-    throw Unavailable(Where(gpu) + ": MIG mode " + (on ? "on" : "off") + " is pending until the GPU is reset (" +
-                      (nvml.error_string ? nvml.error_string(activation) : "") + "); stop its processes and run `nvidia-smi -i " +
-                      std::to_string(gpu) + " -r`, then set the mode again");
+    throw Unavailable(Where(gpu) + ": MIG mode " + (on ? "on" : "off") +
+                      " is pending until the GPU is reset (" +
+                      (nvml.error_string ? nvml.error_string(activation) : "") +
+                      "); stop its processes and run `nvidia-smi -i " + std::to_string(gpu) +
+                      " -r`, then set the mode again");
   }
 }
 
@@ -123,7 +138,8 @@ MigGeometry ReadMigGeometry(int gpu) {
   for (unsigned constant = 0; constant < nvml::kGpuInstanceProfileBound; ++constant) {
     nvmlGpuInstanceProfileInfo_v2_t info{};
     info.version = nvml::kGpuInstanceProfileInfoV2;
-    if (nvml.gpu_instance_profile(device, constant, &info) != nvml::kSuccess) continue;  // not on this GPU
+    if (nvml.gpu_instance_profile(device, constant, &info) != nvml::kSuccess)
+      continue;  // not on this GPU
     MigProfile p;
     p.name = info.name;
     if (p.name.rfind("MIG ", 0) == 0) p.name = p.name.substr(4);
@@ -135,16 +151,19 @@ MigGeometry ReadMigGeometry(int gpu) {
     p.holds_media_engines = p.name.find("+me") != std::string::npos;
     std::vector<nvmlGpuInstancePlacement_t> placements(16);
     unsigned n = unsigned(placements.size());
-    nvml.Check(nvml.possible_placements(device, info.id, placements.data(), &n), Where(gpu) + ": placements of " + p.name);
+    nvml.Check(nvml.possible_placements(device, info.id, placements.data(), &n),
+               Where(gpu) + ": placements of " + p.name);
     for (unsigned i = 0; i < n; ++i) {
       p.placement_starts.push_back(int(placements[i].start));
       p.memory_slices = int(placements[i].size);
       geo.slots = std::max(geo.slots, int(placements[i].start + placements[i].size));
     }
-    if (p.compute_slices > geo.compute_slices) geo.compute_slices = p.compute_slices, geo.sms = p.sms;
+    if (p.compute_slices > geo.compute_slices)
+      geo.compute_slices = p.compute_slices, geo.sms = p.sms;
     geo.profiles.push_back(p);
   }
-  if (geo.profiles.empty()) throw Unavailable(Where(gpu) + ": the driver lists no MIG profiles (is MIG mode on?)");
+  if (geo.profiles.empty())
+    throw Unavailable(Where(gpu) + ": the driver lists no MIG profiles (is MIG mode on?)");
   return geo;
 }
 
@@ -154,8 +173,10 @@ std::vector<std::string> ApplyMigLayout(int gpu, const MigGeometry& geo, const M
   std::vector<GpuInstance> existing = ListGpuInstances(nvml, device, gpu, geo);
   auto key = [](unsigned profile, unsigned start) { return std::make_pair(profile, start); };
   std::vector<std::pair<unsigned, unsigned>> have, want;
-  for (const GpuInstance& g : existing) have.push_back(key(g.info.profileId, g.info.placement.start));
-  for (const MigInstance& m : layout.instances) want.push_back(key(unsigned(m.profile->id), unsigned(m.start)));
+  for (const GpuInstance& g : existing)
+    have.push_back(key(g.info.profileId, g.info.placement.start));
+  for (const MigInstance& m : layout.instances)
+    want.push_back(key(unsigned(m.profile->id), unsigned(m.start)));
   std::sort(have.begin(), have.end());
   std::vector<std::pair<unsigned, unsigned>> want_sorted = want;
   std::sort(want_sorted.begin(), want_sorted.end());
@@ -170,10 +191,12 @@ std::vector<std::string> ApplyMigLayout(int gpu, const MigGeometry& geo, const M
   } else {
     DestroyAll(nvml, device, gpu, geo);
     for (const MigInstance& m : layout.instances) {
-      std::string where = Where(gpu) + ": creating " + m.profile->name + " at " + std::to_string(m.start);
+      std::string where =
+          Where(gpu) + ": creating " + m.profile->name + " at " + std::to_string(m.start);
       nvmlGpuInstancePlacement_t placement{unsigned(m.start), unsigned(m.profile->memory_slices)};
       GpuInstance g{};
-      nvml.Check(nvml.create_gpu_instance(device, unsigned(m.profile->id), &placement, &g.handle), where);
+      nvml.Check(nvml.create_gpu_instance(device, unsigned(m.profile->id), &placement, &g.handle),
+                 where);
       nvml.Check(nvml.gpu_instance_info(g.handle, &g.info), where);
       made.push_back(g);
     }
@@ -181,18 +204,21 @@ std::vector<std::string> ApplyMigLayout(int gpu, const MigGeometry& geo, const M
   // Each GPU instance runs work through one compute instance spanning it.
   for (size_t k = 0; k < made.size(); ++k) {
     std::string where = Where(gpu) + " GPU instance " + std::to_string(made[k].info.id);
-    nvmlComputeInstanceProfileInfo_t whole =
-        WholeComputeProfile(nvml, made[k].handle, layout.instances[k].profile->compute_slices, where);
+    nvmlComputeInstanceProfileInfo_t whole = WholeComputeProfile(
+        nvml, made[k].handle, layout.instances[k].profile->compute_slices, where);
     if (ComputeInstances(nvml, made[k].handle, whole.id, where).empty()) {
       nvmlComputeInstance_t ci = nullptr;
-      nvml.Check(nvml.create_compute_instance(made[k].handle, whole.id, &ci), where + ": creating its compute instance");
+      nvml.Check(nvml.create_compute_instance(made[k].handle, whole.id, &ci),
+                 where + ": creating its compute instance");
     }
   }
   std::map<unsigned, std::string> uuids = MigDeviceUuids(nvml, device, gpu);
   std::vector<std::string> result;
   for (const GpuInstance& g : made) {
     auto it = uuids.find(g.info.id);
-    if (it == uuids.end()) throw Unavailable(Where(gpu) + ": GPU instance " + std::to_string(g.info.id) + " has no MIG device");
+    if (it == uuids.end())
+      throw Unavailable(Where(gpu) + ": GPU instance " + std::to_string(g.info.id) +
+                        " has no MIG device");
     result.push_back(it->second);
   }
   return result;

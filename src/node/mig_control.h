@@ -13,8 +13,9 @@
 namespace gpumux::node {
 
 // Turns MIG mode on or off for GPU `gpu` (a no-op if it already is). Turning it off destroys the
-// GPU's instances first. Throws Error (unavailable) with the driver's reason, and says so when the change
-// waits for a GPU reset (some GPUs apply it only after `nvidia-smi -i N -r` with no process on them).
+// GPU's instances first. Throws Error (unavailable) with the driver's reason, and says so when the
+// change waits for a GPU reset (some GPUs apply it only after `nvidia-smi -i N -r` with no process
+// on them).
 void SetMigMode(int gpu, bool on);
 
 // The GPU's MIG geometry as its driver lists it: each profile's name, ID, compute slices, memory,

@@ -16,15 +16,16 @@ void Bind(void* lib, Fn& fn, const char* symbol) {
 }  // namespace
 
 bool NvmlLibrary::has_mig() const {
-  return get_mig_mode && set_mig_mode && gpu_instance_profile && possible_placements && gpu_instances &&
-         create_gpu_instance && gpu_instance_info && destroy_gpu_instance && compute_instance_profile &&
-         create_compute_instance && compute_instances && destroy_compute_instance && max_mig_devices && mig_device &&
-         gpu_instance_id;
+  return get_mig_mode && set_mig_mode && gpu_instance_profile && possible_placements &&
+         gpu_instances && create_gpu_instance && gpu_instance_info && destroy_gpu_instance &&
+         compute_instance_profile && create_compute_instance && compute_instances &&
+         destroy_compute_instance && max_mig_devices && mig_device && gpu_instance_id;
 }
 
 void NvmlLibrary::Check(nvmlReturn_t r, const std::string& what) const {
   if (r == nvml::kSuccess) return;
-  throw Unavailable(what + ": " + (error_string ? error_string(r) : "NVML error") + " (NVML " + std::to_string(r) + ")");
+  throw Unavailable(what + ": " + (error_string ? error_string(r) : "NVML error") + " (NVML " +
+                    std::to_string(r) + ")");
 }
 
 nvmlDevice_t NvmlLibrary::Gpu(int index) const {
@@ -61,11 +62,14 @@ const NvmlLibrary& Nvml() {
     Bind(lib, n->max_mig_devices, "nvmlDeviceGetMaxMigDeviceCount");
     Bind(lib, n->mig_device, "nvmlDeviceGetMigDeviceHandleByIndex");
     Bind(lib, n->gpu_instance_id, "nvmlDeviceGetGpuInstanceId");
-    if (!init || !n->count || !n->handle || !n->name || !n->uuid || !n->memory || init() != nvml::kSuccess) n->count = nullptr;
+    if (!init || !n->count || !n->handle || !n->name || !n->uuid || !n->memory ||
+        init() != nvml::kSuccess)
+      n->count = nullptr;
     return n;
   }();
   if (!nvml->count) {
-    throw Unavailable("no NVIDIA driver found (libnvidia-ml.so.1); use the simulated GPU (--sim KIND) instead");
+    throw Unavailable(
+        "no NVIDIA driver found (libnvidia-ml.so.1); use the simulated GPU (--sim KIND) instead");
   }
   return *nvml;
 }

@@ -40,7 +40,8 @@ struct NvmlLibrary {
   nvmlDevice_t Gpu(int index) const;
 };
 
-// libnvidia-ml.so.1, initialised once (thread-safe). Throws Error (unavailable) when there is no driver.
+// libnvidia-ml.so.1, initialised once (thread-safe). Throws Error (unavailable) when there is no
+// driver.
 const NvmlLibrary& Nvml();
 
 }  // namespace gpumux::node

@@ -16,7 +16,7 @@ namespace {
 
 struct Bin {
   size_t kind = 0;
-  std::vector<size_t> classes;              // one entry per tenant (its class)
+  std::vector<size_t> classes;  // one entry per tenant (its class)
   std::vector<const TenantLoad*> loads;
 };
 
@@ -29,7 +29,9 @@ struct Need {
     bandwidth += sign * l.min_step_rate * l.bandwidth_use;
     compute += sign * l.min_step_rate * l.compute_use;
   }
-  bool Within() const { return memory <= 1 + 1e-12 && bandwidth <= 1 + 1e-12 && compute <= 1 + 1e-12; }
+  bool Within() const {
+    return memory <= 1 + 1e-12 && bandwidth <= 1 + 1e-12 && compute <= 1 + 1e-12;
+  }
 };
 
 class Planner {
@@ -37,7 +39,8 @@ class Planner {
   explicit Planner(const PlanInput& in) : in_(in) {
     if (in.fleet.empty()) throw BadInput("the fleet lists no GPU kind");
     for (const FleetEntry& f : in.fleet) {
-      if (f.count < 0) throw BadInput(fmt::format("fleet: {} count {} is negative", f.gpu->name, f.count));
+      if (f.count < 0)
+        throw BadInput(fmt::format("fleet: {} count {} is negative", f.gpu->name, f.count));
     }
     const size_t kinds = in.fleet.size();
     loads_.resize(in.classes.size());
@@ -60,7 +63,8 @@ class Planner {
     }
     order_.resize(in.classes.size());
     std::iota(order_.begin(), order_.end(), 0);
-    std::stable_sort(order_.begin(), order_.end(), [&](size_t a, size_t b) { return size_[a] > size_[b]; });
+    std::stable_sort(order_.begin(), order_.end(),
+                     [&](size_t a, size_t b) { return size_[a] > size_[b]; });
   }
 
   Plan Run() {
@@ -100,13 +104,16 @@ class Planner {
     std::string why;
     for (size_t k = 0; k < in_.fleet.size(); ++k) {
       const TenantLoad* l = &loads_[c][k];
-      StrategyResult r = StrategyFor(ShareMode::kWhole).Evaluate(*in_.fleet[k].gpu, std::span(&l, 1));
+      StrategyResult r =
+          StrategyFor(ShareMode::kWhole).Evaluate(*in_.fleet[k].gpu, std::span(&l, 1));
       why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", in_.fleet[k].gpu->name, r.verdict);
     }
     return "fits no GPU kind of the fleet even alone (" + why + ")";
   }
 
-  bool Fits(const Bin& bin) const { return FitsAny(*in_.fleet[bin.kind].gpu, bin.loads, in_.allowed); }
+  bool Fits(const Bin& bin) const {
+    return FitsAny(*in_.fleet[bin.kind].gpu, bin.loads, in_.allowed);
+  }
 
   struct Cost {
     size_t unplaced = 0;
@@ -117,10 +124,10 @@ class Planner {
 
   // ---- Greedy: first-fit decreasing over tenant classes, under a few orderings. ----
   //
-  // Identical tenants are placed together: a GPU that refused one tenant of a class refuses the rest
-  // (adding tenants never helps any strategy), so each class scans the open GPUs once. A GPU that
-  // has refused kMaxRefusals tenants is closed to further scans, which bounds the work when every
-  // tenant is different. Which order packs best depends on the mix (memory-heavy, SLO-tight,
+  // Identical tenants are placed together: a GPU that refused one tenant of a class refuses the
+  // rest (adding tenants never helps any strategy), so each class scans the open GPUs once. A GPU
+  // that has refused kMaxRefusals tenants is closed to further scans, which bounds the work when
+  // every tenant is different. Which order packs best depends on the mix (memory-heavy, SLO-tight,
   // bandwidth-bound), so three are tried and the best plan kept.
   static constexpr int kMaxRefusals = 64;
 
@@ -154,7 +161,8 @@ class Planner {
     }
     for (auto [c, count] : best->unplaced) {
       for (int i = 0; i < count; ++i) {
-        plan->unplaced.push_back({TenantName(c, remaining[c] - count + i), "no GPU left in the fleet that can hold it"});
+        plan->unplaced.push_back(
+            {TenantName(c, remaining[c] - count + i), "no GPU left in the fleet that can hold it"});
       }
     }
     return std::move(best->bins);
@@ -241,7 +249,8 @@ class Planner {
     assigned_.assign(units_.size(), -1);
     best_cost_ = {std::numeric_limits<size_t>::max(), 0, 0};
     Branch(0, {});
-    // Placed tenants are named from #1 up (Report); the unplaced take the last names of their class.
+    // Placed tenants are named from #1 up (Report); the unplaced take the last names of their
+    // class.
     std::vector<int> unplaced(in_.classes.size(), 0);
     for (size_t i = 0; i < units_.size(); ++i) {
       if (best_assigned_[i] < 0) {
@@ -342,9 +351,10 @@ class Planner {
         while (k < in_.fleet.size() && !(inventory[k] > 0 && alone_[c][k])) ++k;
         if (k == in_.fleet.size()) {
           plan->baseline_unplaced.push_back(
-              {TenantName(c, i), std::none_of(alone_[c].begin(), alone_[c].end(), [](bool b) { return b; })
-                                     ? WhyNowhere(c)
-                                     : "no GPU left in the fleet that can hold it"});
+              {TenantName(c, i),
+               std::none_of(alone_[c].begin(), alone_[c].end(), [](bool b) { return b; })
+                   ? WhyNowhere(c)
+                   : "no GPU left in the fleet that can hold it"});
           continue;
         }
         --inventory[k];
@@ -386,8 +396,8 @@ class Planner {
 Plan PlanFleet(const PlanInput& input) { return Planner(input).Run(); }
 
 double GpuLowerBound(const PlanInput& input) {
-  // Every tenant uses, on whichever kind it lands, at least the smallest fraction of one GPU it would
-  // need on any kind: the sum of those fractions bounds the GPU count, per dimension.
+  // Every tenant uses, on whichever kind it lands, at least the smallest fraction of one GPU it
+  // would need on any kind: the sum of those fractions bounds the GPU count, per dimension.
   double mem = 0, bw = 0, compute = 0;
   for (const TenantClass& tc : input.classes) {
     double m = INFINITY, b = INFINITY, c = INFINITY;

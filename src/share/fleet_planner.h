@@ -21,7 +21,7 @@ inline constexpr size_t kExactTenantLimit = 12;
 
 struct FleetEntry {
   const GpuKind* gpu = nullptr;
-  int count = 0;             // GPUs of this kind available
+  int count = 0;  // GPUs of this kind available
   double price_per_hour = 0;
 };
 
@@ -58,10 +58,10 @@ struct Utilisation {
 struct Plan {
   std::vector<PlannedGpu> gpus;
   std::vector<UnplacedTenant> unplaced;
-  Utilisation shared;                   // this plan
-  Utilisation baseline;                 // one job per GPU, on the first listed kind that holds it
+  Utilisation shared;    // this plan
+  Utilisation baseline;  // one job per GPU, on the first listed kind that holds it
   std::vector<UnplacedTenant> baseline_unplaced;
-  bool exact = false;                   // true when the search proved the GPU count minimal
+  bool exact = false;  // true when the search proved the GPU count minimal
 };
 
 // Throws Error (bad input) for an empty fleet or a negative count.

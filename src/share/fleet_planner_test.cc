@@ -32,14 +32,15 @@ class FleetPlannerTest : public ::testing::Test {
     if (r < 0.4) {
       t.slo.max_slowdown = 1 + 3 * u(rng);
     } else if (r < 0.8) {
-      t.slo.min_rate = (t.work.kind == "generic" ? 0.3 : 20) + (t.work.kind == "generic" ? 0.7 : 100) * u(rng);
+      t.slo.min_rate =
+          (t.work.kind == "generic" ? 0.3 : 20) + (t.work.kind == "generic" ? 0.7 : 100) * u(rng);
     }
     return t;
   }
 };
 
-// Exhaustive reference: the cheapest cover of all tenants by blocks, each block feasible on some kind
-// (inventory not binding), by dynamic programming over subsets. Cost: GPUs, then $/hour.
+// Exhaustive reference: the cheapest cover of all tenants by blocks, each block feasible on some
+// kind (inventory not binding), by dynamic programming over subsets. Cost: GPUs, then $/hour.
 std::pair<int, double> Exhaustive(const PlanInput& in, const std::vector<Tenant>& tenants) {
   size_t n = tenants.size();
   std::vector<std::vector<TenantLoad>> loads(in.fleet.size());

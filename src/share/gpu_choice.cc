@@ -8,7 +8,8 @@ GpuChoice ChooseStrategy(const GpuKind& gpu, std::span<const TenantLoad* const> 
                          const StrategySet& allowed) {
   GpuChoice choice;
   for (const Strategy* s : Strategies()) {
-    if (allowed.Allows(s->mode()) && s->Applies(gpu, loads.size())) choice.considered.push_back(s->Evaluate(gpu, loads));
+    if (allowed.Allows(s->mode()) && s->Applies(gpu, loads.size()))
+      choice.considered.push_back(s->Evaluate(gpu, loads));
   }
   for (const StrategyResult& r : choice.considered) {
     // Strictly more headroom wins; on a tie the earlier (more isolated) strategy stays.
@@ -22,7 +23,8 @@ GpuChoice ChooseStrategy(const GpuKind& gpu, std::span<const TenantLoad* const> 
 bool FitsAny(const GpuKind& gpu, std::span<const TenantLoad* const> loads,
              const StrategySet& allowed) {
   for (const Strategy* s : StrategiesCheapestFirst()) {
-    if (allowed.Allows(s->mode()) && s->Applies(gpu, loads.size()) && s->Fits(gpu, loads)) return true;
+    if (allowed.Allows(s->mode()) && s->Applies(gpu, loads.size()) && s->Fits(gpu, loads))
+      return true;
   }
   return false;
 }

@@ -1,5 +1,5 @@
-// The choice for one GPU: given a GPU kind and the tenants on it, which strategy meets every SLO with
-// the most headroom, and why each other strategy loses (in numbers).
+// The choice for one GPU: given a GPU kind and the tenants on it, which strategy meets every SLO
+// with the most headroom, and why each other strategy loses (in numbers).
 #pragma once
 
 #include <cstdint>
@@ -18,7 +18,9 @@ class StrategySet {
   StrategySet() = default;  // every strategy
   static StrategySet None() { return StrategySet(0); }
   void Allow(ShareMode mode) { modes_ |= Bit(mode); }
-  bool Allows(ShareMode mode) const { return mode == ShareMode::kWhole || (modes_ & Bit(mode)) != 0; }
+  bool Allows(ShareMode mode) const {
+    return mode == ShareMode::kWhole || (modes_ & Bit(mode)) != 0;
+  }
 
  private:
   explicit StrategySet(uint32_t modes) : modes_(modes) {}
@@ -27,8 +29,8 @@ class StrategySet {
 };
 
 struct GpuChoice {
-  std::optional<StrategyResult> chosen;        // empty: nothing fits
-  std::vector<StrategyResult> considered;      // every strategy evaluated, chosen included
+  std::optional<StrategyResult> chosen;    // empty: nothing fits
+  std::vector<StrategyResult> considered;  // every strategy evaluated, chosen included
 };
 
 // Evaluates every allowed strategy that applies (strategy_registry.h, most isolated first) and

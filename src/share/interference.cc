@@ -46,8 +46,8 @@ double SolveOne(std::vector<Term>& terms) {
 }  // namespace
 
 double StretchedStepRate(const TenantLoad& load, const Stretch& s, double cap) {
-  double step = std::max({load.whole.pace, load.whole.memory * s.bandwidth,
-                          load.whole.compute * s.compute / cap});
+  double step = std::max(
+      {load.whole.pace, load.whole.memory * s.bandwidth, load.whole.compute * s.compute / cap});
   return 1.0 / step;
 }
 

@@ -2,16 +2,16 @@
 //
 // Tenant i, alone on the whole GPU, needs per step mem_i = bytes_i/(η_i·BW) seconds of memory time
 // and comp_i = FLOPs_i/(η_c,i·peak_i) seconds of math time, and may pace itself at one step per
-// pace_i seconds. Sharing stretches every tenant's memory time by one factor S_B and its math time by
-// one factor S_C (both ≥ 1), so its step takes max(pace_i, mem_i·S_B, comp_i·S_C/cap_i), cap_i being
-// its MPS thread cap. The stretches are the smallest for which the tenants together use at most the
-// GPU's bandwidth and math throughput:
+// pace_i seconds. Sharing stretches every tenant's memory time by one factor S_B and its math time
+// by one factor S_C (both ≥ 1), so its step takes max(pace_i, mem_i·S_B, comp_i·S_C/cap_i), cap_i
+// being its MPS thread cap. The stretches are the smallest for which the tenants together use at
+// most the GPU's bandwidth and math throughput:
 //     Σ_i (bytes_i/BW)        · rate_i ≤ 1
 //     Σ_i (FLOPs_i/peak_i)    · rate_i ≤ 1
 // For bandwidth-bound tenants that run flat out, S_B is exactly the factor by which their summed
 // bandwidth demand exceeds the GPU's: two batch-1 decoders at η=1 each get half their solo rate.
-// A paced tenant that still fits in the stretched time is not slowed, and the bandwidth it leaves is
-// given to the others (the solver is exact for this fluid model, not a conservative bound).
+// A paced tenant that still fits in the stretched time is not slowed, and the bandwidth it leaves
+// is given to the others (the solver is exact for this fluid model, not a conservative bound).
 //
 // Limits (documented in the README): it ignores L2 thrashing and the rise of memory latency before
 // saturation (real slowdowns start earlier, see the reference notes §3.2), treats the GPU's peak
@@ -32,7 +32,8 @@ struct Stretch {
 };
 
 // Solves the model above. `caps` holds each tenant's MPS thread cap in (0, 1] (empty: all 1).
-Stretch SolveMpsStretch(std::span<const TenantLoad* const> loads, std::span<const double> caps = {});
+Stretch SolveMpsStretch(std::span<const TenantLoad* const> loads,
+                        std::span<const double> caps = {});
 
 // Step rate of one tenant under a stretch.
 double StretchedStepRate(const TenantLoad& load, const Stretch& s, double cap = 1.0);

@@ -42,7 +42,8 @@ TEST_F(InterferenceTest, PacedTenantKeepsItsPaceAndFreesBandwidthForOthers) {
   const TenantLoad& etl = *set.loads()[0];
   const TenantLoad& llm = *set.loads()[1];
   EXPECT_NEAR(StretchedStepRate(etl, s), 1.0, 1e-9) << "its 20% still fits in the stretched time";
-  EXPECT_NEAR(StretchedStepRate(llm, s) / llm.solo_step_rate(), 0.8, 1e-9) << "the decoder gets the other 80%";
+  EXPECT_NEAR(StretchedStepRate(llm, s) / llm.solo_step_rate(), 0.8, 1e-9)
+      << "the decoder gets the other 80%";
 }
 
 TEST_F(InterferenceTest, NeverHandsOutMoreThanTheGpuHas) {
@@ -57,7 +58,8 @@ TEST_F(InterferenceTest, NeverHandsOutMoreThanTheGpuHas) {
       if (u(rng) < 0.5) {
         set.AddDecoder("d", (1 + 30 * u(rng)) * 1e9, 0.3 + 0.7 * u(rng), {});
       } else {
-        set.Add({"g", GenericJob(1e9, u(rng) * h100_.bandwidth, u(rng) * 900e12, DType::kBf16), {}});
+        set.Add(
+            {"g", GenericJob(1e9, u(rng) * h100_.bandwidth, u(rng) * 900e12, DType::kBf16), {}});
       }
     }
     Stretch s = SolveMpsStretch(set.loads());

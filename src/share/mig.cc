@@ -21,16 +21,20 @@ namespace {
 struct Candidate {
   const MigProfile* profile;
   double step_rate;
-  double slo_ratio;   // min(1, rate / required): 1 when the SLO is met or there is none
-  double ratio;       // rate / required (or rate / solo without an SLO): the headroom
+  double slo_ratio;  // min(1, rate / required): 1 when the SLO is met or there is none
+  double ratio;      // rate / required (or rate / solo without an SLO): the headroom
 };
 
-// What the search maximises, lexicographically: first every SLO met (or as nearly as possible), then
-// the smallest headroom, then the fewest slots used.
+// What the search maximises, lexicographically: first every SLO met (or as nearly as possible),
+// then the smallest headroom, then the fewest slots used.
 struct Score {
   double slo = 1, headroom = std::numeric_limits<double>::infinity();
-  Score With(const Candidate& c) const { return {std::min(slo, c.slo_ratio), std::min(headroom, c.ratio)}; }
-  bool operator<(const Score& o) const { return slo < o.slo || (slo == o.slo && headroom < o.headroom); }
+  Score With(const Candidate& c) const {
+    return {std::min(slo, c.slo_ratio), std::min(headroom, c.ratio)};
+  }
+  bool operator<(const Score& o) const {
+    return slo < o.slo || (slo == o.slo && headroom < o.headroom);
+  }
   bool operator==(const Score& o) const { return slo == o.slo && headroom == o.headroom; }
 };
 
@@ -45,7 +49,8 @@ double InstanceFlops(const GpuKind& gpu, const MigProfile& p, DType dtype) {
 double StepRateOn(const GpuKind& gpu, const TenantLoad& l, const MigProfile& p) {
   double bw_fraction = double(p.memory_slices) / gpu.mig->slots;
   double sm_fraction = double(p.sms) / gpu.sms;
-  double step = std::max({l.whole.pace, l.whole.memory / bw_fraction, l.whole.compute / sm_fraction});
+  double step =
+      std::max({l.whole.pace, l.whole.memory / bw_fraction, l.whole.compute / sm_fraction});
   return 1.0 / step;
 }
 
@@ -138,8 +143,8 @@ class LayoutSearch {
       if (CountOf(i, &p) >= p.max_instances) continue;
       for (int start : p.placement_starts) {
         // Identical tenants take (candidate, start) in increasing order: no permuted duplicates.
-        if (same_as_previous_[i] &&
-            (c < chosen_[i - 1].index || (c == chosen_[i - 1].index && start <= chosen_[i - 1].start))) {
+        if (same_as_previous_[i] && (c < chosen_[i - 1].index || (c == chosen_[i - 1].index &&
+                                                                  start <= chosen_[i - 1].start))) {
           continue;
         }
         unsigned mask = ((1u << p.memory_slices) - 1u) << start;
@@ -193,8 +198,8 @@ StrategyResult EvaluateMig(const GpuKind& gpu, std::span<const TenantLoad* const
     if (const TenantLoad* l = search.Unplaceable()) {
       double largest = 0;
       for (const MigProfile& p : gpu.mig->profiles) largest = std::max(largest, p.memory_bytes);
-      r.verdict = fmt::format("mig: no instance holds {} ({}; the largest holds {})", l->tenant->name,
-                              FormatBytes(l->memory), FormatBytes(largest));
+      r.verdict = fmt::format("mig: no instance holds {} ({}; the largest holds {})",
+                              l->tenant->name, FormatBytes(l->memory), FormatBytes(largest));
     } else {
       r.verdict = fmt::format("mig: no valid layout gives {} tenants an instance each on {}",
                               loads.size(), gpu.name);

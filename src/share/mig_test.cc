@@ -34,11 +34,13 @@ TEST_F(MigLayoutTest, ProposedLayoutsAreAlwaysAccepted) {
       StrategyResult r = StrategyFor(ShareMode::kMig).Evaluate(gpu, set.loads());
       if (!r.layout) continue;
       ++proposed;
-      EXPECT_TRUE(DriverAccepts(gpu, r.layout->instances)) << gpu.name << ": " << r.layout->Describe();
+      EXPECT_TRUE(DriverAccepts(gpu, r.layout->instances))
+          << gpu.name << ": " << r.layout->Describe();
       for (size_t i = 0; i < r.tenants.size(); ++i) {
         EXPECT_GE(r.tenants[i].stranded_memory, 0) << gpu.name;
       }
-      EXPECT_EQ(r.fits, StrategyFor(ShareMode::kMig).Fits(gpu, set.loads())) << gpu.name << ": " << r.verdict;
+      EXPECT_EQ(r.fits, StrategyFor(ShareMode::kMig).Fits(gpu, set.loads()))
+          << gpu.name << ": " << r.verdict;
     }
   }
   EXPECT_GT(proposed, 300);

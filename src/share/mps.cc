@@ -1,6 +1,6 @@
 // Strategy "MPS": all tenants' kernels run at once on all SMs; each client gets a memory limit
-// (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT) and optionally a thread cap (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE).
-// Contention for bandwidth and math follows interference.h.
+// (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT) and optionally a thread cap
+// (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE). Contention for bandwidth and math follows interference.h.
 #include <fmt/format.h>
 
 #include <numeric>
@@ -35,7 +35,8 @@ StrategyResult EvaluateMps(const GpuKind& gpu, std::span<const TenantLoad* const
   StrategyResult r;
   r.kind = ShareMode::kMps;
   if (loads.size() > size_t(kMpsMaxClients)) {
-    r.verdict = fmt::format("mps: {} tenants > {} MPS clients per GPU", loads.size(), kMpsMaxClients);
+    r.verdict =
+        fmt::format("mps: {} tenants > {} MPS clients per GPU", loads.size(), kMpsMaxClients);
     return r;
   }
   std::vector<double> caps = Caps(loads);

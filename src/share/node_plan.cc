@@ -30,8 +30,8 @@ std::map<std::string, const Tenant*> TenantsByPlannedName(const PlanInput& input
 std::string TenantIdFor(const std::string& name) {
   std::string id;
   for (char c : name.substr(0, 63)) {
-    bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                c == '_' || c == '-';
+    bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                c == '.' || c == '_' || c == '-';
     id += safe ? c : '-';
   }
   if (id.empty() || id == "." || id == "..") id = "tenant" + id;
@@ -51,7 +51,8 @@ std::vector<uint64_t> ShareOutMemory(const std::vector<uint64_t>& needs, uint64_
     uint64_t spare = capacity_mib - needed;
     for (size_t i = 0; i < needs.size(); ++i) {
       // In proportion to need (evenly when nothing is needed); rounding down keeps the sum in.
-      double share = total_need > 0 ? double(needs[i]) / double(total_need) : 1.0 / double(needs.size());
+      double share =
+          total_need > 0 ? double(needs[i]) / double(total_need) : 1.0 / double(needs.size());
       mib[i] += uint64_t(std::floor(double(spare) * share));
     }
   }
@@ -69,7 +70,8 @@ NodePlan MakeNodePlan(const PlanInput& input, const Plan& plan) {
     const StrategyResult& chosen = planned.chosen;
     const GpuKind& kind = *input.fleet[planned.fleet_index].gpu;
     NodeGpuPlan gpu{int(i), kind.name, uint64_t(kind.memory_bytes), chosen.kind, {}};
-    if (gpu.mode == ShareMode::kWhole) gpu.mode = ShareMode::kTimeSlice;  // one tenant, nothing to share
+    if (gpu.mode == ShareMode::kWhole)
+      gpu.mode = ShareMode::kTimeSlice;  // one tenant, nothing to share
     if (chosen.layout) {
       for (const MigInstance& inst : chosen.layout->instances) {
         gpu.layout.push_back(inst.profile->name + "@" + std::to_string(inst.start));
@@ -85,10 +87,12 @@ NodePlan MakeNodePlan(const PlanInput& input, const Plan& plan) {
       NodeTenantPlan t{TenantIdFor(o.name), o.name, int(i), -1, quotas[k], needs[k], std::nullopt};
       if (chosen.layout) {  // outcome k holds instance k, alone
         t.instance = int(k);
-        t.memory_bytes = ShareOutMemory({needs[k]}, uint64_t(chosen.layout->instances[k].profile->memory_bytes))[0];
+        t.memory_bytes = ShareOutMemory(
+            {needs[k]}, uint64_t(chosen.layout->instances[k].profile->memory_bytes))[0];
       }
       auto tenant = tenants.find(o.name);
-      if (gpu.mode == ShareMode::kMps && tenant != tenants.end() && tenant->second->mps_thread_cap < 1) {
+      if (gpu.mode == ShareMode::kMps && tenant != tenants.end() &&
+          tenant->second->mps_thread_cap < 1) {
         t.compute_percent = tenant->second->mps_thread_cap * 100;
       }
       if (!ids.insert(t.id).second) {

@@ -20,19 +20,19 @@ namespace gpumux {
 
 struct NodeGpuPlan {
   int gpu = 0;
-  std::string kind;                 // the catalog's GPU kind the plan was made for
-  uint64_t memory_bytes = 0;        // that kind's memory
+  std::string kind;                        // the catalog's GPU kind the plan was made for
+  uint64_t memory_bytes = 0;               // that kind's memory
   ShareMode mode = ShareMode::kTimeSlice;  // kTimeSlice, kMps or kMig (a whole GPU is time-sliced)
-  std::vector<std::string> layout;  // kMig: "PROFILE@START", instance k is layout[k]
+  std::vector<std::string> layout;         // kMig: "PROFILE@START", instance k is layout[k]
 };
 
 struct NodeTenantPlan {
-  std::string id;                   // gpumuxd's tenant id: the plan's name in its safe alphabet
-  std::string name;                 // the plan's name ("chat-13b#1")
+  std::string id;    // gpumuxd's tenant id: the plan's name in its safe alphabet
+  std::string name;  // the plan's name ("chat-13b#1")
   int gpu = 0;
-  int instance = -1;                // MIG instance index, -1 for the whole GPU
-  uint64_t memory_bytes = 0;        // the quota
-  uint64_t need_bytes = 0;          // what the plan models it to hold (<= memory_bytes)
+  int instance = -1;                      // MIG instance index, -1 for the whole GPU
+  uint64_t memory_bytes = 0;              // the quota
+  uint64_t need_bytes = 0;                // what the plan models it to hold (<= memory_bytes)
   std::optional<double> compute_percent;  // MPS thread cap, when the plan sets one
 };
 
@@ -50,8 +50,8 @@ NodePlan MakeNodePlan(const PlanInput& input, const Plan& plan);
 std::string TenantIdFor(const std::string& name);
 
 // Quotas for tenants needing `needs` bytes on a device of `capacity` bytes: each need plus its
-// proportional share of the spare, rounded down to whole MiB but never below the need (rounded up to
-// MiB). Their sum is at most `capacity` whenever the needs rounded up to MiB fit in it.
+// proportional share of the spare, rounded down to whole MiB but never below the need (rounded up
+// to MiB). Their sum is at most `capacity` whenever the needs rounded up to MiB fit in it.
 std::vector<uint64_t> ShareOutMemory(const std::vector<uint64_t>& needs, uint64_t capacity);
 
 }  // namespace gpumux

@@ -66,7 +66,8 @@ TEST(NodePlan, MigTenantsHoldTheirInstanceAndMpsThreadCapsBecomeComputeCaps) {
 strategies: [mig]
 tenants:
   - {name: small, count: 3, workload: {kind: generic, memory: 8 GB, bandwidth: 100 GB/s, compute: 5 TFLOPS}}
-)"), catalog);
+)"),
+                              catalog);
   Plan plan = PlanFleet(mig.input);
   NodePlan node = MakeNodePlan(mig.input, plan);
   ASSERT_EQ(node.gpus.size(), 1u);
@@ -74,11 +75,13 @@ tenants:
   ASSERT_EQ(node.gpus[0].layout.size(), 3u);
   // The layout names each instance's start, and is exactly the planned one.
   const MigGeometry& geo = *catalog.FindGpu("H100-SXM5-80GB").mig;
-  EXPECT_EQ(PlaceInCreationOrder(geo, node.gpus[0].layout).Describe(), plan.gpus[0].chosen.layout->Describe());
+  EXPECT_EQ(PlaceInCreationOrder(geo, node.gpus[0].layout).Describe(),
+            plan.gpus[0].chosen.layout->Describe());
   for (const NodeTenantPlan& t : node.tenants) {
     ASSERT_GE(t.instance, 0);
     const MigProfile& p = *plan.gpus[0].chosen.layout->instances[size_t(t.instance)].profile;
-    EXPECT_EQ(t.memory_bytes, uint64_t(p.memory_bytes) / kMiB * kMiB) << "the instance is the tenant's alone";
+    EXPECT_EQ(t.memory_bytes, uint64_t(p.memory_bytes) / kMiB * kMiB)
+        << "the instance is the tenant's alone";
   }
 
   PlanFile mps = LoadPlanFile(WriteFile(R"(fleet: [{gpu: H100-SXM5-80GB, count: 1}]
@@ -86,7 +89,8 @@ strategies: [mps]
 tenants:
   - {name: capped, mps_thread_percentage: 30, workload: {kind: generic, memory: 8 GB, bandwidth: 100 GB/s, compute: 5 TFLOPS}}
   - {name: free, workload: {kind: generic, memory: 8 GB, bandwidth: 100 GB/s, compute: 5 TFLOPS}}
-)"), catalog);
+)"),
+                              catalog);
   NodePlan capped = MakeNodePlan(mps.input, PlanFleet(mps.input));
   ASSERT_EQ(capped.tenants.size(), 2u);
   for (const NodeTenantPlan& t : capped.tenants) {
@@ -127,7 +131,8 @@ TEST(NodePlan, TwoNamesThatBecomeOneIdAreRefused) {
 tenants:
   - {name: "a#1", workload: {kind: generic, memory: 8 GB, bandwidth: 100 GB/s, compute: 5 TFLOPS}}
   - {name: "a-1", workload: {kind: generic, memory: 8 GB, bandwidth: 100 GB/s, compute: 5 TFLOPS}}
-)"), catalog);
+)"),
+                            catalog);
   EXPECT_THROW(MakeNodePlan(f.input, PlanFleet(f.input)), Error);
 }
 

@@ -26,7 +26,8 @@ double ReadEfficiency(const YamlFields& f, std::string_view key, double fallback
 
 Slo ReadSlo(const std::string& path, const YAML::Node& node, const std::string& where) {
   YamlFields f(path, node, where + " slo");
-  f.AllowOnly({"min_tokens_per_second", "min_steps_per_second", "max_ms_per_token", "max_slowdown"});
+  f.AllowOnly(
+      {"min_tokens_per_second", "min_steps_per_second", "max_ms_per_token", "max_slowdown"});
   Slo slo;
   if (f.Has("min_tokens_per_second")) slo.min_rate = f.Number("min_tokens_per_second");
   if (f.Has("min_steps_per_second")) slo.min_rate = f.Number("min_steps_per_second");
@@ -52,7 +53,8 @@ Workload ReadWorkload(const std::string& path, const YAML::Node& node, const Cat
     if (kind == "generic") {
       f.AllowOnly({"kind", "memory", "bandwidth", "compute", "dtype"});
       return GenericJob(f.Bytes("memory"), f.Has("bandwidth") ? f.Bandwidth("bandwidth") : 0,
-                        f.Has("compute") ? f.Flops("compute") : 0, ReadDType(f, "dtype", DType::kBf16));
+                        f.Has("compute") ? f.Flops("compute") : 0,
+                        ReadDType(f, "dtype", DType::kBf16));
     }
     if (kind != "llm-decode" && kind != "llm-prefill") {
       f.Fail("kind", fmt::format("'{}' is not one of llm-decode, llm-prefill, generic", kind));
@@ -60,7 +62,8 @@ Workload ReadWorkload(const std::string& path, const YAML::Node& node, const Cat
     f.AllowOnly({"kind", "model", "params", "dtype", "kv_dtype", "batch", "context", "efficiency",
                  "compute_efficiency"});
     LlmSpec spec;
-    if (f.Has("model") == f.Has("params")) f.Fail("model", "give exactly one of 'model' and 'params'");
+    if (f.Has("model") == f.Has("params"))
+      f.Fail("model", "give exactly one of 'model' and 'params'");
     if (f.Has("model")) {
       try {
         spec.shape = &catalog.FindModel(f.String("model"));
@@ -87,7 +90,9 @@ Workload ReadWorkload(const std::string& path, const YAML::Node& node, const Cat
 
 PlanFile LoadPlanFile(const std::string& path, const Catalog& catalog) {
   YAML::Node root = YamlFields::LoadFile(path);
-  if (!root.IsMap()) throw BadInput(fmt::format("{}:1: a plan file is a mapping with 'fleet:' and 'tenants:'", path));
+  if (!root.IsMap())
+    throw BadInput(
+        fmt::format("{}:1: a plan file is a mapping with 'fleet:' and 'tenants:'", path));
   YamlFields top(path, root, "plan");
   top.AllowOnly({"fleet", "tenants", "strategies", "default_slo"});
   PlanFile plan;
@@ -106,8 +111,9 @@ PlanFile LoadPlanFile(const std::string& path, const Catalog& catalog) {
       e.price_per_hour = f.Number("price_per_hour");
     } else if (e.gpu->price_per_hour) {
       e.price_per_hour = *e.gpu->price_per_hour;
-      plan.notes.push_back(fmt::format("{}: catalog price ${:.2f}/hour (indicative; set price_per_hour)",
-                                       e.gpu->name, e.price_per_hour));
+      plan.notes.push_back(
+          fmt::format("{}: catalog price ${:.2f}/hour (indicative; set price_per_hour)",
+                      e.gpu->name, e.price_per_hour));
     }
     plan.input.fleet.push_back(e);
   }
@@ -117,8 +123,10 @@ PlanFile LoadPlanFile(const std::string& path, const Catalog& catalog) {
     plan.input.allowed = StrategySet::None();
     for (const std::string& s : top.StringList("strategies")) {
       std::optional<ShareMode> mode = ParseShareMode(s);
-      if (mode && *mode != ShareMode::kWhole) plan.input.allowed.Allow(*mode);
-      else top.Fail("strategies", fmt::format("'{}' is not one of mig, mps, timeslice", s));
+      if (mode && *mode != ShareMode::kWhole)
+        plan.input.allowed.Allow(*mode);
+      else
+        top.Fail("strategies", fmt::format("'{}' is not one of mig, mps, timeslice", s));
     }
   }
 
@@ -133,7 +141,8 @@ PlanFile LoadPlanFile(const std::string& path, const Catalog& catalog) {
     TenantClass tc;
     tc.tenant.name = first.String("name");
     auto [it, fresh] = names.emplace(tc.tenant.name, first.Location("name"));
-    if (!fresh) first.Fail("name", fmt::format("'{}' is already used at {}", tc.tenant.name, it->second));
+    if (!fresh)
+      first.Fail("name", fmt::format("'{}' is already used at {}", tc.tenant.name, it->second));
     std::string where = fmt::format("tenant '{}'", tc.tenant.name);
     YamlFields f(path, item, where);
     f.AllowOnly({"name", "count", "workload", "slo", "mps_thread_percentage"});

@@ -1,6 +1,7 @@
-// Reads a plan file (`gpumux plan FILE.yaml`): the fleet, the tenants with their workloads and SLOs,
-// and which strategies may be used. The format is in the README and examples/. Strict: an unknown
-// field, a missing one, a bad unit or an unknown GPU/model name throws Error (bad input) with file and line.
+// Reads a plan file (`gpumux plan FILE.yaml`): the fleet, the tenants with their workloads and
+// SLOs, and which strategies may be used. The format is in the README and examples/. Strict: an
+// unknown field, a missing one, a bad unit or an unknown GPU/model name throws Error (bad input)
+// with file and line.
 #pragma once
 
 #include <string>

@@ -40,7 +40,8 @@ TEST(PlanFile, LoadsFleetTenantsAndAppliesTheDefaultSloVisibly) {
   EXPECT_NE(f.notes[0].find("etl: no SLO given"), std::string::npos);
 }
 
-void ExpectRefused(const std::string& from, const std::string& to, std::initializer_list<std::string> needles) {
+void ExpectRefused(const std::string& from, const std::string& to,
+                   std::initializer_list<std::string> needles) {
   std::string text = kPlan;
   text.replace(text.find(from), from.size(), to);
   std::string path = WriteFile(text);
@@ -50,21 +51,28 @@ void ExpectRefused(const std::string& from, const std::string& to, std::initiali
     FAIL() << "accepted:\n" << text;
   } catch (const Error& e) {
     std::string msg = e.what();
-    for (const std::string& n : needles) EXPECT_NE(msg.find(n), std::string::npos) << "missing '" << n << "' in " << msg;
+    for (const std::string& n : needles)
+      EXPECT_NE(msg.find(n), std::string::npos) << "missing '" << n << "' in " << msg;
   }
 }
 
 TEST(PlanFile, RefusesBadInputWithFileLineAndField) {
-  ExpectRefused("gpu: h100", "gpu: h1000", {"plan.yaml:2:", "unknown GPU kind 'h1000'", "nearest known"});
+  ExpectRefused("gpu: h100", "gpu: h1000",
+                {"plan.yaml:2:", "unknown GPU kind 'h1000'", "nearest known"});
   ExpectRefused("model: Llama-2-13B", "model: Llama-2-31B", {"plan.yaml:7:", "unknown model"});
-  ExpectRefused("bandwidth: 500 GB/s", "bandwidth: 500 GB", {"plan.yaml:10:", "'bandwidth'", "TB/s"});
+  ExpectRefused("bandwidth: 500 GB/s", "bandwidth: 500 GB",
+                {"plan.yaml:10:", "'bandwidth'", "TB/s"});
   ExpectRefused("count: 2", "count: -2", {"plan.yaml:6:", "'count'"});
   ExpectRefused("efficiency: 0.7", "efficiency: 1.7", {"'efficiency'", "(0, 1]"});
-  ExpectRefused("strategies: [mps, timeslice]", "strategies: [mps, magic]", {"'magic' is not one of"});
-  ExpectRefused("min_tokens_per_second: 40", "min_token_per_second: 40", {"unknown field 'min_token_per_second'"});
-  ExpectRefused("name: etl", "name: chat", {"plan.yaml:9:", "'chat' is already used at", "plan.yaml:5"});
+  ExpectRefused("strategies: [mps, timeslice]", "strategies: [mps, magic]",
+                {"'magic' is not one of"});
+  ExpectRefused("min_tokens_per_second: 40", "min_token_per_second: 40",
+                {"unknown field 'min_token_per_second'"});
+  ExpectRefused("name: etl", "name: chat",
+                {"plan.yaml:9:", "'chat' is already used at", "plan.yaml:5"});
   ExpectRefused("kind: llm-decode", "kind: llm-train", {"'llm-train' is not one of"});
-  ExpectRefused("context: 4096,", "context: 4096, params: 13e9,", {"exactly one of 'model' and 'params'"});
+  ExpectRefused("context: 4096,", "context: 4096, params: 13e9,",
+                {"exactly one of 'model' and 'params'"});
 }
 
 TEST(PlanFile, BundledExamplesLoad) {

@@ -11,7 +11,8 @@ namespace gpumux {
 
 // Writes `yaml` to <tmp>/gpumux_<suite>_<pid>/plan.yaml and returns its path.
 inline std::string WritePlanFile(const std::string& suite, const std::string& yaml) {
-  auto dir = std::filesystem::temp_directory_path() / ("gpumux_" + suite + "_" + std::to_string(getpid()));
+  auto dir =
+      std::filesystem::temp_directory_path() / ("gpumux_" + suite + "_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   auto path = (dir / "plan.yaml").string();
   std::ofstream(path) << yaml;

@@ -30,15 +30,15 @@ inline constexpr int kMpsMaxClients = 48;
 
 struct TenantOutcome {
   std::string name;
-  std::string unit;           // "tok/s" or "step/s"
-  std::string slice;          // "whole GPU", "MIG 3g.40gb@0", "MPS client", "time share 49%"
-  double solo_rate = 0;       // per-sequence rate alone on the whole GPU
-  double rate = 0;            // predicted per-sequence rate under the strategy
-  double required_rate = 0;   // what its SLO asks; 0 = no SLO
-  double slowdown = 1;        // solo_rate / rate
-  double memory = 0;          // bytes it holds
-  double bandwidth = 0;       // bytes/s it uses under the strategy
-  double flops = 0;           // FLOP/s it uses under the strategy
+  std::string unit;          // "tok/s" or "step/s"
+  std::string slice;         // "whole GPU", "MIG 3g.40gb@0", "MPS client", "time share 49%"
+  double solo_rate = 0;      // per-sequence rate alone on the whole GPU
+  double rate = 0;           // predicted per-sequence rate under the strategy
+  double required_rate = 0;  // what its SLO asks; 0 = no SLO
+  double slowdown = 1;       // solo_rate / rate
+  double memory = 0;         // bytes it holds
+  double bandwidth = 0;      // bytes/s it uses under the strategy
+  double flops = 0;          // FLOP/s it uses under the strategy
   // MIG only: what its instance holds that it does not use.
   double stranded_memory = 0, stranded_bandwidth = 0, stranded_flops = 0;
   bool meets_slo = true;
@@ -47,11 +47,11 @@ struct TenantOutcome {
 struct StrategyResult {
   ShareMode kind = ShareMode::kWhole;
   bool fits = false;
-  std::string verdict;        // one line, in numbers: why it fits or why it loses
+  std::string verdict;  // one line, in numbers: why it fits or why it loses
   std::vector<TenantOutcome> tenants;
   // Smallest rate/required over tenants with an SLO (rate/solo for those without): larger is safer.
   double headroom = 0;
-  std::optional<MigLayout> layout;   // MIG only
+  std::optional<MigLayout> layout;  // MIG only
 };
 
 // One strategy. Implementations are stateless and thread-safe; their answers are pure functions of
@@ -61,13 +61,15 @@ class Strategy {
   virtual ~Strategy() = default;
   // The sharing mode it plans (a node runs the plan in this mode).
   virtual ShareMode mode() const = 0;
-  // Whether it can hold `tenants` tenants on `gpu` at all (whole: exactly one; MIG: a GPU with MIG).
+  // Whether it can hold `tenants` tenants on `gpu` at all (whole: exactly one; MIG: a GPU with
+  // MIG).
   virtual bool Applies(const GpuKind& gpu, size_t tenants) const = 0;
   // Yes/no: do the tenants fit, every SLO kept? The planner's hot path; the same answer as
   // Evaluate(...).fits, without building the explanation.
   virtual bool Fits(const GpuKind& gpu, std::span<const TenantLoad* const> loads) const = 0;
   // The prediction for every tenant and the verdict, in numbers.
-  virtual StrategyResult Evaluate(const GpuKind& gpu, std::span<const TenantLoad* const> loads) const = 0;
+  virtual StrategyResult Evaluate(const GpuKind& gpu,
+                                  std::span<const TenantLoad* const> loads) const = 0;
 };
 
 // A strategy made of three free functions, so that each strategy file holds only its model:
@@ -84,7 +86,8 @@ class StrategyOf final : public Strategy {
   bool Fits(const GpuKind& gpu, std::span<const TenantLoad* const> loads) const override {
     return kFits(gpu, loads);
   }
-  StrategyResult Evaluate(const GpuKind& gpu, std::span<const TenantLoad* const> loads) const override {
+  StrategyResult Evaluate(const GpuKind& gpu,
+                          std::span<const TenantLoad* const> loads) const override {
     return kEvaluate(gpu, loads);
   }
 };

@@ -16,14 +16,14 @@ const Strategy& TimeSliceStrategy();
 namespace {
 
 const std::array<const Strategy*, 4>& ByIsolation() {
-  static const std::array<const Strategy*, 4> list = {&WholeStrategy(), &MigStrategy(), &MpsStrategy(),
-                                                      &TimeSliceStrategy()};
+  static const std::array<const Strategy*, 4> list = {&WholeStrategy(), &MigStrategy(),
+                                                      &MpsStrategy(), &TimeSliceStrategy()};
   return list;
 }
 
 const std::array<const Strategy*, 4>& ByFitCost() {
-  static const std::array<const Strategy*, 4> list = {&WholeStrategy(), &MpsStrategy(), &TimeSliceStrategy(),
-                                                      &MigStrategy()};
+  static const std::array<const Strategy*, 4> list = {&WholeStrategy(), &MpsStrategy(),
+                                                      &TimeSliceStrategy(), &MigStrategy()};
   return list;
 }
 

@@ -25,7 +25,8 @@ TEST_F(StrategyTest, TwoThirteenBServersPackForFiftyTokensPerSecond) {
   for (const StrategyResult* r : {&mps, &ts}) {
     ASSERT_TRUE(r->fits) << r->verdict;
     for (const TenantOutcome& o : r->tenants) {
-      EXPECT_NEAR(o.rate / o.solo_rate, 0.5, 0.03) << ShareModeName(r->kind) << ": about half its solo rate";
+      EXPECT_NEAR(o.rate / o.solo_rate, 0.5, 0.03)
+          << ShareModeName(r->kind) << ": about half its solo rate";
     }
   }
   GpuChoice choice = ChooseStrategy(h100_, set.loads());
@@ -65,8 +66,8 @@ TEST_F(StrategyTest, WholeIsOneTenantOnly) {
 
 TEST_F(StrategyTest, MemoryMustFitForTimeSharing) {
   TenantSet set(h100_);
-  set.AddDecoder("a", 30e9, 1.0, {});   // 60 GB
-  set.AddDecoder("b", 13e9, 1.0, {});   // 26 GB: 86 GB > 85.9 GB
+  set.AddDecoder("a", 30e9, 1.0, {});  // 60 GB
+  set.AddDecoder("b", 13e9, 1.0, {});  // 26 GB: 86 GB > 85.9 GB
   StrategyResult mps = StrategyFor(ShareMode::kMps).Evaluate(h100_, set.loads());
   EXPECT_FALSE(mps.fits);
   EXPECT_NE(mps.verdict.find("memory"), std::string::npos) << mps.verdict;

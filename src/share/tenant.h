@@ -13,9 +13,9 @@ namespace gpumux {
 // A service-level objective. Rates are per sequence: tokens/s for LLMs, steps/s for generic jobs.
 // Any combination may be set; the tightest wins. An empty Slo accepts any speed.
 struct Slo {
-  std::optional<double> min_rate;       // tokens (steps) per second per sequence
+  std::optional<double> min_rate;  // tokens (steps) per second per sequence
   std::optional<double> max_ms_per_token;
-  std::optional<double> max_slowdown;   // against running alone on a whole GPU of the same kind
+  std::optional<double> max_slowdown;  // against running alone on a whole GPU of the same kind
 
   bool empty() const { return !min_rate && !max_ms_per_token && !max_slowdown; }
   // The per-sequence rate this SLO requires of a tenant whose solo rate is `solo_rate`; 0 if none.
@@ -36,10 +36,10 @@ struct Tenant {
 struct TenantLoad {
   const Tenant* tenant = nullptr;
   double memory = 0;
-  StepTimes whole;             // roofline times alone on the whole GPU
-  double bandwidth_use = 0;    // seconds of full-GPU bandwidth one step consumes (bytes / BW)
-  double compute_use = 0;      // seconds of full-GPU math one step consumes (FLOPs / peak)
-  double min_step_rate = 0;    // steps/s the SLO requires; 0 = none
+  StepTimes whole;           // roofline times alone on the whole GPU
+  double bandwidth_use = 0;  // seconds of full-GPU bandwidth one step consumes (bytes / BW)
+  double compute_use = 0;    // seconds of full-GPU math one step consumes (FLOPs / peak)
+  double min_step_rate = 0;  // steps/s the SLO requires; 0 = none
 
   double solo_step_rate() const { return 1.0 / whole.step(); }
   // Whether `step_rate` keeps the SLO; a relative tolerance keeps "exactly at the SLO" from failing

@@ -1,6 +1,6 @@
 // Strategy "time-slicing": contexts take turns owning the whole GPU, one quantum at a time. Memory
-// is not isolated (the sum must fit). A tenant busy a fraction u of the time when alone needs u of the
-// GPU's time; the time left after context switches, q/(q+c) of it, is shared max-min fairly.
+// is not isolated (the sum must fit). A tenant busy a fraction u of the time when alone needs u of
+// the GPU's time; the time left after context switches, q/(q+c) of it, is shared max-min fairly.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -22,9 +22,8 @@ double BusyFraction(const TenantLoad& l) {
 std::vector<double> FairShares(std::span<const TenantLoad* const> loads, double capacity) {
   std::vector<size_t> order(loads.size());
   std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return BusyFraction(*loads[a]) < BusyFraction(*loads[b]);
-  });
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return BusyFraction(*loads[a]) < BusyFraction(*loads[b]); });
   std::vector<double> share(loads.size());
   double left = capacity;
   for (size_t k = 0; k < order.size(); ++k) {
@@ -37,8 +36,9 @@ std::vector<double> FairShares(std::span<const TenantLoad* const> loads, double 
 }
 
 double UsableTime(size_t tenants) {
-  return tenants < 2 ? 1.0
-                     : kTimeSliceQuantumSeconds / (kTimeSliceQuantumSeconds + kContextSwitchSeconds);
+  return tenants < 2
+             ? 1.0
+             : kTimeSliceQuantumSeconds / (kTimeSliceQuantumSeconds + kContextSwitchSeconds);
 }
 
 bool FitsTimeSlice(const GpuKind& gpu, std::span<const TenantLoad* const> loads) {
@@ -60,7 +60,8 @@ StrategyResult EvaluateTimeSlice(const GpuKind& gpu, std::span<const TenantLoad*
   for (size_t i = 0; i < loads.size(); ++i) {
     const TenantLoad& l = *loads[i];
     double rate = l.solo_step_rate() * share[i] / BusyFraction(l);
-    r.tenants.push_back(MakeOutcome(l, rate, fmt::format("time share {}", FormatPercent(share[i]))));
+    r.tenants.push_back(
+        MakeOutcome(l, rate, fmt::format("time share {}", FormatPercent(share[i]))));
   }
   bool memory_ok = memory <= gpu.memory_bytes;
   std::string cause =
@@ -75,7 +76,8 @@ StrategyResult EvaluateTimeSlice(const GpuKind& gpu, std::span<const TenantLoad*
 }  // namespace
 
 const Strategy& TimeSliceStrategy() {
-  static const StrategyOf<ShareMode::kTimeSlice, AppliesToAnyGpu, FitsTimeSlice, EvaluateTimeSlice> strategy;
+  static const StrategyOf<ShareMode::kTimeSlice, AppliesToAnyGpu, FitsTimeSlice, EvaluateTimeSlice>
+      strategy;
   return strategy;
 }
 

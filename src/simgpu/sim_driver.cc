@@ -1,14 +1,14 @@
 // The simulated GPU's driver: a stand-in for libcuda.so.1 with the real C ABI, so that programs,
 // the shim and the tests run on machines without a GPU. The device is described by the environment
 // (`gpumux run --sim KIND` sets it from the catalog): GPUMUX_SIM_NAME, GPUMUX_SIM_MEMORY (bytes),
-// GPUMUX_SIM_SMS. Its memory use lives in a shared file (GPUMUX_SIM_STATE) so that several processes
-// share one device, as on real hardware; memory of a process that died is returned on the next
-// allocation, as the real driver returns it when the process exits. Out of memory answers
+// GPUMUX_SIM_SMS. Its memory use lives in a shared file (GPUMUX_SIM_STATE) so that several
+// processes share one device, as on real hardware; memory of a process that died is returned on the
+// next allocation, as the real driver returns it when the process exits. Out of memory answers
 // CUDA_ERROR_OUT_OF_MEMORY like the real driver.
 //
 // Implemented here: initialisation, device queries, contexts, the allocation family (plain, pitch,
-// managed, async and pools, virtual-memory handles, arrays) and frees, memory info, error strings and
-// cuGetProcAddress (honouring the per-thread-default-stream flag). Modules, streams, events,
+// managed, async and pools, virtual-memory handles, arrays) and frees, memory info, error strings
+// and cuGetProcAddress (honouring the per-thread-default-stream flag). Modules, streams, events,
 // launches, copies and graphs are in sim_exec.cc; NVML in sim_nvml.cc.
 #include <atomic>
 #include <cstdlib>
@@ -61,8 +61,8 @@ CUresult Give(int kind, uint64_t key) {
   return kSuccess;
 }
 
-// Takes `bytes` of device memory under a new handle of `kind` (0 pointers, 1 VMM handles, 2 arrays);
-// `mark` is or'ed into the handle (VMM handles are odd, never a device pointer).
+// Takes `bytes` of device memory under a new handle of `kind` (0 pointers, 1 VMM handles, 2
+// arrays); `mark` is or'ed into the handle (VMM handles are odd, never a device pointer).
 template <typename Handle>
 CUresult TakeHandle(int kind, uint64_t bytes, Handle* out, uint64_t mark = 0) {
   if (!Ready()) return kErrorNotInitialized;
@@ -118,7 +118,8 @@ CUresult cuDeviceGetAttribute(int* value, int attribute, CUdevice dev) {
   if (!value || dev != 0) return kErrorInvalidValue;
   // The attributes frameworks ask for at start-up (CUdevice_attribute values); the SM count is the
   // simulated kind's, the rest those of a compute capability 9.0 part.
-  static const auto* fixed = new std::unordered_map<int, int>{  // never destroyed: callable during exit
+  static const auto* fixed = new std::unordered_map<int, int>{
+      // never destroyed: callable during exit
       {1, 1024},   // MAX_THREADS_PER_BLOCK
       {8, 49152},  // MAX_SHARED_MEMORY_PER_BLOCK
       {10, 32},    // WARP_SIZE
@@ -146,7 +147,9 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
   *ctx = reinterpret_cast<CUcontext>(&Local());
   return kSuccess;
 }
-CUresult cuDevicePrimaryCtxRelease_v2(CUdevice) { return Ready() ? kSuccess : kErrorNotInitialized; }
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice) {
+  return Ready() ? kSuccess : kErrorNotInitialized;
+}
 CUresult cuCtxCreate_v2(CUcontext* ctx, unsigned int, CUdevice dev) {
   CUresult r = cuDevicePrimaryCtxRetain(ctx, dev);
   if (r == kSuccess) Local().current = *ctx;
@@ -164,23 +167,30 @@ CUresult cuCtxGetCurrent(CUcontext* ctx) {
 }
 
 CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) { return Allocate(dptr, bytes); }
-CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height, unsigned int) {
+CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height,
+                            unsigned int) {
   if (!pitch) return kErrorInvalidValue;
   *pitch = (width + 511) & ~size_t(511);
   return Allocate(dptr, uint64_t(*pitch) * height);
 }
-CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytes, unsigned int) { return Allocate(dptr, bytes); }
+CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytes, unsigned int) {
+  return Allocate(dptr, bytes);
+}
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
   if (!Ready()) return kErrorNotInitialized;
   return Give(0, dptr);
 }
-CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream) { return Allocate(dptr, bytes); }
+CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream) {
+  return Allocate(dptr, bytes);
+}
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes, CUmemoryPool, CUstream) {
   return Allocate(dptr, bytes);
 }
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream) { return cuMemFree_v2(dptr); }
 // The simulator has one default stream, so the per-thread-stream variants behave the same.
-CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUstream) { return Allocate(dptr, bytes); }
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUstream) {
+  return Allocate(dptr, bytes);
+}
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUmemoryPool, CUstream) {
   return Allocate(dptr, bytes);
 }
@@ -188,8 +198,8 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream) { return cuMemFree_v2(d
 
 // Virtual memory management: physical memory is taken by cuMemCreate, not by reserving or mapping
 // address ranges.
-CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t bytes, const CUmemAllocationProp* prop,
-                     unsigned long long) {
+CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t bytes,
+                     const CUmemAllocationProp* prop, unsigned long long) {
   if (!prop) return kErrorInvalidValue;
   return TakeHandle(1, bytes, handle, /*mark=*/1);
 }
@@ -197,7 +207,8 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   if (!Ready()) return kErrorNotInitialized;
   return Give(1, handle);
 }
-CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t, CUdeviceptr, unsigned long long) {
+CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t, CUdeviceptr,
+                             unsigned long long) {
   if (!Ready()) return kErrorNotInitialized;
   if (!ptr || size == 0) return kErrorInvalidValue;
   *ptr = gpumux::sim::NewAddress(size);
@@ -221,7 +232,8 @@ CUresult cuArray3DCreate_v2(CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc)
   if (!desc) return kErrorInvalidValue;
   return TakeHandle(2, Array3DBytes(*desc), array);
 }
-CUresult cuMipmappedArrayCreate(CUmipmappedArray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc, unsigned int levels) {
+CUresult cuMipmappedArrayCreate(CUmipmappedArray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc,
+                                unsigned int levels) {
   if (!desc) return kErrorInvalidValue;
   return TakeHandle(2, Array3DBytes(*desc, levels), array);  // 0 levels -> 0 bytes -> invalid
 }
@@ -258,7 +270,8 @@ static const ErrorText kErrors[] = {
     {kErrorInvalidHandle, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {kErrorNotFound, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {kErrorNotReady, "CUDA_ERROR_NOT_READY", "device not ready"},
-    {kErrorStreamCaptureUnsupported, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
+    {kErrorStreamCaptureUnsupported, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+     "operation not permitted when stream is capturing"},
 };
 
 static CUresult LookUpError(CUresult error, const char** str, const char* ErrorText::*field) {
@@ -269,22 +282,28 @@ static CUresult LookUpError(CUresult error, const char** str, const char* ErrorT
   }
   return *str ? kSuccess : kErrorInvalidValue;
 }
-CUresult cuGetErrorName(CUresult error, const char** str) { return LookUpError(error, str, &ErrorText::name); }
-CUresult cuGetErrorString(CUresult error, const char** str) { return LookUpError(error, str, &ErrorText::text); }
+CUresult cuGetErrorName(CUresult error, const char** str) {
+  return LookUpError(error, str, &ErrorText::name);
+}
+CUresult cuGetErrorString(CUresult error, const char** str) {
+  return LookUpError(error, str, &ErrorText::text);
+}
 
 // cuGetProcAddress: the driver entry points by base name ("cuMemAlloc" resolves to cuMemAlloc_v2);
-// with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM the per-thread-stream (_ptsz) variant where the
-// driver has one.
+// with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM the per-thread-stream (_ptsz) variant where
+// the driver has one.
 CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags) {
   return cuGetProcAddress_v2(symbol, pfn, version, flags, nullptr);
 }
-CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int, cuuint64_t flags, CUdriverProcAddressQueryResult* status) {
+CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult* status) {
   constexpr cuuint64_t kPerThreadDefaultStream = 2;
   struct Entry {
     void* legacy;
     void* per_thread = nullptr;
   };
-  static const auto* table = new std::unordered_map<std::string, Entry>{  // never destroyed: callable during exit
+  static const auto* table = new std::unordered_map<std::string, Entry>{
+      // never destroyed: callable during exit
       {"cuInit", {(void*)&cuInit}},
       {"cuDriverGetVersion", {(void*)&cuDriverGetVersion}},
       {"cuDeviceGetCount", {(void*)&cuDeviceGetCount}},
@@ -304,7 +323,8 @@ CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int, cuuint64_t fla
       {"cuMemAllocManaged", {(void*)&cuMemAllocManaged}},
       {"cuMemFree", {(void*)&cuMemFree_v2}},
       {"cuMemAllocAsync", {(void*)&cuMemAllocAsync, (void*)&cuMemAllocAsync_ptsz}},
-      {"cuMemAllocFromPoolAsync", {(void*)&cuMemAllocFromPoolAsync, (void*)&cuMemAllocFromPoolAsync_ptsz}},
+      {"cuMemAllocFromPoolAsync",
+       {(void*)&cuMemAllocFromPoolAsync, (void*)&cuMemAllocFromPoolAsync_ptsz}},
       {"cuMemFreeAsync", {(void*)&cuMemFreeAsync, (void*)&cuMemFreeAsync_ptsz}},
       {"cuMemCreate", {(void*)&cuMemCreate}},
       {"cuMemRelease", {(void*)&cuMemRelease}},
@@ -344,7 +364,8 @@ CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int, cuuint64_t fla
       {"cuEventElapsedTime", {(void*)&cuEventElapsedTime}},
       {"cuLaunchKernel", {(void*)&cuLaunchKernel, (void*)&cuLaunchKernel_ptsz}},
       {"cuLaunchKernelEx", {(void*)&cuLaunchKernelEx, (void*)&cuLaunchKernelEx_ptsz}},
-      {"cuLaunchCooperativeKernel", {(void*)&cuLaunchCooperativeKernel, (void*)&cuLaunchCooperativeKernel_ptsz}},
+      {"cuLaunchCooperativeKernel",
+       {(void*)&cuLaunchCooperativeKernel, (void*)&cuLaunchCooperativeKernel_ptsz}},
       {"cuStreamBeginCapture", {(void*)&cuStreamBeginCapture_v2}},
       {"cuStreamEndCapture", {(void*)&cuStreamEndCapture}},
       {"cuStreamIsCapturing", {(void*)&cuStreamIsCapturing}},

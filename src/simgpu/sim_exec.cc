@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "base/clock.h"
 #include "abi/driver_api.h"
+#include "base/clock.h"
 #include "simgpu/sim_kernel.h"
 #include "simgpu/sim_state.h"
 
@@ -95,7 +95,9 @@ CUresult SubmitAndWait(uint64_t duration_ns) {
   return r;
 }
 
-uint64_t TransferNs(double bytes, double bytes_per_second) { return uint64_t(bytes / bytes_per_second * 1e9); }
+uint64_t TransferNs(double bytes, double bytes_per_second) {
+  return uint64_t(bytes / bytes_per_second * 1e9);
+}
 uint64_t DeviceNs(double bytes) { return TransferNs(bytes, Device().state->bandwidth); }
 
 CUresult Launch(CUfunction f, CUstream stream) {
@@ -111,7 +113,8 @@ CUresult LoadModule(CUmodule* module, const std::string& image) {
   if (!kernels) return kErrorInvalidImage;
   auto* m = new SimModule();
   const auto* s = Device().state;
-  for (const auto& k : *kernels) m->functions.push_back({k, gpumux::sim::KernelDurationNs(k, s->bandwidth, s->flops)});
+  for (const auto& k : *kernels)
+    m->functions.push_back({k, gpumux::sim::KernelDurationNs(k, s->bandwidth, s->flops)});
   *module = reinterpret_cast<CUmodule>(m);
   return kSuccess;
 }
@@ -155,7 +158,9 @@ CUresult cuStreamCreate(CUstream* stream, unsigned int) {
   *stream = reinterpret_cast<CUstream>(new SimStream());
   return kSuccess;
 }
-CUresult cuStreamCreateWithPriority(CUstream* stream, unsigned int flags, int) { return cuStreamCreate(stream, flags); }
+CUresult cuStreamCreateWithPriority(CUstream* stream, unsigned int flags, int) {
+  return cuStreamCreate(stream, flags);
+}
 CUresult cuStreamDestroy_v2(CUstream stream) {
   if (reinterpret_cast<uintptr_t>(stream) <= 2) return kErrorInvalidHandle;
   delete reinterpret_cast<SimStream*>(stream);
@@ -198,7 +203,8 @@ CUresult cuEventDestroy_v2(CUevent event) {
 // An event completes when the work queued on its stream before it is done.
 CUresult cuEventRecord(CUevent event, CUstream stream) {
   if (!event) return kErrorInvalidHandle;
-  reinterpret_cast<SimEvent*>(event)->at_ns.store(std::max(NowNs(), StreamOf(stream)->tail_ns.load()));
+  reinterpret_cast<SimEvent*>(event)->at_ns.store(
+      std::max(NowNs(), StreamOf(stream)->tail_ns.load()));
   return kSuccess;
 }
 CUresult cuEventSynchronize(CUevent event) {
@@ -213,33 +219,38 @@ CUresult cuEventQuery(CUevent event) {
 CUresult cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
   if (!ms) return kErrorInvalidValue;
   if (!start || !end) return kErrorInvalidHandle;
-  uint64_t a = reinterpret_cast<SimEvent*>(start)->at_ns.load(), b = reinterpret_cast<SimEvent*>(end)->at_ns.load();
+  uint64_t a = reinterpret_cast<SimEvent*>(start)->at_ns.load(),
+           b = reinterpret_cast<SimEvent*>(end)->at_ns.load();
   if (!a || !b) return kErrorInvalidHandle;  // never recorded
   *ms = float((double(b) - double(a)) / 1e6);
   return kSuccess;
 }
 
-CUresult cuLaunchKernel(CUfunction f, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int,
-                        unsigned int, unsigned int, CUstream stream, void**, void**) {
+CUresult cuLaunchKernel(CUfunction f, unsigned int, unsigned int, unsigned int, unsigned int,
+                        unsigned int, unsigned int, unsigned int, CUstream stream, void**, void**) {
   return Launch(f, stream);
 }
-CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int,
-                             unsigned int, unsigned int, CUstream stream, void**, void**) {
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int, unsigned int, unsigned int, unsigned int,
+                             unsigned int, unsigned int, unsigned int, CUstream stream, void**,
+                             void**) {
   return Launch(f, stream);
 }
 CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void**, void**) {
   if (!config) return kErrorInvalidValue;
   return Launch(f, config->hStream);
 }
-CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params,
+                               void** extra) {
   return cuLaunchKernelEx(config, f, params, extra);
 }
-CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int,
-                                   unsigned int, unsigned int, CUstream stream, void**) {
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int, unsigned int, unsigned int,
+                                   unsigned int, unsigned int, unsigned int, unsigned int,
+                                   CUstream stream, void**) {
   return Launch(f, stream);
 }
-CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int, unsigned int, unsigned int, unsigned int,
-                                        unsigned int, unsigned int, unsigned int, CUstream stream, void**) {
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int, unsigned int, unsigned int,
+                                        unsigned int, unsigned int, unsigned int, unsigned int,
+                                        CUstream stream, void**) {
   return Launch(f, stream);
 }
 
@@ -281,7 +292,8 @@ CUresult cuMemsetD8Async(CUdeviceptr, unsigned char, size_t count, CUstream stre
 // Stream capture: work submitted to a capturing stream is recorded in its graph instead of running.
 CUresult cuStreamBeginCapture_v2(CUstream stream, int) {
   if (!Ready()) return kErrorNotInitialized;
-  if (reinterpret_cast<uintptr_t>(stream) <= 2) return kErrorStreamCaptureUnsupported;  // not the default stream
+  if (reinterpret_cast<uintptr_t>(stream) <= 2)
+    return kErrorStreamCaptureUnsupported;  // not the default stream
   SimGraph* none = nullptr;
   auto* g = new SimGraph();
   if (!StreamOf(stream)->capture.compare_exchange_strong(none, g)) {
@@ -314,7 +326,8 @@ CUresult cuGraphDestroy(CUgraph graph) {
   return kSuccess;
 }
 // CUDA_KERNEL_NODE_PARAMS(_v2) begins with the function; nothing else in it changes the work.
-CUresult cuGraphAddKernelNode_v2(CUgraphNode* node, CUgraph graph, const CUgraphNode*, size_t, const void* params) {
+CUresult cuGraphAddKernelNode_v2(CUgraphNode* node, CUgraph graph, const CUgraphNode*, size_t,
+                                 const void* params) {
   if (!node || !params) return kErrorInvalidValue;
   if (!graph) return kErrorInvalidHandle;
   auto* f = *static_cast<SimFunction* const*>(params);
@@ -339,7 +352,8 @@ CUresult cuGraphAddMemAllocNode(CUgraphNode* node, CUgraph graph, const CUgraphN
   *node = reinterpret_cast<CUgraphNode>(params->dptr);
   return kSuccess;
 }
-CUresult cuGraphAddMemFreeNode(CUgraphNode* node, CUgraph graph, const CUgraphNode*, size_t, CUdeviceptr dptr) {
+CUresult cuGraphAddMemFreeNode(CUgraphNode* node, CUgraph graph, const CUgraphNode*, size_t,
+                               CUdeviceptr dptr) {
   if (!node) return kErrorInvalidValue;
   if (!graph) return kErrorInvalidHandle;
   *node = reinterpret_cast<CUgraphNode>(dptr);
@@ -368,6 +382,8 @@ CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
   if (!exec) return kErrorInvalidHandle;
   return Submit(stream, reinterpret_cast<SimGraphExec*>(exec)->duration_ns);
 }
-CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream) { return cuGraphLaunch(exec, stream); }
+CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream) {
+  return cuGraphLaunch(exec, stream);
+}
 
 }  // extern "C"

@@ -22,7 +22,8 @@ bool ReadField(const std::string& word, const std::string& key, double* value) {
 
 }  // namespace
 
-std::optional<std::vector<KernelSpec>> ParseModuleImage(const std::string& image, std::string* error) {
+std::optional<std::vector<KernelSpec>> ParseModuleImage(const std::string& image,
+                                                        std::string* error) {
   std::istringstream in(image);
   std::string line;
   int number = 0;
@@ -36,7 +37,8 @@ std::optional<std::vector<KernelSpec>> ParseModuleImage(const std::string& image
     ++number;
     if (line.empty() || line[0] == '#') continue;
     if (!header) {
-      if (line != kHeader) return fail(std::string("expected '") + kHeader + "' (not a simulated module)");
+      if (line != kHeader)
+        return fail(std::string("expected '") + kHeader + "' (not a simulated module)");
       header = true;
       continue;
     }
@@ -58,7 +60,8 @@ std::optional<std::vector<KernelSpec>> ParseModuleImage(const std::string& image
 }
 
 uint64_t KernelDurationNs(const KernelSpec& k, double bandwidth, double flops) {
-  double seconds = std::max(bandwidth > 0 ? k.bytes / bandwidth : 0.0, flops > 0 ? k.flops / flops : 0.0);
+  double seconds =
+      std::max(bandwidth > 0 ? k.bytes / bandwidth : 0.0, flops > 0 ? k.flops / flops : 0.0);
   return uint64_t(std::llround(seconds * 1e9));
 }
 

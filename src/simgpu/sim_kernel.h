@@ -25,7 +25,8 @@ struct KernelSpec {
 };
 
 // Parses a module image; on a malformed one returns nullopt and sets `error` to what and where.
-std::optional<std::vector<KernelSpec>> ParseModuleImage(const std::string& image, std::string* error);
+std::optional<std::vector<KernelSpec>> ParseModuleImage(const std::string& image,
+                                                        std::string* error);
 
 // Nanoseconds `k` occupies a device of `bandwidth` bytes/s and `flops` FLOP/s.
 uint64_t KernelDurationNs(const KernelSpec& k, double bandwidth, double flops);

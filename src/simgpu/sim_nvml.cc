@@ -28,17 +28,28 @@ nvmlReturn_t nvmlInitWithFlags(unsigned int) { return nvmlInit_v2(); }
 nvmlReturn_t nvmlShutdown() { return kSuccess; }
 const char* nvmlErrorString(nvmlReturn_t r) {
   switch (r) {
-    case kSuccess: return "Success";
-    case kErrorUninitialized: return "Uninitialized";
-    case kErrorInvalidArgument: return "Invalid Argument";
-    case kErrorNotSupported: return "Not Supported";
-    case kErrorNoPermission: return "Insufficient Permissions";
-    case kErrorNotFound: return "Not Found";
-    case kErrorInsufficientSize: return "Insufficient Size";
-    case kErrorDriverNotLoaded: return "Driver Not Loaded";
-    case kErrorInUse: return "In use by another client";
-    case kErrorInsufficientResources: return "Insufficient Resources";
-    default: return "Unknown Error";
+    case kSuccess:
+      return "Success";
+    case kErrorUninitialized:
+      return "Uninitialized";
+    case kErrorInvalidArgument:
+      return "Invalid Argument";
+    case kErrorNotSupported:
+      return "Not Supported";
+    case kErrorNoPermission:
+      return "Insufficient Permissions";
+    case kErrorNotFound:
+      return "Not Found";
+    case kErrorInsufficientSize:
+      return "Insufficient Size";
+    case kErrorDriverNotLoaded:
+      return "Driver Not Loaded";
+    case kErrorInUse:
+      return "In use by another client";
+    case kErrorInsufficientResources:
+      return "Insufficient Resources";
+    default:
+      return "Unknown Error";
   }
 }
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) {
@@ -79,7 +90,8 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t* m) {
   return kSuccess;
 }
 // Every process that holds memory on the device; call with *count = 0 to learn how many.
-nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int* count, nvmlProcessInfo_t* infos) {
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int* count,
+                                                     nvmlProcessInfo_t* infos) {
   if (!IsNvmlHandle(d) || !count) return kErrorInvalidArgument;
   gpumux::sim::SimState* s = Device().state;
   gpumux::sim::ReclaimDeadProcesses(s);
@@ -101,14 +113,17 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t* u)
   std::lock_guard<std::mutex> lock(*mu);
   uint64_t busy = 0, now = gpumux::NowNs();
   for (const auto& p : Device().state->processes) busy += p.pid.load() > 0 ? p.gpu_ns.load() : 0;
-  double share = last_ns && now > last_ns ? double(busy - std::min(busy, last_busy)) / double(now - last_ns) : 0;
+  double share = last_ns && now > last_ns
+                     ? double(busy - std::min(busy, last_busy)) / double(now - last_ns)
+                     : 0;
   u->gpu = unsigned(std::lround(std::min(share, 1.0) * 100));
   u->memory = u->gpu;
   last_ns = now, last_busy = busy;
   return kSuccess;
 }
 // One sample per process with a device context: its share of GPU time since the previous query.
-nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvmlProcessUtilizationSample_t* samples,
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d,
+                                             nvmlProcessUtilizationSample_t* samples,
                                              unsigned int* count, unsigned long long) {
   if (!IsNvmlHandle(d) || !count) return kErrorInvalidArgument;
   struct Seen {
@@ -126,7 +141,9 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvmlProcessUtilizat
       uint64_t gpu = p.gpu_ns.load();
       auto [it, fresh] = seen->try_emplace(uint32_t(pid), Seen{gpu, now});
       double window = double(now - it->second.at_ns);
-      unsigned util = fresh || window <= 0 ? 0 : unsigned(std::lround(100.0 * double(gpu - it->second.gpu_ns) / window));
+      unsigned util = fresh || window <= 0
+                          ? 0
+                          : unsigned(std::lround(100.0 * double(gpu - it->second.gpu_ns) / window));
       it->second = {gpu, now};
       samples[n] = {unsigned(pid), now / 1000, util, util, 0, 0};
     }

@@ -7,7 +7,9 @@
 
 namespace gpumux::sim {
 
-inline nvmlDevice_t NvmlHandle() { return reinterpret_cast<nvmlDevice_t>(const_cast<SimDevice*>(&Device())); }
+inline nvmlDevice_t NvmlHandle() {
+  return reinterpret_cast<nvmlDevice_t>(const_cast<SimDevice*>(&Device()));
+}
 // Whether `d` is the simulated GPU's handle (and the environment describes one).
 inline bool IsNvmlHandle(nvmlDevice_t d) { return Device().state && d == NvmlHandle(); }
 

@@ -41,7 +41,7 @@ struct Geometry {
 
 // "slots=8 compute=7 sms=132|1g.10gb id=19 g=1 size=1 mib=9984 sms=16 max=7 starts=0,1,2|..."
 const Geometry* TheGeometry() {
-  static const Geometry* geometry = [] () -> Geometry* {
+  static const Geometry* geometry = []() -> Geometry* {
     const char* text = std::getenv("GPUMUX_SIM_MIG");
     if (!text || !*text) return nullptr;
     auto* g = new Geometry();
@@ -123,9 +123,11 @@ void Save(const MigState& s) {
   std::string path = StatePath(), tmp = path + ".tmp";
   {
     std::ofstream out(tmp);
-    out << "mode " << s.current << " " << s.pending << " " << s.next_serial << " " << s.next_id << "\n";
+    out << "mode " << s.current << " " << s.pending << " " << s.next_serial << " " << s.next_id
+        << "\n";
     for (const Instance& i : s.instances) {
-      out << "gi " << i.id << " " << i.profile << " " << i.start << " " << i.size << " " << i.computes << " " << i.serial << "\n";
+      out << "gi " << i.id << " " << i.profile << " " << i.start << " " << i.size << " "
+          << i.computes << " " << i.serial << "\n";
     }
   }
   std::rename(tmp.c_str(), path.c_str());
@@ -205,7 +207,8 @@ nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t d, unsigned int mode, nvmlReturn_
 
 nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t d, unsigned int profile,
                                                   nvmlGpuInstanceProfileInfo_v2_t* info) {
-  if (!IsNvmlHandle(d) || !info || info->version != kGpuInstanceProfileInfoV2) return kErrorInvalidArgument;
+  if (!IsNvmlHandle(d) || !info || info->version != kGpuInstanceProfileInfoV2)
+    return kErrorInvalidArgument;
   if (!TheGeometry() || Load().current != kMigEnable) return kErrorNotSupported;
   // The simulated GPU numbers its profile constants in catalog order.
   if (profile >= TheGeometry()->profiles.size()) return kErrorInvalidArgument;
@@ -223,7 +226,8 @@ nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t d, unsigned int p
 }
 
 nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevice_t d, unsigned int profile_id,
-                                                           nvmlGpuInstancePlacement_t* placements, unsigned int* count) {
+                                                           nvmlGpuInstancePlacement_t* placements,
+                                                           unsigned int* count) {
   if (!IsNvmlHandle(d) || !count) return kErrorInvalidArgument;
   if (!TheGeometry() || Load().current != kMigEnable) return kErrorNotSupported;
   const Profile* p = ProfileById(profile_id);
@@ -238,8 +242,8 @@ nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevice_t d, unsig
   return kSuccess;
 }
 
-nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t d, unsigned int profile_id, nvmlGpuInstance_t* instances,
-                                       unsigned int* count) {
+nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t d, unsigned int profile_id,
+                                       nvmlGpuInstance_t* instances, unsigned int* count) {
   if (!IsNvmlHandle(d) || !instances || !count) return kErrorInvalidArgument;
   if (!TheGeometry()) return kErrorNotSupported;
   MigState s = Load();
@@ -294,12 +298,14 @@ nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gi) {
 }
 
 // One compute instance profile per GPU instance size: constant 0 takes the whole GPU instance.
-nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(nvmlGpuInstance_t gi, unsigned int profile,
+nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(nvmlGpuInstance_t gi,
+                                                          unsigned int profile,
                                                           unsigned int engine_profile,
                                                           nvmlComputeInstanceProfileInfo_t* info) {
   unsigned id;
   MigState s = Load();
-  if (!info || !Untag(gi, kGpuInstanceTag, &id) || !Find(s, id) || engine_profile != kComputeInstanceEngineShared) {
+  if (!info || !Untag(gi, kGpuInstanceTag, &id) || !Find(s, id) ||
+      engine_profile != kComputeInstanceEngineShared) {
     return kErrorInvalidArgument;
   }
   if (profile != 0) return kErrorNotSupported;
@@ -328,10 +334,12 @@ nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gi, unsigned
 }
 
 nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gi, unsigned int profile_id,
-                                                nvmlComputeInstance_t* computes, unsigned int* count) {
+                                                nvmlComputeInstance_t* computes,
+                                                unsigned int* count) {
   unsigned id;
   MigState s = Load();
-  if (!computes || !count || !Untag(gi, kGpuInstanceTag, &id) || !Find(s, id)) return kErrorInvalidArgument;
+  if (!computes || !count || !Untag(gi, kGpuInstanceTag, &id) || !Find(s, id))
+    return kErrorInvalidArgument;
   const Instance& i = *Find(s, id);
   unsigned n = i.computes && profile_id == 100 + ProfileById(i.profile)->slices ? 1 : 0;
   if (n > *count) return kErrorInsufficientSize;
@@ -343,7 +351,8 @@ nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gi, unsigned i
 nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t ci) {
   unsigned id;
   MigState s = Load();
-  if (!Untag(ci, kComputeTag, &id) || !Find(s, id) || !Find(s, id)->computes) return kErrorInvalidArgument;
+  if (!Untag(ci, kComputeTag, &id) || !Find(s, id) || !Find(s, id)->computes)
+    return kErrorInvalidArgument;
   Find(s, id)->computes = 0;
   Save(s);
   return kSuccess;
@@ -356,7 +365,8 @@ nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t d, unsigned int* count)
 }
 
 // MIG devices are the GPU instances that hold a compute instance, in creation order.
-nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t d, unsigned int index, nvmlDevice_t* mig) {
+nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t d, unsigned int index,
+                                                 nvmlDevice_t* mig) {
   if (!IsNvmlHandle(d) || !mig) return kErrorInvalidArgument;
   MigState s = Load();
   unsigned n = 0;

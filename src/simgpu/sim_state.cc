@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <string>
 #include <mutex>
+#include <string>
 
 #include "base/process.h"
 
@@ -26,7 +26,8 @@ double EnvDouble(const char* name, double fallback) {
 // The device the environment describes (what `gpumux run --sim` and gpumuxd set).
 SimSpec SpecFromEnvironment(uint64_t capacity) {
   const char* mode = std::getenv("GPUMUX_SIM_MODE");
-  return {capacity, EnvDouble("GPUMUX_SIM_BANDWIDTH", 2.0e12), EnvDouble("GPUMUX_SIM_FLOPS", 300e12),
+  return {capacity, EnvDouble("GPUMUX_SIM_BANDWIDTH", 2.0e12),
+          EnvDouble("GPUMUX_SIM_FLOPS", 300e12),
           mode && std::string(mode) == "mps" ? ShareMode::kMps : ShareMode::kTimeSlice};
 }
 
@@ -151,7 +152,8 @@ bool SetSimMode(const std::string& path, ShareMode mode) {
   if (fd < 0) return false;
   struct stat st;
   bool ok = fstat(fd, &st) == 0 && size_t(st.st_size) >= sizeof(SimState);
-  void* p = ok ? mmap(nullptr, sizeof(SimState), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  void* p =
+      ok ? mmap(nullptr, sizeof(SimState), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
   close(fd);
   if (p == MAP_FAILED) return false;
   auto* s = static_cast<SimState*>(p);
@@ -176,7 +178,9 @@ uint64_t Execute(uint64_t ready_ns, uint64_t duration_ns) {
   } else {
     uint64_t busy = 1;  // this process, plus every other process whose work has not ended
     for (const SimProcess& p : s->processes) {
-      if (p.pid.load(std::memory_order_relaxed) > 0 && p.pid.load() != getpid() && p.tail_ns.load() > ready_ns) ++busy;
+      if (p.pid.load(std::memory_order_relaxed) > 0 && p.pid.load() != getpid() &&
+          p.tail_ns.load() > ready_ns)
+        ++busy;
     }
     end = ready_ns + duration_ns * busy;
   }

@@ -1,7 +1,7 @@
 // The simulated GPU's device state, shared by every process that uses it (and by the simulated
 // driver and NVML libraries): capacity, memory in use, which process holds how much, and the
-// device's execution timeline. Lives in a memory-mapped file named by GPUMUX_SIM_STATE; described by
-// GPUMUX_SIM_NAME, GPUMUX_SIM_MEMORY, GPUMUX_SIM_SMS, GPUMUX_SIM_BANDWIDTH (bytes/s),
+// device's execution timeline. Lives in a memory-mapped file named by GPUMUX_SIM_STATE; described
+// by GPUMUX_SIM_NAME, GPUMUX_SIM_MEMORY, GPUMUX_SIM_SMS, GPUMUX_SIM_BANDWIDTH (bytes/s),
 // GPUMUX_SIM_FLOPS (FLOP/s) and GPUMUX_SIM_MODE (timeslice or mps); `gpumux run --sim KIND` sets
 // them from the catalog.
 //
@@ -37,8 +37,8 @@ struct SimProcess {
 struct SimState {
   uint64_t magic;
   uint64_t capacity;
-  double bandwidth;               // bytes/s
-  double flops;                   // FLOP/s
+  double bandwidth;  // bytes/s
+  double flops;      // FLOP/s
   std::atomic<ShareMode> mode;
   std::atomic<uint64_t> used;
   std::atomic<uint64_t> next_address;

@@ -4,7 +4,8 @@
 //   alloc_client BINDING race THREADS SECONDS MAX_BYTES   random alloc/free from THREADS threads
 //   alloc_client direct mixed STEP   rotate through every allocation path until refused, read NVML,
 //                                    free everything and read NVML again
-// BINDING: direct (linked against libcuda.so.1), dlopen (dlopen + dlsym), procaddr (cuGetProcAddress).
+// BINDING: direct (linked against libcuda.so.1), dlopen (dlopen + dlsym), procaddr
+// (cuGetProcAddress).
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -69,8 +70,8 @@ int main(int argc, char** argv) {
     }
     size_t free_bytes = 0, total = 0;
     d.info(&free_bytes, &total);
-    std::printf("{\"allocated\": %zu, \"last_error\": %d, \"total\": %zu, \"free\": %zu}\n", held.size() * step, last,
-                total, free_bytes);
+    std::printf("{\"allocated\": %zu, \"last_error\": %d, \"total\": %zu, \"free\": %zu}\n",
+                held.size() * step, last, total, free_bytes);
     std::fflush(stdout);
     std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(argv[4])));
     for (CUdeviceptr p : held) d.free(p);
@@ -123,10 +124,22 @@ int main(int argc, char** argv) {
     for (int i = 0; last == 0; ++i) {
       CUdeviceptr p = 0;
       switch (i % 8) {
-        case 0: last = cuMemAlloc_v2(&p, step); if (!last) ptrs.push_back(p); break;
-        case 1: last = cuMemAllocAsync(&p, step, nullptr); if (!last) async_ptrs.push_back(p); break;
-        case 2: last = cuMemAllocFromPoolAsync(&p, step, nullptr, nullptr); if (!last) async_ptrs.push_back(p); break;
-        case 3: last = cuMemAllocManaged(&p, step, 1); if (!last) ptrs.push_back(p); break;
+        case 0:
+          last = cuMemAlloc_v2(&p, step);
+          if (!last) ptrs.push_back(p);
+          break;
+        case 1:
+          last = cuMemAllocAsync(&p, step, nullptr);
+          if (!last) async_ptrs.push_back(p);
+          break;
+        case 2:
+          last = cuMemAllocFromPoolAsync(&p, step, nullptr, nullptr);
+          if (!last) async_ptrs.push_back(p);
+          break;
+        case 3:
+          last = cuMemAllocManaged(&p, step, 1);
+          if (!last) ptrs.push_back(p);
+          break;
         case 4: {
           CUmemGenericAllocationHandle h;
           last = cuMemCreate(&h, step, prop, 0);
@@ -161,8 +174,10 @@ int main(int argc, char** argv) {
       void* h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
       if (!h) return std::string("{}");
       auto init = reinterpret_cast<decltype(&nvmlInit_v2)>(dlsym(h, "nvmlInit_v2"));
-      auto get = reinterpret_cast<decltype(&nvmlDeviceGetHandleByIndex_v2)>(dlsym(h, "nvmlDeviceGetHandleByIndex_v2"));
-      auto mem = reinterpret_cast<decltype(&nvmlDeviceGetMemoryInfo)>(dlsym(h, "nvmlDeviceGetMemoryInfo"));
+      auto get = reinterpret_cast<decltype(&nvmlDeviceGetHandleByIndex_v2)>(
+          dlsym(h, "nvmlDeviceGetHandleByIndex_v2"));
+      auto mem =
+          reinterpret_cast<decltype(&nvmlDeviceGetMemoryInfo)>(dlsym(h, "nvmlDeviceGetMemoryInfo"));
       auto procs = reinterpret_cast<decltype(&nvmlDeviceGetComputeRunningProcesses_v3)>(
           dlsym(h, "nvmlDeviceGetComputeRunningProcesses_v3"));
       nvmlDevice_t dev;
@@ -173,7 +188,8 @@ int main(int argc, char** argv) {
       mem(dev, &m);
       procs(dev, &count, nullptr);
       char buf[200];
-      std::snprintf(buf, sizeof(buf), "{\"total\": %llu, \"used\": %llu, \"processes\": %u}", m.total, m.used, count);
+      std::snprintf(buf, sizeof(buf), "{\"total\": %llu, \"used\": %llu, \"processes\": %u}",
+                    m.total, m.used, count);
       return std::string(buf);
     };
     std::string held = nvml();
@@ -183,8 +199,8 @@ int main(int argc, char** argv) {
     for (CUarray a : arrays) cuArrayDestroy(a);
     for (CUmipmappedArray a : mipmapped) cuMipmappedArrayDestroy(a);
     std::string freed = nvml();
-    std::printf("{\"allocated\": %zu, \"last_error\": %d, \"nvml_held\": %s, \"nvml_freed\": %s}\n", total, last,
-                held.c_str(), freed.c_str());
+    std::printf("{\"allocated\": %zu, \"last_error\": %d, \"nvml_held\": %s, \"nvml_freed\": %s}\n",
+                total, last, held.c_str(), freed.c_str());
     return 0;
   }
   return 2;

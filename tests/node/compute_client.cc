@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "base/clock.h"
 #include "abi/driver_api.h"
+#include "base/clock.h"
 
 using gpumux::NowNs;
 using gpumux::SleepUntilNs;
@@ -33,7 +33,8 @@ int Fail(const char* what, CUresult r) {
 CUresult LaunchOnce(const std::string& path, CUfunction f, CUstream stream, CUgraphExec exec) {
   static auto ptsz = [] {
     void* fn = nullptr;
-    cuGetProcAddress("cuLaunchKernel", &fn, 12000, /*CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM=*/2);
+    cuGetProcAddress("cuLaunchKernel", &fn, 12000,
+                     /*CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM=*/2);
     return reinterpret_cast<decltype(&cuLaunchKernel)>(fn);
   }();
   if (path == "launch") return cuLaunchKernel(f, 132, 1, 1, 128, 1, 1, 0, stream, nullptr, nullptr);
@@ -43,7 +44,8 @@ CUresult LaunchOnce(const std::string& path, CUfunction f, CUstream stream, CUgr
   }
   if (path == "coop") return cuLaunchCooperativeKernel(f, 132, 1, 1, 128, 1, 1, 0, stream, nullptr);
   if (path == "graph") return cuGraphLaunch(exec, stream);
-  if (path == "ptsz") return ptsz ? ptsz(f, 132, 1, 1, 128, 1, 1, 0, stream, nullptr, nullptr) : 500;
+  if (path == "ptsz")
+    return ptsz ? ptsz(f, 132, 1, 1, 128, 1, 1, 0, stream, nullptr, nullptr) : 500;
   return 1;
 }
 
@@ -53,12 +55,14 @@ int GraphMemory(size_t bytes) {
   CUDA_MEM_ALLOC_NODE_PARAMS params{};
   params.bytesize = bytes;
   if (CUresult r = cuGraphCreate(&graph, 0)) return Fail("cuGraphCreate", r);
-  if (CUresult r = cuGraphAddMemAllocNode(&node, graph, nullptr, 0, &params)) return Fail("cuGraphAddMemAllocNode", r);
+  if (CUresult r = cuGraphAddMemAllocNode(&node, graph, nullptr, 0, &params))
+    return Fail("cuGraphAddMemAllocNode", r);
   CUgraphExec exec = nullptr;
   CUresult r = cuGraphInstantiateWithFlags(&exec, graph, 0);
   size_t free_bytes = 0, total = 0;
   cuMemGetInfo_v2(&free_bytes, &total);
-  std::printf("{\"instantiate\": %d, \"free_while_instantiated\": %zu, \"total\": %zu}\n", r, free_bytes, total);
+  std::printf("{\"instantiate\": %d, \"free_while_instantiated\": %zu, \"total\": %zu}\n", r,
+              free_bytes, total);
   if (r == 0) cuGraphExecDestroy(exec);
   cuGraphDestroy(graph);
   return 0;
@@ -95,7 +99,8 @@ int main(int argc, char** argv) {
     cuStreamBeginCapture_v2(stream, 0);
     cuLaunchKernel(f, 132, 1, 1, 128, 1, 1, 0, stream, nullptr, nullptr);
     if (CUresult r = cuStreamEndCapture(stream, &graph)) return Fail("cuStreamEndCapture", r);
-    if (CUresult r = cuGraphInstantiateWithFlags(&exec, graph, 0)) return Fail("cuGraphInstantiate", r);
+    if (CUresult r = cuGraphInstantiateWithFlags(&exec, graph, 0))
+      return Fail("cuGraphInstantiate", r);
   }
 
   SleepUntilNs(start);
@@ -131,8 +136,10 @@ int main(int argc, char** argv) {
   for (double l : latencies_ms) mean += l / double(std::max<size_t>(1, latencies_ms.size()));
   std::sort(latencies_ms.begin(), latencies_ms.end());
   double p50 = latencies_ms.empty() ? 0 : latencies_ms[latencies_ms.size() / 2];
-  std::printf("{\"launches\": %ld, \"gpu_share\": %.4f, \"mean_latency_ms\": %.4f, \"p50_latency_ms\": %.4f}\n",
-              launches, double(busy_ns) / double(window), mean, p50);
+  std::printf(
+      "{\"launches\": %ld, \"gpu_share\": %.4f, \"mean_latency_ms\": %.4f, \"p50_latency_ms\": "
+      "%.4f}\n",
+      launches, double(busy_ns) / double(window), mean, p50);
   std::fflush(stdout);
   cuStreamSynchronize(stream);
   for (CUevent e : done) cuEventDestroy_v2(e);

@@ -18,6 +18,8 @@ class BestFitPolicy : public Policy {
 
 }  // namespace
 
-std::unique_ptr<Policy> MakeBestFitPolicy(const TargetWorkloads&) { return std::make_unique<BestFitPolicy>(); }
+std::unique_ptr<Policy> MakeBestFitPolicy(const TargetWorkloads&) {
+  return std::make_unique<BestFitPolicy>();
+}
 
 }  // namespace gpumux::fleet

@@ -21,6 +21,8 @@ class DotProductPolicy : public Policy {
 
 }  // namespace
 
-std::unique_ptr<Policy> MakeDotProductPolicy(const TargetWorkloads&) { return std::make_unique<DotProductPolicy>(); }
+std::unique_ptr<Policy> MakeDotProductPolicy(const TargetWorkloads&) {
+  return std::make_unique<DotProductPolicy>();
+}
 
 }  // namespace gpumux::fleet

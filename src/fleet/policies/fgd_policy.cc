@@ -1,8 +1,8 @@
 // FGD (Weng et al., ATC'23): place the pod where the node's fragmentation against the target
-// workload grows least. Score = int(sigmoid((F_before - F_after) / 1000) * 100), so placements whose
-// growth differs by less than ~40 milli tie (and ties go to the seed's node ranking, which is what
-// makes FGD work in the artifact, reference A.1 C1). For a sharing pod every GPU with room is tried
-// and the best kept, lowest index on ties (artifact: fgd_score.go).
+// workload grows least. Score = int(sigmoid((F_before - F_after) / 1000) * 100), so placements
+// whose growth differs by less than ~40 milli tie (and ties go to the seed's node ranking, which is
+// what makes FGD work in the artifact, reference A.1 C1). For a sharing pod every GPU with room is
+// tried and the best kept, lowest index on ties (artifact: fgd_score.go).
 #include <cmath>
 
 #include "fleet/policy.h"

@@ -1,6 +1,6 @@
-// GpuClustering: keeps pods of one kind (sharing, or N whole GPUs) together. Tiers: a node running only
-// this kind (75-100), several kinds including this one (50-75), an idle node (25-50), other kinds
-// only (0-25); within a tier, less free GPU scores higher. CPU-only pods score 0 everywhere.
+// GpuClustering: keeps pods of one kind (sharing, or N whole GPUs) together. Tiers: a node running
+// only this kind (75-100), several kinds including this one (50-75), an idle node (25-50), other
+// kinds only (0-25); within a tier, less free GPU scores higher. CPU-only pods score 0 everywhere.
 // Best-fit GPU (artifact: gpu_clustering_score.go; integer arithmetic as there).
 #include "fleet/policy.h"
 
@@ -23,6 +23,8 @@ class GpuClusteringPolicy : public Policy {
 
 }  // namespace
 
-std::unique_ptr<Policy> MakeGpuClusteringPolicy(const TargetWorkloads&) { return std::make_unique<GpuClusteringPolicy>(); }
+std::unique_ptr<Policy> MakeGpuClusteringPolicy(const TargetWorkloads&) {
+  return std::make_unique<GpuClusteringPolicy>();
+}
 
 }  // namespace gpumux::fleet

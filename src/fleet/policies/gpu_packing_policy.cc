@@ -21,7 +21,8 @@ class GpuPackingPolicy : public Policy {
     // The GPUs it would use: least free first.
     std::array<int, kMaxGpusPerNode> order;
     std::iota(order.begin(), order.begin() + n.gpus, 0);
-    std::stable_sort(order.begin(), order.begin() + n.gpus, [&](int a, int b) { return n.gpu_left[a] < n.gpu_left[b]; });
+    std::stable_sort(order.begin(), order.begin() + n.gpus,
+                     [&](int a, int b) { return n.gpu_left[a] < n.gpu_left[b]; });
     int need = s.num_gpu, fully_free_used = 0;
     int64_t free_ratio = 0;
     for (int i = 0; i < n.gpus && need > 0; ++i) {
@@ -32,13 +33,16 @@ class GpuPackingPolicy : public Policy {
         free_ratio += int64_t(left) * 100 / kMilli;
       }
     }
-    if (fully_free_used > 0) return {double(std::max<int64_t>(50 - fully_free_used, 33)), gpu};  // (2)
-    return {double(std::max<int64_t>(100 - free_ratio / 10, 50)), gpu};                         // (1)
+    if (fully_free_used > 0)
+      return {double(std::max<int64_t>(50 - fully_free_used, 33)), gpu};  // (2)
+    return {double(std::max<int64_t>(100 - free_ratio / 10, 50)), gpu};   // (1)
   }
 };
 
 }  // namespace
 
-std::unique_ptr<Policy> MakeGpuPackingPolicy(const TargetWorkloads&) { return std::make_unique<GpuPackingPolicy>(); }
+std::unique_ptr<Policy> MakeGpuPackingPolicy(const TargetWorkloads&) {
+  return std::make_unique<GpuPackingPolicy>();
+}
 
 }  // namespace gpumux::fleet

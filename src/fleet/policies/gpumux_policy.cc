@@ -7,8 +7,8 @@
 // (NodeCapacityFragmentation), compared at a 400-milli resolution so that near-equal ones still go
 // to the node ranking, which keeps the cluster filling from one end and whole nodes free for
 // multi-GPU pods. The second measure sees what FGD's one-pod look-ahead cannot: CPU-only and
-// CPU-heavy pods that would strand a node's GPUs, GPUs that repeated fills would leave in crumbs, and
-// the nodes that rarer shapes alone can use.
+// CPU-heavy pods that would strand a node's GPUs, GPUs that repeated fills would leave in crumbs,
+// and the nodes that rarer shapes alone can use.
 //
 // Chosen on seeds 42-51 over the five openb variants (resolutions 100-400, coverages 95-100%) and
 // checked on seeds 52-61; measured results in the README (bench/fleet_policies.sh).
@@ -31,8 +31,10 @@ class GpumuxPolicy : public Policy {
     const double frag = NodeFragmentation(n, fgd_);
     const double capacity = NodeCapacityFragmentation(n, wide_);
     auto score = [&](int gpu) {
-      double fgd = std::floor(100.0 / (1.0 + std::exp(-(frag - NodeFragmentationAfter(n, fgd_, s, gpu)) / 1000.0)));
-      double kept = std::floor((capacity - NodeCapacityFragmentationAfter(n, wide_, s, gpu)) / kCapacityResolution);
+      double fgd = std::floor(
+          100.0 / (1.0 + std::exp(-(frag - NodeFragmentationAfter(n, fgd_, s, gpu)) / 1000.0)));
+      double kept = std::floor((capacity - NodeCapacityFragmentationAfter(n, wide_, s, gpu)) /
+                               kCapacityResolution);
       return fgd * 1e9 + kept;  // lexicographic: |kept| < 1e9 always (at most 16 GPUs of 1000)
     };
     if (!s.shares_gpu()) return {score(-1), -1};

@@ -25,6 +25,8 @@ class RandomPolicy : public Policy {
 
 }  // namespace
 
-std::unique_ptr<Policy> MakeRandomPolicy(const TargetWorkloads&) { return std::make_unique<RandomPolicy>(); }
+std::unique_ptr<Policy> MakeRandomPolicy(const TargetWorkloads&) {
+  return std::make_unique<RandomPolicy>();
+}
 
 }  // namespace gpumux::fleet

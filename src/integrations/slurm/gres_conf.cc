@@ -26,7 +26,8 @@ std::string Gib(uint64_t bytes) {
 
 std::string GresType(const std::string& gpu_name) {
   std::string name = gpu_name;
-  if (name.size() > 7 && name.compare(0, 7, "NVIDIA ") == 0) name = name.substr(7);  // NVML's vendor prefix
+  if (name.size() > 7 && name.compare(0, 7, "NVIDIA ") == 0)
+    name = name.substr(7);  // NVML's vendor prefix
   std::string type;
   for (char c : name) {
     if (!std::isalnum(static_cast<unsigned char>(c))) break;
@@ -39,14 +40,17 @@ std::string GresConf(const std::vector<node::Device>& gpus, const GresConfOption
   if (gpus.empty()) throw BadInput("no GPUs to configure");
   if (o.shard_bytes == 0) throw BadInput("shard size must be more than 0 bytes");
   std::ostringstream conf;
-  conf << "# gres.conf for " << o.node << " (gpumux slurm gres-conf): " << gpus.size() << " GPU(s), one shard per "
-       << Gib(o.shard_bytes) << " of GPU memory; run gpumuxd with --shard-size " << o.shard_bytes << "\n"
+  conf << "# gres.conf for " << o.node << " (gpumux slurm gres-conf): " << gpus.size()
+       << " GPU(s), one shard per " << Gib(o.shard_bytes)
+       << " of GPU memory; run gpumuxd with --shard-size " << o.shard_bytes << "\n"
        << "AutoDetect=off\n";
   uint64_t shards = 0;
   std::ostringstream types;
   for (const node::Device& d : gpus) {
     uint64_t n = d.memory / o.shard_bytes;
-    if (n == 0) throw BadInput("GPU " + std::to_string(d.index) + " (" + d.name + ") is smaller than one shard");
+    if (n == 0)
+      throw BadInput("GPU " + std::to_string(d.index) + " (" + d.name +
+                     ") is smaller than one shard");
     std::string file = DeviceFile(o.device_file, d.index);
     conf << "Name=gpu Type=" << GresType(d.name) << " File=" << file << "\n"
          << "Name=shard Count=" << n << " File=" << file << "\n";
@@ -55,8 +59,8 @@ std::string GresConf(const std::vector<node::Device>& gpus, const GresConfOption
   conf << "\n# slurm.conf: the GRES types, and this node's Gres= (add to its NodeName line)\n"
        << "GresTypes=gpu,shard\n"
        << "SelectType=select/cons_tres\n"
-       << "NodeName=" << o.node << " Gres=gpu:" << GresType(gpus[0].name) << ":" << gpus.size() << ",shard:" << shards
-       << "\n";
+       << "NodeName=" << o.node << " Gres=gpu:" << GresType(gpus[0].name) << ":" << gpus.size()
+       << ",shard:" << shards << "\n";
   return conf.str();
 }
 

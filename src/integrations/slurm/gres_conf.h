@@ -13,8 +13,8 @@
 namespace gpumux::slurm {
 
 struct GresConfOptions {
-  std::string node = "NODE";           // the node's NodeName
-  uint64_t shard_bytes = 1ull << 30;   // memory per shard
+  std::string node = "NODE";                  // the node's NodeName
+  uint64_t shard_bytes = 1ull << 30;          // memory per shard
   std::string device_file = "/dev/nvidia{}";  // {} is the GPU index
 };
 

@@ -17,9 +17,13 @@ node::Device Gpu(int index, uint64_t gib) {
 
 TEST(GresConf, OneShardPerGibOfEachGpu) {
   std::string conf = GresConf({Gpu(0, 80), Gpu(1, 80)}, {"gpu-node-7"});
-  EXPECT_NE(conf.find("Name=gpu Type=h100 File=/dev/nvidia0\nName=shard Count=80 File=/dev/nvidia0\n"), std::string::npos) << conf;
+  EXPECT_NE(
+      conf.find("Name=gpu Type=h100 File=/dev/nvidia0\nName=shard Count=80 File=/dev/nvidia0\n"),
+      std::string::npos)
+      << conf;
   EXPECT_NE(conf.find("Name=shard Count=80 File=/dev/nvidia1\n"), std::string::npos);
-  EXPECT_NE(conf.find("NodeName=gpu-node-7 Gres=gpu:h100:2,shard:160\n"), std::string::npos) << conf;
+  EXPECT_NE(conf.find("NodeName=gpu-node-7 Gres=gpu:h100:2,shard:160\n"), std::string::npos)
+      << conf;
   EXPECT_NE(conf.find("AutoDetect=off"), std::string::npos);
 }
 

@@ -1,6 +1,6 @@
-// spank_gpumux.so: the SPANK plugin that turns what Slurm granted a job on a GPU into a quota gpumux
-// enforces. For each step that holds a share of a GPU (shards, an MPS percentage, or the plugin's
-// own --gpumux-mem/--gpumux-compute options) it asks gpumuxd to admit the job as tenant
+// spank_gpumux.so: the SPANK plugin that turns what Slurm granted a job on a GPU into a quota
+// gpumux enforces. For each step that holds a share of a GPU (shards, an MPS percentage, or the
+// plugin's own --gpumux-mem/--gpumux-compute options) it asks gpumuxd to admit the job as tenant
 // `slurm-<job>` (on the GPU Slurm granted, or the MIG device whose UUID Slurm put in
 // CUDA_VISIBLE_DEVICES; step_request.h) and starts the step's tasks under the shim with the
 // environment gpumuxd answers.
@@ -15,19 +15,19 @@
 // (remote context, root) slurm_spank_init_post_opt admits the tenant once per step (the step's
 // environment already holds SLURM_STEP_GPUS/SLURM_JOB_GPUS and SLURM_SHARDS_ON_NODE there),
 // slurm_spank_task_init_privileged sets each task's environment (tasks are forked from slurmstepd,
-// so they inherit the answer), slurm_spank_exit removes the tenant when the admitting step ends, and
-// slurm_spank_job_epilog when the job ends (steps still running in it keep it until then). A step
-// whose tenant is refused (it does not fit, or gpumuxd is down) fails with gpumuxd's reason rather
-// than running unguarded. No exception crosses into Slurm.
+// so they inherit the answer), slurm_spank_exit removes the tenant when the admitting step ends,
+// and slurm_spank_job_epilog when the job ends (steps still running in it keep it until then). A
+// step whose tenant is refused (it does not fit, or gpumuxd is down) fails with gpumuxd's reason
+// rather than running unguarded. No exception crosses into Slurm.
 #include <cstdlib>
 #include <cstring>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 
-#include "integrations/slurm/step_request.h"
 #include "base/error.h"
+#include "integrations/slurm/step_request.h"
 #include "node/agent/agent_client.h"
 
 extern "C" {
@@ -69,7 +69,9 @@ int OnPriority(int, const char* arg, int) {
 
 struct spank_option kOptions[] = {
     {const_cast<char*>("gpumux-mem"), const_cast<char*>("SIZE"),
-     const_cast<char*>("GPU memory quota enforced by gpumux, e.g. 24GiB (default: from the granted shards)"), 1, 0, OnMem},
+     const_cast<char*>(
+         "GPU memory quota enforced by gpumux, e.g. 24GiB (default: from the granted shards)"),
+     1, 0, OnMem},
     {const_cast<char*>("gpumux-compute"), const_cast<char*>("PCT"),
      const_cast<char*>("cap on GPU time enforced by gpumux, e.g. 40%"), 1, 0, OnCompute},
     {const_cast<char*>("gpumux-priority"), const_cast<char*>("P"),
@@ -153,7 +155,8 @@ int slurm_spank_init_post_opt(spank_t sp, int, char**) {
   try {
     return Admit(sp) ? 0 : -1;
   } catch (const std::exception& e) {
-    slurm_error("gpumux: cannot admit the step (is gpumuxd running at %s?): %s", g.socket.c_str(), e.what());
+    slurm_error("gpumux: cannot admit the step (is gpumuxd running at %s?): %s", g.socket.c_str(),
+                e.what());
     return -1;
   }
 }
@@ -185,8 +188,9 @@ int slurm_spank_exit(spank_t sp, int, char**) {
   return 0;
 }
 
-// Runs on the node as root when the job has ended (job script context, a process of its own): removes
-// the job's tenant if a step could not. Never fails: a required plugin's failing epilog drains the node.
+// Runs on the node as root when the job has ended (job script context, a process of its own):
+// removes the job's tenant if a step could not. Never fails: a required plugin's failing epilog
+// drains the node.
 int slurm_spank_job_epilog(spank_t sp, int ac, char** av) {
   ParseArguments(ac, av);
   uint32_t job = 0;
@@ -201,7 +205,8 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char** av) {
       gpumux::agent::AgentClient(g.socket).Remove(tenant, /*missing_ok=*/true);
       return 0;
     } catch (const std::exception&) {
-      // gpumuxd not reachable (restarting, or absent), or the tenant's processes not gone yet: try again
+      // gpumuxd not reachable (restarting, or absent), or the tenant's processes not gone yet: try
+      // again
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }

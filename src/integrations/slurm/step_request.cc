@@ -5,7 +5,8 @@
 namespace gpumux::slurm {
 
 std::optional<nlohmann::json> StepRequest(const StepGrant& grant, const std::string& id) {
-  bool shared = !grant.shards.empty() || !grant.mps_percent.empty() || !grant.mem.empty() || !grant.compute.empty();
+  bool shared = !grant.shards.empty() || !grant.mps_percent.empty() || !grant.mem.empty() ||
+                !grant.compute.empty();
   if (grant.step_gpus.empty() || !shared) return std::nullopt;
   nlohmann::json request = {{"id", id}, {"join", true}};
   std::string first = grant.visible_devices.substr(0, grant.visible_devices.find(','));

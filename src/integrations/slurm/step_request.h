@@ -1,6 +1,6 @@
 // What a Slurm job step asks gpumuxd for, built from what Slurm put in the step's environment and
-// the plugin's options. Kept apart from the SPANK plugin (which only reads the environment and sends
-// the request) so that it is tested without Slurm.
+// the plugin's options. Kept apart from the SPANK plugin (which only reads the environment and
+// sends the request) so that it is tested without Slurm.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -10,11 +10,12 @@
 namespace gpumux::slurm {
 
 struct StepGrant {
-  std::string step_gpus;        // SLURM_STEP_GPUS, else SLURM_JOB_GPUS: GPU indexes ("0" or "0,1")
-  std::string visible_devices;  // CUDA_VISIBLE_DEVICES as Slurm set it: indexes, or UUIDs ("MIG-...")
-                                // where Slurm knows them (NVML autodetection of MIG devices)
-  std::string shards;           // SLURM_SHARDS_ON_NODE
-  std::string mps_percent;      // CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
+  std::string step_gpus;  // SLURM_STEP_GPUS, else SLURM_JOB_GPUS: GPU indexes ("0" or "0,1")
+  std::string
+      visible_devices;      // CUDA_VISIBLE_DEVICES as Slurm set it: indexes, or UUIDs ("MIG-...")
+                            // where Slurm knows them (NVML autodetection of MIG devices)
+  std::string shards;       // SLURM_SHARDS_ON_NODE
+  std::string mps_percent;  // CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
   std::string mem, compute, priority;  // the plugin's --gpumux-mem/-compute/-priority options
 };
 

@@ -19,7 +19,8 @@ TEST(StepRequest, ShardsOnAGpuByIndexBecomeItsQuota) {
 
 TEST(StepRequest, AMigDeviceSlurmNamesByUuidIsAskedForByUuid) {
   StepGrant grant;
-  grant.step_gpus = "2", grant.visible_devices = "MIG-5a1e0000-0000-4000-8000-000000000003", grant.mem = "4GiB";
+  grant.step_gpus = "2", grant.visible_devices = "MIG-5a1e0000-0000-4000-8000-000000000003",
+  grant.mem = "4GiB";
   auto r = StepRequest(grant, "slurm-8");
   ASSERT_TRUE(r);
   EXPECT_EQ((*r)["device"], "MIG-5a1e0000-0000-4000-8000-000000000003");

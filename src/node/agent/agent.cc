@@ -6,36 +6,31 @@
 #include <unistd.h>
 
 #include <map>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
+#include "base/clock.h"
+#include "base/error.h"
 #include "core/units.h"
 #include "node/agent/log.h"
 #include "node/agent/metrics.h"
-#include "base/clock.h"
-#include "base/error.h"
+#include "node/agent/request_body.h"
 
 namespace gpumux::agent {
 namespace {
 
 using nlohmann::json;
 
-HttpResponse Json(int status, const json& body) { return {status, body.dump(2) + "\n"}; }
+// Text in an answer that did not come from gpumuxd (an id, a UUID) may hold bytes that are not
+// UTF-8; they are replaced rather than allowed to fail the answer.
+HttpResponse Json(int status, const json& body) {
+  return {status, body.dump(2, ' ', false, json::error_handler_t::replace) + "\n"};
+}
 // The answer for a request gpumuxd refuses: HttpStatus maps the error's code (base/error.h).
 HttpResponse Refusal(const Error& e) { return Json(HttpStatus(e.code()), {{"error", e.what()}}); }
 
-// Bytes from a JSON number or a size string ("24GiB").
-uint64_t Bytes(const json& v, const std::string& field) {
-  if (v.is_number_unsigned()) return v.get<uint64_t>();
-  if (v.is_string()) {
-    try {
-      return uint64_t(ParseBytes(v.get<std::string>()));
-    } catch (const Error& e) {
-      throw e.Within(field);
-    }
-  }
-  throw BadInput(field + ": expected bytes or a size such as \"24GiB\"");
-}
+// The largest uid a tenant may be owned by: uid_t's range less (uid_t)-1, which means "none".
+constexpr int64_t kMaxUid = 4294967294;
 
 }  // namespace
 
@@ -53,17 +48,24 @@ Agent::Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend)
     std::vector<node::Device> instances;
     try {
       if (g.mode != ShareMode::kMig) backend_->Prepare(g.device, g.mode);
-      if (g.mode != ShareMode::kTimeSlice) instances = backend_->SetMode(g.device, g.mode, g.layout);
+      if (g.mode != ShareMode::kTimeSlice)
+        instances = backend_->SetMode(g.device, g.mode, g.layout);
     } catch (const Error& e) {  // the driver refuses, or a stored layout the GPU no longer takes
-      Log("warn", "cannot restore the GPU's sharing mode", {{"gpu", std::to_string(g.device.index)}, {"reason", e.what()}});
+      Log("warn", "cannot restore the GPU's sharing mode",
+          {{"gpu", std::to_string(g.device.index)}, {"reason", e.what()}});
     }
-    // A MIG layout that could not be restored leaves the GPU without slots: its tenants wait in the store.
+    // A MIG layout that could not be restored leaves the GPU without slots: its tenants wait in the
+    // store.
     BuildSlots(g, g.mode == ShareMode::kMig ? instances : std::vector<node::Device>{g.device});
   }
   for (const TenantRecord& t : store_.All()) {
     if (!SlotOf(t.gpu, t.instance)) {
-      Log("warn", "stored tenant names a GPU or MIG instance this node no longer has; kept in the store, not admitted",
-          {{"tenant", t.id}, {"gpu", std::to_string(t.gpu)}, {"instance", std::to_string(t.instance)}});
+      Log("warn",
+          "stored tenant names a GPU or MIG instance this node no longer has; kept in the store, "
+          "not admitted",
+          {{"tenant", t.id},
+           {"gpu", std::to_string(t.gpu)},
+           {"instance", std::to_string(t.instance)}});
       continue;
     }
     Apply(t);
@@ -75,10 +77,11 @@ void Agent::BuildSlots(Gpu& g, const std::vector<node::Device>& devices) {
   std::vector<Slot> slots;
   for (const node::Device& d : devices) {
     std::string path = config_.runtime_dir + "/" + node::DeviceStem(d) + ".ledger";
-    auto ledger = std::make_unique<node::Ledger>(node::Ledger::CreateOrOpen(path, d.memory, d.name));
+    auto ledger =
+        std::make_unique<node::Ledger>(node::Ledger::CreateOrOpen(path, d.memory, d.name));
     if (ledger->gpu_name() != d.name || ledger->capacity() != d.memory) {
-      throw BadInput(path + " is the ledger of a " + ledger->gpu_name() + ", not of this " + d.name +
-                              "; remove it if the GPU changed");
+      throw BadInput(path + " is the ledger of a " + ledger->gpu_name() + ", not of this " +
+                     d.name + "; remove it if the GPU changed");
     }
     // Tenant processes of every user reserve their memory in it, so it is writable by all; a
     // tenant that rewrites its own limits there is put back within half a second (Reclaim) and
@@ -92,20 +95,25 @@ void Agent::BuildSlots(Gpu& g, const std::vector<node::Device>& devices) {
 Agent::Slot* Agent::SlotOf(int gpu, int instance) {
   if (gpu < 0 || size_t(gpu) >= gpus_.size()) return nullptr;
   Gpu& g = gpus_[size_t(gpu)];
-  if (g.mode == ShareMode::kMig) return instance >= 0 && size_t(instance) < g.slots.size() ? &g.slots[size_t(instance)] : nullptr;
+  if (g.mode == ShareMode::kMig)
+    return instance >= 0 && size_t(instance) < g.slots.size() ? &g.slots[size_t(instance)]
+                                                              : nullptr;
   return instance < 0 ? &g.slots[0] : nullptr;
 }
 
 std::optional<std::pair<int, int>> Agent::SlotWithUuid(const std::string& uuid) const {
   for (const Gpu& g : gpus_) {
     for (const Slot& slot : g.slots) {
-      if (!uuid.empty() && slot.device.uuid == uuid) return std::make_pair(g.device.index, slot.device.mig_instance);
+      if (!uuid.empty() && slot.device.uuid == uuid)
+        return std::make_pair(g.device.index, slot.device.mig_instance);
     }
   }
   return std::nullopt;
 }
 
-void Agent::Apply(const TenantRecord& t) { SlotOf(t.gpu, t.instance)->ledger->AddTenant(t.id, t.limits, false); }
+void Agent::Apply(const TenantRecord& t) {
+  SlotOf(t.gpu, t.instance)->ledger->AddTenant(t.id, t.limits, false);
+}
 
 bool Agent::IsOperator(const HttpRequest& r) const {
   if (!r.has_credentials) return false;
@@ -129,6 +137,8 @@ bool Agent::IsOperator(const HttpRequest& r) const {
 }
 
 HttpResponse Agent::Handle(const HttpRequest& r) {
+  // Liveness takes no lock: it answers while another request holds the agent.
+  if (r.method == "GET" && r.path == "/v1/health") return Json(200, {{"status", "ok"}});
   std::lock_guard<std::mutex> lock(mu_);
   try {
     return Route(r);
@@ -143,28 +153,35 @@ HttpResponse Agent::Route(const HttpRequest& r) {
   const std::string prefix = "/v1/tenants";
   std::string id = r.path.rfind(prefix + "/", 0) == 0 ? r.path.substr(prefix.size() + 1) : "";
   bool tenants = r.path == prefix || !id.empty();
-  if (r.method == "GET" && r.path == "/v1/health") return Json(200, {{"status", "ok"}});
-  if (r.method == "GET" && r.path == "/metrics") return {200, MetricsText(), "text/plain; version=0.0.4"};
+  if (!id.empty()) node::CheckTenantId(id);
+  if (r.method == "GET" && r.path == "/metrics")
+    return {200, MetricsText(), "text/plain; version=0.0.4"};
   if (r.method == "GET" && r.path == "/v1/gpus") {
     json gpus = json::array();
     for (const Gpu& g : gpus_) {
-      json j = {{"index", g.device.index}, {"name", g.device.name}, {"memory_bytes", g.device.memory},
-                {"mode", ShareModeName(g.mode)}, {"simulated", g.device.simulated},
-                {"shards", g.device.memory / config_.shard_bytes}};
+      json j = {
+          {"index", g.device.index},         {"name", g.device.name},
+          {"memory_bytes", g.device.memory}, {"mode", ShareModeName(g.mode)},
+          {"simulated", g.device.simulated}, {"shards", g.device.memory / config_.shard_bytes}};
       if (!g.device.uuid.empty()) j["uuid"] = g.device.uuid;
       if (g.mode == ShareMode::kMig) {
         json instances = json::array();
         for (const Slot& slot : g.slots) {
-          json instance = {{"instance", slot.device.mig_instance}, {"name", slot.device.name},
-                           {"memory_bytes", slot.device.memory}, {"ledger", slot.ledger_path}};
+          json instance = {{"instance", slot.device.mig_instance},
+                           {"name", slot.device.name},
+                           {"memory_bytes", slot.device.memory},
+                           {"ledger", slot.ledger_path}};
           if (!slot.device.uuid.empty()) instance["uuid"] = slot.device.uuid;
           instances.push_back(instance);
         }
         j["instances"] = instances;
-        j["layout"] = g.layout;  // as it was set: profile names, "NAME@START" where placed explicitly
-        // What the planner would run for the same layout (the catalog's geometry; real GPUs are laid
-        // out by gpumuxd itself through NVML).
-        if (g.device.mig) j["nvidia_smi"] = PlaceInCreationOrder(*g.device.mig, g.layout).CreateCommand(*g.device.mig);
+        j["layout"] =
+            g.layout;  // as it was set: profile names, "NAME@START" where placed explicitly
+        // What the planner would run for the same layout (the catalog's geometry; real GPUs are
+        // laid out by gpumuxd itself through NVML).
+        if (g.device.mig)
+          j["nvidia_smi"] =
+              PlaceInCreationOrder(*g.device.mig, g.layout).CreateCommand(*g.device.mig);
       } else {
         j["ledger"] = g.slots[0].ledger_path;
       }
@@ -179,9 +196,10 @@ HttpResponse Agent::Route(const HttpRequest& r) {
   if (!tenants) throw NotFound("no such endpoint: " + r.method + " " + r.path);
   if (r.method == "GET") return ListTenants(r, id);
   if (!IsOperator(r)) {
-    throw PermissionDenied("only root or members of the operator group" +
-                          (config_.operator_group.empty() ? std::string() : " '" + config_.operator_group + "'") +
-                          " may change tenants (caller uid " + std::to_string(r.uid) + ")");
+    throw PermissionDenied(
+        "only root or members of the operator group" +
+        (config_.operator_group.empty() ? std::string() : " '" + config_.operator_group + "'") +
+        " may change tenants (caller uid " + std::to_string(r.uid) + ")");
   }
   if (r.method == "POST" && id.empty()) return Admit(r, "");
   if (r.method == "PUT" && !id.empty()) return Admit(r, id);
@@ -194,70 +212,83 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
   std::optional<TenantRecord> existing;
   bool joined = false;  // an existing tenant joined as it is ("join": true)
   {
-    json body = json::parse(r.body.empty() ? "{}" : r.body);
-    t.id = id_from_path.empty() ? body.value("id", "") : id_from_path;
+    RequestBody body(r.body);
+    body.AllowOnly({"id", "gpu", "instance", "device", "join", "shards", "mps_percent", "memory", "compute",
+                    "weight", "priority", "owner_uid", "source"});
+    t.id = id_from_path.empty() ? body.Text("id", 63).value_or("") : id_from_path;
     if (t.id.empty()) throw BadInput("id: give the tenant's id");
+    node::CheckTenantId(t.id);
     existing = store_.Find(t.id);
     if (!id_from_path.empty() && !existing) throw NotFound("no tenant '" + t.id + "'");
     if (existing) t = *existing;  // PUT and a repeated POST change only what they give
-    if (body.contains("gpu")) t.gpu = body["gpu"].get<int>();
-    if (body.contains("instance")) t.instance = body["instance"].get<int>();
-    if (body.contains("device")) {  // a UUID, as CUDA_VISIBLE_DEVICES names a GPU or MIG device
-      std::string uuid = body["device"].get<std::string>();
+    if (auto gpu = body.Integer("gpu", 0, 1023)) t.gpu = int(*gpu);
+    if (auto instance = body.Integer("instance", 0, 63)) t.instance = int(*instance);
+    if (auto device = body.Text("device", 96)) {  // a UUID, as CUDA_VISIBLE_DEVICES names a device
+      std::string uuid = *device;
       std::optional<std::pair<int, int>> where = SlotWithUuid(uuid);
-      if (!where) throw BadInput("device: no GPU or MIG instance of this node has UUID '" + uuid + "'");
+      if (!where)
+        throw BadInput("device: no GPU or MIG instance of this node has UUID '" + uuid + "'");
       t.gpu = where->first;
       t.instance = where->second;
     }
-    joined = existing && body.value("join", false);
+    bool join = body.Flag("join").value_or(false);
+    joined = existing && join;
     if (t.gpu < 0 || size_t(t.gpu) >= gpus_.size()) {
-      throw BadInput("gpu: this node has GPUs 0 to " + std::to_string(gpus_.size() - 1) + ", not " + std::to_string(t.gpu));
+      throw BadInput("gpu: this node has GPUs 0 to " + std::to_string(gpus_.size() - 1) + ", not " +
+                     std::to_string(t.gpu));
     }
     Slot* slot = SlotOf(t.gpu, t.instance);
     if (!slot) {
       const Gpu& g = gpus_[size_t(t.gpu)];
       if (g.mode == ShareMode::kMig && g.slots.empty()) {
-        throw Unavailable("GPU " + std::to_string(t.gpu) + ": its MIG layout could not be restored (see gpumuxd's log); "
+        throw Unavailable("GPU " + std::to_string(t.gpu) +
+                          ": its MIG layout could not be restored (see gpumuxd's log); "
                           "set it again");
       }
       throw BadInput(g.mode == ShareMode::kMig
-                            ? "instance: GPU " + std::to_string(t.gpu) + " is in MIG mode with instances 0 to " +
-                                  std::to_string(g.slots.size() - 1) + "; name one"
-                            : "instance: GPU " + std::to_string(t.gpu) + " is not in MIG mode");
+                         ? "instance: GPU " + std::to_string(t.gpu) +
+                               " is in MIG mode with instances 0 to " +
+                               std::to_string(g.slots.size() - 1) + "; name one"
+                         : "instance: GPU " + std::to_string(t.gpu) + " is not in MIG mode");
     }
     const node::Device& device = slot->device;
     // What Slurm granted, converted: shards are shard_bytes each; an MPS percentage is that share
     // of the GPU's memory and its compute cap.
-    if (body.contains("shards")) t.limits.memory = body["shards"].get<uint64_t>() * config_.shard_bytes;
-    if (body.contains("mps_percent")) {
-      double p = body["mps_percent"].get<double>();
-      if (!(p > 0 && p <= 100)) throw BadInput("mps_percent: expected above 0 and at most 100");
-      t.limits.memory = uint64_t(double(device.memory) * p / 100);
-      t.limits.cap_permille = uint32_t(p * 10);
+    if (auto shards = body.Integer("shards", 1, int64_t(device.memory / config_.shard_bytes) + 1)) {
+      t.limits.memory = uint64_t(*shards) * config_.shard_bytes;
     }
-    if (body.contains("memory")) t.limits.memory = Bytes(body["memory"], "memory");
-    if (body.contains("compute")) t.limits.cap_permille = node::ParseComputeCap(body["compute"].get<std::string>());
-    if (body.contains("weight")) t.limits.weight = body["weight"].get<uint32_t>();
-    if (body.contains("priority")) t.limits.priority = node::ParsePriority(body["priority"].get<std::string>());
-    if (body.contains("owner_uid")) t.owner = body["owner_uid"].get<uid_t>();
-    if (body.contains("source")) t.source = body["source"].get<std::string>();
+    if (auto p = body.Number("mps_percent", 0, 100)) {
+      if (*p <= 0) throw BadInput("mps_percent: expected above 0 and at most 100");
+      t.limits.memory = uint64_t(double(device.memory) * *p / 100);
+      t.limits.cap_permille = uint32_t(*p * 10);
+    }
+    if (auto memory = body.Bytes("memory")) t.limits.memory = *memory;
+    if (auto compute = body.Text("compute", 16)) t.limits.cap_permille = node::ParseComputeCap(*compute);
+    if (auto weight = body.Integer("weight", 1, node::kMaxWeight)) t.limits.weight = uint32_t(*weight);
+    if (auto priority = body.Text("priority", 16)) t.limits.priority = node::ParsePriority(*priority);
+    if (auto owner = body.Integer("owner_uid", 0, kMaxUid)) t.owner = uid_t(*owner);
+    if (auto source = body.Text("source")) t.source = *source;
     if (t.source.empty()) t.source = "api";
-    if (t.limits.memory == 0) throw BadInput("memory: give the quota (memory, shards or mps_percent)");
+    if (t.limits.memory == 0)
+      throw BadInput("memory: give the quota (memory, shards or mps_percent)");
     if (t.limits.memory > device.memory) {
       throw DoesNotFit("memory " + FormatBytes(double(t.limits.memory)) + " is more than the " +
-                            FormatBytes(double(device.memory)) + " of " + device.name);
+                       FormatBytes(double(device.memory)) + " of " + device.name);
     }
     // NVML has no per-process utilisation on a MIG-enabled GPU, so the governor cannot measure the
     // GPU time that caps and weights divide; the instance's own slices are its compute. (Priority
     // still works: it acts on launch activity, not on measured time.)
     if (!device.simulated && device.mig_instance >= 0 &&
         (t.limits.cap_permille < node::kNoCap || t.limits.weight != 1)) {
-      throw BadInput("compute: a compute cap or weight cannot be enforced inside a MIG instance of a real GPU (NVML "
-                        "measures no per-process GPU time in MIG mode); its slices are its compute");
+      throw BadInput(
+          "compute: a compute cap or weight cannot be enforced inside a MIG instance of a real GPU "
+          "(NVML "
+          "measures no per-process GPU time in MIG mode); its slices are its compute");
     }
     if (existing && (existing->gpu != t.gpu || existing->instance != t.instance)) {
-      throw Conflict("tenant '" + t.id + "' is on GPU " + std::to_string(existing->gpu) +
-                            (existing->instance >= 0 ? " instance " + std::to_string(existing->instance) : ""));
+      throw Conflict(
+          "tenant '" + t.id + "' is on GPU " + std::to_string(existing->gpu) +
+          (existing->instance >= 0 ? " instance " + std::to_string(existing->instance) : ""));
     }
     if (joined) {
       t = *existing;  // its processes join the tenant under the limits it has
@@ -266,55 +297,74 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
         slot->ledger->AddTenant(t.id, t.limits, config_.strict);
       } catch (const Error& e) {
         if (e.code() != ErrorCode::kDoesNotFit) throw;
-        Log("info", "tenant refused", {{"tenant", t.id}, {"gpu", std::to_string(t.gpu)}, {"reason", e.what()}});
+        Log("info", "tenant refused",
+            {{"tenant", t.id}, {"gpu", std::to_string(t.gpu)}, {"reason", e.what()}});
         throw e.Within("does not fit");
       }
     }
   }
   if (!joined) store_.Put(t);
-  Log("info", joined ? "tenant joined" : existing ? "tenant updated" : "tenant admitted",
-      {{"tenant", t.id}, {"gpu", std::to_string(t.gpu)}, {"memory", std::to_string(t.limits.memory)},
-       {"compute_permille", std::to_string(t.limits.cap_permille)}, {"priority", node::PriorityName(t.limits.priority)},
+  Log("info",
+      joined     ? "tenant joined"
+      : existing ? "tenant updated"
+                 : "tenant admitted",
+      {{"tenant", t.id},
+       {"gpu", std::to_string(t.gpu)},
+       {"memory", std::to_string(t.limits.memory)},
+       {"compute_permille", std::to_string(t.limits.cap_permille)},
+       {"priority", node::PriorityName(t.limits.priority)},
        {"source", t.source}});
   json env = json::object();
   const Gpu& gpu = gpus_[size_t(t.gpu)];
   const Slot& slot = *SlotOf(t.gpu, t.instance);
-  for (const auto& [k, v] : node::TenantEnvironment(slot.device, slot.ledger_path, t.id, config_.bin_dir)) env[k] = v;
-  for (const auto& [k, v] : backend_->ClientEnvironment(slot.device, gpu.mode, t.limits)) env[k] = v;
-  return Json(existing ? 200 : 201, {{"id", t.id}, {"gpu", t.gpu}, {"instance", t.instance},
-                                                 {"memory_bytes", t.limits.memory},
-                                                 {"compute_cap_percent", t.limits.cap_permille / 10.0},
-                                                 {"env", env}});
+  for (const auto& [k, v] :
+       node::TenantEnvironment(slot.device, slot.ledger_path, t.id, config_.bin_dir))
+    env[k] = v;
+  for (const auto& [k, v] : backend_->ClientEnvironment(slot.device, gpu.mode, t.limits))
+    env[k] = v;
+  return Json(existing ? 200 : 201, {{"id", t.id},
+                                     {"gpu", t.gpu},
+                                     {"instance", t.instance},
+                                     {"memory_bytes", t.limits.memory},
+                                     {"compute_cap_percent", t.limits.cap_permille / 10.0},
+                                     {"env", env}});
 }
 
 HttpResponse Agent::SetMode(const HttpRequest& r, const std::string& index) {
   char* end = nullptr;
   long gpu = std::strtol(index.c_str(), &end, 10);
-  if (index.empty() || *end || gpu < 0 || size_t(gpu) >= gpus_.size()) throw NotFound("no GPU '" + index + "'");
+  if (index.empty() || *end || gpu < 0 || size_t(gpu) >= gpus_.size())
+    throw NotFound("no GPU '" + index + "'");
   Gpu& g = gpus_[size_t(gpu)];
-  const char* expected = "expected {\"mode\": \"timeslice\" or \"mps\"} or {\"mode\": \"mig\", \"layout\": [...]}";
+  const char* expected =
+      "expected {\"mode\": \"timeslice\" or \"mps\"} or {\"mode\": \"mig\", \"layout\": [...]}";
   std::optional<ShareMode> mode;
   std::vector<std::string> layout;
-  try {
-    json body = json::parse(r.body);
-    mode = ParseShareMode(body.at("mode").get<std::string>());
-    if (mode == ShareMode::kMig) layout = body.at("layout").get<std::vector<std::string>>();
-  } catch (const json::exception& e) {
-    throw BadInput(std::string(expected) + ": " + e.what());
+  RequestBody body(r.body);
+  body.AllowOnly({"mode", "layout"});
+  mode = ParseShareMode(body.Text("mode", 16).value_or(""));
+  if (mode == ShareMode::kMig) {
+    std::optional<std::vector<std::string>> profiles = body.TextList("layout", 8);
+    if (!profiles) throw BadInput(std::string("layout: ") + expected);
+    layout = *profiles;
   }
   // "whole" is a plan's word for a GPU with one tenant: on a node that is time-slicing.
   if (!mode || *mode == ShareMode::kWhole) throw BadInput(expected);
   for (Slot& slot : g.slots) {
     slot.ledger->ReclaimDead();
     for (const node::TenantUsage& u : slot.ledger->Snapshot()) {
-      if (!u.processes.empty()) throw Conflict("tenant '" + u.id + "' runs on GPU " + index + "; change the mode when it is idle");
+      if (!u.processes.empty())
+        throw Conflict("tenant '" + u.id + "' runs on GPU " + index +
+                       "; change the mode when it is idle");
     }
   }
   // Into, out of or between MIG layouts the GPU's slots change: its tenants must be gone first.
   bool reslice = *mode == ShareMode::kMig || g.mode == ShareMode::kMig;
   if (reslice) {
     for (const TenantRecord& t : store_.All()) {
-      if (t.gpu == gpu) throw Conflict("GPU " + index + " has tenants ('" + t.id + "'); remove them before changing its MIG layout");
+      if (t.gpu == gpu)
+        throw Conflict("GPU " + index + " has tenants ('" + t.id +
+                       "'); remove them before changing its MIG layout");
     }
   }
   Gpu next{g.device, *mode, layout, {}};
@@ -352,8 +402,8 @@ HttpResponse Agent::Remove(const std::string& id) {
   for (const node::TenantUsage& u : ledger.Snapshot()) {
     if (u.id != id) continue;
     if (!u.processes.empty()) {
-      throw Conflict("tenant '" + id + "' still has " + std::to_string(u.processes.size()) + " live process(es), pid " +
-                            std::to_string(u.processes[0].first));
+      throw Conflict("tenant '" + id + "' still has " + std::to_string(u.processes.size()) +
+                     " live process(es), pid " + std::to_string(u.processes[0].first));
     }
     ledger.RemoveTenant(u.slot);
   }
@@ -372,22 +422,35 @@ HttpResponse Agent::ListTenants(const HttpRequest& r, const std::string& only_id
   for (const TenantRecord& t : store_.All()) {
     if (!only_id.empty() && t.id != only_id) continue;
     if (!op && (!r.has_credentials || t.owner != r.uid)) continue;
-    json j = {{"id", t.id}, {"gpu", t.gpu}, {"instance", t.instance}, {"quota_bytes", t.limits.memory},
-              {"compute_cap_percent", t.limits.cap_permille / 10.0}, {"weight", t.limits.weight},
-              {"priority", node::PriorityName(t.limits.priority)}, {"owner_uid", t.owner}, {"source", t.source}};
+    json j = {{"id", t.id},
+              {"gpu", t.gpu},
+              {"instance", t.instance},
+              {"quota_bytes", t.limits.memory},
+              {"compute_cap_percent", t.limits.cap_permille / 10.0},
+              {"weight", t.limits.weight},
+              {"priority", node::PriorityName(t.limits.priority)},
+              {"owner_uid", t.owner},
+              {"source", t.source}};
     if (const Slot* slot = SlotOf(t.gpu, t.instance)) {
       for (const node::TenantUsage& u : snapshots[slot]) {
         if (u.id != t.id) continue;
         json procs = json::array();
-        for (auto [pid, bytes] : u.processes) procs.push_back({{"pid", pid}, {"used_bytes", bytes}});
-        j.update({{"used_bytes", u.used}, {"refused_allocations", u.refused}, {"reclaimed_bytes", u.reclaimed},
-                  {"gpu_time_s", u.gpu_ns / 1e9}, {"held_launches", u.held}, {"processes", procs}});
+        for (auto [pid, bytes] : u.processes)
+          procs.push_back({{"pid", pid}, {"used_bytes", bytes}});
+        j.update({{"used_bytes", u.used},
+                  {"refused_allocations", u.refused},
+                  {"reclaimed_bytes", u.reclaimed},
+                  {"gpu_time_s", u.gpu_ns / 1e9},
+                  {"held_launches", u.held},
+                  {"processes", procs}});
       }
     }
     list.push_back(j);
   }
   if (!only_id.empty()) {
-    if (list.empty()) throw Error(op ? ErrorCode::kNotFound : ErrorCode::kPermissionDenied, "no tenant '" + only_id + "' you may read");
+    if (list.empty())
+      throw Error(op ? ErrorCode::kNotFound : ErrorCode::kPermissionDenied,
+                  "no tenant '" + only_id + "' you may read");
     return Json(200, list[0]);
   }
   return Json(200, {{"tenants", list}});
@@ -414,11 +477,13 @@ uint64_t Agent::Reclaim() {
     if (!slot) continue;
     for (const node::TenantUsage& u : snapshots[slot]) {
       if (u.id != t.id) continue;
-      if (u.quota != t.limits.memory || u.cap_permille != t.limits.cap_permille || u.weight != t.limits.weight ||
-          u.priority != t.limits.priority) {
+      if (u.quota != t.limits.memory || u.cap_permille != t.limits.cap_permille ||
+          u.weight != t.limits.weight || u.priority != t.limits.priority) {
         Apply(t);
         Log("warn", "tenant's limits in the ledger were changed outside gpumuxd; restored",
-            {{"tenant", t.id}, {"gpu", std::to_string(t.gpu)}, {"found_quota", std::to_string(u.quota)},
+            {{"tenant", t.id},
+             {"gpu", std::to_string(t.gpu)},
+             {"found_quota", std::to_string(u.quota)},
              {"granted_quota", std::to_string(t.limits.memory)}});
       }
     }
@@ -430,7 +495,8 @@ std::string Agent::MetricsText() {
   std::vector<GpuMetrics> gpus;
   for (const Gpu& g : gpus_) {
     for (const Slot& slot : g.slots) {
-      gpus.push_back({node::DeviceStem(slot.device).substr(3), slot.device.name, slot.device.memory, slot.ledger->Snapshot()});
+      gpus.push_back({node::DeviceStem(slot.device).substr(3), slot.device.name, slot.device.memory,
+                      slot.ledger->Snapshot()});
     }
   }
   return FormatMetrics(gpus, NowNs());

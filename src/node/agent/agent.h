@@ -5,22 +5,24 @@
 // API (JSON over the Unix socket; see README "gpumuxd"):
 //   GET    /v1/health                    anyone
 //   GET    /v1/gpus                      anyone
-//   PUT    /v1/gpus/N                    operators: {"mode": "timeslice"|"mps"} (refused while tenants run
-//                                         there), or {"mode": "mig", "layout": ["3g.40gb", ...]} (refused
-//                                         while the GPU has tenants; "NAME@START" places one explicitly);
-//                                         its tenants then name an instance
+//   PUT    /v1/gpus/N                    operators: {"mode": "timeslice"|"mps"} (refused while
+//   tenants run
+//                                         there), or {"mode": "mig", "layout": ["3g.40gb", ...]}
+//                                         (refused while the GPU has tenants; "NAME@START" places
+//                                         one explicitly); its tenants then name an instance
 //   GET    /v1/tenants[/ID]              operators see all; anyone else only tenants they own
 //   POST   /v1/tenants                   operators: admit (201) or update (200) a tenant, or with
-//                                         "join": true join an existing one as it is; answers its environment.
-//                                         Where: "gpu" (and "instance" on a MIG GPU), or "device": a
-//                                         GPU's or MIG instance's UUID (real GPUs)
+//                                         "join": true join an existing one as it is; answers its
+//                                         environment. Where: "gpu" (and "instance" on a MIG GPU),
+//                                         or "device": a GPU's or MIG instance's UUID (real GPUs)
 //   PUT    /v1/tenants/ID                operators: change its limits
 //   DELETE /v1/tenants/ID                operators: remove it (refused while it has live processes)
 //   GET    /metrics                      anyone (also on the TCP metrics address)
 // Operators are root and members of the configured operator group, identified by the connection's
 // credentials (SO_PEERCRED), never by what the request says.
 //
-// Thread-safety: Handle() and Reclaim() may be called from different threads (one lock inside).
+// Thread-safety: Handle() and Reclaim() may be called from any threads at once (one lock inside;
+// GET /v1/health takes none, so it answers while another request holds the agent).
 #pragma once
 
 #include <sys/types.h>
@@ -28,13 +30,13 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "node/agent/http_server.h"
-#include "node/agent/share_backend.h"
 #include "node/agent/agent_store.h"
+#include "node/agent/http_request.h"
+#include "node/agent/share_backend.h"
 #include "node/device.h"
 #include "node/ledger/ledger.h"
 
@@ -42,12 +44,13 @@ namespace gpumux::agent {
 
 struct AgentConfig {
   std::vector<node::Device> gpus;
-  std::string runtime_dir;      // ledgers (and simulated device state) live here
-  std::string state_path;       // SQLite database
-  std::string bin_dir;          // where libgpumux.so (and simgpu/) are: node::RuntimeLibraryDir()
-  std::string operator_group;   // empty: root only
-  uint64_t shard_bytes = 1ull << 30;  // memory per Slurm shard (gpumux slurm gres-conf uses the same)
-  bool strict = true;           // refuse tenants whose quotas or caps would oversubscribe a GPU
+  std::string runtime_dir;     // ledgers (and simulated device state) live here
+  std::string state_path;      // SQLite database
+  std::string bin_dir;         // where libgpumux.so (and simgpu/) are: node::RuntimeLibraryDir()
+  std::string operator_group;  // empty: root only
+  uint64_t shard_bytes =
+      1ull << 30;      // memory per Slurm shard (gpumux slurm gres-conf uses the same)
+  bool strict = true;  // refuse tenants whose quotas or caps would oversubscribe a GPU
 };
 
 class Agent {

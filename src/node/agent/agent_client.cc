@@ -1,13 +1,14 @@
 #include "node/agent/agent_client.h"
 
 #include "base/error.h"
-#include "node/agent/http_server.h"
+#include "node/agent/http_client.h"
 
 namespace gpumux::agent {
 
 using nlohmann::json;
 
-std::pair<int, json> AgentClient::Call(const std::string& method, const std::string& path, const json& body) const {
+std::pair<int, json> AgentClient::Call(const std::string& method, const std::string& path,
+                                       const json& body) const {
   auto [status, text] = CallUnix(socket_, method, path, body.is_null() ? "" : body.dump());
   json answer = json::parse(text, nullptr, false);
   if (status >= 400) {
@@ -18,7 +19,8 @@ std::pair<int, json> AgentClient::Call(const std::string& method, const std::str
                                                     std::to_string(status) + "): " + why);
   }
   if (!answer.is_object()) {
-    throw Unavailable("gpumuxd at " + socket_ + " answered " + method + " " + path + " with no JSON object");
+    throw Unavailable("gpumuxd at " + socket_ + " answered " + method + " " + path +
+                      " with no JSON object");
   }
   return {status, std::move(answer)};
 }

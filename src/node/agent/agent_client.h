@@ -31,7 +31,8 @@ class AgentClient {
   Admission Admit(const nlohmann::json& request) const;
   // PUT /v1/tenants/ID: changes the limits `request` gives of an admitted tenant.
   nlohmann::json Update(const std::string& id, const nlohmann::json& request) const;
-  // DELETE /v1/tenants/ID. With `missing_ok`, a tenant that is not there is no error (returns false).
+  // DELETE /v1/tenants/ID. With `missing_ok`, a tenant that is not there is no error (returns
+  // false).
   bool Remove(const std::string& id, bool missing_ok = false) const;
   // PUT /v1/gpus/N {"mode": ..., "layout": [...]}.
   nlohmann::json SetMode(int gpu, const nlohmann::json& mode) const;

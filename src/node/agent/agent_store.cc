@@ -11,7 +11,8 @@ namespace {
 class Statement {
  public:
   Statement(sqlite3* db, const char* sql) : db_(db) {
-    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK) throw Internal(sqlite3_errmsg(db));
+    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK)
+      throw Internal(sqlite3_errmsg(db));
   }
   ~Statement() { sqlite3_finalize(stmt_); }
   Statement& Bind(int i, const std::string& v) {
@@ -23,7 +24,9 @@ class Statement {
     return *this;
   }
   int64_t Int(int column) const { return sqlite3_column_int64(stmt_, column); }
-  std::string Text(int column) const { return reinterpret_cast<const char*>(sqlite3_column_text(stmt_, column)); }
+  std::string Text(int column) const {
+    return reinterpret_cast<const char*>(sqlite3_column_text(stmt_, column));
+  }
   bool Step() {
     int rc = sqlite3_step(stmt_);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE) throw Internal(sqlite3_errmsg(db_));
@@ -48,7 +51,8 @@ class Statement {
   sqlite3_stmt* stmt_ = nullptr;
 };
 
-constexpr const char* kColumns = "id, gpu, memory, cap_permille, weight, priority, owner, source, instance";
+constexpr const char* kColumns =
+    "id, gpu, memory, cap_permille, weight, priority, owner, source, instance";
 
 }  // namespace
 
@@ -61,10 +65,15 @@ AgentStore::AgentStore(const std::string& path) {
   try {
     Exec("PRAGMA journal_mode=WAL");
     Exec("PRAGMA synchronous=FULL");
-    Exec("CREATE TABLE IF NOT EXISTS tenants (id TEXT PRIMARY KEY, gpu INTEGER NOT NULL, memory INTEGER NOT NULL, "
-         "cap_permille INTEGER NOT NULL, weight INTEGER NOT NULL, priority INTEGER NOT NULL, owner INTEGER NOT NULL, "
-         "source TEXT NOT NULL, instance INTEGER NOT NULL DEFAULT -1)");
-    Exec("CREATE TABLE IF NOT EXISTS gpus (gpu INTEGER PRIMARY KEY, mode INTEGER NOT NULL, layout TEXT NOT NULL)");
+    Exec(
+        "CREATE TABLE IF NOT EXISTS tenants (id TEXT PRIMARY KEY, gpu INTEGER NOT NULL, memory "
+        "INTEGER NOT NULL, "
+        "cap_permille INTEGER NOT NULL, weight INTEGER NOT NULL, priority INTEGER NOT NULL, owner "
+        "INTEGER NOT NULL, "
+        "source TEXT NOT NULL, instance INTEGER NOT NULL DEFAULT -1)");
+    Exec(
+        "CREATE TABLE IF NOT EXISTS gpus (gpu INTEGER PRIMARY KEY, mode INTEGER NOT NULL, layout "
+        "TEXT NOT NULL)");
   } catch (const Error& e) {
     sqlite3_close(db_);
     throw e.Within(path);
@@ -83,11 +92,20 @@ void AgentStore::Exec(const std::string& sql) {
 }
 
 void AgentStore::Put(const TenantRecord& t) {
-  Statement(db_, "INSERT OR REPLACE INTO tenants (id, gpu, memory, cap_permille, weight, priority, owner, source, instance) "
-                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
-      .Bind(1, t.id).Bind(2, t.gpu).Bind(3, int64_t(t.limits.memory)).Bind(4, t.limits.cap_permille)
-      .Bind(5, t.limits.weight).Bind(6, int64_t(t.limits.priority)).Bind(7, int64_t(t.owner)).Bind(8, t.source)
-      .Bind(9, t.instance).Step();
+  Statement(db_,
+            "INSERT OR REPLACE INTO tenants (id, gpu, memory, cap_permille, weight, priority, "
+            "owner, source, instance) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+      .Bind(1, t.id)
+      .Bind(2, t.gpu)
+      .Bind(3, int64_t(t.limits.memory))
+      .Bind(4, t.limits.cap_permille)
+      .Bind(5, t.limits.weight)
+      .Bind(6, int64_t(t.limits.priority))
+      .Bind(7, int64_t(t.owner))
+      .Bind(8, t.source)
+      .Bind(9, t.instance)
+      .Step();
 }
 
 bool AgentStore::Remove(const std::string& id) {
@@ -117,7 +135,10 @@ void AgentStore::SetGpuMode(const GpuMode& m) {
   std::string layout;
   for (const std::string& p : m.layout) layout += (layout.empty() ? "" : ",") + p;
   Statement(db_, "INSERT OR REPLACE INTO gpus (gpu, mode, layout) VALUES (?, ?, ?)")
-      .Bind(1, m.gpu).Bind(2, m.mode).Bind(3, layout).Step();
+      .Bind(1, m.gpu)
+      .Bind(2, m.mode)
+      .Bind(3, layout)
+      .Step();
 }
 
 std::vector<AgentStore::GpuMode> AgentStore::GpuModes() const {

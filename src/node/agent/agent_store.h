@@ -21,10 +21,10 @@ namespace gpumux::agent {
 struct TenantRecord {
   std::string id;
   int gpu = 0;
-  int instance = -1;       // MIG instance of the GPU, or -1 for the whole GPU
+  int instance = -1;  // MIG instance of the GPU, or -1 for the whole GPU
   node::TenantLimits limits;
-  uid_t owner = 0;         // the user whose processes run as this tenant; may read its state
-  std::string source;      // who asked: "api", "slurm job 12 step 0", ...
+  uid_t owner = 0;     // the user whose processes run as this tenant; may read its state
+  std::string source;  // who asked: "api", "slurm job 12 step 0", ...
 };
 
 class AgentStore {

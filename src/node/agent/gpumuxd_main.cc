@@ -9,12 +9,12 @@
 #include <filesystem>
 #include <thread>
 
-#include "core/catalog.h"
 #include "base/error.h"
+#include "core/catalog.h"
 #include "core/units.h"
 #include "node/agent/agent.h"
-#include "node/agent/log.h"
 #include "node/agent/http_server.h"
+#include "node/agent/log.h"
 
 namespace {
 
@@ -27,17 +27,21 @@ void StopOnSignal(int) {
 
 int main(int argc, char** argv) {
   CLI::App app("gpumuxd: the gpumux node agent");
-  std::string socket = "/run/gpumux/gpumuxd.sock", state = "/var/lib/gpumux/state.db", runtime_dir = "/run/gpumux";
+  std::string socket = "/run/gpumux/gpumuxd.sock", state = "/var/lib/gpumux/state.db",
+              runtime_dir = "/run/gpumux";
   std::string sim, metrics_listen, operator_group, shard_size = "1GiB";
   std::vector<std::string> catalogs;
   int sim_gpus = 1;
   app.add_option("--socket", socket, "API socket")->capture_default_str();
   app.add_option("--state", state, "SQLite database of admitted tenants")->capture_default_str();
-  app.add_option("--runtime-dir", runtime_dir, "where the GPUs' ledgers live (tenants map them)")->capture_default_str();
-  app.add_option("--sim", sim, "manage simulated GPUs of this catalog kind instead of the real ones");
+  app.add_option("--runtime-dir", runtime_dir, "where the GPUs' ledgers live (tenants map them)")
+      ->capture_default_str();
+  app.add_option("--sim", sim,
+                 "manage simulated GPUs of this catalog kind instead of the real ones");
   app.add_option("--gpus", sim_gpus, "how many simulated GPUs (with --sim)")->capture_default_str();
   app.add_option("--metrics-listen", metrics_listen, "also serve /metrics on this HOST:PORT");
-  app.add_option("--operator-group", operator_group, "group whose members may change tenants (root always may)");
+  app.add_option("--operator-group", operator_group,
+                 "group whose members may change tenants (root always may)");
   app.add_option("--shard-size", shard_size, "memory per Slurm shard")->capture_default_str();
   app.add_option("--catalog", catalogs, "extra catalog file with your own GPU kinds");
   CLI11_PARSE(app, argc, argv);
@@ -55,15 +59,17 @@ int main(int argc, char** argv) {
       gpumux::Catalog catalog = gpumux::Catalog::LoadBundled();
       for (const std::string& path : catalogs) catalog.AddFile(path);
       const gpumux::GpuKind& kind = catalog.FindGpu(sim);
-      for (int i = 0; i < sim_gpus; ++i) config.gpus.push_back(gpumux::node::SimulatedDevice(kind, i));
+      for (int i = 0; i < sim_gpus; ++i)
+        config.gpus.push_back(gpumux::node::SimulatedDevice(kind, i));
     } else {
       int n = gpumux::node::RealDeviceCount();
       for (int i = 0; i < n; ++i) config.gpus.push_back(gpumux::node::RealDevice(i));
     }
     std::filesystem::create_directories(std::filesystem::path(state).parent_path());
     std::filesystem::create_directories(std::filesystem::path(socket).parent_path());
-    gpumux::agent::Agent agent(config, sim.empty() ? gpumux::agent::MakeNvidiaBackend(runtime_dir)
-                                                   : gpumux::agent::MakeSimulatedBackend(runtime_dir));
+    gpumux::agent::Agent agent(config, sim.empty()
+                                           ? gpumux::agent::MakeNvidiaBackend(runtime_dir)
+                                           : gpumux::agent::MakeSimulatedBackend(runtime_dir));
     gpumux::agent::HttpServer server;
     server.ListenUnix(socket);
     if (!metrics_listen.empty()) server.ListenTcp(metrics_listen);
@@ -79,9 +85,14 @@ int main(int argc, char** argv) {
       }
     });
     Log("info", "gpumuxd started",
-        {{"socket", socket}, {"gpus", std::to_string(config.gpus.size())}, {"tenants", std::to_string(agent.tenant_count())},
-         {"state", state}, {"metrics", metrics_listen.empty() ? socket : metrics_listen.substr(0, metrics_listen.rfind(':') + 1) +
-                                                         std::to_string(server.tcp_port())}});
+        {{"socket", socket},
+         {"gpus", std::to_string(config.gpus.size())},
+         {"tenants", std::to_string(agent.tenant_count())},
+         {"state", state},
+         {"metrics", metrics_listen.empty()
+                         ? socket
+                         : metrics_listen.substr(0, metrics_listen.rfind(':') + 1) +
+                               std::to_string(server.tcp_port())}});
     server.Serve([&](const gpumux::agent::HttpRequest& r) { return agent.Handle(r); });
     done = true;
     reclaimer.join();

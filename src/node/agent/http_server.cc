@@ -1,8 +1,7 @@
 #include "node/agent/http_server.h"
 
-#include "base/error.h"
-
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -10,109 +9,142 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
-#include <sstream>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "base/error.h"
+#include "node/agent/log.h"
 
 namespace gpumux::agent {
 namespace {
 
-constexpr size_t kMaxRequestBytes = 1 << 20;
+using Clock = std::chrono::steady_clock;
 
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
 
-sockaddr_un UnixAddress(const std::string& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(addr.sun_path)) throw Unavailable(path + ": socket path too long");
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  return addr;
+HttpResponse ErrorAnswer(int status, const std::string& why) {
+  // The reason is gpumuxd's own text (no request bytes), so it is plain ASCII and needs no escaping
+  // beyond quotes and backslashes.
+  return {status, "{\"error\": \"" + EscapeQuoted(why) + "\"}\n"};
 }
 
-bool WriteAll(int fd, const std::string& data) {
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    off += size_t(n);
-  }
-  return true;
-}
+struct Connection {
+  int fd = -1;
+  int uid_key = -1;  // the caller's uid; -1 for TCP callers
+  HttpRequest request;
+  enum class State { kReading, kHandling, kWriting } state = State::kReading;
+  Clock::time_point deadline;
+  std::string in, out;
+  size_t written = 0;
+};
 
-const char* Reason(int status) {
-  switch (status) {
-    case 200: return "OK";
-    case 201: return "Created";
-    case 400: return "Bad Request";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 409: return "Conflict";
-    case 413: return "Payload Too Large";
-    default: return status >= 500 ? "Internal Server Error" : "Unknown";
+// The handler's side of the server: complete requests wait here for a worker; answers wait for
+// the event loop, which a byte on the wake pipe calls.
+class Workers {
+ public:
+  Workers(int count, const HttpServer::Handler& handler, int wake_fd) : handler_(handler), wake_fd_(wake_fd) {
+    for (int i = 0; i < count; ++i) threads_.emplace_back([this] { Run(); });
   }
-}
+  ~Workers() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+  void Submit(uint64_t id, HttpRequest request) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      jobs_.emplace_back(id, std::move(request));
+    }
+    cv_.notify_one();
+  }
+  std::vector<std::pair<uint64_t, HttpResponse>> TakeAnswers() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::exchange(answers_, {});
+  }
 
-// Reads one HTTP message (head and a Content-Length body) from `fd`; false on a malformed or
-// oversized one. `head` gets the start line and headers, lower-cased names.
-bool ReadMessage(int fd, std::string* start_line, std::map<std::string, std::string>* headers, std::string* body) {
-  std::string data;
-  char buf[4096];
-  size_t head_end;
-  while ((head_end = data.find("\r\n\r\n")) == std::string::npos) {
-    ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0 || data.size() > kMaxRequestBytes) return false;
-    data.append(buf, size_t(n));
+ private:
+  void Run() {
+    for (;;) {
+      std::pair<uint64_t, HttpRequest> job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return quit_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;  // quitting, with nothing left to answer
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      HttpResponse response;
+      try {
+        response = handler_(job.second);
+      } catch (const std::exception& e) {
+        Log("error", "request handler failed", {{"method", job.second.method}, {"path", job.second.path}, {"reason", e.what()}});
+        response = ErrorAnswer(500, "internal error (see gpumuxd's log)");
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        answers_.emplace_back(job.first, std::move(response));
+      }
+      char byte = 1;
+      (void)!write(wake_fd_, &byte, 1);
+    }
   }
-  std::istringstream head(data.substr(0, head_end));
-  std::getline(head, *start_line);
-  if (!start_line->empty() && start_line->back() == '\r') start_line->pop_back();
-  std::string line;
-  while (std::getline(head, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    size_t colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    std::string name = line.substr(0, colon);
-    for (char& c : name) c = char(std::tolower(c));
-    size_t value = line.find_first_not_of(' ', colon + 1);
-    (*headers)[name] = value == std::string::npos ? "" : line.substr(value);
-  }
-  size_t length = 0;
-  if (auto it = headers->find("content-length"); it != headers->end()) length = std::strtoull(it->second.c_str(), nullptr, 10);
-  if (length > kMaxRequestBytes) return false;
-  *body = data.substr(head_end + 4);
-  while (body->size() < length) {
-    ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    body->append(buf, size_t(n));
-  }
-  body->resize(length);
-  return true;
-}
 
-std::string Format(const HttpResponse& r) {
-  std::ostringstream out;
-  out << "HTTP/1.1 " << r.status << ' ' << Reason(r.status) << "\r\nContent-Type: " << r.content_type
-      << "\r\nContent-Length: " << r.body.size() << "\r\nConnection: close\r\n\r\n" << r.body;
-  return out.str();
+  const HttpServer::Handler& handler_;
+  int wake_fd_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<uint64_t, HttpRequest>> jobs_;
+  std::vector<std::pair<uint64_t, HttpResponse>> answers_;
+  bool quit_ = false;
+  std::vector<std::thread> threads_;
+};
+
+// One attempt to send a short refusal on a fresh socket, which has room for it.
+void RefuseAtOnce(int fd, int status, const std::string& why) {
+  std::string text = FormatResponse(ErrorAnswer(status, why));
+  (void)!send(fd, text.data(), text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  close(fd);
 }
 
 }  // namespace
 
+HttpServer::HttpServer(HttpServerLimits limits) : limits_(limits) {
+  if (pipe2(wake_, O_NONBLOCK | O_CLOEXEC) != 0) throw Unavailable(Errno("pipe"));
+}
+
 HttpServer::~HttpServer() {
-  for (auto [fd, is_unix] : listeners_) close(fd);
+  for (const Listener& l : listeners_) close(l.fd);
   if (!unix_path_.empty()) unlink(unix_path_.c_str());
+  close(wake_[0]);
+  close(wake_[1]);
+}
+
+void HttpServer::Stop() {
+  stopped_.store(true);
+  char byte = 0;
+  (void)!write(wake_[1], &byte, 1);  // async-signal-safe
 }
 
 void HttpServer::ListenUnix(const std::string& path) {
-  sockaddr_un addr = UnixAddress(path);
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) throw Unavailable(path + ": socket path too long");
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) throw Unavailable(Errno("socket"));
   unlink(path.c_str());  // a stale socket of a previous run
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 64) != 0) {
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 256) != 0) {
     std::string why = Errno(path);
     close(fd);
     throw Unavailable(why);
@@ -131,10 +163,10 @@ void HttpServer::ListenTcp(const std::string& address) {
   if (inet_pton(AF_INET, address.substr(0, colon).c_str(), &addr.sin_addr) != 1) {
     throw BadInput("'" + address + "': expected an IPv4 HOST:PORT");
   }
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 64) != 0) {
+  if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 256) != 0) {
     std::string why = Errno(address);
     if (fd >= 0) close(fd);
     throw Unavailable(why);
@@ -145,77 +177,148 @@ void HttpServer::ListenTcp(const std::string& address) {
   listeners_.push_back({fd, false});
 }
 
-void HttpServer::Serve(const std::function<HttpResponse(const HttpRequest&)>& handler) {
+void HttpServer::Serve(const Handler& handler) {
+  std::map<uint64_t, Connection> connections;
+  std::map<int, int> per_uid;  // open connections per uid key
+  uint64_t next_id = 0;
+  Workers workers(std::max(1, limits_.workers), handler, wake_[1]);
+
+  auto close_connection = [&](std::map<uint64_t, Connection>::iterator it) {
+    close(it->second.fd);
+    if (--per_uid[it->second.uid_key] == 0) per_uid.erase(it->second.uid_key);
+    return connections.erase(it);
+  };
+  auto respond = [&](Connection& c, const HttpResponse& response) {
+    c.out = FormatResponse(response);
+    c.written = 0;
+    c.state = Connection::State::kWriting;
+    c.deadline = Clock::now() + std::chrono::milliseconds(limits_.write_deadline_ms);
+  };
+  auto accept_from = [&](const Listener& l) {
+    for (;;) {
+      int fd = accept4(l.fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) return;  // EAGAIN: none left; anything else: the next poll tries again
+      Connection c;
+      c.fd = fd;
+      if (l.is_unix) {
+        ucred cred{};
+        socklen_t len = sizeof(cred);
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+          c.request.has_credentials = true;
+          c.request.uid = cred.uid;
+          c.request.gid = cred.gid;
+          c.request.pid = cred.pid;
+          c.uid_key = int(cred.uid);
+        }
+      }
+      if (connections.size() >= size_t(limits_.max_connections)) {
+        RefuseAtOnce(fd, 503, "gpumuxd has too many open connections; try again");
+        continue;
+      }
+      if (c.uid_key != 0 && per_uid[c.uid_key] >= limits_.max_connections_per_uid) {
+        RefuseAtOnce(fd, 429, "too many open connections from this user (" +
+                                  std::to_string(limits_.max_connections_per_uid) + ")");
+        if (per_uid[c.uid_key] == 0) per_uid.erase(c.uid_key);
+        continue;
+      }
+      ++per_uid[c.uid_key];
+      c.deadline = Clock::now() + std::chrono::milliseconds(limits_.request_deadline_ms);
+      connections.emplace(next_id++, std::move(c));
+    }
+  };
+  // Reads what has arrived; hands a complete request to the workers. False: the client is gone.
+  auto read_from = [&](uint64_t id, Connection& c) {
+    char buf[8192];
+    for (;;) {
+      ssize_t n = recv(c.fd, buf, sizeof(buf), 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      if (n <= 0) return false;
+      c.in.append(buf, size_t(n));
+      if (c.in.size() > kMaxHeadBytes + kMaxBodyBytes + 4) break;  // the parser refuses it below
+    }
+    HttpMessage message;
+    ParseResult parsed = ParseHttpMessage(c.in, &message);
+    if (parsed.status == ParseStatus::kIncomplete) return true;
+    std::string why = parsed.error;
+    if (parsed.status == ParseStatus::kComplete && ToRequest(message, &c.request, &why)) {
+      c.in.clear();
+      c.state = Connection::State::kHandling;
+      workers.Submit(id, c.request);
+    } else {
+      respond(c, ErrorAnswer(parsed.http_status ? parsed.http_status : 400, why));
+    }
+    return true;
+  };
+  // Sends what it can of the answer. False: done or the client is gone.
+  auto write_to = [&](Connection& c) {
+    while (c.written < c.out.size()) {
+      ssize_t n = send(c.fd, c.out.data() + c.written, c.out.size() - c.written, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+      if (n <= 0) return false;
+      c.written += size_t(n);
+    }
+    return false;
+  };
+
   std::vector<pollfd> fds;
-  for (auto [fd, is_unix] : listeners_) fds.push_back({fd, POLLIN, 0});
+  std::vector<uint64_t> ids;  // the connection of fds[listeners_.size() + 1 + k]
   while (!stopped_.load()) {
-    if (poll(fds.data(), fds.size(), 200) <= 0) continue;  // wakes to notice Stop()
-    for (size_t i = 0; i < fds.size(); ++i) {
-      if (!(fds[i].revents & POLLIN)) continue;
-      int client = accept4(fds[i].fd, nullptr, nullptr, SOCK_CLOEXEC);
-      if (client < 0) continue;
-      timeval timeout{5, 0};  // a stuck client cannot hold the agent
-      setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-      Answer(client, listeners_[i].second, handler);
-      close(client);
+    fds.clear();
+    ids.clear();
+    fds.push_back({wake_[0], POLLIN, 0});
+    for (const Listener& l : listeners_) fds.push_back({l.fd, POLLIN, 0});
+    auto now = Clock::now();
+    auto next_deadline = now + std::chrono::milliseconds(200);  // wakes to notice Stop() regardless
+    for (auto& [id, c] : connections) {
+      if (c.state == Connection::State::kHandling) continue;
+      fds.push_back({c.fd, short(c.state == Connection::State::kReading ? POLLIN : POLLOUT), 0});
+      ids.push_back(id);
+      next_deadline = std::min(next_deadline, c.deadline);
+    }
+    int wait_ms = int(std::chrono::duration_cast<std::chrono::milliseconds>(next_deadline - now).count()) + 1;
+    if (poll(fds.data(), fds.size(), std::max(wait_ms, 0)) < 0 && errno != EINTR) break;
+
+    if (fds[0].revents & POLLIN) {
+      char drain[256];
+      while (read(wake_[0], drain, sizeof(drain)) > 0) {
+      }
+    }
+    for (auto& [id, response] : workers.TakeAnswers()) {
+      auto it = connections.find(id);
+      if (it != connections.end()) respond(it->second, response);
+    }
+    for (size_t i = 0; i < listeners_.size(); ++i) {
+      if (fds[1 + i].revents & POLLIN) accept_from(listeners_[i]);
+    }
+    for (size_t k = 0; k < ids.size(); ++k) {
+      const pollfd& p = fds[1 + listeners_.size() + k];
+      auto it = connections.find(ids[k]);
+      if (it == connections.end() || p.revents == 0) continue;
+      Connection& c = it->second;
+      bool keep = c.state == Connection::State::kReading ? read_from(ids[k], c) : write_to(c);
+      if (!keep) close_connection(it);
+    }
+    // Deadlines: a request that is not complete in time is answered 408; an answer the client
+    // does not take in time is dropped.
+    now = Clock::now();
+    for (auto it = connections.begin(); it != connections.end();) {
+      Connection& c = it->second;
+      if (c.state == Connection::State::kReading && now >= c.deadline) {
+        respond(c, ErrorAnswer(408, "request not complete within " + std::to_string(limits_.request_deadline_ms) + " ms"));
+        if (!write_to(c)) {
+          it = close_connection(it);
+          continue;
+        }
+      } else if (c.state == Connection::State::kWriting && now >= c.deadline) {
+        it = close_connection(it);
+        continue;
+      }
+      ++it;
     }
   }
-}
-
-void HttpServer::Answer(int fd, bool unix_socket, const std::function<HttpResponse(const HttpRequest&)>& handler) {
-  std::string start;
-  std::map<std::string, std::string> headers;
-  HttpRequest request;
-  if (!ReadMessage(fd, &start, &headers, &request.body)) {
-    WriteAll(fd, Format({413, "{\"error\": \"malformed or oversized request\"}"}));
-    return;
-  }
-  std::istringstream words(start);
-  std::string target;
-  words >> request.method >> target;
-  request.path = target.substr(0, target.find('?'));
-  if (unix_socket) {
-    ucred cred{};
-    socklen_t len = sizeof(cred);
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
-      request.has_credentials = true;
-      request.uid = cred.uid;
-      request.gid = cred.gid;
-      request.pid = cred.pid;
-    }
-  }
-  HttpResponse response;
-  try {
-    response = handler(request);
-  } catch (const std::exception& e) {
-    response = {500, std::string("{\"error\": \"internal error\"}")};
-  }
-  WriteAll(fd, Format(response));
-}
-
-std::pair<int, std::string> CallUnix(const std::string& socket_path, const std::string& method, const std::string& path,
-                                     const std::string& body) {
-  sockaddr_un addr = UnixAddress(socket_path);
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw Unavailable(Errno("socket"));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    std::string why = Errno("cannot reach gpumuxd at " + socket_path);
-    close(fd);
-    throw Unavailable(why);
-  }
-  timeval timeout{10, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  std::ostringstream req;
-  req << method << ' ' << path << " HTTP/1.1\r\nHost: gpumuxd\r\nContent-Type: application/json\r\nContent-Length: "
-      << body.size() << "\r\nConnection: close\r\n\r\n" << body;
-  std::string start, response_body;
-  std::map<std::string, std::string> headers;
-  bool ok = WriteAll(fd, req.str()) && ReadMessage(fd, &start, &headers, &response_body);
-  close(fd);
-  if (!ok) throw Unavailable("gpumuxd at " + socket_path + " gave no answer");
-  int status = 0;
-  std::istringstream(start.substr(start.find(' ') + 1)) >> status;
-  return {status, response_body};
+  for (auto it = connections.begin(); it != connections.end();) it = close_connection(it);
 }
 
 }  // namespace gpumux::agent

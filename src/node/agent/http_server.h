@@ -1,46 +1,46 @@
-// A small HTTP/1.1 server for gpumuxd's API: one request per connection (Connection: close), on a
-// Unix socket, where each request carries the caller's credentials (SO_PEERCRED) for permission
-// checks, and optionally on a TCP address for Prometheus scrapes (no credentials there).
+// gpumuxd's HTTP/1.1 server: one request per connection (Connection: close), on a Unix socket,
+// where each request carries the caller's credentials (SO_PEERCRED) for permission checks, and
+// optionally on a TCP address for Prometheus scrapes (no credentials there).
+//
+// No client can stall another. One thread runs an event loop (poll) over every connection: it
+// accepts, reads whatever has arrived, and answers 408 to a request not complete within its
+// deadline from connecting, however slowly its bytes trickle in. Complete requests go to a pool
+// of worker threads that run the handler, so a slow handler does not stop the loop from reading,
+// timing out or answering others. Limits: connections in all, and connections per uid (root, the
+// operator, is exempt: it is trusted, and Slurm's steps come from it); past them a connection is
+// answered 503 or 429 at once.
 //
 // Why not cpp-httplib: its handlers cannot see the connection's socket, so they cannot learn who is
-// calling; the API's permission model needs exactly that. The server is small on purpose: requests
-// are a few hundred bytes of JSON from the CLI, the SPANK plugin and Prometheus.
+// calling; the API's permission model needs exactly that. Requests are parsed by http_request.h.
 //
-// Thread-safety: Serve() runs in one thread and calls the handler for one request at a time;
-// Stop() may be called from any thread (or a signal handler).
+// Thread-safety: Serve() runs in one thread; the handler is called from several worker threads at
+// once and must be thread-safe. Stop() may be called from any thread or a signal handler.
 #pragma once
 
 #include <sys/types.h>
 
 #include <atomic>
 #include <functional>
-#include <map>
 #include <string>
 #include <vector>
 
-#include "base/error.h"
+#include "node/agent/http_request.h"
 
 namespace gpumux::agent {
 
-struct HttpRequest {
-  std::string method;  // "GET", "POST", ...
-  std::string path;    // without the query string
-  std::string body;
-  bool has_credentials = false;  // true on the Unix socket
-  uid_t uid = 0;
-  gid_t gid = 0;
-  pid_t pid = 0;
-};
-
-struct HttpResponse {
-  int status = 200;
-  std::string body;
-  std::string content_type = "application/json";
+struct HttpServerLimits {
+  int request_deadline_ms = 5000;   // from accepting a connection to its request being complete
+  int write_deadline_ms = 5000;     // for the client to take its answer
+  int max_connections = 1024;       // open at once, all callers
+  int max_connections_per_uid = 32; // open at once by one uid other than root (TCP callers share one)
+  int workers = 4;                  // threads that run the handler
 };
 
 class HttpServer {
  public:
-  HttpServer() = default;
+  using Handler = std::function<HttpResponse(const HttpRequest&)>;
+
+  explicit HttpServer(HttpServerLimits limits = {});
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -48,25 +48,27 @@ class HttpServer {
   // Listens on a Unix socket at `path` (replacing a stale socket file; mode 0666: callers are
   // told apart by their credentials, not by file permissions). Throws Error (unavailable).
   void ListenUnix(const std::string& path);
-  // Listens on "HOST:PORT" (port 0 picks one; see tcp_port()). Throws Error (unavailable).
+  // Listens on "HOST:PORT" (port 0 picks one; see tcp_port()). Throws Error (unavailable, or bad
+  // input for an address that is not IPv4 HOST:PORT).
   void ListenTcp(const std::string& address);
   int tcp_port() const { return tcp_port_; }
 
-  // Accepts and answers requests until Stop(). Requests larger than 1 MiB are refused (413).
-  void Serve(const std::function<HttpResponse(const HttpRequest&)>& handler);
-  void Stop() { stopped_.store(true); }
+  // Accepts and answers requests until Stop(). A handler that throws is answered 500 and logged
+  // with its message.
+  void Serve(const Handler& handler);
+  void Stop();
 
  private:
-  void Answer(int fd, bool unix_socket, const std::function<HttpResponse(const HttpRequest&)>& handler);
-  std::vector<std::pair<int, bool>> listeners_;  // (fd, is Unix)
+  struct Listener {
+    int fd;
+    bool is_unix;
+  };
+  HttpServerLimits limits_;
+  std::vector<Listener> listeners_;
   std::string unix_path_;
   int tcp_port_ = 0;
+  int wake_[2] = {-1, -1};  // a pipe: workers and Stop() wake the event loop through it
   std::atomic<bool> stopped_{false};
 };
-
-// Sends one request to a gpumuxd Unix socket and returns (status, body). Throws Error (unavailable) if the
-// agent cannot be reached. For the CLI, the SPANK plugin and the tests.
-std::pair<int, std::string> CallUnix(const std::string& socket_path, const std::string& method,
-                                     const std::string& path, const std::string& body = "");
 
 }  // namespace gpumux::agent

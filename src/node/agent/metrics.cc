@@ -24,10 +24,13 @@ std::string FormatMetrics(const std::vector<GpuMetrics>& gpus, uint64_t now_ns) 
     samples();
   };
   family({"gpumux_gpu_memory_bytes", "gauge", "Memory of the GPU."}, [&] {
-    for (const GpuMetrics& g : gpus) out << "gpumux_gpu_memory_bytes{gpu=\"" << g.id << "\",name=\"" << EscapeQuoted(g.name) << "\"} " << g.capacity << '\n';
+    for (const GpuMetrics& g : gpus)
+      out << "gpumux_gpu_memory_bytes{gpu=\"" << g.id << "\",name=\"" << EscapeQuoted(g.name)
+          << "\"} " << g.capacity << '\n';
   });
   family({"gpumux_gpu_tenants", "gauge", "Tenants admitted on the GPU."}, [&] {
-    for (const GpuMetrics& g : gpus) out << "gpumux_gpu_tenants{gpu=\"" << g.id << "\"} " << g.tenants.size() << '\n';
+    for (const GpuMetrics& g : gpus)
+      out << "gpumux_gpu_tenants{gpu=\"" << g.id << "\"} " << g.tenants.size() << '\n';
   });
   // One family per tenant measure.
   struct TenantFamily {
@@ -35,28 +38,39 @@ std::string FormatMetrics(const std::vector<GpuMetrics>& gpus, uint64_t now_ns) 
     std::function<double(const node::TenantUsage&)> value;
   };
   const TenantFamily families[] = {
-      {{"gpumux_tenant_memory_quota_bytes", "gauge", "Memory quota of the tenant."}, [](auto& u) { return double(u.quota); }},
-      {{"gpumux_tenant_memory_used_bytes", "gauge", "Memory the tenant's processes hold."}, [](auto& u) { return double(u.used); }},
-      {{"gpumux_tenant_compute_cap_ratio", "gauge", "Most GPU time the tenant may use (1 = no cap)."},
+      {{"gpumux_tenant_memory_quota_bytes", "gauge", "Memory quota of the tenant."},
+       [](auto& u) { return double(u.quota); }},
+      {{"gpumux_tenant_memory_used_bytes", "gauge", "Memory the tenant's processes hold."},
+       [](auto& u) { return double(u.used); }},
+      {{"gpumux_tenant_compute_cap_ratio", "gauge",
+        "Most GPU time the tenant may use (1 = no cap)."},
        [](auto& u) { return u.cap_permille / 1000.0; }},
       {{"gpumux_tenant_gpu_time_seconds_total", "counter", "GPU time the tenant's processes used."},
        [](auto& u) { return u.gpu_ns / 1e9; }},
-      {{"gpumux_tenant_gpu_time_share_ratio", "gauge", "GPU time used over wall time since the tenant was admitted."},
-       [now_ns](auto& u) { return now_ns > u.added_ns ? double(u.gpu_ns) / double(now_ns - u.added_ns) : 0.0; }},
-      {{"gpumux_tenant_held_launches_total", "counter", "Kernel launches held back by the tenant's compute share."},
+      {{"gpumux_tenant_gpu_time_share_ratio", "gauge",
+        "GPU time used over wall time since the tenant was admitted."},
+       [now_ns](auto& u) {
+         return now_ns > u.added_ns ? double(u.gpu_ns) / double(now_ns - u.added_ns) : 0.0;
+       }},
+      {{"gpumux_tenant_held_launches_total", "counter",
+        "Kernel launches held back by the tenant's compute share."},
        [](auto& u) { return double(u.held); }},
-      {{"gpumux_tenant_refused_allocations_total", "counter", "Allocations refused (out of memory) for the tenant's quota."},
+      {{"gpumux_tenant_refused_allocations_total", "counter",
+        "Allocations refused (out of memory) for the tenant's quota."},
        [](auto& u) { return double(u.refused); }},
-      {{"gpumux_tenant_reclaimed_bytes_total", "counter", "Memory returned from the tenant's dead processes."},
+      {{"gpumux_tenant_reclaimed_bytes_total", "counter",
+        "Memory returned from the tenant's dead processes."},
        [](auto& u) { return double(u.reclaimed); }},
-      {{"gpumux_tenant_reclaimed_processes_total", "counter", "Dead processes of the tenant whose memory was reclaimed."},
+      {{"gpumux_tenant_reclaimed_processes_total", "counter",
+        "Dead processes of the tenant whose memory was reclaimed."},
        [](auto& u) { return double(u.reclaimed_processes); }},
   };
   for (const TenantFamily& tf : families) {
     family(tf.f, [&] {
       for (const GpuMetrics& g : gpus) {
         for (const node::TenantUsage& u : g.tenants) {
-          out << tf.f.name << "{gpu=\"" << g.id << "\",tenant=\"" << EscapeQuoted(u.id) << "\"} " << tf.value(u) << '\n';
+          out << tf.f.name << "{gpu=\"" << g.id << "\",tenant=\"" << EscapeQuoted(u.id) << "\"} "
+              << tf.value(u) << '\n';
         }
       }
     });

@@ -16,14 +16,17 @@ class SimulatedBackend : public ShareBackend {
  public:
   explicit SimulatedBackend(std::string dir) : dir_(std::move(dir)) {}
   void Prepare(const node::Device& device, ShareMode mode) override {
-    if (!sim::CreateSimState(Path(device), {device.memory, device.bandwidth, device.flops, SimMode(mode)})) {
-      throw Unavailable(Path(device) + ": cannot create the simulated GPU's state (or it is not one)");
+    if (!sim::CreateSimState(Path(device),
+                             {device.memory, device.bandwidth, device.flops, SimMode(mode)})) {
+      throw Unavailable(Path(device) +
+                        ": cannot create the simulated GPU's state (or it is not one)");
     }
   }
   // MIG instances are simulated devices of their own (their state files made here), placed as the
   // driver would by the catalog's geometry; the whole GPU's device is left as it is, unused while
   // the GPU is in MIG mode.
-  std::vector<node::Device> SetMode(const node::Device& gpu, ShareMode mode, const std::vector<std::string>& layout) override {
+  std::vector<node::Device> SetMode(const node::Device& gpu, ShareMode mode,
+                                    const std::vector<std::string>& layout) override {
     if (mode == ShareMode::kMig) {
       if (!gpu.mig) throw BadInput("the catalog knows no MIG geometry for " + gpu.name);
       MigLayout placed = PlaceInCreationOrder(*gpu.mig, layout);
@@ -35,18 +38,23 @@ class SimulatedBackend : public ShareBackend {
       return instances;
     }
     Prepare(gpu, mode);
-    if (!sim::SetSimMode(Path(gpu), SimMode(mode))) throw Unavailable(Path(gpu) + " is not a simulated GPU's state");
+    if (!sim::SetSimMode(Path(gpu), SimMode(mode)))
+      throw Unavailable(Path(gpu) + " is not a simulated GPU's state");
     return {};
   }
-  std::vector<std::pair<std::string, std::string>> ClientEnvironment(const node::Device&, ShareMode mode,
-                                                                     const node::TenantLimits&) const override {
+  std::vector<std::pair<std::string, std::string>> ClientEnvironment(
+      const node::Device&, ShareMode mode, const node::TenantLimits&) const override {
     return {{"GPUMUX_SIM_MODE", mode == ShareMode::kMps ? "mps" : "timeslice"}};
   }
 
  private:
   // The simulated device runs its processes' work concurrently (MPS) or one at a time.
-  static ShareMode SimMode(ShareMode m) { return m == ShareMode::kMps ? ShareMode::kMps : ShareMode::kTimeSlice; }
-  std::string Path(const node::Device& device) const { return dir_ + "/sim-" + node::DeviceStem(device) + ".state"; }
+  static ShareMode SimMode(ShareMode m) {
+    return m == ShareMode::kMps ? ShareMode::kMps : ShareMode::kTimeSlice;
+  }
+  std::string Path(const node::Device& device) const {
+    return dir_ + "/sim-" + node::DeviceStem(device) + ".state";
+  }
   std::string dir_;
 };
 
@@ -54,28 +62,33 @@ class NvidiaBackend : public ShareBackend {
  public:
   explicit NvidiaBackend(std::string dir) : dir_(std::move(dir)) {}
   void Prepare(const node::Device&, ShareMode) override {}  // the driver's default is time-slicing
-  std::vector<node::Device> SetMode(const node::Device& gpu, ShareMode mode, const std::vector<std::string>& layout) override {
+  std::vector<node::Device> SetMode(const node::Device& gpu, ShareMode mode,
+                                    const std::vector<std::string>& layout) override {
     if (mode == ShareMode::kMig) return LayOutMig(gpu, layout);
     node::SetMigMode(gpu.index, false);
     std::string pipe = PipeDir(gpu), log = dir_ + "/mps" + std::to_string(gpu.index) + "-log";
     mkdir(pipe.c_str(), 0755);
     mkdir(log.c_str(), 0755);
-    std::string env = "CUDA_VISIBLE_DEVICES=" + std::to_string(gpu.index) + " CUDA_MPS_PIPE_DIRECTORY=" + pipe +
-                      " CUDA_MPS_LOG_DIRECTORY=" + log + " ";
+    std::string env = "CUDA_VISIBLE_DEVICES=" + std::to_string(gpu.index) +
+                      " CUDA_MPS_PIPE_DIRECTORY=" + pipe + " CUDA_MPS_LOG_DIRECTORY=" + log + " ";
     // Starting a running daemon or stopping a stopped one fails harmlessly; the result is checked
     // by asking the daemon afterwards.
-    std::string command = mode == ShareMode::kMps ? env + "nvidia-cuda-mps-control -d"
-                                                  : "echo quit | " + env + "nvidia-cuda-mps-control";
+    std::string command = mode == ShareMode::kMps
+                              ? env + "nvidia-cuda-mps-control -d"
+                              : "echo quit | " + env + "nvidia-cuda-mps-control";
     int rc = std::system((command + " >/dev/null 2>&1").c_str());
-    bool running = std::system(("echo get_server_list | " + env + "nvidia-cuda-mps-control >/dev/null 2>&1").c_str()) == 0;
+    bool running =
+        std::system(("echo get_server_list | " + env + "nvidia-cuda-mps-control >/dev/null 2>&1")
+                        .c_str()) == 0;
     if ((mode == ShareMode::kMps) != running) {
-      throw Unavailable("GPU " + std::to_string(gpu.index) + ": '" + command + "' did not take effect (exit " +
-                         std::to_string(rc) + "; is nvidia-cuda-mps-control installed, and are we root?)");
+      throw Unavailable("GPU " + std::to_string(gpu.index) + ": '" + command +
+                        "' did not take effect (exit " + std::to_string(rc) +
+                        "; is nvidia-cuda-mps-control installed, and are we root?)");
     }
     return {};
   }
-  std::vector<std::pair<std::string, std::string>> ClientEnvironment(const node::Device& gpu, ShareMode mode,
-                                                                     const node::TenantLimits& limits) const override {
+  std::vector<std::pair<std::string, std::string>> ClientEnvironment(
+      const node::Device& gpu, ShareMode mode, const node::TenantLimits& limits) const override {
     if (mode != ShareMode::kMps) return {};
     std::vector<std::pair<std::string, std::string>> env = {
         {"CUDA_MPS_PIPE_DIRECTORY", PipeDir(gpu)},
@@ -83,17 +96,21 @@ class NvidiaBackend : public ShareBackend {
         {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=" + std::to_string(limits.memory >> 20) + "M"},
     };
     if (limits.cap_permille < node::kNoCap) {
-      env.push_back({"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", std::to_string((limits.cap_permille + 9) / 10)});
+      env.push_back(
+          {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", std::to_string((limits.cap_permille + 9) / 10)});
     }
     return env;
   }
 
  private:
-  std::string PipeDir(const node::Device& gpu) const { return dir_ + "/mps" + std::to_string(gpu.index); }
+  std::string PipeDir(const node::Device& gpu) const {
+    return dir_ + "/mps" + std::to_string(gpu.index);
+  }
 
   // MIG mode on, the layout checked against the geometry the driver lists and made (or kept); each
   // instance is a device with the memory and SMs its profile has and its MIG device's UUID.
-  static std::vector<node::Device> LayOutMig(const node::Device& gpu, const std::vector<std::string>& layout) {
+  static std::vector<node::Device> LayOutMig(const node::Device& gpu,
+                                             const std::vector<std::string>& layout) {
     node::SetMigMode(gpu.index, true);
     node::Device described = gpu;
     described.mig = node::ReadMigGeometry(gpu.index);

@@ -31,8 +31,8 @@ class ShareBackend {
   // What a tenant's processes on `gpu` in `mode` need besides the shim's environment: under MPS,
   // the daemon's pipe directory and the per-client limits the driver enforces in hardware (active
   // thread percentage = the compute cap, pinned memory limit = the quota).
-  virtual std::vector<std::pair<std::string, std::string>> ClientEnvironment(const node::Device& gpu, ShareMode mode,
-                                                                             const node::TenantLimits& limits) const = 0;
+  virtual std::vector<std::pair<std::string, std::string>> ClientEnvironment(
+      const node::Device& gpu, ShareMode mode, const node::TenantLimits& limits) const = 0;
 };
 
 // `runtime_dir` holds the simulated GPUs' state files (sim-gpu<N>.state) or the MPS pipe and log

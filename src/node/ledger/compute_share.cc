@@ -47,7 +47,8 @@ std::vector<double> FairShares(const std::vector<ComputeDemand>& tenants) {
   std::vector<double> share(tenants.size(), 0.0);
   std::vector<size_t> first, second;  // wanting tenants: normal and high, then best-effort
   for (size_t i = 0; i < tenants.size(); ++i) {
-    if (tenants[i].wants_gpu && tenants[i].weight > 0) (tenants[i].best_effort ? second : first).push_back(i);
+    if (tenants[i].wants_gpu && tenants[i].weight > 0)
+      (tenants[i].best_effort ? second : first).push_back(i);
   }
   WaterFill(tenants, second, WaterFill(tenants, first, 1.0, share), share);
   return share;
@@ -69,12 +70,14 @@ uint32_t ParseComputeCap(const std::string& text) {
   char* end = nullptr;
   double percent = std::strtod(number.c_str(), &end);
   if (number.empty() || *end != 0 || !(percent > 0 && percent <= 100)) {
-    throw BadInput("compute '" + text + "': give a share of GPU time above 0% and at most 100%, e.g. 40%");
+    throw BadInput("compute '" + text +
+                   "': give a share of GPU time above 0% and at most 100%, e.g. 40%");
   }
   return uint32_t(std::lround(percent * 10));
 }
 
-int64_t AccrueCredit(int64_t credit_ns, uint64_t used_ns, double share, uint64_t elapsed_ns, uint64_t burst_ns) {
+int64_t AccrueCredit(int64_t credit_ns, uint64_t used_ns, double share, uint64_t elapsed_ns,
+                     uint64_t burst_ns) {
   int64_t credit = credit_ns + int64_t(std::llround(share * double(elapsed_ns)));
   return std::min(credit, int64_t(used_ns + burst_ns));
 }

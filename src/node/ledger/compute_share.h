@@ -27,16 +27,17 @@ struct ComputeDemand {
 };
 
 // The words of the command line and the API. Throw Error (bad input) saying what is expected.
-Priority ParsePriority(const std::string& text);     // "high", "normal", "low" or "best-effort"
+Priority ParsePriority(const std::string& text);  // "high", "normal", "low" or "best-effort"
 const char* PriorityName(Priority p);
-uint32_t ParseComputeCap(const std::string& text);   // "40%" or "40" -> 400 per mille
+uint32_t ParseComputeCap(const std::string& text);  // "40%" or "40" -> 400 per mille
 
 // Fraction of GPU time (0..1) each tenant may use now; 0 for those that do not want the GPU.
 std::vector<double> FairShares(const std::vector<ComputeDemand>& tenants);
 
-// The token bucket of one tenant's GPU time: `credit_ns` grows at `share` of wall time and is capped
-// at `burst_ns` ahead of what the tenant used, so an idle tenant cannot bank unlimited time.
+// The token bucket of one tenant's GPU time: `credit_ns` grows at `share` of wall time and is
+// capped at `burst_ns` ahead of what the tenant used, so an idle tenant cannot bank unlimited time.
 // Returns the new credit.
-int64_t AccrueCredit(int64_t credit_ns, uint64_t used_ns, double share, uint64_t elapsed_ns, uint64_t burst_ns);
+int64_t AccrueCredit(int64_t credit_ns, uint64_t used_ns, double share, uint64_t elapsed_ns,
+                     uint64_t burst_ns);
 
 }  // namespace gpumux::node

@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <unistd.h>
+#include <filesystem>
 
 #include "base/error_test_support.h"
 #include "node/ledger/ledger.h"
@@ -25,7 +25,8 @@ TEST(FairShares, CapsHoldAndTheRestGoesToOthersByWeight) {
   EXPECT_NEAR(s[0], 0.10, 1e-9);
   EXPECT_NEAR(s[1], 0.30, 1e-9);
   EXPECT_NEAR(s[2], 0.60, 1e-9);
-  // Idle tenants get nothing and take nothing: a lone capped tenant gets its cap, a lone uncapped one all.
+  // Idle tenants get nothing and take nothing: a lone capped tenant gets its cap, a lone uncapped
+  // one all.
   s = FairShares({{400, 1, true}, {kNoCap, 1, false}});
   EXPECT_NEAR(s[0], 0.40, 1e-9);
   EXPECT_EQ(s[1], 0.0);
@@ -46,13 +47,17 @@ TEST(FairShares, CapsHoldAndTheRestGoesToOthersByWeight) {
 
 TEST(AccrueCredit, GrowsAtTheShareAndBanksAtMostTheBurst) {
   EXPECT_EQ(AccrueCredit(0, 0, 0.3, 1'000'000, 10'000'000), 300'000);
-  EXPECT_EQ(AccrueCredit(0, 0, 1.0, 1'000'000'000, 10'000'000), 10'000'000) << "idle time banks at most the burst";
-  EXPECT_EQ(AccrueCredit(-5'000'000, 20'000'000, 0.5, 2'000'000, 10'000'000), -4'000'000) << "debt is repaid";
+  EXPECT_EQ(AccrueCredit(0, 0, 1.0, 1'000'000'000, 10'000'000), 10'000'000)
+      << "idle time banks at most the burst";
+  EXPECT_EQ(AccrueCredit(-5'000'000, 20'000'000, 0.5, 2'000'000, 10'000'000), -4'000'000)
+      << "debt is repaid";
 }
 
 class ComputeTickTest : public ::testing::Test {
  protected:
-  ComputeTickTest() : path_(std::filesystem::temp_directory_path() / ("gpumux_tick_" + std::to_string(getpid()))) {
+  ComputeTickTest()
+      : path_(std::filesystem::temp_directory_path() /
+              ("gpumux_tick_" + std::to_string(getpid()))) {
     std::filesystem::remove(path_);
   }
   ~ComputeTickTest() override { std::filesystem::remove(path_); }
@@ -82,7 +87,8 @@ TEST_F(ComputeTickTest, OthersYieldWhileAHighPriorityTenantLaunches) {
   EXPECT_FALSE(l.ComputeTick(be, now, 0, true).hold) << "nobody of higher priority is at work";
   EXPECT_FALSE(l.ComputeTick(hp, now, 0, true).hold) << "high priority never waits";
   EXPECT_TRUE(l.ComputeTick(be, now + 1'000'000, 0, true).hold);
-  EXPECT_FALSE(l.ComputeTick(be, now + kYieldHoldNs + 1'000'000, 0, true).hold) << "resumes once the high tenant is quiet";
+  EXPECT_FALSE(l.ComputeTick(be, now + kYieldHoldNs + 1'000'000, 0, true).hold)
+      << "resumes once the high tenant is quiet";
 }
 
 TEST_F(ComputeTickTest, StrictRefusesCapsOverOneHundredPercent) {
@@ -91,12 +97,17 @@ TEST_F(ComputeTickTest, StrictRefusesCapsOverOneHundredPercent) {
   EXPECT_EQ(ErrorCodeOf([&] { l.AddTenant("b", {1, 500}, true); }), ErrorCode::kDoesNotFit);
   EXPECT_NO_THROW(l.AddTenant("b", {1, 400}, true));
   EXPECT_NO_THROW(l.AddTenant("c", {1}, true)) << "an uncapped tenant adds no cap";
-  EXPECT_EQ(ErrorCodeOf([&] { l.AddTenant("d", {1, 0}); }), ErrorCode::kBadInput) << "a 0% cap is malformed, not a lack of room";
+  EXPECT_EQ(ErrorCodeOf([&] {
+              l.AddTenant("d", {1, 0});
+            }),
+            ErrorCode::kBadInput)
+      << "a 0% cap is malformed, not a lack of room";
 }
 
 TEST_F(ComputeTickTest, LimitsThatContradictThemselvesAreRefusedAsSuch) {
   Ledger l = Ledger::CreateOrOpen(path_, 1ull << 30, "sim");
-  EXPECT_THROW(l.AddTenant("hp", {1, 300, 1, Priority::kHigh}), Error) << "high priority never waits: no cap";
+  EXPECT_THROW(l.AddTenant("hp", {1, 300, 1, Priority::kHigh}), Error)
+      << "high priority never waits: no cap";
   EXPECT_THROW(l.AddTenant("w", {1, kNoCap, 0}), Error);
   EXPECT_THROW(l.AddTenant(std::string(64, 'x'), {1}), Error);
   EXPECT_FALSE(l.FindTenant("hp")) << "nothing was added";

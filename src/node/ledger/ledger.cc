@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <new>
@@ -36,12 +37,14 @@ LedgerLayout* Map(int fd, const std::string& path) {
 }
 
 void Validate(const LedgerLayout* l, const std::string& path) {
-  if (l->header.magic != kLedgerMagic) throw BadInput(path + ": not a gpumux ledger (bad magic number)");
+  if (l->header.magic != kLedgerMagic)
+    throw BadInput(path + ": not a gpumux ledger (bad magic number)");
   if (l->header.version != kLedgerVersion) {
-    throw BadInput(path + ": ledger version " + std::to_string(l->header.version) + ", this gpumux reads version " +
-                      std::to_string(kLedgerVersion));
+    throw BadInput(path + ": ledger version " + std::to_string(l->header.version) +
+                   ", this gpumux reads version " + std::to_string(kLedgerVersion));
   }
-  if (l->header.size != sizeof(LedgerLayout)) throw BadInput(path + ": ledger layout size differs from this gpumux's");
+  if (l->header.size != sizeof(LedgerLayout))
+    throw BadInput(path + ": ledger layout size differs from this gpumux's");
 }
 
 bool Alive(pid_t pid, uint64_t start_time) {
@@ -67,7 +70,8 @@ Ledger::~Ledger() {
   if (fd_ >= 0) close(fd_);
 }
 
-Ledger Ledger::CreateOrOpen(const std::string& path, uint64_t capacity, const std::string& gpu_name) {
+Ledger Ledger::CreateOrOpen(const std::string& path, uint64_t capacity,
+                            const std::string& gpu_name) {
   std::string dir = path.substr(0, path.rfind('/'));
   if (!dir.empty()) mkdir(dir.c_str(), 0700);
   int fd = open(path.c_str(), O_RDWR | O_CREAT, 0600);
@@ -131,12 +135,29 @@ std::optional<int> Ledger::FindTenant(const std::string& id) const {
   return std::nullopt;
 }
 
+void CheckTenantId(const std::string& id) {
+  bool safe = !id.empty() && id.size() < kTenantIdSize && id != "." && id != "..";
+  for (char c : id) {
+    safe &= (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+            c == '_' || c == '-';
+  }
+  if (safe) return;
+  bool printable = std::all_of(id.begin(), id.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+  throw BadInput("tenant id " + (printable && id.size() < 100 ? "'" + id + "'" : std::string("(not shown)")) +
+                 ": use 1 to 63 letters, digits, '.', '_' or '-' (not '.' or '..')");
+}
+
 void CheckTenant(const std::string& id, const TenantLimits& limits) {
-  if (id.empty() || id.size() >= kTenantIdSize) throw BadInput("tenant id must be 1 to 63 characters: '" + id + "'");
-  if (limits.cap_permille == 0 || limits.cap_permille > kNoCap) throw BadInput("compute cap must be above 0% and at most 100%");
-  if (limits.weight == 0) throw BadInput("compute weight must be at least 1");
+  CheckTenantId(id);
+  if (limits.cap_permille == 0 || limits.cap_permille > kNoCap)
+    throw BadInput("compute cap must be above 0% and at most 100%");
+  if (limits.weight == 0 || limits.weight > kMaxWeight) {
+    throw BadInput("compute weight must be 1 to " + std::to_string(kMaxWeight));
+  }
   if (limits.priority == Priority::kHigh && limits.cap_permille < kNoCap) {
-    throw BadInput("a high-priority tenant's launches never wait, so a compute cap cannot hold; give one or the other");
+    throw BadInput(
+        "a high-priority tenant's launches never wait, so a compute cap cannot hold; give one or "
+        "the other");
   }
 }
 
@@ -154,11 +175,12 @@ int Ledger::AddTenant(const std::string& id, const TenantLimits& limits, bool st
       if (s.cap_permille.load() < kNoCap) caps += s.cap_permille.load();
     }
     if (memory > capacity()) {
-      throw DoesNotFit("quotas would sum to " + std::to_string(memory) + " bytes, more than the GPU's " +
-                        std::to_string(capacity()));
+      throw DoesNotFit("quotas would sum to " + std::to_string(memory) +
+                       " bytes, more than the GPU's " + std::to_string(capacity()));
     }
     if (caps > kNoCap) {
-      throw DoesNotFit("compute caps would sum to " + std::to_string(caps / 10.0).substr(0, 5) + "%, more than 100%");
+      throw DoesNotFit("compute caps would sum to " + std::to_string(caps / 10.0).substr(0, 5) +
+                       "%, more than 100%");
     }
   }
   auto set_limits = [&](TenantSlot& s) {
@@ -178,7 +200,9 @@ int Ledger::AddTenant(const std::string& id, const TenantLimits& limits, bool st
       std::memcpy(s.id, id.data(), id.size());
       set_limits(s);
       uint64_t now = NowNs();
-      for (auto* zero : {&s.used, &s.refused, &s.reclaimed, &s.reclaimed_processes, &s.gpu_ns, &s.wanted_ns, &s.held}) zero->store(0);
+      for (auto* zero : {&s.used, &s.refused, &s.reclaimed, &s.reclaimed_processes, &s.gpu_ns,
+                         &s.wanted_ns, &s.held})
+        zero->store(0);
       s.credit_ns.store(0);
       s.added_ns.store(now);
       s.accrued_ns.store(now);
@@ -202,7 +226,8 @@ int Ledger::RegisterProcess(int tenant, pid_t pid) {
     for (int p = 0; p < kMaxProcesses; ++p) {
       ProcessSlot& s = layout_->processes[p];
       int32_t expected = 0;
-      if (s.pid.load() == 0 && s.pid.compare_exchange_strong(expected, -1)) {  // -1: being filled in
+      if (s.pid.load() == 0 &&
+          s.pid.compare_exchange_strong(expected, -1)) {  // -1: being filled in
         s.tenant = tenant;
         s.start_time = *start;
         s.used.store(0);
@@ -213,7 +238,8 @@ int Ledger::RegisterProcess(int tenant, pid_t pid) {
     }
     ReclaimDead();  // free the slots of dead processes, then try once more
   }
-  throw DoesNotFit("all " + std::to_string(kMaxProcesses) + " process slots of the ledger are in use");
+  throw DoesNotFit("all " + std::to_string(kMaxProcesses) +
+                   " process slots of the ledger are in use");
 }
 
 bool Ledger::TryReserve(int process, uint64_t bytes) {
@@ -287,8 +313,9 @@ ComputeVerdict Ledger::ComputeTick(int process, uint64_t now_ns, uint64_t gpu_ns
     uint64_t wanted = s.wanted_ns.load(std::memory_order_relaxed);
     uint64_t age = now_ns > wanted ? now_ns - wanted : 0;
     auto priority = Priority(s.priority.load(std::memory_order_relaxed));
-    demand[t] = {s.cap_permille.load(std::memory_order_relaxed), s.weight.load(std::memory_order_relaxed),
-                 wanted != 0 && age < kWantWindowNs, priority == Priority::kLow};
+    demand[t] = {s.cap_permille.load(std::memory_order_relaxed),
+                 s.weight.load(std::memory_order_relaxed), wanted != 0 && age < kWantWindowNs,
+                 priority == Priority::kLow};
     if (priority == Priority::kHigh && wanted != 0 && age < kYieldHoldNs) yield = true;
   }
   demand[p.tenant].wants_gpu = true;  // a process that asks is at least deciding whether to launch
@@ -304,7 +331,8 @@ ComputeVerdict Ledger::ComputeTick(int process, uint64_t now_ns, uint64_t gpu_ns
   }
   ComputeVerdict v;
   v.share = share;
-  if (my_priority != Priority::kHigh) v.hold = yield || int64_t(me.gpu_ns.load()) > me.credit_ns.load();
+  if (my_priority != Priority::kHigh)
+    v.hold = yield || int64_t(me.gpu_ns.load()) > me.credit_ns.load();
   return v;
 }
 
@@ -313,10 +341,20 @@ std::vector<TenantUsage> Ledger::Snapshot() const {
   for (int t = 0; t < kMaxTenants; ++t) {
     const TenantSlot& s = layout_->tenants[t];
     if (s.state.load() != 1) continue;
-    TenantUsage u{t, s.id, s.quota.load(), s.used.load(), s.refused.load(), s.reclaimed.load(),
+    TenantUsage u{t,
+                  s.id,
+                  s.quota.load(),
+                  s.used.load(),
+                  s.refused.load(),
+                  s.reclaimed.load(),
                   s.reclaimed_processes.load(),
-                  s.cap_permille.load(), s.weight.load(), Priority(s.priority.load()), s.added_ns.load(),
-                  s.gpu_ns.load(), s.held.load(), {}};
+                  s.cap_permille.load(),
+                  s.weight.load(),
+                  Priority(s.priority.load()),
+                  s.added_ns.load(),
+                  s.gpu_ns.load(),
+                  s.held.load(),
+                  {}};
     for (int p = 0; p < kMaxProcesses; ++p) {
       const ProcessSlot& ps = layout_->processes[p];
       int32_t pid = ps.pid.load();

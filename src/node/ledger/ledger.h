@@ -2,19 +2,21 @@
 // launcher map, holding each tenant's memory quota and usage, its compute share (cap, weight,
 // priority) and GPU time, and each process's usage.
 //
-// Reservations are lock-free: a process reserves bytes with a compare-and-swap on its tenant's usage
-// *before* calling the driver and releases them if the driver fails, so concurrent processes of one
-// tenant can never overshoot the quota together. A process that dies without freeing (SIGKILL, the
-// OOM killer) is found by pid plus start time (a reused pid is not mistaken for it) and its usage is
-// returned to the pool by whoever reclaims first; live processes are never stalled or moved.
+// Reservations are lock-free: a process reserves bytes with a compare-and-swap on its tenant's
+// usage *before* calling the driver and releases them if the driver fails, so concurrent processes
+// of one tenant can never overshoot the quota together. A process that dies without freeing
+// (SIGKILL, the OOM killer) is found by pid plus start time (a reused pid is not mistaken for it)
+// and its usage is returned to the pool by whoever reclaims first; live processes are never stalled
+// or moved.
 //
 // Compute: every tenant process runs a governor (in the shim) that calls ComputeTick about once a
-// millisecond with the GPU time its process used since the last call; the ledger keeps each tenant's
-// GPU time and a token bucket of the time it may use (compute_share.h), and answers whether the
-// process must hold its launches. See ComputeTick for the algorithm and its accuracy.
+// millisecond with the GPU time its process used since the last call; the ledger keeps each
+// tenant's GPU time and a token bucket of the time it may use (compute_share.h), and answers
+// whether the process must hold its launches. See ComputeTick for the algorithm and its accuracy.
 //
-// Layout: a header with a magic number and a version, then fixed arrays of tenant and process slots;
-// a truncated, foreign or newer-version file is refused with Error (bad input). Thread- and process-safe.
+// Layout: a header with a magic number and a version, then fixed arrays of tenant and process
+// slots; a truncated, foreign or newer-version file is refused with Error (bad input). Thread- and
+// process-safe.
 //
 // Threat model: the shim is cooperative. Limits are written only by the launcher (`gpumux run`) or
 // the agent. `gpumux run` creates the file mode 0600, so tenants of other users cannot touch it;
@@ -44,38 +46,38 @@ inline constexpr int kMaxProcesses = 1024;
 inline constexpr int kTenantIdSize = 64;
 
 struct TenantSlot {
-  std::atomic<uint32_t> state;     // 0 free, 1 active
+  std::atomic<uint32_t> state;  // 0 free, 1 active
   char id[kTenantIdSize];
-  std::atomic<uint64_t> quota;     // bytes; written by the launcher only
-  std::atomic<uint64_t> used;      // bytes reserved by all its processes
-  std::atomic<uint64_t> refused;   // allocations refused for quota
-  std::atomic<uint64_t> reclaimed; // bytes returned from dead processes
+  std::atomic<uint64_t> quota;                // bytes; written by the launcher only
+  std::atomic<uint64_t> used;                 // bytes reserved by all its processes
+  std::atomic<uint64_t> refused;              // allocations refused for quota
+  std::atomic<uint64_t> reclaimed;            // bytes returned from dead processes
   std::atomic<uint64_t> reclaimed_processes;  // dead processes whose slots were reclaimed
   // Compute share; the first three are written by the launcher only.
   std::atomic<uint32_t> cap_permille;  // of GPU time; kNoCap = none
   std::atomic<uint32_t> weight;
-  std::atomic<int32_t> priority;       // Priority
-  std::atomic<uint64_t> added_ns;      // when the launcher added it (NowNs)
-  std::atomic<uint64_t> gpu_ns;        // GPU time its processes used, as measured
-  std::atomic<int64_t> credit_ns;      // GPU time it may have used by now (token bucket)
-  std::atomic<uint64_t> accrued_ns;    // when credit_ns was last brought up to date
-  std::atomic<uint64_t> wanted_ns;     // last time one of its processes launched or wanted to
-  std::atomic<uint64_t> held;          // launches held back by its share
+  std::atomic<int32_t> priority;     // Priority
+  std::atomic<uint64_t> added_ns;    // when the launcher added it (NowNs)
+  std::atomic<uint64_t> gpu_ns;      // GPU time its processes used, as measured
+  std::atomic<int64_t> credit_ns;    // GPU time it may have used by now (token bucket)
+  std::atomic<uint64_t> accrued_ns;  // when credit_ns was last brought up to date
+  std::atomic<uint64_t> wanted_ns;   // last time one of its processes launched or wanted to
+  std::atomic<uint64_t> held;        // launches held back by its share
 };
 
 struct ProcessSlot {
-  std::atomic<int32_t> pid;        // 0 = free
+  std::atomic<int32_t> pid;  // 0 = free
   int32_t tenant;
-  uint64_t start_time;             // /proc/<pid>/stat field 22, to tell a reused pid apart
+  uint64_t start_time;  // /proc/<pid>/stat field 22, to tell a reused pid apart
   std::atomic<uint64_t> used;
-  std::atomic<uint64_t> gpu_ns;    // GPU time it used, as measured
+  std::atomic<uint64_t> gpu_ns;  // GPU time it used, as measured
 };
 
 struct LedgerHeader {
   uint64_t magic;
   uint32_t version;
-  uint32_t size;                   // bytes of the whole layout
-  uint64_t capacity;               // device memory bytes
+  uint32_t size;      // bytes of the whole layout
+  uint64_t capacity;  // device memory bytes
   char gpu_name[64];
 };
 
@@ -87,15 +89,22 @@ struct LedgerLayout {
 
 // What the launcher asks for a tenant.
 struct TenantLimits {
-  uint64_t memory = 0;                 // bytes
-  uint32_t cap_permille = kNoCap;      // most GPU time it may use
-  uint32_t weight = 1;                 // its share when contended
+  uint64_t memory = 0;             // bytes
+  uint32_t cap_permille = kNoCap;  // most GPU time it may use
+  uint32_t weight = 1;             // its share when contended
   Priority priority = Priority::kNormal;
 };
 
-// Throws Error (bad input) unless `id` is 1 to 63 characters, the cap is above 0% and at most 100%, the
-// weight at least 1, and a high-priority tenant has no cap (its launches never wait, so a cap could
-// not hold).
+// The largest compute weight: enough to express any useful ratio, small enough that sums of
+// weights never overflow.
+inline constexpr uint32_t kMaxWeight = 1000;
+
+// Throws Error (bad input) unless `id` is 1 to 63 letters, digits, '.', '_' or '-' and neither "."
+// nor ".." (ids appear in file names, log lines and metric labels).
+void CheckTenantId(const std::string& id);
+// Throws Error (bad input) unless the id passes CheckTenantId, the cap is above 0% and at most
+// 100%, the weight 1 to kMaxWeight, and a high-priority tenant has no cap (its launches never
+// wait, so a cap could not hold).
 void CheckTenant(const std::string& id, const TenantLimits& limits);
 
 struct TenantUsage {
@@ -110,21 +119,26 @@ struct TenantUsage {
 
 // What a process's governor must do until its next tick.
 struct ComputeVerdict {
-  bool hold = false;     // hold new launches (over its share, or yielding to a higher priority)
-  double share = 0;      // fraction of GPU time its tenant may use now
+  bool hold = false;  // hold new launches (over its share, or yielding to a higher priority)
+  double share = 0;   // fraction of GPU time its tenant may use now
 };
 
 // Timing of the governor (see ComputeTick).
-inline constexpr uint64_t kWantWindowNs = 100'000'000;  // a tenant wants the GPU if it launched within this
-inline constexpr uint64_t kYieldHoldNs = 10'000'000;    // others yield this long after a high-priority launch
-inline constexpr uint64_t kBurstNs = 10'000'000;        // GPU time an idle tenant may bank
+inline constexpr uint64_t kWantWindowNs =
+    100'000'000;  // a tenant wants the GPU if it launched within this
+inline constexpr uint64_t kYieldHoldNs =
+    10'000'000;  // others yield this long after a high-priority launch
+inline constexpr uint64_t kBurstNs = 10'000'000;  // GPU time an idle tenant may bank
 
 class Ledger {
  public:
   // Creates the file if absent (mode 0600) for a device of `capacity` bytes, or opens it if it
-  // exists and matches. Throws Error (bad input for a foreign file, unavailable when it cannot be opened).
-  static Ledger CreateOrOpen(const std::string& path, uint64_t capacity, const std::string& gpu_name);
-  // Opens an existing ledger; throws Error if missing (unavailable), truncated, foreign or of another version (bad input).
+  // exists and matches. Throws Error (bad input for a foreign file, unavailable when it cannot be
+  // opened).
+  static Ledger CreateOrOpen(const std::string& path, uint64_t capacity,
+                             const std::string& gpu_name);
+  // Opens an existing ledger; throws Error if missing (unavailable), truncated, foreign or of
+  // another version (bad input).
   static Ledger Open(const std::string& path);
 
   Ledger(Ledger&&) noexcept;
@@ -135,8 +149,9 @@ class Ledger {
   std::string gpu_name() const { return layout_->header.gpu_name; }
 
   // Launcher side. Adds a tenant (or updates the limits of one with this id); returns its slot.
-  // Throws Error (bad input) for what CheckTenant refuses; Error (does not fit) when slots run out or, with
-  // `strict`, when the memory quotas would sum past the device or the compute caps past 100%.
+  // Throws Error (bad input) for what CheckTenant refuses; Error (does not fit) when slots run out
+  // or, with `strict`, when the memory quotas would sum past the device or the compute caps past
+  // 100%.
   int AddTenant(const std::string& id, const TenantLimits& limits, bool strict = false);
   void RemoveTenant(int tenant);
   std::optional<int> FindTenant(const std::string& id) const;
@@ -169,7 +184,10 @@ class Ledger {
   // credit, so long-run shares converge to the target (error shrinks as 1 / window).
   ComputeVerdict ComputeTick(int process, uint64_t now_ns, uint64_t gpu_ns, bool wants_gpu);
   // Counts a launch held back by the governor.
-  void CountHeld(int process) { layout_->tenants[layout_->processes[process].tenant].held.fetch_add(1, std::memory_order_relaxed); }
+  void CountHeld(int process) {
+    layout_->tenants[layout_->processes[process].tenant].held.fetch_add(1,
+                                                                        std::memory_order_relaxed);
+  }
 
   std::vector<TenantUsage> Snapshot() const;
 
@@ -182,7 +200,8 @@ class Ledger {
   LedgerLayout* layout_;
 };
 
-// Default ledger path for GPU `index`: $GPUMUX_RUNTIME_DIR (else /dev/shm/gpumux-<uid>)/gpu<index>.ledger
+// Default ledger path for GPU `index`: $GPUMUX_RUNTIME_DIR (else
+// /dev/shm/gpumux-<uid>)/gpu<index>.ledger
 std::string LedgerPath(int gpu_index);
 
 }  // namespace gpumux::node

@@ -1,8 +1,8 @@
 #include "node/ledger/ledger.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,7 +18,8 @@ namespace gpumux::node {
 namespace {
 
 std::string FreshPath(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / ("gpumux_ledger_test_" + std::to_string(getpid()));
+  auto dir =
+      std::filesystem::temp_directory_path() / ("gpumux_ledger_test_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   std::filesystem::remove(dir / name);
   return (dir / name).string();
@@ -47,7 +48,8 @@ TEST(Ledger, CreatesOpensAndRefusesForeignOrTruncatedFiles) {
     EXPECT_EQ(e.code(), ErrorCode::kBadInput);
     EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(ErrorCodeOf([&] { Ledger::Open(FreshPath("missing.ledger")); }), ErrorCode::kUnavailable);
+  EXPECT_EQ(ErrorCodeOf([&] { Ledger::Open(FreshPath("missing.ledger")); }),
+            ErrorCode::kUnavailable);
 }
 
 TEST(Ledger, ReservesUpToTheQuotaExactly) {
@@ -67,7 +69,8 @@ TEST(Ledger, StrictModeRefusesQuotasPastTheDevice) {
   Ledger l = Ledger::CreateOrOpen(FreshPath("c.ledger"), 10 * kGiB, "L4");
   l.AddTenant("a", {6 * kGiB}, true);
   EXPECT_EQ(ErrorCodeOf([&] { l.AddTenant("b", {5 * kGiB}, true); }), ErrorCode::kDoesNotFit);
-  EXPECT_NO_THROW(l.AddTenant("b", {5 * kGiB}, false)) << "oversubscription is allowed unless strict";
+  EXPECT_NO_THROW(l.AddTenant("b", {5 * kGiB}, false))
+      << "oversubscription is allowed unless strict";
 }
 
 TEST(Ledger, ConcurrentReservationsNeverOvershoot) {
@@ -132,7 +135,8 @@ TEST(Ledger, AReusedPidIsNotMistakenForTheDeadProcess) {
   // Rewrite the slot's start time through a second mapping: the recorded process is now one that
   // started at another time, i.e. a dead process whose pid was reused by this one.
   int fd = open(path.c_str(), O_RDWR);
-  auto* layout = static_cast<LedgerLayout*>(mmap(nullptr, sizeof(LedgerLayout), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  auto* layout = static_cast<LedgerLayout*>(
+      mmap(nullptr, sizeof(LedgerLayout), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
   ASSERT_NE(layout, MAP_FAILED);
   layout->processes[p].start_time += 1;
   EXPECT_EQ(l.ReclaimDead(), kGiB);

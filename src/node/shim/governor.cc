@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "base/clock.h"
 #include "abi/nvml_api.h"
+#include "base/clock.h"
 
 namespace gpumux::shim {
 namespace {
@@ -29,8 +29,10 @@ class GpuTimeMeter {
     if (!nvml) nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW);
     if (!nvml) return;
     auto init = reinterpret_cast<decltype(&nvmlInit_v2)>(dlsym(nvml, "nvmlInit_v2"));
-    auto handle = reinterpret_cast<decltype(&nvmlDeviceGetHandleByIndex_v2)>(dlsym(nvml, "nvmlDeviceGetHandleByIndex_v2"));
-    utilisation_ = reinterpret_cast<decltype(utilisation_)>(dlsym(nvml, "nvmlDeviceGetProcessUtilization"));
+    auto handle = reinterpret_cast<decltype(&nvmlDeviceGetHandleByIndex_v2)>(
+        dlsym(nvml, "nvmlDeviceGetHandleByIndex_v2"));
+    utilisation_ =
+        reinterpret_cast<decltype(utilisation_)>(dlsym(nvml, "nvmlDeviceGetProcessUtilization"));
     if (!init || !handle || !utilisation_ || init() != nvml::kSuccess ||
         handle(unsigned(gpu_index), &device_) != nvml::kSuccess) {
       utilisation_ = nullptr;
@@ -39,7 +41,9 @@ class GpuTimeMeter {
   }
   bool usable() const { return utilisation_ != nullptr; }
   bool seen_self() const { return seen_self_; }
-  bool unsupported() const { return unsupported_; }  // the GPU has no per-process utilisation (MIG mode)
+  bool unsupported() const {
+    return unsupported_;
+  }  // the GPU has no per-process utilisation (MIG mode)
 
   // Nanoseconds of GPU time this process used since the previous call.
   uint64_t Used() {
@@ -95,7 +99,9 @@ void Governor::WaitForTurn() {
 void Governor::Run(int gpu_index) {
   GpuTimeMeter meter(gpu_index);
   if (!meter.usable()) {
-    std::fprintf(stderr, "gpumux: compute share not enforced: NVML per-process utilisation is unavailable\n");
+    std::fprintf(
+        stderr,
+        "gpumux: compute share not enforced: NVML per-process utilisation is unavailable\n");
     return;
   }
   uint64_t started = NowNs();
@@ -104,16 +110,23 @@ void Governor::Run(int gpu_index) {
   for (int tick = 0; !stopped_.load(); ++tick) {
     uint64_t now = NowNs();
     uint64_t used = tick % meter_every == 0 ? meter.Used() : 0;
-    bool wants = launched_.exchange(false, std::memory_order_relaxed) || waiting_.load(std::memory_order_relaxed);
+    bool wants = launched_.exchange(false, std::memory_order_relaxed) ||
+                 waiting_.load(std::memory_order_relaxed);
     node::ComputeVerdict v = ledger_->ComputeTick(process_, now, used, wants);
     gate_closed_.store(v.hold, std::memory_order_relaxed);
     if (!warned && !meter.seen_self() && wants && now - started > 2'000'000'000ull) {
       if (meter.unsupported()) {
-        std::fprintf(stderr, "gpumux: NVML has no per-process utilisation on this GPU (MIG mode): the compute share "
-                     "of pid %d is not measured\n", int(getpid()));
+        std::fprintf(
+            stderr,
+            "gpumux: NVML has no per-process utilisation on this GPU (MIG mode): the compute share "
+            "of pid %d is not measured\n",
+            int(getpid()));
       } else {
-        std::fprintf(stderr, "gpumux: NVML reports no GPU time for pid %d (a PID namespace?): its compute share is "
-                     "not measured\n", int(getpid()));
+        std::fprintf(
+            stderr,
+            "gpumux: NVML reports no GPU time for pid %d (a PID namespace?): its compute share is "
+            "not measured\n",
+            int(getpid()));
       }
       warned = true;
     }

@@ -1,7 +1,7 @@
 // The compute governor of one tenant process (part of the shim): a background thread that, once a
 // millisecond, reports the GPU time this process used (NVML per-process utilisation, the same call
-// on the real and the simulated GPU; measured every tick on the simulated GPU, every 20 ms on a real
-// one) to the ledger's ComputeTick and opens or closes the launch gate that every intercepted
+// on the real and the simulated GPU; measured every tick on the simulated GPU, every 20 ms on a
+// real one) to the ledger's ComputeTick and opens or closes the launch gate that every intercepted
 // launch passes. The share algorithm and its accuracy
 // are described at Ledger::ComputeTick.
 //
@@ -20,7 +20,8 @@ class Governor {
   // Hot path of every launch: two relaxed atomic loads (a store only on a process's first launch
   // of a tick); no lock, no system call unless the gate is closed.
   void BeforeLaunch() {
-    if (!launched_.load(std::memory_order_relaxed)) launched_.store(true, std::memory_order_relaxed);
+    if (!launched_.load(std::memory_order_relaxed))
+      launched_.store(true, std::memory_order_relaxed);
     if (gate_closed_.load(std::memory_order_relaxed)) WaitForTurn();
   }
 

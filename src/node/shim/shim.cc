@@ -1,5 +1,5 @@
-// libgpumux.so: the LD_PRELOAD interposer that enforces a tenant's memory quota and compute share on
-// a shared GPU.
+// libgpumux.so: the LD_PRELOAD interposer that enforces a tenant's memory quota and compute share
+// on a shared GPU.
 //
 // It wraps the driver API's allocation family and memory queries, reached in any of the three ways
 // programs reach the driver: direct symbol binding, dlsym() on a dlopen'ed libcuda, and
@@ -9,24 +9,26 @@
 // report the quota as the device's size, so frameworks size their pools to it.
 //
 // Every launch passes the compute governor's gate (governor.h): one relaxed atomic load when the
-// tenant is within its share; held (sleeping) while it is over its cap or weighted share, or while a
-// higher-priority tenant has work in flight.
+// tenant is within its share; held (sleeping) while it is over its cap or weighted share, or while
+// a higher-priority tenant has work in flight.
 //
 // Configured by `gpumux run`: GPUMUX_LEDGER (ledger file), GPUMUX_TENANT (tenant id) and GPUMUX_GPU
 // (NVML index, for GPU-time measurement). Without them the shim passes every call through. If they
 // are set but the ledger cannot be used, it fails closed: allocations return
 // CUDA_ERROR_NOT_INITIALIZED and one line says why.
 //
-// Covered: cuMemAlloc, cuMemAllocPitch, cuMemAllocManaged, cuMemAllocAsync, cuMemAllocFromPoolAsync,
-// cuMemCreate (virtual memory), cuArrayCreate, cuArray3DCreate, cuMipmappedArrayCreate and their
-// frees; graph memory nodes (reserved when the graph is instantiated, released with the executable
-// graph); cuMemGetInfo, cuDeviceTotalMem; NVML's memory info and process list (`nvidia-smi` inside
-// the tenant sees its quota and its own processes); launches: cuLaunchKernel, cuLaunchKernelEx,
-// cuLaunchCooperativeKernel, cuGraphLaunch, each with its per-thread-stream (_ptsz) variant.
+// Covered: cuMemAlloc, cuMemAllocPitch, cuMemAllocManaged, cuMemAllocAsync,
+// cuMemAllocFromPoolAsync, cuMemCreate (virtual memory), cuArrayCreate, cuArray3DCreate,
+// cuMipmappedArrayCreate and their frees; graph memory nodes (reserved when the graph is
+// instantiated, released with the executable graph); cuMemGetInfo, cuDeviceTotalMem; NVML's memory
+// info and process list (`nvidia-smi` inside the tenant sees its quota and its own processes);
+// launches: cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel, cuGraphLaunch, each with
+// its per-thread-stream (_ptsz) variant.
 #include <dlfcn.h>
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -37,12 +39,11 @@
 #include <string>
 #include <unordered_map>
 #include <vector>
-#include <algorithm>
 
-#include "node/ledger/ledger.h"
-#include "node/shim/governor.h"
 #include "abi/driver_api.h"
 #include "abi/nvml_api.h"
+#include "node/ledger/ledger.h"
+#include "node/shim/governor.h"
 
 using namespace gpumux::cuda;
 
@@ -94,7 +95,7 @@ struct Enforcement {
   std::optional<gpumux::node::Ledger> ledger;
   std::string tenant;
   int process = -1;
-  std::mutex mu;                                   // guards sizes, graph_bytes and initialisation
+  std::mutex mu;  // guards sizes, graph_bytes and initialisation
   // This process's reserved allocations by kind of handle (device pointer, VMM handle, array,
   // executable graph).
   std::unordered_map<uint64_t, uint64_t> sizes[4];
@@ -150,7 +151,8 @@ void Initialise(Enforcement& e) {
       pthread_atfork(nullptr, nullptr, AfterFork);
     });
   } catch (const std::exception& ex) {
-    std::fprintf(stderr, "gpumux: memory quota cannot be enforced, refusing GPU allocations: %s\n", ex.what());
+    std::fprintf(stderr, "gpumux: memory quota cannot be enforced, refusing GPU allocations: %s\n",
+                 ex.what());
     e.mode = Enforcement::Mode::kBroken;
   }
 }
@@ -168,7 +170,8 @@ void LogRefusal(Enforcement& e, const char* what, uint64_t bytes) {
   static std::atomic<int64_t> last_second{-1};
   static std::atomic<uint64_t> unlogged{0};
   int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                    std::chrono::steady_clock::now().time_since_epoch()).count();
+                    std::chrono::steady_clock::now().time_since_epoch())
+                    .count();
   int64_t last = last_second.load();
   if (last == now || !last_second.compare_exchange_strong(last, now)) {
     ++unlogged;
@@ -176,10 +179,13 @@ void LogRefusal(Enforcement& e, const char* what, uint64_t bytes) {
   }
   int t = e.ledger->ProcessTenant(e.process);
   uint64_t skipped = unlogged.exchange(0);
-  std::fprintf(stderr, "gpumux: tenant '%s' refused %s of %llu bytes: %llu of its %llu-byte quota in use%s\n",
-               e.tenant.c_str(), what, (unsigned long long)bytes, (unsigned long long)e.ledger->TenantUsed(t),
-               (unsigned long long)e.ledger->TenantQuota(t),
-               skipped ? (" (" + std::to_string(skipped) + " more refused since the last line)").c_str() : "");
+  std::fprintf(
+      stderr,
+      "gpumux: tenant '%s' refused %s of %llu bytes: %llu of its %llu-byte quota in use%s\n",
+      e.tenant.c_str(), what, (unsigned long long)bytes,
+      (unsigned long long)e.ledger->TenantUsed(t), (unsigned long long)e.ledger->TenantQuota(t),
+      skipped ? (" (" + std::to_string(skipped) + " more refused since the last line)").c_str()
+              : "");
 }
 
 enum Kind { kPointer = 0, kVmmHandle = 1, kArray = 2, kGraphExec = 3 };
@@ -246,7 +252,8 @@ nvmlReturn_t TenantMemory(nvmlReturn_t r, Memory* m) {
 }
 
 // Every launch path calls this before the driver. Hot path: after the first call, one acquire load
-// and the governor's two relaxed loads; no lock, no system call while the tenant is within its share.
+// and the governor's two relaxed loads; no lock, no system call while the tenant is within its
+// share.
 inline void Gate() {
   Enforcement& e = State();
   EnsureInitialised(e);
@@ -260,37 +267,45 @@ extern "C" {
 CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
   static auto real = Real<decltype(&cuMemAlloc_v2)>("cuMemAlloc_v2");
   if (!dptr) return CallReal(real, dptr, bytes);
-  return Guarded(kPointer, bytes, "cuMemAlloc", [&] { return CallReal(real, dptr, bytes); }, [&] { return *dptr; });
+  return Guarded(
+      kPointer, bytes, "cuMemAlloc", [&] { return CallReal(real, dptr, bytes); },
+      [&] { return *dptr; });
 }
 
-CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height, unsigned int element) {
+CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height,
+                            unsigned int element) {
   static auto real = Real<decltype(&cuMemAllocPitch_v2)>("cuMemAllocPitch_v2");
   if (!dptr || !pitch) return CallReal(real, dptr, pitch, width, height, element);
   // The pitch is the driver's to choose; reserve for the widest row it may pick (512-byte aligned).
   uint64_t bytes = uint64_t((width + 511) & ~size_t(511)) * height;
-  return Guarded(kPointer, bytes, "cuMemAllocPitch",
-                 [&] { return CallReal(real, dptr, pitch, width, height, element); }, [&] { return *dptr; });
+  return Guarded(
+      kPointer, bytes, "cuMemAllocPitch",
+      [&] { return CallReal(real, dptr, pitch, width, height, element); }, [&] { return *dptr; });
 }
 
 CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytes, unsigned int flags) {
   static auto real = Real<decltype(&cuMemAllocManaged)>("cuMemAllocManaged");
   if (!dptr) return CallReal(real, dptr, bytes, flags);
-  return Guarded(kPointer, bytes, "cuMemAllocManaged", [&] { return CallReal(real, dptr, bytes, flags); },
-                 [&] { return *dptr; });
+  return Guarded(
+      kPointer, bytes, "cuMemAllocManaged", [&] { return CallReal(real, dptr, bytes, flags); },
+      [&] { return *dptr; });
 }
 
 CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream stream) {
   static auto real = Real<decltype(&cuMemAllocAsync)>("cuMemAllocAsync");
   if (!dptr) return CallReal(real, dptr, bytes, stream);
-  return Guarded(kPointer, bytes, "cuMemAllocAsync", [&] { return CallReal(real, dptr, bytes, stream); },
-                 [&] { return *dptr; });
+  return Guarded(
+      kPointer, bytes, "cuMemAllocAsync", [&] { return CallReal(real, dptr, bytes, stream); },
+      [&] { return *dptr; });
 }
 
-CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream stream) {
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool,
+                                 CUstream stream) {
   static auto real = Real<decltype(&cuMemAllocFromPoolAsync)>("cuMemAllocFromPoolAsync");
   if (!dptr) return CallReal(real, dptr, bytes, pool, stream);
-  return Guarded(kPointer, bytes, "cuMemAllocFromPoolAsync",
-                 [&] { return CallReal(real, dptr, bytes, pool, stream); }, [&] { return *dptr; });
+  return Guarded(
+      kPointer, bytes, "cuMemAllocFromPoolAsync",
+      [&] { return CallReal(real, dptr, bytes, pool, stream); }, [&] { return *dptr; });
 }
 
 // Per-thread-default-stream variants (what cuGetProcAddress returns to a program built with
@@ -298,45 +313,53 @@ CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes, CUmemoryPool p
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUstream stream) {
   static auto real = Real<decltype(&cuMemAllocAsync_ptsz)>("cuMemAllocAsync_ptsz");
   if (!dptr) return CallReal(real, dptr, bytes, stream);
-  return Guarded(kPointer, bytes, "cuMemAllocAsync", [&] { return CallReal(real, dptr, bytes, stream); },
-                 [&] { return *dptr; });
+  return Guarded(
+      kPointer, bytes, "cuMemAllocAsync", [&] { return CallReal(real, dptr, bytes, stream); },
+      [&] { return *dptr; });
 }
 
-CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream stream) {
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool,
+                                      CUstream stream) {
   static auto real = Real<decltype(&cuMemAllocFromPoolAsync_ptsz)>("cuMemAllocFromPoolAsync_ptsz");
   if (!dptr) return CallReal(real, dptr, bytes, pool, stream);
-  return Guarded(kPointer, bytes, "cuMemAllocFromPoolAsync",
-                 [&] { return CallReal(real, dptr, bytes, pool, stream); }, [&] { return *dptr; });
+  return Guarded(
+      kPointer, bytes, "cuMemAllocFromPoolAsync",
+      [&] { return CallReal(real, dptr, bytes, pool, stream); }, [&] { return *dptr; });
 }
 
-CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t bytes, const CUmemAllocationProp* prop,
-                     unsigned long long flags) {
+CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t bytes,
+                     const CUmemAllocationProp* prop, unsigned long long flags) {
   static auto real = Real<decltype(&cuMemCreate)>("cuMemCreate");
   if (!handle) return CallReal(real, handle, bytes, prop, flags);
-  return Guarded(kVmmHandle, bytes, "cuMemCreate", [&] { return CallReal(real, handle, bytes, prop, flags); },
-                 [&] { return *handle; });
+  return Guarded(
+      kVmmHandle, bytes, "cuMemCreate", [&] { return CallReal(real, handle, bytes, prop, flags); },
+      [&] { return *handle; });
 }
 
 CUresult cuArrayCreate_v2(CUarray* array, const CUDA_ARRAY_DESCRIPTOR* desc) {
   static auto real = Real<decltype(&cuArrayCreate_v2)>("cuArrayCreate_v2");
   if (!array || !desc) return CallReal(real, array, desc);
-  return Guarded(kArray, ArrayBytes(*desc), "cuArrayCreate", [&] { return CallReal(real, array, desc); },
-                 [&] { return reinterpret_cast<uint64_t>(*array); });
+  return Guarded(
+      kArray, ArrayBytes(*desc), "cuArrayCreate", [&] { return CallReal(real, array, desc); },
+      [&] { return reinterpret_cast<uint64_t>(*array); });
 }
 
 CUresult cuArray3DCreate_v2(CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc) {
   static auto real = Real<decltype(&cuArray3DCreate_v2)>("cuArray3DCreate_v2");
   if (!array || !desc) return CallReal(real, array, desc);
-  return Guarded(kArray, Array3DBytes(*desc), "cuArray3DCreate", [&] { return CallReal(real, array, desc); },
-                 [&] { return reinterpret_cast<uint64_t>(*array); });
+  return Guarded(
+      kArray, Array3DBytes(*desc), "cuArray3DCreate", [&] { return CallReal(real, array, desc); },
+      [&] { return reinterpret_cast<uint64_t>(*array); });
 }
 
-CUresult cuMipmappedArrayCreate(CUmipmappedArray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc, unsigned int levels) {
-  static auto real =
-      Real<decltype(&cuMipmappedArrayCreate)>("cuMipmappedArrayCreate");
+CUresult cuMipmappedArrayCreate(CUmipmappedArray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc,
+                                unsigned int levels) {
+  static auto real = Real<decltype(&cuMipmappedArrayCreate)>("cuMipmappedArrayCreate");
   if (!array || !desc) return CallReal(real, array, desc, levels);
-  return Guarded(kArray, Array3DBytes(*desc, levels), "cuMipmappedArrayCreate",
-                 [&] { return CallReal(real, array, desc, levels); }, [&] { return reinterpret_cast<uint64_t>(*array); });
+  return Guarded(
+      kArray, Array3DBytes(*desc, levels), "cuMipmappedArrayCreate",
+      [&] { return CallReal(real, array, desc, levels); },
+      [&] { return reinterpret_cast<uint64_t>(*array); });
 }
 
 CUresult cuMipmappedArrayDestroy(CUmipmappedArray array) {
@@ -400,16 +423,17 @@ CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
 }
 
 // Launches: the governor's gate, then the driver.
-CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-                        unsigned int by, unsigned int bz, unsigned int shared_bytes, CUstream stream, void** params,
-                        void** extra) {
+CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                        unsigned int bx, unsigned int by, unsigned int bz,
+                        unsigned int shared_bytes, CUstream stream, void** params, void** extra) {
   static auto real = Real<decltype(&cuLaunchKernel)>("cuLaunchKernel");
   Gate();
   return CallReal(real, f, gx, gy, gz, bx, by, bz, shared_bytes, stream, params, extra);
 }
-CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-                             unsigned int by, unsigned int bz, unsigned int shared_bytes, CUstream stream,
-                             void** params, void** extra) {
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                             unsigned int bx, unsigned int by, unsigned int bz,
+                             unsigned int shared_bytes, CUstream stream, void** params,
+                             void** extra) {
   static auto real = Real<decltype(&cuLaunchKernel_ptsz)>("cuLaunchKernel_ptsz");
   Gate();
   return CallReal(real, f, gx, gy, gz, bx, by, bz, shared_bytes, stream, params, extra);
@@ -419,22 +443,25 @@ CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** par
   Gate();
   return CallReal(real, config, f, params, extra);
 }
-CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params,
+                               void** extra) {
   static auto real = Real<decltype(&cuLaunchKernelEx_ptsz)>("cuLaunchKernelEx_ptsz");
   Gate();
   return CallReal(real, config, f, params, extra);
 }
-CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-                                   unsigned int by, unsigned int bz, unsigned int shared_bytes, CUstream stream,
-                                   void** params) {
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                   unsigned int bx, unsigned int by, unsigned int bz,
+                                   unsigned int shared_bytes, CUstream stream, void** params) {
   static auto real = Real<decltype(&cuLaunchCooperativeKernel)>("cuLaunchCooperativeKernel");
   Gate();
   return CallReal(real, f, gx, gy, gz, bx, by, bz, shared_bytes, stream, params);
 }
-CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                                        unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared_bytes,
-                                        CUstream stream, void** params) {
-  static auto real = Real<decltype(&cuLaunchCooperativeKernel_ptsz)>("cuLaunchCooperativeKernel_ptsz");
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
+                                        unsigned int gz, unsigned int bx, unsigned int by,
+                                        unsigned int bz, unsigned int shared_bytes, CUstream stream,
+                                        void** params) {
+  static auto real =
+      Real<decltype(&cuLaunchCooperativeKernel_ptsz)>("cuLaunchCooperativeKernel_ptsz");
   Gate();
   return CallReal(real, f, gx, gy, gz, bx, by, bz, shared_bytes, stream, params);
 }
@@ -451,8 +478,8 @@ CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream) {
 
 // Graph memory nodes: noted per graph when added, reserved in the ledger when the graph is
 // instantiated (the executable graph holds the memory) and released when it is destroyed.
-CUresult cuGraphAddMemAllocNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t ndeps,
-                                CUDA_MEM_ALLOC_NODE_PARAMS* params) {
+CUresult cuGraphAddMemAllocNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps,
+                                size_t ndeps, CUDA_MEM_ALLOC_NODE_PARAMS* params) {
   static auto real = Real<decltype(&cuGraphAddMemAllocNode)>("cuGraphAddMemAllocNode");
   CUresult r = CallReal(real, node, graph, deps, ndeps, params);
   Enforcement& e = State();
@@ -477,11 +504,13 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned 
   uint64_t bytes = 0;
   {
     std::lock_guard<std::mutex> lock(State().mu);
-    if (auto it = State().graph_bytes.find(graph); it != State().graph_bytes.end()) bytes = it->second;
+    if (auto it = State().graph_bytes.find(graph); it != State().graph_bytes.end())
+      bytes = it->second;
   }
   if (!exec || bytes == 0) return CallReal(real, exec, graph, flags);
-  return Guarded(kGraphExec, bytes, "graph memory", [&] { return CallReal(real, exec, graph, flags); },
-                 [&] { return reinterpret_cast<uint64_t>(*exec); });
+  return Guarded(
+      kGraphExec, bytes, "graph memory", [&] { return CallReal(real, exec, graph, flags); },
+      [&] { return reinterpret_cast<uint64_t>(*exec); });
 }
 CUresult cuGraphExecDestroy(CUgraphExec exec) {
   static auto real = Real<decltype(&cuGraphExecDestroy)>("cuGraphExecDestroy");
@@ -501,7 +530,8 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* m)
   return TenantMemory(real ? real(device, m) : gpumux::nvml::kErrorDriverNotLoaded, m);
 }
 
-nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count, nvmlProcessInfo_t* infos) {
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count,
+                                                     nvmlProcessInfo_t* infos) {
   static auto real = Real<decltype(&nvmlDeviceGetComputeRunningProcesses_v3)>(
       "nvmlDeviceGetComputeRunningProcesses_v3");
   if (!real) return gpumux::nvml::kErrorDriverNotLoaded;
@@ -512,12 +542,14 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
   std::vector<nvmlProcessInfo_t> all(256);
   unsigned int n = unsigned(all.size());
   nvmlReturn_t r;
-  while ((r = real(device, &n, all.data())) == gpumux::nvml::kErrorInsufficientSize) all.resize(n), n = unsigned(all.size());
+  while ((r = real(device, &n, all.data())) == gpumux::nvml::kErrorInsufficientSize)
+    all.resize(n), n = unsigned(all.size());
   if (r != gpumux::nvml::kSuccess) return r;
   int tenant = e.ledger->ProcessTenant(e.process);
   std::vector<pid_t> mine;
   for (const auto& u : e.ledger->Snapshot()) {
-    if (u.slot == tenant) for (auto [pid, bytes] : u.processes) mine.push_back(pid);
+    if (u.slot == tenant)
+      for (auto [pid, bytes] : u.processes) mine.push_back(pid);
   }
   unsigned int kept = 0;
   for (unsigned int i = 0; i < n; ++i) {
@@ -549,7 +581,8 @@ static const std::vector<WrappedEntry>& WrappedEntries() {
       {"cuMemAllocAsync", "cuMemAllocAsync", (void*)&cuMemAllocAsync},
       {"cuMemAllocAsync", "cuMemAllocAsync_ptsz", (void*)&cuMemAllocAsync_ptsz},
       {"cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync", (void*)&cuMemAllocFromPoolAsync},
-      {"cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz", (void*)&cuMemAllocFromPoolAsync_ptsz},
+      {"cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz",
+       (void*)&cuMemAllocFromPoolAsync_ptsz},
       {"cuMemFreeAsync", "cuMemFreeAsync", (void*)&cuMemFreeAsync},
       {"cuMemFreeAsync", "cuMemFreeAsync_ptsz", (void*)&cuMemFreeAsync_ptsz},
       {"cuMemCreate", "cuMemCreate", (void*)&cuMemCreate},
@@ -566,16 +599,19 @@ static const std::vector<WrappedEntry>& WrappedEntries() {
       {"cuLaunchKernelEx", "cuLaunchKernelEx", (void*)&cuLaunchKernelEx},
       {"cuLaunchKernelEx", "cuLaunchKernelEx_ptsz", (void*)&cuLaunchKernelEx_ptsz},
       {"cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel", (void*)&cuLaunchCooperativeKernel},
-      {"cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz", (void*)&cuLaunchCooperativeKernel_ptsz},
+      {"cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz",
+       (void*)&cuLaunchCooperativeKernel_ptsz},
       {"cuGraphLaunch", "cuGraphLaunch", (void*)&cuGraphLaunch},
       {"cuGraphLaunch", "cuGraphLaunch_ptsz", (void*)&cuGraphLaunch_ptsz},
       {"cuGraphAddMemAllocNode", "cuGraphAddMemAllocNode", (void*)&cuGraphAddMemAllocNode},
       {"cuGraphDestroy", "cuGraphDestroy", (void*)&cuGraphDestroy},
       {"cuGraphInstantiate", "cuGraphInstantiateWithFlags", (void*)&cuGraphInstantiateWithFlags},
-      {"cuGraphInstantiateWithFlags", "cuGraphInstantiateWithFlags", (void*)&cuGraphInstantiateWithFlags},
+      {"cuGraphInstantiateWithFlags", "cuGraphInstantiateWithFlags",
+       (void*)&cuGraphInstantiateWithFlags},
       {"cuGraphExecDestroy", "cuGraphExecDestroy", (void*)&cuGraphExecDestroy},
       {"nvmlDeviceGetMemoryInfo", "nvmlDeviceGetMemoryInfo", (void*)&nvmlDeviceGetMemoryInfo},
-      {"nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetMemoryInfo_v2", (void*)&nvmlDeviceGetMemoryInfo_v2},
+      {"nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetMemoryInfo_v2",
+       (void*)&nvmlDeviceGetMemoryInfo_v2},
       {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v3",
        (void*)&nvmlDeviceGetComputeRunningProcesses_v3},
   };
@@ -614,7 +650,8 @@ CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_
 void* dlsym(void* handle, const char* name) {
   if (handle == RTLD_NEXT) return RealDlsym()(handle, name);
   void* real = RealDlsym()(handle, name);
-  if (!real || !(std::strncmp(name, "cu", 2) == 0 || std::strncmp(name, "nvml", 4) == 0)) return real;
+  if (!real || !(std::strncmp(name, "cu", 2) == 0 || std::strncmp(name, "nvml", 4) == 0))
+    return real;
   if (std::strcmp(name, "cuGetProcAddress") == 0) return (void*)&cuGetProcAddress;
   if (std::strcmp(name, "cuGetProcAddress_v2") == 0) return (void*)&cuGetProcAddress_v2;
   for (const WrappedEntry& e : WrappedEntries()) {

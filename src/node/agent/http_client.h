@@ -1,0 +1,15 @@
+// The client side of gpumuxd's API transport: one request over its Unix socket. For AgentClient,
+// the SPANK plugin and the tests.
+#pragma once
+
+#include <string>
+#include <utility>
+
+namespace gpumux::agent {
+
+// Sends one request to a gpumuxd Unix socket and returns (status, body), waiting up to 10 s for
+// the answer. Throws Error (unavailable) if the agent cannot be reached or gives no answer.
+std::pair<int, std::string> CallUnix(const std::string& socket_path, const std::string& method,
+                                     const std::string& path, const std::string& body = "");
+
+}  // namespace gpumux::agent

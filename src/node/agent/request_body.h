@@ -1,0 +1,40 @@
+// A request body of gpumuxd's API: a JSON object whose fields are read with their type and range
+// checked. Every refusal is Error (bad input) naming the field and saying what was expected, so a
+// malformed request is a 400 that says what is wrong, never a 500.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace gpumux::agent {
+
+class RequestBody {
+ public:
+  // Parses `text` (empty is {}). Throws for text that is not a JSON object.
+  explicit RequestBody(const std::string& text);
+
+  // Throws for a field not in `known`, listing them.
+  void AllowOnly(std::initializer_list<const char*> known) const;
+
+  bool Has(const char* key) const { return j_.contains(key); }
+  // The field, checked; nullopt where it is absent.
+  std::optional<int64_t> Integer(const char* key, int64_t min, int64_t max) const;
+  std::optional<double> Number(const char* key, double min, double max) const;
+  std::optional<bool> Flag(const char* key) const;
+  // A string of printable ASCII, 1 to `max_length` characters.
+  std::optional<std::string> Text(const char* key, size_t max_length = 255) const;
+  std::optional<std::vector<std::string>> TextList(const char* key, size_t max_items = 64) const;
+  // Bytes: a number, or a size string such as "24GiB".
+  std::optional<uint64_t> Bytes(const char* key) const;
+
+ private:
+  [[noreturn]] static void Fail(const char* key, const std::string& expected);
+  nlohmann::json j_;
+};
+
+}  // namespace gpumux::agent
