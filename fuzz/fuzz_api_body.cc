@@ -26,7 +26,8 @@ gpumux::agent::Agent& TheAgent() {
     config.state_path = dir + "/state.db";
     config.bin_dir = dir;
     config.gpus.push_back(gpumux::node::SimulatedDevice(catalog.FindGpu("H100"), 0));
-    return std::make_unique<gpumux::agent::Agent>(config, gpumux::agent::MakeSimulatedBackend(config.runtime_dir));
+    return std::make_unique<gpumux::agent::Agent>(
+        config, gpumux::agent::MakeSimulatedBackend(config.runtime_dir));
   }();
   return *agent;
 }
@@ -41,12 +42,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const gpumux::Error&) {
   }
   gpumux::agent::Agent& agent = TheAgent();
-  for (auto [method, path] : {std::pair{"POST", "/v1/tenants"}, std::pair{"PUT", "/v1/tenants/fuzz"},
-                              std::pair{"PUT", "/v1/gpus/0"}}) {
+  for (auto [method, path] :
+       {std::pair{"POST", "/v1/tenants"}, std::pair{"PUT", "/v1/tenants/fuzz"},
+        std::pair{"PUT", "/v1/gpus/0"}}) {
     HttpRequest r{method, path, body, true, 0, 0, getpid()};
     HttpResponse answer = agent.Handle(r);
     if (answer.status >= 500 && answer.status != 503) {
-      std::fprintf(stderr, "%s %s answered %d: %s\n", method, path, answer.status, answer.body.c_str());
+      std::fprintf(stderr, "%s %s answered %d: %s\n", method, path, answer.status,
+                   answer.body.c_str());
       std::abort();
     }
   }

@@ -1,5 +1,8 @@
-// Opening a ledger file whose bytes anyone could have written, and reading it as `gpumux status`
-// and gpumuxd do.
+// A ledger file whose bytes anyone could have written (under gpumuxd the shared ledger is mode
+// 0666): opened, read as `gpumux status` and gpumuxd read it, and worked on as gpumuxd's reclaimer
+// and a tenant's governor work on it. Every index read from the file must be checked before use.
+#include <sys/types.h>
+
 #include <cstdint>
 
 #include "fuzz_support.h"
@@ -11,6 +14,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     gpumux::node::Ledger ledger = gpumux::node::Ledger::Open(path);
     ledger.Snapshot();
     ledger.gpu_name();
+    ledger.Intact();
+    ledger.FindTenant("a");
+    ledger.ReclaimDead();
+    for (int process : {0, 1, gpumux::node::kMaxProcesses - 1}) {
+      int tenant = ledger.ProcessTenant(process);
+      ledger.TenantUsed(tenant);
+      ledger.TenantQuota(tenant);
+      ledger.ComputeTick(process, 1'000'000'000, 1000, true);
+      ledger.CountHeld(process);
+      if (ledger.ReserveUpTo(process, 4096, 1)) ledger.Release(process, 1);
+    }
+    ledger.Snapshot();
   });
   return 0;
 }

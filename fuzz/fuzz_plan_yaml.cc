@@ -1,4 +1,5 @@
-// A plan file (`gpumux plan FILE.yaml`), and, when it loads, its node plan (what gpumuxd would take).
+// A plan file (`gpumux plan FILE.yaml`), and, when it loads, its node plan (what gpumuxd would
+// take).
 #include <cstdint>
 
 #include "core/catalog.h"

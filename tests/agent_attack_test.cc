@@ -53,7 +53,8 @@ int SendRaw(const std::string& socket, const std::string& raw) {
 }
 
 std::string Post(const std::string& path, const std::string& body) {
-  return "POST " + path + " HTTP/1.1\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  return "POST " + path + " HTTP/1.1\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\n\r\n" + body;
 }
 
 double MillisecondsOf(const std::function<void()>& f) {
@@ -65,31 +66,36 @@ double MillisecondsOf(const std::function<void()>& f) {
 TEST_F(AgentTest, HostileRequestsAreBadRequestsThatChangeNothing) {
   StartAgent();
   // Tenant ids outside letters, digits and "._-", or too long.
-  for (std::string id : {std::string("a\nb"), std::string("a\0b", 3), std::string("a\rb"), std::string("a/b"),
-                         std::string(".."), std::string("."), std::string("a\"b"), std::string("a b"),
-                         std::string(64, 'x'), std::string("")}) {
+  for (std::string id :
+       {std::string("a\nb"), std::string("a\0b", 3), std::string("a\rb"), std::string("a/b"),
+        std::string(".."), std::string("."), std::string("a\"b"), std::string("a b"),
+        std::string(64, 'x'), std::string("")}) {
     json body = {{"id", id}, {"gpu", 0}, {"memory", "1GiB"}};
     EXPECT_EQ(SendRaw(socket_, Post("/v1/tenants", body.dump())), 400) << json(id).dump();
   }
   // Numbers out of their type's range, wrong types, unknown fields.
-  for (const char* body : {R"({"id":"a","gpu":0,"memory":"1GiB","owner_uid":1099511627776})",
-                           R"({"id":"a","gpu":0,"memory":"1GiB","owner_uid":-1})",
-                           R"({"id":"a","gpu":4294967296,"memory":"1GiB"})",
-                           R"({"id":"a","gpu":"0","memory":"1GiB"})",
-                           R"({"id":"a","gpu":0,"memory":-5})",
-                           R"({"id":"a","gpu":0,"memory":"1GiB","weight":-1})",
-                           R"({"id":"a","gpu":0,"memory":"1GiB","weight":4294967297})",
-                           R"({"id":"a","gpu":0,"shards":18446744073709551615})",
-                           R"({"id":"a","gpu":0,"memory":"1GiB","join":"yes"})",
-                           R"({"id":"a","gpu":0,"memory":"1GiB","memroy":"2GiB"})",
-                           R"({"id":"a","gpu":0,"memory":"1GiB","compute":30})",
-                           R"(["id","a"])", R"("just a string")", "{", "null"}) {
+  for (const char* body :
+       {R"({"id":"a","gpu":0,"memory":"1GiB","owner_uid":1099511627776})",
+        R"({"id":"a","gpu":0,"memory":"1GiB","owner_uid":-1})",
+        R"({"id":"a","gpu":4294967296,"memory":"1GiB"})", R"({"id":"a","gpu":"0","memory":"1GiB"})",
+        R"({"id":"a","gpu":0,"memory":-5})", R"({"id":"a","gpu":0,"memory":"1GiB","weight":-1})",
+        R"({"id":"a","gpu":0,"memory":"1GiB","weight":4294967297})",
+        R"({"id":"a","gpu":0,"shards":18446744073709551615})",
+        R"({"id":"a","gpu":0,"memory":"1GiB","join":"yes"})",
+        R"({"id":"a","gpu":0,"memory":"1GiB","memroy":"2GiB"})",
+        R"({"id":"a","gpu":0,"memory":"1GiB","compute":30})", R"(["id","a"])", R"("just a string")",
+        "{", "null"}) {
     EXPECT_EQ(SendRaw(socket_, Post("/v1/tenants", body)), 400) << body;
   }
   // Raw bytes that are not UTF-8, in a string and outside one.
-  EXPECT_EQ(SendRaw(socket_, Post("/v1/tenants", "{\"id\":\"\xff\xfe\",\"gpu\":0,\"memory\":\"1GiB\"}")), 400);
+  EXPECT_EQ(
+      SendRaw(socket_, Post("/v1/tenants", "{\"id\":\"\xff\xfe\",\"gpu\":0,\"memory\":\"1GiB\"}")),
+      400);
   EXPECT_EQ(SendRaw(socket_, Post("/v1/tenants", "\xc3\x28")), 400);
-  EXPECT_EQ(SendRaw(socket_, "PUT /v1/gpus/0 HTTP/1.1\r\nContent-Length: 22\r\n\r\n{\"mode\":\"mig\",\"layout\""), 400);
+  EXPECT_EQ(
+      SendRaw(socket_,
+              "PUT /v1/gpus/0 HTTP/1.1\r\nContent-Length: 22\r\n\r\n{\"mode\":\"mig\",\"layout\""),
+      400);
   // Malformed HTTP: 400; oversized: 413; a path id outside the alphabet: 400.
   EXPECT_EQ(SendRaw(socket_, "GARBAGE\r\n\r\n"), 400);
   EXPECT_EQ(SendRaw(socket_, "GET /v1/health HTTP/1.1\r\nContent-Length: x\r\n\r\n"), 400);
@@ -102,6 +108,73 @@ TEST_F(AgentTest, HostileRequestsAreBadRequestsThatChangeNothing) {
   Call("POST", "/v1/tenants", {{"id", "fine"}, {"gpu", 0}, {"memory", "1GiB"}}, 201);
   std::string log = gpumux::testing::Shell("cat " + (dir_ / "agent.log").string()).out;
   EXPECT_EQ(log.find("internal"), std::string::npos) << "no request reached a 500: " << log;
+}
+
+TEST_F(AgentTest, ATenantThatRewritesEverySharedByteIsStillHeldToItsQuota) {
+  if (getuid() != 0)
+    GTEST_SKIP() << "needs root to run the attacker as another user (CI runs as root)";
+  StartAgent();
+  const uid_t nobody = 65534;
+  const uint64_t mib = 1ull << 20, gib = 1ull << 30;
+  // The victim fills its 2 GiB and holds it while the attack runs.
+  json victim =
+      Call("POST", "/v1/tenants", {{"id", "victim"}, {"gpu", 0}, {"memory", "2GiB"}}, 201);
+  FILE* victim_program = popen((Env(victim) + GPUMUX_ALLOC_CLIENT + " direct fill " +
+                                std::to_string(256 * mib) + " 4 2>/dev/null")
+                                   .c_str(),
+                               "r");
+  for (int i = 0;
+       i < 100 &&
+       Call("GET", "/v1/tenants/victim", json(), 200).value("used_bytes", 0ull) < 2 * gib;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  json attacker =
+      Call("POST", "/v1/tenants",
+           {{"id", "attacker"}, {"gpu", 0}, {"memory", "1GiB"}, {"owner_uid", nobody}}, 201);
+  // As another user, the attacker overwrites every byte of every file under the runtime directory
+  // that it can open for writing, then allocates until refused.
+  int pipefd[2];
+  ASSERT_EQ(pipe(pipefd), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    if (setgid(nobody) != 0 || setuid(nobody) != 0) _exit(3);
+    auto [code, out] = Sh(Env(attacker) + GPUMUX_ALLOC_CLIENT + " direct attack " +
+                          (dir_ / "run").string() + " " + std::to_string(64 * mib));
+    (void)!write(pipefd[1], out.data(), out.size());
+    _exit(code);
+  }
+  close(pipefd[1]);
+  std::string out;
+  char buf[512];
+  ssize_t n;
+  while ((n = read(pipefd[0], buf, sizeof(buf))) > 0) out.append(buf, size_t(n));
+  waitpid(child, nullptr, 0);
+  json result = json::parse(out, nullptr, false);
+  ASSERT_TRUE(result.is_object() && result.contains("files_rewritten")) << out;
+  EXPECT_GE(result["files_rewritten"].get<int>(), 1)
+      << "the shared ledger is writable by tenants: it was rewritten";
+  EXPECT_EQ(result["allocated"].get<uint64_t>(), gib)
+      << "refused at exactly its quota, whatever it wrote";
+  EXPECT_EQ(result["last_error"].get<int>(), 2) << "CUDA_ERROR_OUT_OF_MEMORY";
+
+  // The victim's quota and usage are as they were, and its program kept all it held.
+  json after = Call("GET", "/v1/tenants/victim", json(), 200);
+  EXPECT_EQ(after["quota_bytes"].get<uint64_t>(), 2 * gib);
+  EXPECT_EQ(after["used_bytes"].get<uint64_t>(), 2 * gib);
+  char line[512] = {0};
+  fread(line, 1, sizeof(line) - 1, victim_program);
+  EXPECT_EQ(WEXITSTATUS(pclose(victim_program)), 0);
+  EXPECT_EQ(json::parse(line)["allocated"].get<uint64_t>(), 2 * gib) << line;
+
+  // gpumuxd made the shared ledger anew: a tenant admitted now runs and is held to its quota.
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  json later =
+      Call("POST", "/v1/tenants", {{"id", "later"}, {"gpu", 0}, {"memory", "512MiB"}}, 201);
+  auto [code, fill] =
+      Sh(Env(later) + GPUMUX_ALLOC_CLIENT + " direct fill " + std::to_string(64 * mib) + " 0");
+  ASSERT_EQ(code, 0) << fill;
+  EXPECT_EQ(json::parse(fill)["allocated"].get<uint64_t>(), 512 * mib) << fill;
 }
 
 TEST_F(AgentTest, FiftySlowClientsDelayNoOne) {
@@ -125,7 +198,8 @@ TEST_F(AgentTest, FiftySlowClientsDelayNoOne) {
   double worst = 0;
   for (int i = 0; i < 20; ++i) {
     worst = std::max(worst, MillisecondsOf([&] { Call("GET", "/v1/health", json(), 200); }));
-    worst = std::max(worst, MillisecondsOf([&] { Call("GET", "/v1/tenants/steady", json(), 200); }));
+    worst =
+        std::max(worst, MillisecondsOf([&] { Call("GET", "/v1/tenants/steady", json(), 200); }));
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   done = true;
@@ -201,10 +275,13 @@ TEST_F(AgentTest, TwoHundredClientsOfMixedRequestsSeeNoError) {
       json admit = {{"id", id}, {"gpu", i % 8}, {"memory", "64MiB"}};
       while (Clock::now() < end) {
         try {
-          expect(gpumux::agent::CallUnix(socket_, "POST", "/v1/tenants", admit.dump()).first, 201, "POST " + id);
-          expect(gpumux::agent::CallUnix(socket_, "GET", "/v1/tenants/" + id).first, 200, "GET " + id);
+          expect(gpumux::agent::CallUnix(socket_, "POST", "/v1/tenants", admit.dump()).first, 201,
+                 "POST " + id);
+          expect(gpumux::agent::CallUnix(socket_, "GET", "/v1/tenants/" + id).first, 200,
+                 "GET " + id);
           expect(gpumux::agent::CallUnix(socket_, "GET", "/v1/gpus").first, 200, "GET gpus");
-          expect(gpumux::agent::CallUnix(socket_, "DELETE", "/v1/tenants/" + id).first, 200, "DELETE " + id);
+          expect(gpumux::agent::CallUnix(socket_, "DELETE", "/v1/tenants/" + id).first, 200,
+                 "DELETE " + id);
         } catch (const gpumux::Error& e) {
           expect(0, 1, std::string("no answer: ") + e.what());
         }
@@ -259,8 +336,10 @@ TEST_F(AgentTest, SigkillInABurstOfAdmissionsLosesNoAdmittedTenant) {
     EXPECT_EQ(t["gpu"].get<int>(), c) << id;
     EXPECT_EQ(t["quota_bytes"].get<uint64_t>(), uint64_t(k + 1) << 20) << id;
   }
-  for (const std::string& id : admitted) EXPECT_TRUE(restored.count(id)) << id << " got 201 and was lost";
-  EXPECT_LE(restored.size(), admitted.size() + 8) << "at most one admission per client was in flight";
+  for (const std::string& id : admitted)
+    EXPECT_TRUE(restored.count(id)) << id << " got 201 and was lost";
+  EXPECT_LE(restored.size(), admitted.size() + 8)
+      << "at most one admission per client was in flight";
 }
 
 }  // namespace

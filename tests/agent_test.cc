@@ -360,13 +360,13 @@ TEST_F(AgentTest, MetricsPassPromtool) {
   StartAgent();
   // Ids are letters, digits and "._-" (quotes and newlines are refused at admission), so labels
   // need no escaping; every character an id may hold is in this one.
-  json a = Call("POST", "/v1/tenants", {{"id", "metered-one_1.x"}, {"gpu", 0}, {"memory", "1GiB"}}, 201);
+  json a =
+      Call("POST", "/v1/tenants", {{"id", "metered-one_1.x"}, {"gpu", 0}, {"memory", "1GiB"}}, 201);
   Sh(Env(a) + kClient + " direct fill " + std::to_string(256 * kMiB) + " 0");
   auto [status, text] = CallUnix(socket_, "GET", "/metrics");
   ASSERT_EQ(status, 200);
   EXPECT_NE(
-      text.find(
-          "gpumux_tenant_refused_allocations_total{gpu=\"0\",tenant=\"metered-one_1.x\"} 1"),
+      text.find("gpumux_tenant_refused_allocations_total{gpu=\"0\",tenant=\"metered-one_1.x\"} 1"),
       std::string::npos)
       << text;
   std::ofstream(dir_ / "metrics.txt") << text;

@@ -29,6 +29,11 @@ YamlFields::YamlFields(std::string path, const YAML::Node& node, std::string whe
 
 void YamlFields::AllowOnly(std::initializer_list<std::string_view> allowed) const {
   for (const auto& kv : node_) {
+    if (!kv.first.IsScalar()) {  // "? [a, b]: x" makes a key of a list or a mapping
+      throw BadInput(
+          fmt::format("{}:{}: {}: a field name must be plain text, not a list or mapping", path_,
+                      kv.first.Mark().line + 1, where_));
+    }
     std::string key = kv.first.as<std::string>();
     bool known = false;
     std::string list;

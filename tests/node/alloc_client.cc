@@ -2,11 +2,16 @@
 // the three ways real programs do, allocates, and prints what happened as one JSON line.
 //   alloc_client BINDING fill STEP HOLD_S   allocate STEP bytes until refused, hold, free
 //   alloc_client BINDING race THREADS SECONDS MAX_BYTES   random alloc/free from THREADS threads
+//   alloc_client BINDING attack DIR STEP   allocate STEP, then overwrite every byte of every file
+//                                    under DIR it can open for writing with 0xff (but the simulated
+//                                    GPU's sim-*.state, which stands for hardware and driver), then
+//                                    allocate STEP until refused
 //   alloc_client direct mixed STEP   rotate through every allocation path until refused, read NVML,
 //                                    free everything and read NVML again
 // BINDING: direct (linked against libcuda.so.1), dlopen (dlopen + dlsym), procaddr
 // (cuGetProcAddress).
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -14,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <thread>
@@ -75,6 +81,32 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(argv[4])));
     for (CUdeviceptr p : held) d.free(p);
+    return 0;
+  }
+  if (mode == "attack" && argc >= 5) {
+    size_t step = std::strtoull(argv[4], nullptr, 10);
+    std::vector<CUdeviceptr> held;
+    CUdeviceptr p;
+    CUresult last = d.alloc(&p, step);  // the shim now has the ledger and its grant
+    if (last == 0) held.push_back(p);
+    int rewritten = 0;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(
+             argv[3], std::filesystem::directory_options::skip_permission_denied)) {
+      if (!entry.is_regular_file() || entry.path().filename().string().rfind("sim-", 0) == 0)
+        continue;
+      int fd = open(entry.path().c_str(), O_RDWR);
+      if (fd < 0) continue;
+      std::vector<char> bytes(size_t(entry.file_size()), char(0xff));
+      if (pwrite(fd, bytes.data(), bytes.size(), 0) == ssize_t(bytes.size())) ++rewritten;
+      close(fd);
+    }
+    while (last == 0) {
+      last = d.alloc(&p, step);
+      if (last == 0) held.push_back(p);
+    }
+    std::printf("{\"allocated\": %zu, \"last_error\": %d, \"files_rewritten\": %d}\n",
+                held.size() * step, last, rewritten);
+    for (CUdeviceptr q : held) d.free(q);
     return 0;
   }
   if (mode == "race" && argc >= 6) {

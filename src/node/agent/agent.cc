@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -83,13 +84,53 @@ void Agent::BuildSlots(Gpu& g, const std::vector<node::Device>& devices) {
       throw BadInput(path + " is the ledger of a " + ledger->gpu_name() + ", not of this " +
                      d.name + "; remove it if the GPU changed");
     }
-    // Tenant processes of every user reserve their memory in it, so it is writable by all; a
-    // tenant that rewrites its own limits there is put back within half a second (Reclaim) and
-    // logged. See the threat model in ledger.h.
+    // Tenant processes of every user keep their compute state in it, so it is writable by all; a
+    // tenant that rewrites limits there is put back within half a second (Reclaim) and logged.
+    // Memory is not theirs to count: the authority ledger beside it holds that.
     chmod(path.c_str(), 0666);
-    slots.push_back({d, path, std::move(ledger)});
+    std::string private_dir = config_.runtime_dir + "/private";
+    mkdir(private_dir.c_str(), 0700);
+    chmod(private_dir.c_str(), 0700);
+    std::string authority_path = private_dir + "/" + node::DeviceStem(d) + ".ledger";
+    auto authority = std::make_unique<node::Ledger>(
+        node::Ledger::CreateOrOpen(authority_path, d.memory, d.name));
+    chmod(authority_path.c_str(), 0600);
+    slots.push_back({d, path, std::move(ledger), std::move(authority)});
   }
   g.slots = std::move(slots);
+}
+
+void Agent::RebuildSharedLedger(Slot& slot) {
+  Log("warn", "shared ledger overwritten outside gpumuxd; made anew (memory grants are unaffected)",
+      {{"ledger", slot.ledger_path}});
+  unlink(slot.ledger_path.c_str());
+  slot.ledger = std::make_unique<node::Ledger>(
+      node::Ledger::CreateOrOpen(slot.ledger_path, slot.device.memory, slot.device.name));
+  chmod(slot.ledger_path.c_str(), 0666);
+  for (const TenantRecord& t : store_.All()) {
+    if (SlotOf(t.gpu, t.instance) == &slot) slot.ledger->AddTenant(t.id, t.limits, false);
+  }
+}
+
+std::vector<node::TenantUsage> Agent::Slot::Usage() const {
+  // The authority lists the tenants and their memory; the shared ledger adds what their
+  // processes measured of compute, where its slot is intact.
+  std::vector<node::TenantUsage> usage = authority->Snapshot(), shared = ledger->Snapshot();
+  for (node::TenantUsage& u : usage) {
+    auto s = std::find_if(shared.begin(), shared.end(),
+                          [&](const node::TenantUsage& x) { return x.id == u.id; });
+    if (s == shared.end()) continue;
+    u.gpu_ns = s->gpu_ns;
+    u.held = s->held;
+    // Processes: those holding grants, with what they hold, then those that only run kernels.
+    for (const auto& process : s->processes) {
+      pid_t pid = process.first;  // (clang 14 does not capture structured bindings)
+      bool listed = std::any_of(u.processes.begin(), u.processes.end(),
+                                [&](auto& p) { return p.first == pid; });
+      if (!listed) u.processes.push_back({pid, 0});
+    }
+  }
+  return usage;
 }
 
 Agent::Slot* Agent::SlotOf(int gpu, int instance) {
@@ -112,7 +153,9 @@ std::optional<std::pair<int, int>> Agent::SlotWithUuid(const std::string& uuid) 
 }
 
 void Agent::Apply(const TenantRecord& t) {
-  SlotOf(t.gpu, t.instance)->ledger->AddTenant(t.id, t.limits, false);
+  Slot* slot = SlotOf(t.gpu, t.instance);
+  slot->authority->AddTenant(t.id, t.limits, false);
+  slot->ledger->AddTenant(t.id, t.limits, false);
 }
 
 bool Agent::IsOperator(const HttpRequest& r) const {
@@ -193,6 +236,9 @@ HttpResponse Agent::Route(const HttpRequest& r) {
     if (!IsOperator(r)) throw PermissionDenied("only operators may change a GPU's sharing mode");
     return SetMode(r, r.path.substr(9));
   }
+  if (r.method == "POST" && (r.path == "/v1/grants" || r.path == "/v1/grants/return")) {
+    return Grant(r, r.path == "/v1/grants/return");
+  }
   if (!tenants) throw NotFound("no such endpoint: " + r.method + " " + r.path);
   if (r.method == "GET") return ListTenants(r, id);
   if (!IsOperator(r)) {
@@ -213,8 +259,8 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
   bool joined = false;  // an existing tenant joined as it is ("join": true)
   {
     RequestBody body(r.body);
-    body.AllowOnly({"id", "gpu", "instance", "device", "join", "shards", "mps_percent", "memory", "compute",
-                    "weight", "priority", "owner_uid", "source"});
+    body.AllowOnly({"id", "gpu", "instance", "device", "join", "shards", "mps_percent", "memory",
+                    "compute", "weight", "priority", "owner_uid", "source"});
     t.id = id_from_path.empty() ? body.Text("id", 63).value_or("") : id_from_path;
     if (t.id.empty()) throw BadInput("id: give the tenant's id");
     node::CheckTenantId(t.id);
@@ -263,9 +309,12 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
       t.limits.cap_permille = uint32_t(*p * 10);
     }
     if (auto memory = body.Bytes("memory")) t.limits.memory = *memory;
-    if (auto compute = body.Text("compute", 16)) t.limits.cap_permille = node::ParseComputeCap(*compute);
-    if (auto weight = body.Integer("weight", 1, node::kMaxWeight)) t.limits.weight = uint32_t(*weight);
-    if (auto priority = body.Text("priority", 16)) t.limits.priority = node::ParsePriority(*priority);
+    if (auto compute = body.Text("compute", 16))
+      t.limits.cap_permille = node::ParseComputeCap(*compute);
+    if (auto weight = body.Integer("weight", 1, node::kMaxWeight))
+      t.limits.weight = uint32_t(*weight);
+    if (auto priority = body.Text("priority", 16))
+      t.limits.priority = node::ParsePriority(*priority);
     if (auto owner = body.Integer("owner_uid", 0, kMaxUid)) t.owner = uid_t(*owner);
     if (auto source = body.Text("source")) t.source = *source;
     if (t.source.empty()) t.source = "api";
@@ -294,7 +343,9 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
       t = *existing;  // its processes join the tenant under the limits it has
     } else {
       try {
-        slot->ledger->AddTenant(t.id, t.limits, config_.strict);
+        // Checked against the authority's quotas, which no tenant can have rewritten.
+        slot->authority->AddTenant(t.id, t.limits, config_.strict);
+        slot->ledger->AddTenant(t.id, t.limits, false);
       } catch (const Error& e) {
         if (e.code() != ErrorCode::kDoesNotFit) throw;
         Log("info", "tenant refused",
@@ -322,6 +373,8 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
     env[k] = v;
   for (const auto& [k, v] : backend_->ClientEnvironment(slot.device, gpu.mode, t.limits))
     env[k] = v;
+  // The shim then takes its memory as grants from gpumuxd (POST /v1/grants), not from the ledger.
+  if (!config_.socket_path.empty()) env["GPUMUX_AGENT"] = config_.socket_path;
   return Json(existing ? 200 : 201, {{"id", t.id},
                                      {"gpu", t.gpu},
                                      {"instance", t.instance},
@@ -352,7 +405,8 @@ HttpResponse Agent::SetMode(const HttpRequest& r, const std::string& index) {
   if (!mode || *mode == ShareMode::kWhole) throw BadInput(expected);
   for (Slot& slot : g.slots) {
     slot.ledger->ReclaimDead();
-    for (const node::TenantUsage& u : slot.ledger->Snapshot()) {
+    slot.authority->ReclaimDead();
+    for (const node::TenantUsage& u : slot.Usage()) {
       if (!u.processes.empty())
         throw Conflict("tenant '" + u.id + "' runs on GPU " + index +
                        "; change the mode when it is idle");
@@ -397,19 +451,69 @@ HttpResponse Agent::Remove(const std::string& id) {
     store_.Remove(id);
     return Json(200, {{"removed", id}});
   }
-  node::Ledger& ledger = *slot->ledger;
-  ledger.ReclaimDead();
-  for (const node::TenantUsage& u : ledger.Snapshot()) {
+  slot->ledger->ReclaimDead();
+  slot->authority->ReclaimDead();
+  for (const node::TenantUsage& u : slot->Usage()) {
     if (u.id != id) continue;
     if (!u.processes.empty()) {
       throw Conflict("tenant '" + id + "' still has " + std::to_string(u.processes.size()) +
                      " live process(es), pid " + std::to_string(u.processes[0].first));
     }
-    ledger.RemoveTenant(u.slot);
+  }
+  for (node::Ledger* ledger : {slot->ledger.get(), slot->authority.get()}) {
+    if (std::optional<int> s = ledger->FindTenant(id)) ledger->RemoveTenant(*s);
   }
   store_.Remove(id);
   Log("info", "tenant removed", {{"tenant", id}, {"gpu", std::to_string(t->gpu)}});
   return Json(200, {{"removed", id}});
+}
+
+HttpResponse Agent::Grant(const HttpRequest& r, bool give_back) {
+  if (!r.has_credentials || r.pid <= 0)
+    throw PermissionDenied("grants go to processes on this node's socket");
+  RequestBody body(r.body);
+  body.AllowOnly({"tenant", "bytes", "least"});
+  std::string id = body.Text("tenant", 63).value_or("");
+  node::CheckTenantId(id);
+  std::optional<TenantRecord> t = store_.Find(id);
+  // A process may draw only on a tenant its user owns (root's may draw on any).
+  if (!t || (r.uid != 0 && r.uid != t->owner)) {
+    throw PermissionDenied("no tenant '" + id + "' that uid " + std::to_string(r.uid) +
+                           " may draw on");
+  }
+  Slot* slot = SlotOf(t->gpu, t->instance);
+  if (!slot) throw Unavailable("tenant '" + id + "': its GPU or MIG instance is gone");
+  node::Ledger& authority = *slot->authority;
+  std::optional<int> tenant_slot = authority.FindTenant(id);
+  if (!tenant_slot) throw Internal("tenant '" + id + "' is missing from the authority ledger");
+  uint64_t bytes = body.Bytes("bytes").value_or(0);
+  // Grants are counted against the calling process (its pid from the socket, not the request).
+  std::optional<int> process = authority.FindProcess(r.pid);
+  if (process && authority.ProcessTenant(*process) != *tenant_slot) {
+    throw Conflict("process " + std::to_string(r.pid) + " already draws on another tenant");
+  }
+  uint64_t granted = 0;
+  if (give_back) {
+    granted = process ? std::min(bytes, authority.ProcessUsed(*process)) : 0;
+    if (granted) authority.Release(*process, granted);
+  } else {
+    uint64_t least = body.Bytes("least").value_or(bytes);
+    if (least == 0 || least > bytes) throw BadInput("least: expected 1 to \"bytes\" bytes");
+    if (!process) process = authority.RegisterProcess(*tenant_slot, r.pid);
+    granted = authority.ReserveUpTo(*process, bytes, least);
+    if (granted == 0) {
+      throw DoesNotFit("tenant '" + id + "': " + FormatBytes(double(least)) +
+                       " more would pass its quota of " + FormatBytes(double(t->limits.memory)) +
+                       " (" + FormatBytes(double(authority.TenantUsed(*tenant_slot))) +
+                       " granted)");
+    }
+  }
+  if (std::optional<int> s = slot->ledger->FindTenant(id)) {
+    slot->ledger->SetTenantUsed(*s, authority.TenantUsed(*tenant_slot));
+  }
+  return Json(200, {{"granted", granted},
+                    {"used_bytes", authority.TenantUsed(*tenant_slot)},
+                    {"quota_bytes", t->limits.memory}});
 }
 
 HttpResponse Agent::ListTenants(const HttpRequest& r, const std::string& only_id) {
@@ -417,7 +521,7 @@ HttpResponse Agent::ListTenants(const HttpRequest& r, const std::string& only_id
   json list = json::array();
   std::map<const Slot*, std::vector<node::TenantUsage>> snapshots;
   for (Gpu& g : gpus_) {
-    for (const Slot& slot : g.slots) snapshots[&slot] = slot.ledger->Snapshot();
+    for (const Slot& slot : g.slots) snapshots[&slot] = slot.Usage();
   }
   for (const TenantRecord& t : store_.All()) {
     if (!only_id.empty() && t.id != only_id) continue;
@@ -462,19 +566,35 @@ uint64_t Agent::Reclaim() {
   std::map<const Slot*, std::vector<node::TenantUsage>> snapshots;
   for (Gpu& g : gpus_) {
     for (Slot& slot : g.slots) {
-      uint64_t bytes = slot.ledger->ReclaimDead();
+      uint64_t bytes = slot.ledger->ReclaimDead() + slot.authority->ReclaimDead();
       if (bytes) {
         Log("info", "reclaimed memory of dead processes",
             {{"device", node::DeviceStem(slot.device)}, {"bytes", std::to_string(bytes)}});
       }
       total += bytes;
+      if (!slot.ledger->Intact() || slot.ledger->capacity() != slot.device.memory ||
+          slot.ledger->gpu_name() != slot.device.name) {
+        RebuildSharedLedger(slot);
+      }
       snapshots[&slot] = slot.ledger->Snapshot();
+      // The usage tenants read is what gpumuxd granted, whatever was written there since.
+      for (const node::TenantUsage& a : slot.authority->Snapshot()) {
+        if (std::optional<int> s = slot.ledger->FindTenant(a.id))
+          slot.ledger->SetTenantUsed(*s, a.used);
+      }
     }
   }
-  // Limits in the ledgers are the agent's to write: put back any that differ from what it granted.
+  // Limits in the ledgers are the agent's to write: put back any that differ from what it granted,
+  // and any tenant whose slot was wiped.
   for (const TenantRecord& t : store_.All()) {
     const Slot* slot = SlotOf(t.gpu, t.instance);
     if (!slot) continue;
+    if (!slot->ledger->FindTenant(t.id)) {
+      slot->ledger->AddTenant(t.id, t.limits, false);
+      Log("warn", "tenant's slot in the shared ledger was wiped outside gpumuxd; restored",
+          {{"tenant", t.id}});
+      continue;
+    }
     for (const node::TenantUsage& u : snapshots[slot]) {
       if (u.id != t.id) continue;
       if (u.quota != t.limits.memory || u.cap_permille != t.limits.cap_permille ||
@@ -496,7 +616,7 @@ std::string Agent::MetricsText() {
   for (const Gpu& g : gpus_) {
     for (const Slot& slot : g.slots) {
       gpus.push_back({node::DeviceStem(slot.device).substr(3), slot.device.name, slot.device.memory,
-                      slot.ledger->Snapshot()});
+                      slot.Usage()});
     }
   }
   return FormatMetrics(gpus, NowNs());

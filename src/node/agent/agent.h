@@ -17,6 +17,11 @@
 //                                         or "device": a GPU's or MIG instance's UUID (real GPUs)
 //   PUT    /v1/tenants/ID                operators: change its limits
 //   DELETE /v1/tenants/ID                operators: remove it (refused while it has live processes)
+//   POST   /v1/grants                    a tenant's process (its owner's uid, or root): {"tenant",
+//                                         "bytes", "least"}: credit for its allocations, at least
+//                                         "least" and at most "bytes", within the tenant's quota;
+//                                         counted against the calling pid (SO_PEERCRED)
+//   POST   /v1/grants/return             the same process: {"tenant", "bytes"} it no longer needs
 //   GET    /metrics                      anyone (also on the TCP metrics address)
 // Operators are root and members of the configured operator group, identified by the connection's
 // credentials (SO_PEERCRED), never by what the request says.
@@ -48,6 +53,7 @@ struct AgentConfig {
   std::string state_path;      // SQLite database
   std::string bin_dir;         // where libgpumux.so (and simgpu/) are: node::RuntimeLibraryDir()
   std::string operator_group;  // empty: root only
+  std::string socket_path;     // the API socket, where tenant processes ask for memory grants
   uint64_t shard_bytes =
       1ull << 30;      // memory per Slurm shard (gpumux slurm gres-conf uses the same)
   bool strict = true;  // refuse tenants whose quotas or caps would oversubscribe a GPU
@@ -72,8 +78,16 @@ class Agent {
   // What tenants are admitted on: a whole GPU, or one MIG instance of it (a device of its own).
   struct Slot {
     node::Device device;
+    // Shared with the tenants, who map it (mode 0666): their processes' compute state, and a view
+    // of their quotas and usage that gpumuxd writes.
     std::string ledger_path;
     std::unique_ptr<node::Ledger> ledger;
+    // gpumuxd's alone (mode 0600 in <runtime-dir>/private): each tenant's quota and the memory
+    // granted to each of its processes. No tenant can write it, so none can forge its usage.
+    std::unique_ptr<node::Ledger> authority;
+    // Every tenant's figures: memory (usage, refusals, reclaimed bytes, the processes holding
+    // grants) from the authority, compute (GPU time, held launches) from the shared ledger.
+    std::vector<node::TenantUsage> Usage() const;
   };
   struct Gpu {
     node::Device device;
@@ -87,6 +101,9 @@ class Agent {
   void BuildSlots(Gpu& g, const std::vector<node::Device>& devices);
   // The slot a tenant is on; null if there is none such (a GPU or instance that is gone).
   Slot* SlotOf(int gpu, int instance);
+  // Makes a slot's shared ledger anew, with its tenants' limits, after someone overwrote its
+  // header.
+  void RebuildSharedLedger(Slot& slot);
   // The GPU and instance (-1: the whole GPU) of the device with this UUID ("GPU-..." or "MIG-...").
   std::optional<std::pair<int, int>> SlotWithUuid(const std::string& uuid) const;
 
@@ -97,6 +114,8 @@ class Agent {
   HttpResponse Remove(const std::string& id);
   HttpResponse SetMode(const HttpRequest& r, const std::string& gpu);
   HttpResponse ListTenants(const HttpRequest& r, const std::string& only_id);
+  // POST /v1/grants (take credit) and POST /v1/grants/return: the calling process's memory.
+  HttpResponse Grant(const HttpRequest& r, bool give_back);
   void Apply(const TenantRecord& t);  // writes the record's limits into its GPU's ledger
   std::string MetricsText();          // Prometheus text of every GPU and tenant; with mu_ held
 

@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
     config.runtime_dir = runtime_dir;
     config.state_path = state;
     config.operator_group = operator_group;
+    config.socket_path = std::filesystem::absolute(socket).string();
     config.bin_dir = gpumux::node::RuntimeLibraryDir();
     config.shard_bytes = uint64_t(gpumux::ParseBytes(shard_size));
     if (config.shard_bytes == 0) throw gpumux::BadInput("--shard-size must be more than 0 bytes");

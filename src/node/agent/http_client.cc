@@ -17,7 +17,8 @@ std::pair<int, std::string> CallUnix(const std::string& socket_path, const std::
                                      const std::string& path, const std::string& body) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  if (socket_path.size() >= sizeof(addr.sun_path)) throw Unavailable(socket_path + ": socket path too long");
+  if (socket_path.size() >= sizeof(addr.sun_path))
+    throw Unavailable(socket_path + ": socket path too long");
   std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw Unavailable(std::string("socket: ") + std::strerror(errno));
@@ -30,7 +31,8 @@ std::pair<int, std::string> CallUnix(const std::string& socket_path, const std::
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
   std::ostringstream request;
-  request << method << ' ' << path << " HTTP/1.1\r\nHost: gpumuxd\r\nContent-Type: application/json\r\n"
+  request << method << ' ' << path
+          << " HTTP/1.1\r\nHost: gpumuxd\r\nContent-Type: application/json\r\n"
           << "Content-Length: " << body.size() << "\r\nConnection: close\r\n\r\n"
           << body;
   std::string out = request.str(), in;

@@ -28,12 +28,14 @@ ParseResult ParseHttpMessage(std::string_view data, HttpMessage* message) {
   size_t head_end = data.find("\r\n\r\n");
   if (head_end == std::string_view::npos) {
     if (data.size() > kMaxHeadBytes) {
-      return {ParseStatus::kTooLarge, "request head over " + std::to_string(kMaxHeadBytes) + " bytes", 431};
+      return {ParseStatus::kTooLarge,
+              "request head over " + std::to_string(kMaxHeadBytes) + " bytes", 431};
     }
     return {};
   }
   if (head_end > kMaxHeadBytes) {
-    return {ParseStatus::kTooLarge, "request head over " + std::to_string(kMaxHeadBytes) + " bytes", 431};
+    return {ParseStatus::kTooLarge, "request head over " + std::to_string(kMaxHeadBytes) + " bytes",
+            431};
   }
   std::string_view head = data.substr(0, head_end);
   size_t line_end = head.find("\r\n");
@@ -43,8 +45,9 @@ ParseResult ParseHttpMessage(std::string_view data, HttpMessage* message) {
   message->headers.clear();
   while (line_end != std::string_view::npos) {
     size_t next = head.find("\r\n", line_end + 2);
-    std::string_view line = head.substr(line_end + 2, next == std::string_view::npos ? std::string_view::npos
-                                                                                     : next - line_end - 2);
+    std::string_view line =
+        head.substr(line_end + 2,
+                    next == std::string_view::npos ? std::string_view::npos : next - line_end - 2);
     line_end = next;
     size_t colon = line.find(':');
     if (colon == std::string_view::npos || colon == 0) {
@@ -56,7 +59,8 @@ ParseResult ParseHttpMessage(std::string_view data, HttpMessage* message) {
       name += char(std::tolower(static_cast<unsigned char>(c)));
     }
     std::string_view value = line.substr(colon + 1);
-    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
+      value.remove_prefix(1);
     while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
     if (!IsPrintable(value)) return Malformed("control characters in header '" + name + "'");
     auto [it, inserted] = message->headers.emplace(name, std::string(value));
@@ -75,7 +79,8 @@ ParseResult ParseHttpMessage(std::string_view data, HttpMessage* message) {
     }
     length = std::stoull(v);
     if (length > kMaxBodyBytes) {
-      return {ParseStatus::kTooLarge, "body of " + v + " bytes, more than " + std::to_string(kMaxBodyBytes), 413};
+      return {ParseStatus::kTooLarge,
+              "body of " + v + " bytes, more than " + std::to_string(kMaxBodyBytes), 413};
     }
   }
   size_t body_start = head_end + 4;
@@ -93,7 +98,8 @@ bool ToRequest(const HttpMessage& message, HttpRequest* request, std::string* er
   }
   std::string method = line.substr(0, first), target = line.substr(first + 1, last - first - 1);
   std::string version = line.substr(last + 1);
-  if (method.empty() || method.size() > 16 || method.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ") != std::string::npos) {
+  if (method.empty() || method.size() > 16 ||
+      method.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ") != std::string::npos) {
     *error = "method '" + method.substr(0, 16) + "' is not an HTTP method";
     return false;
   }
@@ -113,28 +119,44 @@ bool ToRequest(const HttpMessage& message, HttpRequest* request, std::string* er
 
 const char* ReasonPhrase(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 201: return "Created";
-    case 400: return "Bad Request";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 409: return "Conflict";
-    case 411: return "Length Required";
-    case 413: return "Content Too Large";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 503: return "Service Unavailable";
-    default: return "Unknown";
+    case 200:
+      return "OK";
+    case 201:
+      return "Created";
+    case 400:
+      return "Bad Request";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 409:
+      return "Conflict";
+    case 411:
+      return "Length Required";
+    case 413:
+      return "Content Too Large";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Unknown";
   }
 }
 
 std::string FormatResponse(const HttpResponse& r) {
   std::ostringstream out;
-  out << "HTTP/1.1 " << r.status << ' ' << ReasonPhrase(r.status) << "\r\nContent-Type: " << r.content_type
-      << "\r\nContent-Length: " << r.body.size() << "\r\nConnection: close\r\n\r\n"
+  out << "HTTP/1.1 " << r.status << ' ' << ReasonPhrase(r.status)
+      << "\r\nContent-Type: " << r.content_type << "\r\nContent-Length: " << r.body.size()
+      << "\r\nConnection: close\r\n\r\n"
       << r.body;
   return out.str();
 }

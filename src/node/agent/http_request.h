@@ -12,8 +12,8 @@
 
 namespace gpumux::agent {
 
-inline constexpr size_t kMaxHeadBytes = 16 << 10;   // start line and headers
-inline constexpr size_t kMaxBodyBytes = 1 << 20;    // the API's JSON bodies are a few hundred bytes
+inline constexpr size_t kMaxHeadBytes = 16 << 10;  // start line and headers
+inline constexpr size_t kMaxBodyBytes = 1 << 20;   // the API's JSON bodies are a few hundred bytes
 
 struct HttpRequest {
   std::string method;  // "GET", "POST", ...
@@ -47,7 +47,7 @@ enum class ParseStatus {
 
 struct ParseResult {
   ParseStatus status = ParseStatus::kIncomplete;
-  std::string error;  // for kMalformed and kTooLarge: what is wrong, for the 4xx answer
+  std::string error;    // for kMalformed and kTooLarge: what is wrong, for the 4xx answer
   int http_status = 0;  // for kMalformed and kTooLarge: 400, 411, 413 or 431
 };
 

@@ -11,7 +11,8 @@ ParseResult Parse(const std::string& data, HttpMessage* m = nullptr) {
 }
 
 TEST(HttpRequest, ACompleteRequestAndEveryPrefixOfIt) {
-  std::string data = "POST /v1/tenants?x=1 HTTP/1.1\r\nHost: gpumuxd\r\nContent-Length: 7\r\n\r\n{\"a\":1}";
+  std::string data =
+      "POST /v1/tenants?x=1 HTTP/1.1\r\nHost: gpumuxd\r\nContent-Length: 7\r\n\r\n{\"a\":1}";
   for (size_t n = 0; n < data.size(); ++n) {
     EXPECT_EQ(Parse(data.substr(0, n)).status, ParseStatus::kIncomplete) << n;
   }
@@ -37,9 +38,11 @@ TEST(HttpRequest, MalformedIs400AndOversizedIs413Or431) {
   EXPECT_EQ(status("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"), 411);
   EXPECT_EQ(status("POST / HTTP/1.1\r\nContent-Length: 2000000\r\n\r\n"), 413);
   EXPECT_EQ(status("GET / HTTP/1.1\r\nX: " + std::string(kMaxHeadBytes, 'a')), 431);
-  EXPECT_EQ(Parse("GET / HTTP/1.1\r\nX: " + std::string(kMaxHeadBytes, 'a')).status, ParseStatus::kTooLarge);
+  EXPECT_EQ(Parse("GET / HTTP/1.1\r\nX: " + std::string(kMaxHeadBytes, 'a')).status,
+            ParseStatus::kTooLarge);
 
-  for (const char* line : {"GET", "GET /", "get / HTTP/1.1", "GET v1 HTTP/1.1", "GET / HTTP/2", "GET  / HTTP/1.1"}) {
+  for (const char* line :
+       {"GET", "GET /", "get / HTTP/1.1", "GET v1 HTTP/1.1", "GET / HTTP/2", "GET  / HTTP/1.1"}) {
     HttpMessage m;
     ASSERT_EQ(Parse(std::string(line) + "\r\n\r\n", &m).status, ParseStatus::kComplete) << line;
     HttpRequest r;

@@ -50,7 +50,8 @@ struct Connection {
 // the event loop, which a byte on the wake pipe calls.
 class Workers {
  public:
-  Workers(int count, const HttpServer::Handler& handler, int wake_fd) : handler_(handler), wake_fd_(wake_fd) {
+  Workers(int count, const HttpServer::Handler& handler, int wake_fd)
+      : handler_(handler), wake_fd_(wake_fd) {
     for (int i = 0; i < count; ++i) threads_.emplace_back([this] { Run(); });
   }
   ~Workers() {
@@ -88,7 +89,8 @@ class Workers {
       try {
         response = handler_(job.second);
       } catch (const std::exception& e) {
-        Log("error", "request handler failed", {{"method", job.second.method}, {"path", job.second.path}, {"reason", e.what()}});
+        Log("error", "request handler failed",
+            {{"method", job.second.method}, {"path", job.second.path}, {"reason", e.what()}});
         response = ErrorAnswer(500, "internal error (see gpumuxd's log)");
       }
       {
@@ -166,7 +168,8 @@ void HttpServer::ListenTcp(const std::string& address) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   int one = 1;
   if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 256) != 0) {
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      listen(fd, 256) != 0) {
     std::string why = Errno(address);
     if (fd >= 0) close(fd);
     throw Unavailable(why);
@@ -216,8 +219,9 @@ void HttpServer::Serve(const Handler& handler) {
         continue;
       }
       if (c.uid_key != 0 && per_uid[c.uid_key] >= limits_.max_connections_per_uid) {
-        RefuseAtOnce(fd, 429, "too many open connections from this user (" +
-                                  std::to_string(limits_.max_connections_per_uid) + ")");
+        RefuseAtOnce(fd, 429,
+                     "too many open connections from this user (" +
+                         std::to_string(limits_.max_connections_per_uid) + ")");
         if (per_uid[c.uid_key] == 0) per_uid.erase(c.uid_key);
         continue;
       }
@@ -277,7 +281,8 @@ void HttpServer::Serve(const Handler& handler) {
       ids.push_back(id);
       next_deadline = std::min(next_deadline, c.deadline);
     }
-    int wait_ms = int(std::chrono::duration_cast<std::chrono::milliseconds>(next_deadline - now).count()) + 1;
+    int wait_ms =
+        int(std::chrono::duration_cast<std::chrono::milliseconds>(next_deadline - now).count()) + 1;
     if (poll(fds.data(), fds.size(), std::max(wait_ms, 0)) < 0 && errno != EINTR) break;
 
     if (fds[0].revents & POLLIN) {
@@ -306,7 +311,8 @@ void HttpServer::Serve(const Handler& handler) {
     for (auto it = connections.begin(); it != connections.end();) {
       Connection& c = it->second;
       if (c.state == Connection::State::kReading && now >= c.deadline) {
-        respond(c, ErrorAnswer(408, "request not complete within " + std::to_string(limits_.request_deadline_ms) + " ms"));
+        respond(c, ErrorAnswer(408, "request not complete within " +
+                                        std::to_string(limits_.request_deadline_ms) + " ms"));
         if (!write_to(c)) {
           it = close_connection(it);
           continue;

@@ -29,11 +29,12 @@
 namespace gpumux::agent {
 
 struct HttpServerLimits {
-  int request_deadline_ms = 5000;   // from accepting a connection to its request being complete
-  int write_deadline_ms = 5000;     // for the client to take its answer
-  int max_connections = 1024;       // open at once, all callers
-  int max_connections_per_uid = 32; // open at once by one uid other than root (TCP callers share one)
-  int workers = 4;                  // threads that run the handler
+  int request_deadline_ms = 5000;  // from accepting a connection to its request being complete
+  int write_deadline_ms = 5000;    // for the client to take its answer
+  int max_connections = 1024;      // open at once, all callers
+  int max_connections_per_uid =
+      32;           // open at once by one uid other than root (TCP callers share one)
+  int workers = 4;  // threads that run the handler
 };
 
 class HttpServer {

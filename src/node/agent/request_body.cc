@@ -32,7 +32,8 @@ void RequestBody::AllowOnly(std::initializer_list<const char*> known) const {
       list += std::string(list.empty() ? "" : ", ") + k;
     }
     if (!ok) {
-      throw BadInput("request body: unknown field " + (Printable(key) && key.size() < 64 ? "'" + key + "'" : "(not shown)") +
+      throw BadInput("request body: unknown field " +
+                     (Printable(key) && key.size() < 64 ? "'" + key + "'" : "(not shown)") +
                      "; known: " + list);
     }
   }
@@ -79,15 +80,16 @@ std::optional<std::string> RequestBody::Text(const char* key, size_t max_length)
   return v.get<std::string>();
 }
 
-std::optional<std::vector<std::string>> RequestBody::TextList(const char* key, size_t max_items) const {
+std::optional<std::vector<std::string>> RequestBody::TextList(const char* key,
+                                                              size_t max_items) const {
   if (!Has(key)) return std::nullopt;
   const nlohmann::json& v = j_.at(key);
   std::string expected = "a list of at most " + std::to_string(max_items) + " strings";
   if (!v.is_array() || v.size() > max_items) Fail(key, expected);
   std::vector<std::string> out;
   for (const nlohmann::json& item : v) {
-    if (!item.is_string() || item.get<std::string>().empty() || item.get<std::string>().size() > 64 ||
-        !Printable(item.get<std::string>())) {
+    if (!item.is_string() || item.get<std::string>().empty() ||
+        item.get<std::string>().size() > 64 || !Printable(item.get<std::string>())) {
       Fail(key, expected + " of printable ASCII");
     }
     out.push_back(item.get<std::string>());

@@ -18,6 +18,9 @@
 namespace gpumux::node {
 namespace {
 
+// A slot's id, read within its array whatever bytes another process wrote there.
+std::string SlotId(const TenantSlot& s) { return std::string(s.id, strnlen(s.id, sizeof(s.id))); }
+
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
 
 // Holds an exclusive flock while the launcher changes tenants (not on the allocation path).
@@ -130,7 +133,7 @@ Ledger Ledger::MapExisting(int fd, const std::string& path) {
 std::optional<int> Ledger::FindTenant(const std::string& id) const {
   for (int t = 0; t < kMaxTenants; ++t) {
     const TenantSlot& s = layout_->tenants[t];
-    if (s.state.load() == 1 && id == s.id) return t;
+    if (s.state.load() == 1 && id == SlotId(s)) return t;
   }
   return std::nullopt;
 }
@@ -138,12 +141,13 @@ std::optional<int> Ledger::FindTenant(const std::string& id) const {
 void CheckTenantId(const std::string& id) {
   bool safe = !id.empty() && id.size() < kTenantIdSize && id != "." && id != "..";
   for (char c : id) {
-    safe &= (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-            c == '_' || c == '-';
+    safe &= (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            c == '.' || c == '_' || c == '-';
   }
   if (safe) return;
   bool printable = std::all_of(id.begin(), id.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
-  throw BadInput("tenant id " + (printable && id.size() < 100 ? "'" + id + "'" : std::string("(not shown)")) +
+  throw BadInput("tenant id " +
+                 (printable && id.size() < 100 ? "'" + id + "'" : std::string("(not shown)")) +
                  ": use 1 to 63 letters, digits, '.', '_' or '-' (not '.' or '..')");
 }
 
@@ -243,26 +247,55 @@ int Ledger::RegisterProcess(int tenant, pid_t pid) {
 }
 
 bool Ledger::TryReserve(int process, uint64_t bytes) {
+  return ReserveUpTo(process, bytes, bytes) == bytes;
+}
+
+uint64_t Ledger::ReserveUpTo(int process, uint64_t want, uint64_t least) {
   // Hot path: no lock, no system call. The compare-and-swap makes check and add one step, so
   // concurrent reservations of one tenant can never pass its quota together.
   ProcessSlot& p = layout_->processes[process];
-  TenantSlot& t = layout_->tenants[p.tenant];
-  uint64_t quota = t.quota.load(std::memory_order_relaxed);
-  uint64_t used = t.used.load(std::memory_order_relaxed);
+  TenantSlot* t = TenantOf(p);
+  if (!t) return 0;
+  uint64_t quota = t->quota.load(std::memory_order_relaxed);
+  uint64_t used = t->used.load(std::memory_order_relaxed);
+  uint64_t take;
   do {
-    if (bytes > quota || used > quota - bytes) {
-      t.refused.fetch_add(1, std::memory_order_relaxed);
-      return false;
+    uint64_t room = used < quota ? quota - used : 0;
+    take = std::min(want, room);
+    if (take < least || take == 0) {
+      t->refused.fetch_add(1, std::memory_order_relaxed);
+      return 0;
     }
-  } while (!t.used.compare_exchange_weak(used, used + bytes, std::memory_order_acq_rel));
-  p.used.fetch_add(bytes, std::memory_order_relaxed);
-  return true;
+  } while (!t->used.compare_exchange_weak(used, used + take, std::memory_order_acq_rel));
+  p.used.fetch_add(take, std::memory_order_relaxed);
+  return take;
 }
 
 void Ledger::Release(int process, uint64_t bytes) {
   ProcessSlot& p = layout_->processes[process];
+  TenantSlot* t = TenantOf(p);
+  if (!t) return;
   p.used.fetch_sub(bytes, std::memory_order_relaxed);
-  layout_->tenants[p.tenant].used.fetch_sub(bytes, std::memory_order_acq_rel);
+  t->used.fetch_sub(bytes, std::memory_order_acq_rel);
+}
+
+std::optional<int> Ledger::FindProcess(pid_t pid) const {
+  std::optional<uint64_t> start = ProcessStartTime(pid);
+  if (!start) return std::nullopt;
+  for (int p = 0; p < kMaxProcesses; ++p) {
+    const ProcessSlot& s = layout_->processes[p];
+    if (s.pid.load() == pid && s.start_time == *start) return p;
+  }
+  return std::nullopt;
+}
+
+void Ledger::SetTenantUsed(int tenant, uint64_t bytes) {
+  if (tenant >= 0 && tenant < kMaxTenants) layout_->tenants[tenant].used.store(bytes);
+}
+
+TenantSlot* Ledger::TenantOf(const ProcessSlot& p) const {
+  int32_t t = p.tenant;
+  return t >= 0 && t < kMaxTenants ? &layout_->tenants[t] : nullptr;
 }
 
 uint64_t Ledger::ReclaimDead() {
@@ -274,11 +307,12 @@ uint64_t Ledger::ReclaimDead() {
     // Claim the slot: only one reclaimer wins, and a dead process no longer touches it.
     if (!s.pid.compare_exchange_strong(pid, -1)) continue;
     uint64_t bytes = s.used.exchange(0);
-    TenantSlot& t = layout_->tenants[s.tenant];
-    t.used.fetch_sub(bytes);
-    t.reclaimed.fetch_add(bytes);
-    t.reclaimed_processes.fetch_add(1);
-    total += bytes;
+    if (TenantSlot* t = TenantOf(s)) {
+      t->used.fetch_sub(bytes);
+      t->reclaimed.fetch_add(bytes);
+      t->reclaimed_processes.fetch_add(1);
+      total += bytes;
+    }
     s.pid.store(0);
   }
   return total;
@@ -287,13 +321,16 @@ uint64_t Ledger::ReclaimDead() {
 void Ledger::UnregisterProcess(int process) {
   ProcessSlot& s = layout_->processes[process];
   uint64_t bytes = s.used.exchange(0);
-  layout_->tenants[s.tenant].used.fetch_sub(bytes);
+  if (TenantSlot* t = TenantOf(s)) t->used.fetch_sub(bytes);
   s.pid.store(0);
 }
 
 ComputeVerdict Ledger::ComputeTick(int process, uint64_t now_ns, uint64_t gpu_ns, bool wants_gpu) {
   ProcessSlot& p = layout_->processes[process];
-  TenantSlot& me = layout_->tenants[p.tenant];
+  TenantSlot* mine = TenantOf(p);
+  if (!mine) return {true, 0};  // its slot was overwritten: hold until it is put back
+  TenantSlot& me = *mine;
+  const int my_tenant = int(mine - layout_->tenants);
   if (gpu_ns) {
     p.gpu_ns.fetch_add(gpu_ns, std::memory_order_relaxed);
     me.gpu_ns.fetch_add(gpu_ns, std::memory_order_relaxed);
@@ -318,8 +355,8 @@ ComputeVerdict Ledger::ComputeTick(int process, uint64_t now_ns, uint64_t gpu_ns
                  priority == Priority::kLow};
     if (priority == Priority::kHigh && wanted != 0 && age < kYieldHoldNs) yield = true;
   }
-  demand[p.tenant].wants_gpu = true;  // a process that asks is at least deciding whether to launch
-  double share = FairShares(demand)[p.tenant];
+  demand[my_tenant].wants_gpu = true;  // a process that asks is at least deciding whether to launch
+  double share = FairShares(demand)[my_tenant];
   // Bring the credit up to now: the process that moves accrued_ns forward adds that interval.
   uint64_t accrued = me.accrued_ns.load();
   if (now_ns > accrued && me.accrued_ns.compare_exchange_strong(accrued, now_ns)) {
@@ -342,7 +379,7 @@ std::vector<TenantUsage> Ledger::Snapshot() const {
     const TenantSlot& s = layout_->tenants[t];
     if (s.state.load() != 1) continue;
     TenantUsage u{t,
-                  s.id,
+                  SlotId(s),
                   s.quota.load(),
                   s.used.load(),
                   s.refused.load(),

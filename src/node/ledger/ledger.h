@@ -18,18 +18,20 @@
 // slots; a truncated, foreign or newer-version file is refused with Error (bad input). Thread- and
 // process-safe.
 //
-// Threat model: the shim is cooperative. Limits are written only by the launcher (`gpumux run`) or
-// the agent. `gpumux run` creates the file mode 0600, so tenants of other users cannot touch it;
-// gpumuxd makes it 0666 because tenants of every user reserve memory in it, and puts back within
-// half a second any limits a tenant rewrites there. Either way a deliberately hostile process can
-// bypass the shim (unset LD_PRELOAD, static linking, raw ioctls) or grab memory between the agent's
-// checks. Only MIG (hardware partitions) and MPS limits (enforced in the driver) stop that.
+// Threat model. `gpumux run` creates the file mode 0600: one user, whose processes reserve in it.
+// gpumuxd keeps two per device: an authority ledger only it opens (quotas, and the memory it grants
+// each process; see node/shim/memory_grant.h), and a shared one, mode 0666, where tenant processes
+// of every user keep their compute state and read a view of their usage. Anything may have been
+// written into a shared ledger, so every index read from it is checked before use. A process can
+// still bypass the shim (unset LD_PRELOAD, static linking, raw ioctls); only MIG (hardware
+// partitions) and MPS limits (enforced in the driver) stop that.
 #pragma once
 
 #include <sys/types.h>
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -146,7 +148,16 @@ class Ledger {
   ~Ledger();
 
   uint64_t capacity() const { return layout_->header.capacity; }
-  std::string gpu_name() const { return layout_->header.gpu_name; }
+  // Whether the header still says what it said when the file was made (magic number, version,
+  // layout size): a shared ledger someone overwrote is not.
+  bool Intact() const {
+    return layout_->header.magic == kLedgerMagic && layout_->header.version == kLedgerVersion &&
+           layout_->header.size == sizeof(LedgerLayout);
+  }
+  std::string gpu_name() const {
+    return std::string(layout_->header.gpu_name,
+                       strnlen(layout_->header.gpu_name, sizeof(layout_->header.gpu_name)));
+  }
 
   // Launcher side. Adds a tenant (or updates the limits of one with this id); returns its slot.
   // Throws Error (bad input) for what CheckTenant refuses; Error (does not fit) when slots run out
@@ -161,11 +172,29 @@ class Ledger {
   // Hot path of every allocation: reserves `bytes` for the process's tenant if the quota allows.
   // Lock-free, no system call. Returns false (and counts a refusal) when over quota.
   bool TryReserve(int process, uint64_t bytes);
+  // Reserves as much of `want` as the quota leaves, if that is at least `least`; returns what it
+  // reserved (0, counting a refusal, when not even `least` fits). gpumuxd grants credit with it.
+  uint64_t ReserveUpTo(int process, uint64_t want, uint64_t least);
   // Returns bytes reserved earlier (after a free, or when the driver refused the allocation).
   void Release(int process, uint64_t bytes);
-  uint64_t TenantUsed(int tenant) const { return layout_->tenants[tenant].used.load(); }
-  uint64_t TenantQuota(int tenant) const { return layout_->tenants[tenant].quota.load(); }
-  int ProcessTenant(int process) const { return layout_->processes[process].tenant; }
+  // The slot of live process `pid` (same pid and start time); nullopt if it has none.
+  std::optional<int> FindProcess(pid_t pid) const;
+  // Agent side, for tenants whose memory gpumuxd grants: writes the tenant's usage as gpumuxd
+  // counts it, for the shim's cuMemGetInfo and `gpumux status` to read.
+  void SetTenantUsed(int tenant, uint64_t bytes);
+  // 0 for a slot out of range.
+  uint64_t TenantUsed(int tenant) const {
+    return InRange(tenant) ? layout_->tenants[tenant].used.load() : 0;
+  }
+  uint64_t TenantQuota(int tenant) const {
+    return InRange(tenant) ? layout_->tenants[tenant].quota.load() : 0;
+  }
+  uint64_t ProcessUsed(int process) const { return layout_->processes[process].used.load(); }
+  // The tenant slot of process slot `process` (-1 if what is written there is out of range).
+  int ProcessTenant(int process) const {
+    int t = layout_->processes[process].tenant;
+    return InRange(t) ? t : -1;
+  }
 
   // Returns the usage of every process that is no longer alive to its tenant and frees the slot.
   // Safe to call from any process at any time; each dead slot is reclaimed exactly once.
@@ -185,8 +214,8 @@ class Ledger {
   ComputeVerdict ComputeTick(int process, uint64_t now_ns, uint64_t gpu_ns, bool wants_gpu);
   // Counts a launch held back by the governor.
   void CountHeld(int process) {
-    layout_->tenants[layout_->processes[process].tenant].held.fetch_add(1,
-                                                                        std::memory_order_relaxed);
+    if (TenantSlot* t = TenantOf(layout_->processes[process]))
+      t->held.fetch_add(1, std::memory_order_relaxed);
   }
 
   std::vector<TenantUsage> Snapshot() const;
@@ -196,6 +225,10 @@ class Ledger {
   // Maps an existing ledger file after checking its size, magic number, version and layout; takes
   // ownership of `fd` (closed on error too).
   static Ledger MapExisting(int fd, const std::string& path);
+  // The tenant slot a process slot names; null when another process wrote an index out of range
+  // there (the file is shared: every index read from it is checked before use).
+  TenantSlot* TenantOf(const ProcessSlot& p) const;
+  static bool InRange(int tenant) { return tenant >= 0 && tenant < kMaxTenants; }
   int fd_;
   LedgerLayout* layout_;
 };

@@ -44,6 +44,7 @@
 #include "abi/nvml_api.h"
 #include "node/ledger/ledger.h"
 #include "node/shim/governor.h"
+#include "node/shim/memory_grant.h"
 
 using namespace gpumux::cuda;
 
@@ -93,6 +94,9 @@ struct Enforcement {
   enum class Mode { kUnset, kPassThrough, kEnforce, kBroken };
   std::atomic<Mode> mode{Mode::kUnset};
   std::optional<gpumux::node::Ledger> ledger;
+  // Under gpumuxd: memory comes as grants from it (memory_grant.h); the ledger then holds only
+  // compute state and a view of the tenant's usage. Without: reservations in the ledger.
+  std::optional<gpumux::shim::MemoryGrant> grant;
   std::string tenant;
   int process = -1;
   std::mutex mu;  // guards sizes, graph_bytes and initialisation
@@ -114,6 +118,7 @@ void AtExit() {
   std::lock_guard<std::mutex> lock(e.mu);
   e.governor.Stop();
   if (e.mode == Enforcement::Mode::kEnforce) e.ledger->UnregisterProcess(e.process);
+  if (e.grant) e.grant->ReturnAll();
 }
 
 void AfterFork() {
@@ -124,6 +129,7 @@ void AfterFork() {
   for (auto& m : e.sizes) m.clear();
   e.graph_bytes.clear();
   e.governor.Forget();
+  if (e.grant) e.grant->Forget();
   if (e.mode.load() == Enforcement::Mode::kEnforce) e.mode.store(Enforcement::Mode::kUnset);
 }
 
@@ -142,6 +148,8 @@ void Initialise(Enforcement& e) {
     if (!slot) throw gpumux::NotFound(std::string("tenant '") + tenant + "' is not in the ledger");
     e.process = e.ledger->RegisterProcess(*slot);
     e.tenant = tenant;
+    if (const char* agent = std::getenv("GPUMUX_AGENT"); agent && !e.grant)
+      e.grant.emplace(agent, tenant);
     const char* gpu = std::getenv("GPUMUX_GPU");
     e.governor.Start(&*e.ledger, e.process, gpu ? std::atoi(gpu) : 0);
     e.mode = Enforcement::Mode::kEnforce;
@@ -190,6 +198,22 @@ void LogRefusal(Enforcement& e, const char* what, uint64_t bytes) {
 
 enum Kind { kPointer = 0, kVmmHandle = 1, kArray = 2, kGraphExec = 3 };
 
+// Hot path: reserves `bytes` for this process's tenant before the driver is called.
+bool Reserve(Enforcement& e, uint64_t bytes) {
+  if (e.grant) return e.grant->Take(bytes);
+  if (e.ledger->TryReserve(e.process, bytes)) return true;
+  // Dead processes of this tenant may still hold reservations: reclaim once and retry.
+  return e.ledger->ReclaimDead() != 0 && e.ledger->TryReserve(e.process, bytes);
+}
+
+void Unreserve(Enforcement& e, uint64_t bytes) {
+  if (e.grant) {
+    e.grant->Give(bytes);
+  } else {
+    e.ledger->Release(e.process, bytes);
+  }
+}
+
 // Reserves, calls the driver (`allocate`), and records the new handle (`handle()`) or rolls back.
 template <typename Call, typename Handle>
 CUresult Guarded(Kind kind, uint64_t bytes, const char* what, Call allocate, Handle handle) {
@@ -197,16 +221,13 @@ CUresult Guarded(Kind kind, uint64_t bytes, const char* what, Call allocate, Han
   EnsureInitialised(e);
   if (e.mode == Enforcement::Mode::kPassThrough) return allocate();
   if (e.mode == Enforcement::Mode::kBroken) return kErrorNotInitialized;
-  if (!e.ledger->TryReserve(e.process, bytes)) {
-    // Dead processes of this tenant may still hold reservations: reclaim once and retry.
-    if (e.ledger->ReclaimDead() == 0 || !e.ledger->TryReserve(e.process, bytes)) {
-      LogRefusal(e, what, bytes);
-      return kErrorOutOfMemory;
-    }
+  if (!Reserve(e, bytes)) {
+    LogRefusal(e, what, bytes);
+    return kErrorOutOfMemory;
   }
   CUresult r = allocate();
   if (r != kSuccess) {
-    e.ledger->Release(e.process, bytes);
+    Unreserve(e, bytes);
     return r;
   }
   std::lock_guard<std::mutex> lock(e.mu);
@@ -226,7 +247,7 @@ void Forget(Kind kind, uint64_t handle) {
     bytes = it->second;
     e.sizes[kind].erase(it);
   }
-  e.ledger->Release(e.process, bytes);
+  Unreserve(e, bytes);
 }
 
 // The tenant's quota and usage, if this process is enforcing.
