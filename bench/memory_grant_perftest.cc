@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "abi/driver_api.h"
+#include "alloc_free_loop.h"
 #include "core/catalog.h"
 #include "node/agent/agent.h"
 #include "node/agent/http_client.h"
@@ -83,21 +84,8 @@ GrantSetup& G() {
 
 void BM_AllocFree_ShimGranted(benchmark::State& state) {
   GrantSetup& g = G();
-  if (!g.alloc) {
-    state.SkipWithError("libgpumux.so not found");
-    return;
-  }
-  CUdeviceptr warm;
-  if (g.alloc(&warm, 1 << 20) != 0) {  // the first call takes the first grant
-    state.SkipWithError("no grant from the in-process gpumuxd");
-    return;
-  }
-  g.free(warm);
-  for (auto _ : state) {
-    CUdeviceptr p;
-    g.alloc(&p, 1 << 20);
-    g.free(p);
-  }
+  gpumux::bench::AllocFreeLoop(state, g.alloc,
+                               g.free);  // its first allocation takes the first grant
 }
 BENCHMARK(BM_AllocFree_ShimGranted);
 

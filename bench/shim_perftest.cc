@@ -13,6 +13,7 @@
 #include <string>
 
 #include "abi/driver_api.h"
+#include "alloc_free_loop.h"
 #include "node/ledger/ledger.h"
 
 namespace {
@@ -57,25 +58,13 @@ Setup& S() {
 
 void BM_AllocFree_Driver(benchmark::State& state) {
   S();
-  for (auto _ : state) {
-    CUdeviceptr p;
-    cuMemAlloc_v2(&p, 1 << 20);
-    cuMemFree_v2(p);
-  }
+  gpumux::bench::AllocFreeLoop(state, &cuMemAlloc_v2, &cuMemFree_v2);
 }
 BENCHMARK(BM_AllocFree_Driver);
 
 void BM_AllocFree_Shim(benchmark::State& state) {
   Setup& s = S();
-  if (!s.shim_alloc) {
-    state.SkipWithError("libgpumux.so not found");
-    return;
-  }
-  for (auto _ : state) {
-    CUdeviceptr p;
-    s.shim_alloc(&p, 1 << 20);
-    s.shim_free(p);
-  }
+  gpumux::bench::AllocFreeLoop(state, s.shim_alloc, s.shim_free);
 }
 BENCHMARK(BM_AllocFree_Shim);
 

@@ -134,22 +134,11 @@ TEST_F(AgentTest, ATenantThatRewritesEverySharedByteIsStillHeldToItsQuota) {
            {{"id", "attacker"}, {"gpu", 0}, {"memory", "1GiB"}, {"owner_uid", nobody}}, 201);
   // As another user, the attacker overwrites every byte of every file under the runtime directory
   // that it can open for writing, then allocates until refused.
-  int pipefd[2];
-  ASSERT_EQ(pipe(pipefd), 0);
-  pid_t child = fork();
-  if (child == 0) {
-    if (setgid(nobody) != 0 || setuid(nobody) != 0) _exit(3);
-    auto [code, out] = Sh(Env(attacker) + GPUMUX_ALLOC_CLIENT + " direct attack " +
-                          (dir_ / "run").string() + " " + std::to_string(64 * mib));
-    (void)!write(pipefd[1], out.data(), out.size());
-    _exit(code);
-  }
-  close(pipefd[1]);
-  std::string out;
-  char buf[512];
-  ssize_t n;
-  while ((n = read(pipefd[0], buf, sizeof(buf))) > 0) out.append(buf, size_t(n));
-  waitpid(child, nullptr, 0);
+  std::string out = AsUser(nobody, [&] {
+    return Sh(Env(attacker) + GPUMUX_ALLOC_CLIENT + " direct attack " + (dir_ / "run").string() +
+              " " + std::to_string(64 * mib))
+        .second;
+  });
   json result = json::parse(out, nullptr, false);
   ASSERT_TRUE(result.is_object() && result.contains("files_rewritten")) << out;
   EXPECT_GE(result["files_rewritten"].get<int>(), 1)

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -77,6 +78,29 @@ class AgentTest : public NodeTest {
     auto [status, text] = CallUnix(socket_, method, path, body.is_null() ? "" : body.dump());
     EXPECT_EQ(status, expect) << method << " " << path << ": " << text;
     return json::parse(text);
+  }
+
+  // Runs `body` in a child process as user and group `uid` (the caller must be root) and returns
+  // the text it returned; empty if it could not become that user.
+  static std::string AsUser(uid_t uid, const std::function<std::string()>& body) {
+    int pipefd[2];
+    if (pipe(pipefd) != 0) return "";
+    pid_t child = fork();
+    if (child == 0) {
+      close(pipefd[0]);
+      if (setgid(uid) != 0 || setuid(uid) != 0) _exit(3);
+      std::string text = body();
+      (void)!write(pipefd[1], text.data(), text.size());
+      _exit(0);
+    }
+    close(pipefd[1]);
+    std::string text;
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(pipefd[0], buf, sizeof(buf))) > 0) text.append(buf, size_t(n));
+    close(pipefd[0]);
+    waitpid(child, nullptr, 0);
+    return text;
   }
 
   // The shell prefix that runs a program as the admitted tenant `admitted` (the POST's answer).

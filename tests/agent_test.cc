@@ -107,11 +107,7 @@ TEST_F(AgentTest, OnlyOperatorsChangeTenantsAndOthersReadOnlyTheirOwn) {
       Call("POST", "/v1/tenants",
            {{"id", "theirs"}, {"gpu", 0}, {"memory", "1GiB"}, {"owner_uid", nobody}}, 201);
   Call("POST", "/v1/tenants", {{"id", "other"}, {"gpu", 0}, {"memory", "1GiB"}}, 201);
-  int pipefd[2];
-  ASSERT_EQ(pipe(pipefd), 0);
-  pid_t child = fork();
-  if (child == 0) {
-    if (setgid(nobody) != 0 || setuid(nobody) != 0) _exit(3);
+  std::string text = AsUser(nobody, [&] {
     json r;
     r["put"] = CallUnix(socket_, "PUT", "/v1/tenants/theirs", R"({"memory": "70GiB"})").first;
     r["delete"] = CallUnix(socket_, "DELETE", "/v1/tenants/other").first;
@@ -121,16 +117,8 @@ TEST_F(AgentTest, OnlyOperatorsChangeTenantsAndOthersReadOnlyTheirOwn) {
     auto [code, out] =
         Sh(Env(theirs) + kClient + " direct fill " + std::to_string(256 * kMiB) + " 0");
     r["program"] = json::parse(out, nullptr, false);
-    std::string text = r.dump();
-    write(pipefd[1], text.data(), text.size());
-    _exit(0);
-  }
-  close(pipefd[1]);
-  std::string text;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(pipefd[0], buf, sizeof(buf))) > 0) text.append(buf, size_t(n));
-  waitpid(child, nullptr, 0);
+    return r.dump();
+  });
   json r = json::parse(text);
   EXPECT_EQ(r["put"].get<int>(), 403) << "a tenant cannot raise its own quota";
   EXPECT_EQ(r["delete"].get<int>(), 403);
