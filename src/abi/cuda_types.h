@@ -80,18 +80,14 @@ inline constexpr int kProcAddressSymbolNotFound = 1;
 inline size_t ArrayFormatBytes(int format) {
   switch (format) {
     case 0x01:
-    case 0x08:
-      return 1;  // (UN)SIGNED_INT8
+    case 0x08: return 1;  // (UN)SIGNED_INT8
     case 0x02:
     case 0x09:
-    case 0x10:
-      return 2;  // (UN)SIGNED_INT16, HALF
+    case 0x10: return 2;  // (UN)SIGNED_INT16, HALF
     case 0x03:
     case 0x0a:
-    case 0x20:
-      return 4;  // (UN)SIGNED_INT32, FLOAT
-    default:
-      return 0;
+    case 0x20: return 4;  // (UN)SIGNED_INT32, FLOAT
+    default: return 0;
   }
 }
 // Bytes of a 3D array, or of all `levels` levels of a mipmapped one (each level halves every

@@ -20,14 +20,10 @@ enum class ShareMode : uint32_t {
 // "timeslice", "mps", "mig", "whole".
 constexpr std::string_view ShareModeName(ShareMode mode) {
   switch (mode) {
-    case ShareMode::kTimeSlice:
-      return "timeslice";
-    case ShareMode::kMps:
-      return "mps";
-    case ShareMode::kMig:
-      return "mig";
-    case ShareMode::kWhole:
-      return "whole";
+    case ShareMode::kTimeSlice: return "timeslice";
+    case ShareMode::kMps: return "mps";
+    case ShareMode::kMig: return "mig";
+    case ShareMode::kWhole: return "whole";
   }
   return "?";
 }

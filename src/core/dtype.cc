@@ -20,32 +20,22 @@ std::optional<DType> ParseDType(std::string_view text) {
 
 std::string_view DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kBf16:
-      return "bf16";
-    case DType::kFp16:
-      return "fp16";
-    case DType::kFp8:
-      return "fp8";
-    case DType::kInt4:
-      return "int4";
-    case DType::kTf32:
-      return "tf32";
+    case DType::kBf16: return "bf16";
+    case DType::kFp16: return "fp16";
+    case DType::kFp8: return "fp8";
+    case DType::kInt4: return "int4";
+    case DType::kTf32: return "tf32";
   }
   return "?";
 }
 
 double BytesPerElement(DType dtype) {
   switch (dtype) {
-    case DType::kBf16:
-      return 2;
-    case DType::kFp16:
-      return 2;
-    case DType::kFp8:
-      return 1;
-    case DType::kInt4:
-      return 0.5;
-    case DType::kTf32:
-      return 4;
+    case DType::kBf16: return 2;
+    case DType::kFp16: return 2;
+    case DType::kFp8: return 1;
+    case DType::kInt4: return 0.5;
+    case DType::kTf32: return 4;
   }
   return 2;
 }

@@ -28,28 +28,17 @@ nvmlReturn_t nvmlInitWithFlags(unsigned int) { return nvmlInit_v2(); }
 nvmlReturn_t nvmlShutdown() { return kSuccess; }
 const char* nvmlErrorString(nvmlReturn_t r) {
   switch (r) {
-    case kSuccess:
-      return "Success";
-    case kErrorUninitialized:
-      return "Uninitialized";
-    case kErrorInvalidArgument:
-      return "Invalid Argument";
-    case kErrorNotSupported:
-      return "Not Supported";
-    case kErrorNoPermission:
-      return "Insufficient Permissions";
-    case kErrorNotFound:
-      return "Not Found";
-    case kErrorInsufficientSize:
-      return "Insufficient Size";
-    case kErrorDriverNotLoaded:
-      return "Driver Not Loaded";
-    case kErrorInUse:
-      return "In use by another client";
-    case kErrorInsufficientResources:
-      return "Insufficient Resources";
-    default:
-      return "Unknown Error";
+    case kSuccess: return "Success";
+    case kErrorUninitialized: return "Uninitialized";
+    case kErrorInvalidArgument: return "Invalid Argument";
+    case kErrorNotSupported: return "Not Supported";
+    case kErrorNoPermission: return "Insufficient Permissions";
+    case kErrorNotFound: return "Not Found";
+    case kErrorInsufficientSize: return "Insufficient Size";
+    case kErrorDriverNotLoaded: return "Driver Not Loaded";
+    case kErrorInUse: return "In use by another client";
+    case kErrorInsufficientResources: return "Insufficient Resources";
+    default: return "Unknown Error";
   }
 }
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) {
