@@ -24,7 +24,8 @@ struct Command {
 
 Command AddExplainCommand(CLI::App& app);
 Command AddPlanCommand(CLI::App& app);
-Command AddFleetCommand(CLI::App& app);  // `fleet simulate`
+Command AddFleetCommand(CLI::App& app);         // `fleet simulate`
+Command AddFleetVariantCommand(CLI::App& app);  // `fleet variant`; after AddFleetCommand
 Command AddRunCommand(CLI::App& app);
 Command AddStatusCommand(CLI::App& app);
 Command AddTopCommand(CLI::App& app);

@@ -15,8 +15,9 @@ int main(int argc, char** argv) {
       "and how (MIG, MPS, time-slicing), and says why."};
   app.require_subcommand(1);
   std::vector<Command> commands = {
-      AddExplainCommand(app), AddPlanCommand(app), AddFleetCommand(app), AddRunCommand(app),
-      AddStatusCommand(app),  AddTopCommand(app),  AddSlurmCommand(app), AddApplyCommand(app)};
+      AddExplainCommand(app),      AddPlanCommand(app),  AddFleetCommand(app),
+      AddFleetVariantCommand(app), AddRunCommand(app),   AddStatusCommand(app),
+      AddTopCommand(app),          AddSlurmCommand(app), AddApplyCommand(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
