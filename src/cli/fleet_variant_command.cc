@@ -65,7 +65,7 @@ Command AddFleetVariantCommand(CLI::App& app) {
                   "share of the GPU request from multi-GPU pods (0 to <1)");
   sub->add_option("--cpu-only", o->cpu_only, "share of pods that are CPU-only (0 to <1)");
   sub->add_option("--gpu-spec", o->gpu_spec,
-                  "share of GPU pods constrained to 1-3 GPU models (0 to 1)");
+                  "share of GPU pods constrained to GPU models of the node list (0 to 1)");
   sub->add_option("--grow", o->growth,
                   "replace: keep the number of GPU pods (as gpushare40); add: keep the pods no "
                   "knob sets (as "

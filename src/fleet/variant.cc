@@ -4,7 +4,8 @@
 
 #include <array>
 #include <cmath>
-#include <set>
+#include <iterator>
+#include <map>
 
 #include "base/error.h"
 #include "fleet/rng.h"
@@ -33,6 +34,24 @@ std::vector<PodSpec> Draw(std::vector<PodSpec> pool, size_t n, Rng& rng) {
   for (size_t i = 0; i < n && i < pool.size(); ++i) out.push_back(pool[i]);
   while (out.size() < n) out.push_back(pool[rng.Below(pool.size())]);
   return out;
+}
+
+// A model constraint as gpuspec20's are: one model for 86% of pods, two for 9%, three to five for
+// the rest (the published file's proportions), each drawn with the weight of its GPU count.
+std::vector<std::string> DrawModels(std::map<std::string, double> weights, Rng& rng) {
+  uint64_t roll = rng.Below(100);
+  size_t want = roll < 86 ? 1 : roll < 95 ? 2 : 3 + rng.Below(3);
+  std::vector<std::string> models;
+  while (models.size() < want && !weights.empty()) {
+    double total = 0;
+    for (const auto& [model, w] : weights) total += w;
+    double at = double(rng.Below(1u << 30)) / double(1u << 30) * total;
+    auto it = weights.begin();
+    for (; std::next(it) != weights.end() && at >= it->second; ++it) at -= it->second;
+    models.push_back(it->first);
+    weights.erase(it);
+  }
+  return models;
 }
 
 }  // namespace
@@ -105,12 +124,13 @@ std::vector<PodSpec> MakeVariant(const std::vector<PodSpec>& source,
     for (PodSpec& p : Draw(pool[c], count[c], rng)) pods.push_back(std::move(p));
   }
   if (knobs.gpu_spec) {
-    std::set<std::string> model_set;
+    // Models weighted by how many GPUs of them the nodes hold, so that a constraint is as easy to
+    // meet as the fleet makes it.
+    std::map<std::string, double> gpus_of;
     for (const NodeSpec& n : nodes) {
-      if (!n.model.empty()) model_set.insert(n.model);
+      if (!n.model.empty() && n.gpus > 0) gpus_of[n.model] += n.gpus;
     }
-    std::vector<std::string> models(model_set.begin(), model_set.end());
-    if (models.empty() && *knobs.gpu_spec > 0)
+    if (gpus_of.empty() && *knobs.gpu_spec > 0)
       throw BadInput("gpu-spec: the node list names no GPU model");
     std::vector<size_t> gpu_indexes;
     for (size_t i = 0; i < pods.size(); ++i) {
@@ -119,12 +139,8 @@ std::vector<PodSpec> MakeVariant(const std::vector<PodSpec>& source,
     }
     rng.Shuffle(gpu_indexes);
     size_t constrained = size_t(std::llround(*knobs.gpu_spec * double(gpu_indexes.size())));
-    for (size_t k = 0; k < constrained; ++k) {
-      std::vector<std::string> pick = models;
-      rng.Shuffle(pick);
-      pick.resize(std::min<size_t>(pick.size(), 1 + rng.Below(3)));
-      pods[gpu_indexes[k]].gpu_spec = pick;
-    }
+    for (size_t k = 0; k < constrained; ++k)
+      pods[gpu_indexes[k]].gpu_spec = DrawModels(gpus_of, rng);
   }
   rng.Shuffle(pods);
   for (size_t i = 0; i < pods.size(); ++i) pods[i].name = fmt::format("variant-{:05}", i);

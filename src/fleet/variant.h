@@ -11,9 +11,10 @@
 //                        the pods of the classes no knob sets stay and the emphasized class grows
 //                        or shrinks (as multigpu30 was made).
 //   cpu_only             the share of all pods that are CPU-only; GPU pods stay (as cpu100).
-//   gpu_spec             the share of GPU pods constrained to GPU models, each to 1 to 3 models
-//   drawn
-//                        from the node list's; the others unconstrained (as gpuspec20).
+//   gpu_spec             the share of GPU pods constrained to GPU models (as gpuspec20): one
+//                        model for 86% of them, two for 9%, three to five for the rest (that
+//                        file's proportions), drawn from the node list's models weighted by their
+//                        GPU count; the other GPU pods are unconstrained.
 // Pods of a class are drawn without replacement while the source has enough, then with replacement.
 // Pure function of its inputs and seed; thread-safe.
 #pragma once
