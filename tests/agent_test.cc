@@ -364,3 +364,18 @@ TEST_F(AgentTest, MetricsPassPromtool) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(AgentTest, ANewMigLayoutKeepsNoRoomFromTheOldOne) {
+  StartAgent();
+  Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"3g.40gb"}}}, 200);
+  // Instance 0 becomes a 9.5 GiB 1g.10gb: two 5 GiB quotas no longer fit in it.
+  Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"1g.10gb"}}}, 200);
+  Call("POST", "/v1/tenants", {{"id", "a"}, {"gpu", 0}, {"instance", 0}, {"memory", "5GiB"}}, 201);
+  json over =
+      Call("POST", "/v1/tenants", {{"id", "b"}, {"gpu", 0}, {"instance", 0}, {"memory", "5GiB"}}, 409);
+  EXPECT_NE(over["error"].get<std::string>().find("quotas would sum"), std::string::npos) << over;
+}
+
+}  // namespace

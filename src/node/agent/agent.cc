@@ -94,8 +94,12 @@ void Agent::BuildSlots(Gpu& g, const std::vector<node::Device>& devices) {
     std::string authority_path = private_dir + "/" + node::DeviceStem(d) + ".ledger";
     auto authority = std::make_unique<node::Ledger>(
         node::Ledger::CreateOrOpen(authority_path, d.memory, d.name));
+    if (authority->gpu_name() != d.name || authority->capacity() != d.memory) {
+      throw BadInput(authority_path + " is the ledger of a " + authority->gpu_name() +
+                     ", not of this " + d.name + "; remove it if the GPU changed");
+    }
     chmod(authority_path.c_str(), 0600);
-    slots.push_back({d, path, std::move(ledger), std::move(authority)});
+    slots.push_back({d, path, std::move(ledger), authority_path, std::move(authority)});
   }
   g.slots = std::move(slots);
 }
@@ -426,7 +430,10 @@ HttpResponse Agent::SetMode(const HttpRequest& r, const std::string& index) {
     std::vector<node::Device> instances = backend_->SetMode(g.device, *mode, layout);
     if (reslice) {
       // The old slots' ledgers hold no tenant (checked above); new slots may reuse their names.
-      for (const Slot& slot : g.slots) unlink(slot.ledger_path.c_str());
+      for (const Slot& slot : g.slots) {
+        unlink(slot.ledger_path.c_str());
+        unlink(slot.authority_path.c_str());
+      }
       BuildSlots(next, *mode == ShareMode::kMig ? instances : std::vector<node::Device>{g.device});
     }
   } catch (const Error& e) {

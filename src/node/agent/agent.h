@@ -84,6 +84,7 @@ class Agent {
     std::unique_ptr<node::Ledger> ledger;
     // gpumuxd's alone (mode 0600 in <runtime-dir>/private): each tenant's quota and the memory
     // granted to each of its processes. No tenant can write it, so none can forge its usage.
+    std::string authority_path;
     std::unique_ptr<node::Ledger> authority;
     // Every tenant's figures: memory (usage, refusals, reclaimed bytes, the processes holding
     // grants) from the authority, compute (GPU time, held launches) from the shared ledger.

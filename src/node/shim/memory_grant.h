@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <new>
 #include <string>
 
 namespace gpumux::shim {
@@ -34,7 +35,10 @@ class MemoryGrant {
   // Hands the whole credit back (at exit; gpumuxd also reclaims a dead process's grants).
   void ReturnAll();
   // In a forked child: the credit was granted to the parent's pid, and stays the parent's.
-  void Forget() { credit_.store(0); }
+  void Forget() {
+    credit_.store(0);
+    new (&mu_) std::mutex();  // another thread of the parent may have held it at fork
+  }
 
   uint64_t credit() const { return credit_.load(); }
 
