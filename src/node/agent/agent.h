@@ -6,8 +6,8 @@
 //   GET    /v1/health                    anyone
 //   GET    /v1/gpus                      anyone
 //   PUT    /v1/gpus/N                    operators: {"mode": "timeslice"|"mps"} (refused while
-//   tenants run
-//                                         there), or {"mode": "mig", "layout": ["3g.40gb", ...]}
+//                                         tenants run there), or {"mode": "mig", "layout":
+//                                         ["3g.40gb", ...]}
 //                                         (refused while the GPU has tenants; "NAME@START" places
 //                                         one explicitly); its tenants then name an instance
 //   GET    /v1/tenants[/ID]              operators see all; anyone else only tenants they own

@@ -1,6 +1,6 @@
 // gpumuxd's log: one structured line per event on stderr (journald keeps it under systemd):
-//   ts=2026-12-02T18:26:06Z level=info msg="tenant admitted" tenant=slurm-3.0 gpu=0 source="slurm
-//   job 3"
+//   ts=2026-12-02T18:26:06Z level=info msg="tenant admitted" tenant=slurm-3.0 gpu=0
+//   source="slurm job 3"
 // Values with spaces, quotes or '=' are quoted. Thread-safe (one fprintf per line).
 #pragma once
 
