@@ -5,6 +5,7 @@
 #include <set>
 
 #include "base/error.h"
+#include "base/tenant_id.h"
 
 namespace gpumux {
 namespace {
@@ -29,11 +30,7 @@ std::map<std::string, const Tenant*> TenantsByPlannedName(const PlanInput& input
 
 std::string TenantIdFor(const std::string& name) {
   std::string id;
-  for (char c : name.substr(0, 63)) {
-    bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                c == '.' || c == '_' || c == '-';
-    id += safe ? c : '-';
-  }
+  for (char c : name.substr(0, kMaxTenantIdLength)) id += IsTenantIdChar(c) ? c : '-';
   if (id.empty() || id == "." || id == "..") id = "tenant" + id;
   return id;
 }

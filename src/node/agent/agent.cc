@@ -116,6 +116,8 @@ void Agent::RebuildSharedLedger(Slot& slot) {
   }
 }
 
+uint64_t Agent::Slot::ReclaimDead() { return ledger->ReclaimDead() + authority->ReclaimDead(); }
+
 std::vector<node::TenantUsage> Agent::Slot::Usage() const {
   // The authority lists the tenants and their memory; the shared ledger adds what their
   // processes measured of compute, where its slot is intact.
@@ -408,8 +410,7 @@ HttpResponse Agent::SetMode(const HttpRequest& r, const std::string& index) {
   // "whole" is a plan's word for a GPU with one tenant: on a node that is time-slicing.
   if (!mode || *mode == ShareMode::kWhole) throw BadInput(expected);
   for (Slot& slot : g.slots) {
-    slot.ledger->ReclaimDead();
-    slot.authority->ReclaimDead();
+    slot.ReclaimDead();
     for (const node::TenantUsage& u : slot.Usage()) {
       if (!u.processes.empty())
         throw Conflict("tenant '" + u.id + "' runs on GPU " + index +
@@ -458,8 +459,7 @@ HttpResponse Agent::Remove(const std::string& id) {
     store_.Remove(id);
     return Json(200, {{"removed", id}});
   }
-  slot->ledger->ReclaimDead();
-  slot->authority->ReclaimDead();
+  slot->ReclaimDead();
   for (const node::TenantUsage& u : slot->Usage()) {
     if (u.id != id) continue;
     if (!u.processes.empty()) {
@@ -573,7 +573,7 @@ uint64_t Agent::Reclaim() {
   std::map<const Slot*, std::vector<node::TenantUsage>> snapshots;
   for (Gpu& g : gpus_) {
     for (Slot& slot : g.slots) {
-      uint64_t bytes = slot.ledger->ReclaimDead() + slot.authority->ReclaimDead();
+      uint64_t bytes = slot.ReclaimDead();
       if (bytes) {
         Log("info", "reclaimed memory of dead processes",
             {{"device", node::DeviceStem(slot.device)}, {"bytes", std::to_string(bytes)}});

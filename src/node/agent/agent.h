@@ -89,6 +89,8 @@ class Agent {
     // Every tenant's figures: memory (usage, refusals, reclaimed bytes, the processes holding
     // grants) from the authority, compute (GPU time, held launches) from the shared ledger.
     std::vector<node::TenantUsage> Usage() const;
+    // Returns to their tenants what dead processes held, in both ledgers; returns the bytes.
+    uint64_t ReclaimDead();
   };
   struct Gpu {
     node::Device device;

@@ -13,13 +13,17 @@
 
 namespace gpumux::agent {
 
-std::pair<int, std::string> CallUnix(const std::string& socket_path, const std::string& method,
-                                     const std::string& path, const std::string& body) {
+sockaddr_un UnixSocketAddress(const std::string& path) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  if (socket_path.size() >= sizeof(addr.sun_path))
-    throw Unavailable(socket_path + ": socket path too long");
-  std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
+  if (path.size() >= sizeof(addr.sun_path)) throw Unavailable(path + ": socket path too long");
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  return addr;
+}
+
+std::pair<int, std::string> CallUnix(const std::string& socket_path, const std::string& method,
+                                     const std::string& path, const std::string& body) {
+  sockaddr_un addr = UnixSocketAddress(socket_path);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw Unavailable(std::string("socket: ") + std::strerror(errno));
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {

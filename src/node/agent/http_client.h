@@ -2,10 +2,16 @@
 // the SPANK plugin and the tests.
 #pragma once
 
+#include <sys/un.h>
+
 #include <string>
 #include <utility>
 
 namespace gpumux::agent {
+
+// The address of the Unix socket at `path`, for either end. Throws Error (unavailable) for a path
+// too long for a socket address.
+sockaddr_un UnixSocketAddress(const std::string& path);
 
 // Sends one request to a gpumuxd Unix socket and returns (status, body), waiting up to 10 s for
 // the answer. Throws Error (unavailable) if the agent cannot be reached or gives no answer.

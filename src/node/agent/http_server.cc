@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "base/error.h"
+#include "node/agent/http_client.h"
 #include "node/agent/log.h"
 
 namespace gpumux::agent {
@@ -139,10 +140,7 @@ void HttpServer::Stop() {
 }
 
 void HttpServer::ListenUnix(const std::string& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(addr.sun_path)) throw Unavailable(path + ": socket path too long");
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  sockaddr_un addr = UnixSocketAddress(path);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) throw Unavailable(Errno("socket"));
   unlink(path.c_str());  // a stale socket of a previous run

@@ -14,6 +14,7 @@
 
 #include "base/clock.h"
 #include "base/process.h"
+#include "base/tenant_id.h"
 
 namespace gpumux::node {
 namespace {
@@ -138,13 +139,10 @@ std::optional<int> Ledger::FindTenant(const std::string& id) const {
   return std::nullopt;
 }
 
+static_assert(kTenantIdSize == kMaxTenantIdLength + 1, "a slot holds the longest id and its NUL");
+
 void CheckTenantId(const std::string& id) {
-  bool safe = !id.empty() && id.size() < kTenantIdSize && id != "." && id != "..";
-  for (char c : id) {
-    safe &= (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-            c == '.' || c == '_' || c == '-';
-  }
-  if (safe) return;
+  if (IsTenantId(id)) return;
   bool printable = std::all_of(id.begin(), id.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
   throw BadInput("tenant id " +
                  (printable && id.size() < 100 ? "'" + id + "'" : std::string("(not shown)")) +
