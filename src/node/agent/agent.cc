@@ -208,10 +208,13 @@ HttpResponse Agent::Route(const HttpRequest& r) {
   if (r.method == "GET" && r.path == "/v1/gpus") {
     json gpus = json::array();
     for (const Gpu& g : gpus_) {
-      json j = {
-          {"index", g.device.index},         {"name", g.device.name},
-          {"memory_bytes", g.device.memory}, {"mode", ShareModeName(g.mode)},
-          {"simulated", g.device.simulated}, {"shards", g.device.memory / config_.shard_bytes}};
+      json j = {{"index", g.device.index},
+                {"name", g.device.name},
+                {"memory_bytes", g.device.memory},
+                {"mode", ShareModeName(g.mode)},
+                {"simulated", g.device.simulated},
+                {"shards", g.device.memory / config_.shard_bytes},
+                {"healthy", backend_->Healthy(g.device)}};
       if (!g.device.uuid.empty()) j["uuid"] = g.device.uuid;
       if (g.mode == ShareMode::kMig) {
         json instances = json::array();

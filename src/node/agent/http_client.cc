@@ -1,5 +1,6 @@
 #include "node/agent/http_client.h"
 
+#include <netdb.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -21,23 +22,63 @@ sockaddr_un UnixSocketAddress(const std::string& path) {
   return addr;
 }
 
-std::pair<int, std::string> CallUnix(const std::string& socket_path, const std::string& method,
-                                     const std::string& path, const std::string& body) {
-  sockaddr_un addr = UnixSocketAddress(socket_path);
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw Unavailable(std::string("socket: ") + std::strerror(errno));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    std::string why = "cannot reach gpumuxd at " + socket_path + ": " + std::strerror(errno);
-    close(fd);
-    throw Unavailable(why);
+namespace {
+
+// A connected stream socket to `address` (see CallHttp), with 10 s send and receive timeouts.
+int Connect(const std::string& address) {
+  const bool is_unix = address.rfind("unix:", 0) == 0 || address.rfind('/', 0) == 0;
+  int fd = -1;
+  if (is_unix) {
+    sockaddr_un addr = UnixSocketAddress(address.substr(address[0] == '/' ? 0 : 5));
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) throw Unavailable(std::string("socket: ") + std::strerror(errno));
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      std::string why = "cannot reach " + address + ": " + std::strerror(errno);
+      close(fd);
+      throw Unavailable(why);
+    }
+  } else {
+    size_t colon = address.rfind(':');
+    if (colon == std::string::npos) throw BadInput(address + ": expected HOST:PORT or unix:PATH");
+    addrinfo hints{}, *found = nullptr;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    std::string host = address.substr(0, colon), port = address.substr(colon + 1);
+    if (int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0) {
+      throw Unavailable("cannot resolve " + address + ": " + gai_strerror(rc));
+    }
+    for (addrinfo* a = found; a && fd < 0; a = a->ai_next) {
+      fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+      if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+        close(fd);
+        fd = -1;
+      }
+    }
+    freeaddrinfo(found);
+    if (fd < 0) throw Unavailable("cannot reach " + address + ": " + std::strerror(errno));
   }
   timeval timeout{10, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+  return fd;
+}
+
+}  // namespace
+
+std::pair<int, std::string> CallUnix(const std::string& socket_path, const std::string& method,
+                                     const std::string& path, const std::string& body) {
+  return CallHttp("unix:" + socket_path, method, path, body);
+}
+
+std::pair<int, std::string> CallHttp(const std::string& address, const std::string& method,
+                                     const std::string& path, const std::string& body,
+                                     const std::string& content_type) {
+  int fd = Connect(address);
   std::ostringstream request;
-  request << method << ' ' << path
-          << " HTTP/1.1\r\nHost: gpumuxd\r\nContent-Type: application/json\r\n"
-          << "Content-Length: " << body.size() << "\r\nConnection: close\r\n\r\n"
+  request << method << ' ' << path << " HTTP/1.1\r\nHost: "
+          << (address.rfind("unix:", 0) == 0 || address[0] == '/' ? "localhost" : address)
+          << "\r\nContent-Type: " << content_type << "\r\nContent-Length: " << body.size()
+          << "\r\nConnection: close\r\n\r\n"
           << body;
   std::string out = request.str(), in;
   bool sent = true;
@@ -58,7 +99,7 @@ std::pair<int, std::string> CallUnix(const std::string& socket_path, const std::
   }
   close(fd);
   if (!sent || parsed.status != ParseStatus::kComplete) {
-    throw Unavailable("gpumuxd at " + socket_path + " gave no answer to " + method + " " + path);
+    throw Unavailable(address + " gave no answer to " + method + " " + path);
   }
   int status = 0;
   std::istringstream(answer.start_line.substr(answer.start_line.find(' ') + 1)) >> status;

@@ -1,5 +1,5 @@
 // The client side of gpumuxd's API transport: one request over its Unix socket. For AgentClient,
-// the SPANK plugin and the tests.
+// the SPANK plugin, the Kubernetes integration and the tests.
 #pragma once
 
 #include <sys/un.h>
@@ -17,5 +17,12 @@ sockaddr_un UnixSocketAddress(const std::string& path);
 // the answer. Throws Error (unavailable) if the agent cannot be reached or gives no answer.
 std::pair<int, std::string> CallUnix(const std::string& socket_path, const std::string& method,
                                      const std::string& path, const std::string& body = "");
+
+// The same over any stream socket: `address` is "unix:PATH" (or an absolute PATH) or "HOST:PORT"
+// (TCP). For the Kubernetes API server through `kubectl proxy`, and the tests' fake of it.
+// Throws Error (unavailable) when nothing answers, (bad input) for an address of neither form.
+std::pair<int, std::string> CallHttp(const std::string& address, const std::string& method,
+                                     const std::string& path, const std::string& body = "",
+                                     const std::string& content_type = "application/json");
 
 }  // namespace gpumux::agent

@@ -1,10 +1,12 @@
 #include "node/agent/share_backend.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 
+#include "base/error.h"
 #include "node/mig_control.h"
 #include "simgpu/sim_state.h"
 
@@ -45,6 +47,9 @@ class SimulatedBackend : public ShareBackend {
   std::vector<std::pair<std::string, std::string>> ClientEnvironment(
       const node::Device&, ShareMode mode, const node::TenantLimits&) const override {
     return {{"GPUMUX_SIM_MODE", mode == ShareMode::kMps ? "mps" : "timeslice"}};
+  }
+  bool Healthy(const node::Device& gpu) const override {
+    return access((Path(gpu) + ".lost").c_str(), F_OK) != 0;
   }
 
  private:
@@ -100,6 +105,14 @@ class NvidiaBackend : public ShareBackend {
           {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", std::to_string((limits.cap_permille + 9) / 10)});
     }
     return env;
+  }
+  bool Healthy(const node::Device& gpu) const override {
+    try {
+      node::RealDevice(gpu.index);  // NVML answers NVML_ERROR_GPU_IS_LOST for a lost GPU
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
   }
 
  private:

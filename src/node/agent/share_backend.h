@@ -33,6 +33,9 @@ class ShareBackend {
   // thread percentage = the compute cap, pinned memory limit = the quota).
   virtual std::vector<std::pair<std::string, std::string>> ClientEnvironment(
       const node::Device& gpu, ShareMode mode, const node::TenantLimits& limits) const = 0;
+  // Whether whole GPU `gpu` answers: false for one NVML reports lost (fallen off the bus, Xid 79)
+  // or cannot read. A simulated GPU is lost while a file STATE.lost lies beside its state file.
+  virtual bool Healthy(const node::Device& gpu) const = 0;
 };
 
 // `runtime_dir` holds the simulated GPUs' state files (sim-gpu<N>.state) or the MPS pipe and log

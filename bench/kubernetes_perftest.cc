@@ -1,0 +1,198 @@
+// The Kubernetes integration's two hot calls, each against its baseline in the same run:
+//   Allocate: the device plugin's Allocate over gRPC (find the pod through the API server, admit
+//     it in gpumuxd, answer the container's environment), p50 and p99 of 1,000, against gpumuxd's
+//     POST /v1/tenants alone (the admission it wraps). The node holds 100 pods at a time (the
+//     kubelet's default pod limit is 110), on gpumuxd with 16 simulated H100s.
+//   Filter + prioritize of one pod over 1,000 nodes x 8 GPUs (kube-scheduler's ExtenderArgs with
+//     NodeNames, parsed from JSON), against the same decision in `gpumux fleet simulate`: the
+//     simulator's per-pod loop (Cluster::Fits and Policy::Score over every node) on the same
+//     nodes.
+// Run: ./build/release/bench/gpumux_kubernetes_bench
+#include <benchmark/benchmark.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "base/error.h"
+#include "fleet/cluster.h"
+#include "fleet/fragmentation.h"
+#include "fleet/policy.h"
+#include "integrations/kubernetes/device_plugin.h"
+#include "integrations/kubernetes/device_plugin_server.h"
+#include "integrations/kubernetes/extender.h"
+#include "kubernetes_fixture.h"
+#include "node/agent/http_client.h"
+
+namespace gpumux {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double Percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, size_t(p * double(v.size())))];
+}
+
+void BM_Allocate(benchmark::State& state) {
+  auto dir = std::filesystem::temp_directory_path() / ("gkb" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "kubelet");
+  std::string socket = (dir / "agent.sock").string();
+  pid_t agent = fork();
+  if (agent == 0) {
+    freopen("/dev/null", "w", stderr);
+    std::string state_db = (dir / "state.db").string(), run = (dir / "run").string();
+    execl(GPUMUXD_BINARY, "gpumuxd", "--sim", "H100", "--gpus", "16", "--socket", socket.c_str(),
+          "--state", state_db.c_str(), "--runtime-dir", run.c_str(), nullptr);
+    _exit(127);
+  }
+  for (int i = 0; i < 200; ++i) {
+    try {
+      if (agent::CallUnix(socket, "GET", "/v1/health").first == 200) break;
+    } catch (const Error&) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::vector<double> allocate_us, admit_us;
+  {
+    testing::FakeApiServer api((dir / "api.sock").string());
+    api.AddNode("node-a");
+    testing::FakeKubelet kubelet(dir / "kubelet");
+    kubelet.Start();
+    k8s::DevicePlugin plugin(
+        {socket, (dir / "kubelet").string(), "node-a", api.address(), (dir / "state").string()});
+    plugin.Refresh();
+    k8s::DevicePluginServer server(&plugin);
+    server.Start();
+    auto stub = kubelet.Plugin(k8s::kMemoryResource);
+    int pod_number = 0;
+    for (auto _ : state) {
+      for (int round = 0; round < 10; ++round) {
+        std::vector<std::string> names;
+        for (int i = 0; i < 100; ++i, ++pod_number) {
+          char uid[40];
+          std::snprintf(uid, sizeof(uid), "00000000-0000-4000-8000-%012d", pod_number);
+          json pod = testing::PendingPod("p" + std::to_string(pod_number), uid,
+                                         {{{k8s::kMemoryResource, 1}}});
+          pod["spec"]["nodeName"] = "node-a";
+          pod["metadata"]["annotations"][k8s::kAssignedAnnotation] = std::to_string(i % 16);
+          api.AddPod(pod);
+          names.push_back("p" + std::to_string(pod_number));
+        }
+        for (int i = 0; i < 100; ++i) {
+          ::v1beta1::AllocateRequest request;
+          request.add_container_requests()->add_devices_ids("gpu" + std::to_string(i % 16) +
+                                                            "-gib" + std::to_string(i / 16));
+          ::v1beta1::AllocateResponse response;
+          grpc::ClientContext context;
+          auto t0 = Clock::now();
+          grpc::Status status = stub->Allocate(&context, request, &response);
+          allocate_us.push_back(
+              std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+          if (!status.ok()) state.SkipWithError(status.error_message().c_str());
+        }
+        // The baseline: the admission alone, straight to gpumuxd.
+        for (int i = 0; i < 100; ++i) {
+          json admit = {{"id", "baseline-" + std::to_string(i)},
+                        {"gpu", i % 16},
+                        {"memory", "1GiB"},
+                        {"owner_uid", 0}};
+          auto t0 = Clock::now();
+          agent::CallUnix(socket, "POST", "/v1/tenants", admit.dump());
+          admit_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+        }
+        for (int i = 0; i < 100; ++i)
+          agent::CallUnix(socket, "DELETE", "/v1/tenants/baseline-" + std::to_string(i));
+        for (const auto& name : names) api.DeletePod(name);
+        plugin.RemoveTenantsOfGonePods();
+      }
+    }
+    server.Stop();
+  }
+  kill(agent, SIGTERM);
+  waitpid(agent, nullptr, 0);
+  std::filesystem::remove_all(dir);
+  state.counters["allocates"] = double(allocate_us.size());
+  state.counters["allocate_p50_us"] = Percentile(allocate_us, 0.5);
+  state.counters["allocate_p99_us"] = Percentile(allocate_us, 0.99);
+  state.counters["admit_p50_us"] = Percentile(admit_us, 0.5);
+  state.counters["admit_p99_us"] = Percentile(admit_us, 0.99);
+  state.counters["p50_ratio"] = Percentile(allocate_us, 0.5) / Percentile(admit_us, 0.5);
+}
+BENCHMARK(BM_Allocate)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// 1,000 nodes of 8 x 80 GiB GPUs, used at random by earlier pods (same seed for both sides).
+struct Fleet {
+  k8s::Extender extender{{}, nullptr};
+  std::vector<k8s::NodeGpus> nodes;
+  json args;
+  Fleet() {
+    std::mt19937 rng(7);
+    json names = json::array();
+    for (int n = 0; n < 1000; ++n) {
+      std::vector<k8s::Slot> slots;
+      for (int g = 0; g < 8; ++g) {
+        k8s::Slot s{{g, -1}, 80};
+        int pods = int(rng() % 3);
+        for (int p = 0; p < pods; ++p) {
+          k8s::PodRequest r;
+          r.containers.push_back({"c", 0, int(4 + rng() % 20), 0, 0, -1});
+          s.Count(r, +1);
+        }
+        slots.push_back(s);
+      }
+      nodes.emplace_back(slots);
+      std::string name = "node-" + std::to_string(n);
+      extender.SetNode(name, nodes.back());
+      names.push_back(name);
+    }
+    json pod = testing::PendingPod("p", "11111111-0000-4000-8000-000000000000",
+                                   {{{k8s::kMemoryResource, 20}, {k8s::kComputeResource, 25}}});
+    args = {{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", names}};
+  }
+};
+
+void BM_ExtenderFilterAndPrioritize(benchmark::State& state) {
+  static Fleet fleet;
+  std::string body = fleet.args.dump();
+  for (auto _ : state) {
+    json args = json::parse(body);
+    json filtered = fleet.extender.Filter(args);
+    args["NodeNames"] = filtered["NodeNames"];
+    benchmark::DoNotOptimize(fleet.extender.Prioritize(args));
+  }
+}
+BENCHMARK(BM_ExtenderFilterAndPrioritize)->Unit(benchmark::kMillisecond);
+
+void BM_SimulatorPlacesOnePod(benchmark::State& state) {
+  static Fleet fleet;
+  std::vector<fleet::NodeSpec> specs(1000, {"", 1ll << 40, 1ll << 40, 8, "gpumux"});
+  fleet::Cluster cluster(specs);
+  for (int n = 0; n < 1000; ++n)
+    for (int g = 0; g < 8; ++g)
+      if (int used = fleet.nodes[n].slots()[g].used_memory_gib)
+        cluster.Place(n, {0, 0, 1, std::min(999, used * 1000 / 80)}, g);
+  std::vector<fleet::PodSpec> recent = {{"", 0, 0, 1, 250, {}}};
+  auto targets = fleet::TargetWorkloads::FromPods(cluster, recent);
+  auto policy = fleet::MakePolicy("gpumux", targets);
+  fleet::Shape shape{0, 0, 1, 250};
+  for (auto _ : state) {
+    double best = -1e300;
+    for (int n = 0; n < cluster.size(); ++n)
+      if (cluster.Fits(n, shape)) best = std::max(best, policy->Score(cluster, n, shape).score);
+    benchmark::DoNotOptimize(best);
+  }
+}
+BENCHMARK(BM_SimulatorPlacesOnePod)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace gpumux
+
+BENCHMARK_MAIN();

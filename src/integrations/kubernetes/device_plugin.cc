@@ -1,0 +1,254 @@
+#include "integrations/kubernetes/device_plugin.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "base/error.h"
+#include "node/agent/log.h"
+
+namespace gpumux::k8s {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr uint64_t kGiB = 1ull << 30;
+
+std::string SlotPrefix(const SlotId& id) { return "gpu" + id.ToString(); }
+
+// The slot a device id of ours is on: "gpu3-gib17" → 3, "gpu3.1-gib0" → 3.1, "gpu3" → 3.
+std::optional<SlotId> SlotOfDevice(const std::string& id) {
+  if (id.rfind("gpu", 0) != 0) return std::nullopt;
+  try {
+    return SlotId::Parse(
+        id.substr(3, id.find('-') == std::string::npos ? std::string::npos : id.find('-') - 3));
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+std::string Text(const json& j, const char* key) {
+  return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
+}
+
+}  // namespace
+
+const std::vector<std::string>& PluginResources() {
+  static const std::vector<std::string> kResources = {kMemoryResource, kComputeResource,
+                                                      kGpuResource};
+  return kResources;
+}
+
+DevicePlugin::DevicePlugin(DevicePluginConfig config)
+    : config_(std::move(config)),
+      agent_(config_.agent_socket),
+      api_(config_.apiserver.empty() ? nullptr : std::make_unique<KubeApi>(config_.apiserver)),
+      record_((std::filesystem::create_directories(config_.state_dir),
+               config_.state_dir + "/allocations.json")) {
+  if (config_.node_name.empty()) throw BadInput("node: give this node's name (--node)");
+}
+
+bool DevicePlugin::Refresh() {
+  json gpus = agent_.Gpus()["gpus"];
+  std::vector<Slot> slots;
+  std::map<int, std::string> uuids;
+  std::map<std::string, std::vector<PluginDevice>> devices;
+  for (const json& g : gpus) {
+    int index = g["index"].get<int>();
+    bool healthy = g.value("healthy", true);
+    auto add_slot = [&](int instance, uint64_t bytes, const std::string& uuid) {
+      Slot s;
+      s.id = {index, instance};
+      s.memory_gib = int(bytes / kGiB);
+      s.healthy = healthy;
+      if (!uuid.empty()) uuids[int(slots.size())] = uuid;
+      slots.push_back(s);
+      for (int k = 0; k < s.memory_gib; ++k)
+        devices[kMemoryResource].push_back(
+            {SlotPrefix(s.id) + "-gib" + std::to_string(k), healthy});
+      if (instance >= 0) return;
+      for (int k = 0; k < 100; ++k)
+        devices[kComputeResource].push_back(
+            {SlotPrefix(s.id) + "-pct" + std::to_string(k), healthy});
+      devices[kGpuResource].push_back({SlotPrefix(s.id), healthy});
+    };
+    if (g.value("mode", "") == "mig") {
+      for (const json& i : g.value("instances", json::array()))
+        add_slot(i["instance"].get<int>(), i["memory_bytes"].get<uint64_t>(), Text(i, "uuid"));
+    } else {
+      add_slot(-1, g["memory_bytes"].get<uint64_t>(), Text(g, "uuid"));
+    }
+  }
+  NodeGpus fresh(std::move(slots));
+  std::string annotation = fresh.Annotation();
+  bool changed;
+  {
+    std::lock_guard lock(mu_);
+    changed = devices != devices_ || version_ == 0;
+    if (changed) {
+      devices_ = std::move(devices);
+      slots_ = std::move(fresh);
+      uuids_ = std::move(uuids);
+      ++version_;
+      changed_.notify_all();
+    }
+  }
+  // The extender places pods by these slots; written again until the API server has taken it.
+  if (api_ && annotation != published_) {
+    api_->AnnotateNode(config_.node_name, {{kNodeGpusAnnotation, annotation}});
+    published_ = annotation;
+  }
+  return changed;
+}
+
+std::vector<PluginDevice> DevicePlugin::Devices(const std::string& resource, uint64_t* version) {
+  std::lock_guard lock(mu_);
+  if (version) *version = version_;
+  auto it = devices_.find(resource);
+  return it == devices_.end() ? std::vector<PluginDevice>() : it->second;
+}
+
+bool DevicePlugin::WaitForChange(uint64_t seen, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  return changed_.wait_for(lock, timeout, [&] { return version_ != seen; });
+}
+
+void DevicePlugin::WakeAll() {
+  std::lock_guard lock(mu_);
+  changed_.notify_all();
+}
+
+std::vector<PodRequest> DevicePlugin::NodePods() const {
+  if (!api_) throw Unavailable("no API server to find the pod by (--apiserver)");
+  json items = api_->ListPods(config_.node_name);
+  // Oldest first: the kubelet admits pods in the order they came.
+  std::stable_sort(items.begin(), items.end(), [](const json& a, const json& b) {
+    return a.value("/metadata/creationTimestamp"_json_pointer, std::string()) <
+           b.value("/metadata/creationTimestamp"_json_pointer, std::string());
+  });
+  std::vector<PodRequest> pods;
+  for (const json& item : items) {
+    try {
+      PodRequest pod = ParsePod(item);
+      if (pod.asks_gpumux()) pods.push_back(std::move(pod));
+    } catch (const Error&) {
+      // The extender refuses such a pod at filter; it never reaches this node through gpumux.
+    }
+  }
+  return pods;
+}
+
+ContainerAnswer DevicePlugin::Allocate(const std::string& resource,
+                                       const std::vector<std::string>& ids) {
+  std::vector<PodRequest> pods = NodePods();
+  std::lock_guard lock(mu_);  // finding the container and recording it are one step
+  auto c = record_.Find(pods, resource, int(ids.size()));
+  if (!c) {
+    throw NotFound("no pod bound to node " + config_.node_name + " waits for " +
+                   std::to_string(ids.size()) + " " + resource +
+                   " (pods that ask gpumux resources must be scheduled by gpumux-k8s-scheduler, "
+                   "which assigns them a GPU)");
+  }
+  const SlotId& where = *c->pod.assigned;
+  int slot_index = -1;
+  for (size_t i = 0; i < slots_.slots().size(); ++i)
+    if (slots_.slots()[i].id == where) slot_index = int(i);
+  if (slot_index < 0)
+    throw NotFound("pod " + c->pod.ns + "/" + c->pod.name + " is assigned GPU " + where.ToString() +
+                   ", which node " + config_.node_name + " does not have");
+  json request = {
+      {"id", c->tenant},
+      {"gpu", where.gpu},
+      {"priority", c->pod.priority},
+      {"owner_uid", std::max<int64_t>(c->container.run_as_user, 0)},
+      {"source", "kubernetes:" + c->pod.ns + "/" + c->pod.name + "/" + c->container.name}};
+  if (where.instance >= 0) request["instance"] = where.instance;
+  if (c->container.whole_gpus > 0) {
+    request["memory"] = uint64_t(slots_.slots()[slot_index].memory_gib) * kGiB;
+  } else {
+    request["memory"] = std::to_string(c->container.memory_gib) + "GiB";
+    if (c->container.compute_percent > 0)
+      request["compute"] = std::to_string(c->container.compute_percent) + "%";
+  }
+  // The container's other resource, allocated before this one, admitted the same tenant with the
+  // same limits: admitting again updates it to what it is.
+  agent::Admission admitted = agent_.Admit(request);
+  record_.Answered(*c, resource);
+
+  ContainerAnswer answer;
+  for (auto& [k, v] : admitted.answer["env"].items()) answer.envs[k] = v.get<std::string>();
+  if (auto uuid = uuids_.find(slot_index); uuid != uuids_.end())
+    answer.envs["NVIDIA_VISIBLE_DEVICES"] = uuid->second;
+  // What the environment names, at the same paths: the shim's directory (with the simulated
+  // GPU's libraries) read-only; the shared ledger, gpumuxd's socket, a simulated GPU's state and
+  // the MPS pipe directory writable.
+  auto env = [&](const char* key) {
+    auto it = answer.envs.find(key);
+    return it == answer.envs.end() ? std::string() : it->second;
+  };
+  std::string shim = env("LD_PRELOAD");
+  shim = shim.substr(0, shim.find(':'));
+  if (!shim.empty())
+    answer.mounts.push_back(
+        {shim.substr(0, shim.rfind('/')), shim.substr(0, shim.rfind('/')), true});
+  for (const char* key :
+       {"GPUMUX_LEDGER", "GPUMUX_AGENT", "GPUMUX_SIM_STATE", "CUDA_MPS_PIPE_DIRECTORY"}) {
+    if (std::string path = env(key); !path.empty()) answer.mounts.push_back({path, path, false});
+  }
+  answer.annotations["gpumux.io/tenant"] = c->tenant;
+  return answer;
+}
+
+std::vector<std::string> DevicePlugin::Preferred(const std::string& resource,
+                                                 const std::vector<std::string>& available,
+                                                 const std::vector<std::string>& must_include,
+                                                 int size) {
+  std::optional<SlotId> want;
+  try {
+    std::vector<PodRequest> pods = NodePods();
+    std::lock_guard lock(mu_);
+    if (auto c = record_.Find(pods, resource, size)) want = c->pod.assigned;
+  } catch (const Error&) {
+    // Only a hint: without the pod, the kubelet's own choice.
+  }
+  std::vector<std::string> chosen = must_include;
+  for (int pass = 0; pass < 2 && int(chosen.size()) < size; ++pass) {
+    for (const std::string& id : available) {
+      if (int(chosen.size()) >= size) break;
+      bool on_slot = want && SlotOfDevice(id) == want;
+      if ((pass == 0) != on_slot) continue;
+      if (std::find(chosen.begin(), chosen.end(), id) == chosen.end()) chosen.push_back(id);
+    }
+  }
+  return chosen;
+}
+
+std::vector<std::string> DevicePlugin::RemoveTenantsOfGonePods() {
+  if (!api_) return {};
+  std::set<std::string> live;
+  for (const json& item : api_->ListPods(config_.node_name)) {
+    std::string phase = item.value("/status/phase"_json_pointer, std::string());
+    if (phase != "Succeeded" && phase != "Failed")
+      live.insert(item.value("/metadata/uid"_json_pointer, std::string()));
+  }
+  std::vector<std::string> removed;
+  json tenants = agent_.Tenants()["tenants"];  // a copy: the range must outlive the loop
+  for (const json& t : tenants) {
+    std::string id = Text(t, "id");
+    auto uid = PodOfTenant(id);
+    if (!uid || live.count(*uid)) continue;
+    try {
+      agent_.Remove(id, /*missing_ok=*/true);
+      removed.push_back(id);
+    } catch (const Error& e) {
+      // Processes still run (a container being torn down): the next poll tries again.
+      agent::Log("debug", "tenant of a pod that is gone kept for now",
+                 {{"tenant", id}, {"reason", e.what()}});
+    }
+  }
+  std::lock_guard lock(mu_);
+  record_.KeepOnly(live);
+  return removed;
+}
+
+}  // namespace gpumux::k8s

@@ -1,0 +1,112 @@
+// The core of gpumux's Kubernetes device plugin, without its gRPC transport (device_plugin_server.h
+// speaks the kubelet's API v1beta1 around it). It advertises three resources on a node whose GPUs
+// gpumuxd owns:
+//   gpumux.io/gpu-memory   one device per GiB of each GPU (or MIG instance): "gpu3-gib17",
+//   "gpu3.1-gib0" gpumux.io/gpu-compute  one device per percent of each whole GPU: "gpu3-pct42"
+//   gpumux.io/gpu          one device per whole GPU: "gpu3"
+// and admits each container that the kubelet allocates them to as a gpumuxd tenant (pod_tenants.h)
+// on the GPU the scheduler extender assigned its pod: quota = its GiB, cap = its percent, priority
+// from the pod's annotation. The answer starts the container under the shim: gpumuxd's
+// environment, the files it names mounted at the same paths (the shim's directory read-only; the
+// GPU's shared ledger and gpumuxd's socket; never the private authority ledgers), and, on a real
+// GPU, NVIDIA_VISIBLE_DEVICES for the NVIDIA container runtime.
+//
+// A tenant goes when its pod does: every poll the plugin lists the node's pods (the API server;
+// the kubelet's pod-resources API names no pod UID, and gpumuxd's dead-process reclaim frees memory
+// but cannot tell a restarting container from a pod that is gone) and removes the tenants of pods
+// that are gone or finished (gpumuxd refuses while processes still run; the next poll retries).
+//
+// Thread-safety: every call may come from any thread (one lock inside).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "integrations/kubernetes/kube_api.h"
+#include "integrations/kubernetes/node_gpus.h"
+#include "integrations/kubernetes/pod_tenants.h"
+#include "node/agent/agent_client.h"
+
+namespace gpumux::k8s {
+
+struct DevicePluginConfig {
+  std::string agent_socket = "/run/gpumux/gpumuxd.sock";
+  std::string kubelet_dir = "/var/lib/kubelet/device-plugins";
+  std::string node_name;
+  std::string apiserver = "127.0.0.1:8001";  // kubectl proxy in the plugin's pod
+  std::string state_dir = "/var/lib/gpumux/kubernetes";
+};
+
+struct PluginDevice {
+  std::string id;
+  bool healthy = true;
+  bool operator==(const PluginDevice&) const = default;
+};
+
+struct ContainerAnswer {
+  std::map<std::string, std::string> envs;
+  struct Mount {
+    std::string container_path, host_path;
+    bool read_only = false;
+  };
+  std::vector<Mount> mounts;
+  std::map<std::string, std::string> annotations;
+};
+
+// The resources, in the order the plugin registers them.
+const std::vector<std::string>& PluginResources();
+
+class DevicePlugin {
+ public:
+  // Reads the allocation record in `state_dir` (created if missing). Throws Error.
+  explicit DevicePlugin(DevicePluginConfig config);
+
+  // Reads gpumuxd's GPUs; when the devices changed (a re-layout, a GPU lost or back), counts a new
+  // version, wakes ListAndWatch streams and publishes the node's slots (annotation gpumux.io/gpus)
+  // for the extender. Returns whether they changed. Throws Error (unavailable).
+  bool Refresh();
+  // Removes the tenants of this node's pods that are gone or finished. Returns their ids.
+  std::vector<std::string> RemoveTenantsOfGonePods();
+
+  // The devices of `resource` now and their version (bumped by every change).
+  std::vector<PluginDevice> Devices(const std::string& resource, uint64_t* version);
+  // Waits until the version passes `seen` or `timeout` passes; returns whether it changed.
+  bool WaitForChange(uint64_t seen, std::chrono::milliseconds timeout);
+  // Wakes every waiter (on shutdown).
+  void WakeAll();
+
+  // The answer to an Allocate of `device_ids` of `resource` for one container. Throws Error:
+  // not found when no pod bound here waits for it, does-not-fit when gpumuxd refuses it.
+  ContainerAnswer Allocate(const std::string& resource, const std::vector<std::string>& device_ids);
+  // GetPreferredAllocation: `size` of `available` (with all of `must_include`), on the GPU the
+  // extender assigned to the pod being admitted, when that pod is found.
+  std::vector<std::string> Preferred(const std::string& resource,
+                                     const std::vector<std::string>& available,
+                                     const std::vector<std::string>& must_include, int size);
+
+  const DevicePluginConfig& config() const { return config_; }
+
+ private:
+  // This node's pods that ask gpumux, oldest first.
+  std::vector<PodRequest> NodePods() const;
+
+  DevicePluginConfig config_;
+  agent::AgentClient agent_;
+  std::unique_ptr<KubeApi> api_;
+  std::mutex mu_;
+  std::condition_variable changed_;
+  uint64_t version_ = 0;
+  std::string published_;  // the annotation last written
+  NodeGpus slots_;
+  std::map<int, std::string> uuids_;  // real GPUs and MIG instances by slot, for the runtime
+  std::map<std::string, std::vector<PluginDevice>> devices_;
+  AllocationRecord record_;
+};
+
+}  // namespace gpumux::k8s

@@ -1,0 +1,76 @@
+// gpumux-k8s-device-plugin: the Kubernetes device plugin of a node whose GPUs gpumuxd owns (see
+// device_plugin.h). Runs in the gpumux DaemonSet beside gpumuxd (deploy/kubernetes/).
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+
+#include "base/error.h"
+#include "integrations/kubernetes/device_plugin.h"
+#include "integrations/kubernetes/device_plugin_server.h"
+#include "node/agent/log.h"
+
+namespace {
+std::atomic<bool> g_stop{false};
+void StopOnSignal(int) { g_stop = true; }
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace gpumux;
+  k8s::DevicePluginConfig config;
+  if (const char* node = std::getenv("NODE_NAME")) config.node_name = node;
+  double poll_s = 2;
+  CLI::App app{
+      "gpumux's Kubernetes device plugin: gpumux.io/gpu-memory, gpu-compute and gpu, "
+      "admitted as gpumuxd tenants"};
+  app.add_option("--agent", config.agent_socket, "gpumuxd's socket")->capture_default_str();
+  app.add_option("--kubelet-dir", config.kubelet_dir, "the kubelet's device plugin directory")
+      ->capture_default_str();
+  app.add_option("--node", config.node_name, "this node's name (default: $NODE_NAME)");
+  app.add_option("--apiserver", config.apiserver,
+                 "the API server over plain HTTP: HOST:PORT of kubectl proxy, or unix:PATH")
+      ->capture_default_str();
+  app.add_option("--state-dir", config.state_dir, "where the allocation record is kept")
+      ->capture_default_str();
+  app.add_option("--poll", poll_s, "seconds between looks at gpumuxd, the kubelet and the pods")
+      ->capture_default_str()
+      ->check(CLI::Range(0.05, 60.0));
+  CLI11_PARSE(app, argc, argv);
+  signal(SIGTERM, StopOnSignal);
+  signal(SIGINT, StopOnSignal);
+  auto poll = std::chrono::milliseconds(int64_t(poll_s * 1000));
+  try {
+    k8s::DevicePlugin plugin(config);
+    k8s::DevicePluginServer server(&plugin);
+    agent::Log("info", "device plugin starting",
+               {{"node", config.node_name},
+                {"agent", config.agent_socket},
+                {"kubelet_dir", config.kubelet_dir}});
+    std::string last_error;
+    while (!g_stop) {
+      try {
+        plugin.Refresh();
+        if (server.Watch()) agent::Log("info", "registered with the kubelet");
+        for (const std::string& id : plugin.RemoveTenantsOfGonePods())
+          agent::Log("info", "tenant of a pod that is gone removed", {{"tenant", id}});
+        last_error.clear();
+      } catch (const Error& e) {
+        if (e.what() != last_error) agent::Log("warn", "will retry", {{"reason", e.what()}});
+        last_error = e.what();
+      }
+      for (auto t = std::chrono::milliseconds(0); t < poll && !g_stop;
+           t += std::chrono::milliseconds(50))
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    server.Stop();
+    agent::Log("info", "device plugin stopped");
+  } catch (const Error& e) {
+    agent::Log("error", "device plugin failed", {{"reason", e.what()}});
+    return ExitCode(e.code());
+  }
+  return 0;
+}

@@ -1,0 +1,280 @@
+#include "integrations/kubernetes/extender.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "base/error.h"
+#include "fleet/policy.h"
+#include "integrations/kubernetes/policy_scores.h"
+
+namespace gpumux::k8s {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr auto kUnconfirmedBindKept = std::chrono::seconds(30);
+constexpr size_t kSeenPodsKept = 10000;
+
+// args[key], matching the key without regard to case, as Go's encoding/json does; null if absent.
+const json& Key(const json& args, std::string_view key) {
+  static const json kNull;
+  if (!args.is_object()) return kNull;
+  for (auto it = args.begin(); it != args.end(); ++it) {
+    const std::string& k = it.key();
+    if (k.size() == key.size() && std::equal(k.begin(), k.end(), key.begin(), [](char a, char b) {
+          return std::tolower(static_cast<unsigned char>(a)) ==
+                 std::tolower(static_cast<unsigned char>(b));
+        }))
+      return it.value();
+  }
+  return kNull;
+}
+
+std::string Text(const json& args, std::string_view key) {
+  const json& v = Key(args, key);
+  if (!v.is_string() || v.get<std::string>().empty())
+    throw BadInput(std::string(key) + ": expected a non-empty string");
+  return v.get<std::string>();
+}
+
+json ErrorBody(const std::string& message) { return {{"Error", message}}; }
+
+}  // namespace
+
+Extender::Extender(ExtenderConfig config, const KubeApi* api)
+    : config_(std::move(config)), api_(api) {
+  const auto& names = fleet::PolicyNames();  // an unknown policy is refused now, not at a pod
+  if (std::find(names.begin(), names.end(), config_.policy) == names.end())
+    throw BadInput("policy: unknown fleet policy '" + config_.policy + "'");
+}
+
+std::vector<std::string> Extender::Candidates(const json& args, bool* full_nodes) {
+  if (!args.is_object()) throw BadInput("expected ExtenderArgs, a JSON object");
+  const json& nodes = Key(args, "Nodes");
+  std::vector<std::string> names;
+  *full_nodes = !nodes.is_null();
+  if (*full_nodes) {
+    const json& items = Key(nodes, "items");
+    if (!items.is_array()) throw BadInput("Nodes.items: expected the v1.NodeList's list of nodes");
+    for (const json& node : items) {
+      std::string name = node.value("/metadata/name"_json_pointer, std::string());
+      if (name.empty()) throw BadInput("Nodes.items: a node without metadata.name");
+      SetNode(name, NodeGpus::FromNode(node));
+      names.push_back(name);
+    }
+    return names;
+  }
+  const json& list = Key(args, "NodeNames");
+  if (!list.is_array()) throw BadInput("NodeNames: expected a list of node names (or Nodes)");
+  for (const json& name : list) {
+    if (!name.is_string()) throw BadInput("NodeNames: expected strings, got " + name.dump());
+    names.push_back(name.get<std::string>());
+  }
+  return names;
+}
+
+void Extender::SetNode(const std::string& name, const NodeGpus& gpus) {
+  std::lock_guard lock(mu_);
+  NodeGpus& node = nodes_[name];
+  NodeGpus fresh = gpus;
+  for (Slot& s : fresh.slots()) {
+    if (Slot* old = node.Find(s.id)) {
+      s.used_memory_gib = old->used_memory_gib;
+      s.used_compute_percent = old->used_compute_percent;
+      s.pods = old->pods;
+      s.held_whole = old->held_whole;
+    }
+  }
+  node = std::move(fresh);
+}
+
+NodeGpus Extender::NodeState(const std::string& name) {
+  std::lock_guard lock(mu_);
+  auto it = nodes_.find(name);
+  return it == nodes_.end() ? NodeGpus() : it->second;
+}
+
+json Extender::Filter(const json& args) {
+  PodRequest pod = ParsePod(Key(args, "Pod"));
+  bool full = false;
+  std::vector<std::string> names = Candidates(args, &full);
+  json passed = json::array(), failed = json::object();
+  {
+    std::lock_guard lock(mu_);
+    if (pod.asks_gpumux()) {
+      if (seen_.size() >= kSeenPodsKept) seen_.clear();
+      seen_[pod.uid] = pod;
+    }
+    for (const std::string& name : names) {
+      std::string why = "no gpumux GPU (the gpumux device plugin publishes them on the node)";
+      auto it = nodes_.find(name);  // a node not seen yet has none
+      bool fits =
+          !pod.asks_gpumux() || (it != nodes_.end() && !it->second.FittingSlots(pod, &why).empty());
+      if (fits)
+        passed.push_back(name);
+      else
+        failed[name] = "gpumux: " + why;
+    }
+  }
+  json result = {{"FailedNodes", failed}, {"Error", ""}};
+  if (!full) {
+    result["NodeNames"] = passed;
+    result["Nodes"] = nullptr;
+    return result;
+  }
+  json items = json::array();
+  for (const json& node : Key(Key(args, "Nodes"), "items")) {
+    std::string name = node.value("/metadata/name"_json_pointer, std::string());
+    if (std::find(passed.begin(), passed.end(), name) != passed.end()) items.push_back(node);
+  }
+  result["Nodes"] = {{"items", items}};
+  result["NodeNames"] = nullptr;
+  return result;
+}
+
+std::vector<int> Extender::RecentMilli() const {
+  std::vector<const Placement*> recent;
+  for (const auto& [uid, p] : placed_) recent.push_back(&p);
+  if (recent.size() > config_.recent_pods) {
+    std::nth_element(recent.begin(), recent.begin() + config_.recent_pods, recent.end(),
+                     [](auto* a, auto* b) { return a->when > b->when; });
+    recent.resize(config_.recent_pods);
+  }
+  std::vector<int> milli;
+  for (const Placement* p : recent) {
+    auto node = nodes_.find(p->node);
+    const Slot* slot = nullptr;
+    if (node != nodes_.end())
+      for (const Slot& s : node->second.slots())
+        if (s.id == p->slot) slot = &s;
+    milli.push_back(PodMilli(p->pod, slot ? slot->memory_gib : 0));
+  }
+  return milli;
+}
+
+json Extender::Prioritize(const json& args) {
+  PodRequest pod = ParsePod(Key(args, "Pod"));
+  bool full = false;
+  std::vector<std::string> names = Candidates(args, &full);
+  json list = json::array();
+  if (!pod.asks_gpumux()) {
+    for (const auto& name : names) list.push_back({{"Host", name}, {"Score", 0}});
+    return list;
+  }
+  std::lock_guard lock(mu_);
+  static const NodeGpus kNone;
+  std::vector<const NodeGpus*> nodes;
+  nodes.reserve(names.size());
+  for (const auto& name : names) {
+    auto it = nodes_.find(name);
+    nodes.push_back(it == nodes_.end() ? &kNone : &it->second);
+  }
+  std::vector<NodeChoice> choices = ChooseSlots(nodes, pod, config_.policy, RecentMilli());
+  for (size_t i = 0; i < names.size(); ++i) {
+    list.push_back({{"Host", names[i]}, {"Score", int64_t(std::lround(choices[i].score))}});
+  }
+  return list;
+}
+
+void Extender::Count(const Placement& p, int sign) {
+  auto node = nodes_.find(p.node);
+  if (node == nodes_.end()) return;
+  if (Slot* slot = node->second.Find(p.slot)) slot->Count(p.pod, sign);
+}
+
+json Extender::Bind(const json& args) {
+  if (!args.is_object()) throw BadInput("expected ExtenderBindingArgs, a JSON object");
+  std::string name = Text(args, "PodName"), ns = Text(args, "PodNamespace"),
+              uid = Text(args, "PodUID"), node = Text(args, "Node");
+  if (!api_) return ErrorBody("gpumux: no API server to bind through (--apiserver)");
+  std::optional<PodRequest> pod;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = seen_.find(uid); it != seen_.end()) pod = it->second;
+    if (auto it = placed_.find(uid); it != placed_.end())
+      return ErrorBody("gpumux: pod " + ns + "/" + name + " is already placed on " +
+                       it->second.node);
+  }
+  try {
+    if (!pod) pod = ParsePod(api_->GetPod(ns, name));
+  } catch (const Error& e) {
+    return ErrorBody(std::string("gpumux: ") + e.what());
+  }
+  Placement placement{*pod, node, {}, std::chrono::steady_clock::now()};
+  if (pod->asks_gpumux()) {
+    std::lock_guard lock(mu_);
+    auto it = nodes_.find(node);
+    if (it == nodes_.end()) return ErrorBody("gpumux: node " + node + " has no gpumux GPU");
+    NodeChoice choice = ChooseSlots({&it->second}, *pod, config_.policy, RecentMilli())[0];
+    if (!choice.fits)
+      return ErrorBody("gpumux: pod " + ns + "/" + name + " no longer fits node " + node + ": " +
+                       choice.why_not);
+    placement.slot = it->second.slots()[choice.slot].id;
+    Count(placement, +1);
+    placed_[uid] = placement;
+  }
+  try {
+    if (pod->asks_gpumux())
+      api_->AnnotatePod(ns, name, {{kAssignedAnnotation, placement.slot.ToString()}});
+    api_->Bind(ns, name, uid, node);
+  } catch (const Error& e) {
+    std::lock_guard lock(mu_);
+    if (placed_.erase(uid)) Count(placement, -1);
+    return ErrorBody(std::string("gpumux: ") + e.what());
+  }
+  return ErrorBody("");
+}
+
+void Extender::Resync() {
+  json nodes = api_->ListNodes(), pods = api_->ListPods();
+  std::map<std::string, NodeGpus> fresh_nodes;
+  for (const json& node : nodes) {
+    std::string name = node.value("/metadata/name"_json_pointer, std::string());
+    try {
+      fresh_nodes[name] = NodeGpus::FromNode(node);
+    } catch (const Error&) {
+      // A node whose annotation is broken offers no gpumux GPU until its plugin writes it again.
+    }
+  }
+  std::map<std::string, Placement> fresh_placed;
+  auto now = std::chrono::steady_clock::now();
+  for (const json& item : pods) {
+    try {
+      PodRequest pod = ParsePod(item);
+      if (!pod.assigned || pod.node.empty() || pod.finished() || !pod.asks_gpumux()) continue;
+      fresh_placed[pod.uid] = {pod, pod.node, *pod.assigned, now};
+    } catch (const Error&) {
+      // A pod gpumux cannot read is not one it placed.
+    }
+  }
+  std::lock_guard lock(mu_);
+  for (auto& [uid, p] : placed_) {
+    if (!fresh_placed.count(uid) && now - p.when < kUnconfirmedBindKept) fresh_placed[uid] = p;
+  }
+  nodes_ = std::move(fresh_nodes);
+  placed_ = std::move(fresh_placed);
+  for (const auto& [uid, p] : placed_) Count(p, +1);
+}
+
+agent::HttpResponse Extender::Handle(const agent::HttpRequest& r) {
+  std::string verb = r.path.substr(r.path.rfind('/') + 1);
+  if (r.method == "GET" && verb == "healthz") return {200, R"({"status":"ok"})"};
+  if (r.method != "POST" || (verb != "filter" && verb != "prioritize" && verb != "bind"))
+    return {404, json{{"Error", "no such verb: " + r.method + " " + r.path}}.dump()};
+  json args = json::parse(r.body, nullptr, false);
+  try {
+    if (args.is_discarded()) throw BadInput("the body is not JSON");
+    json answer = verb == "filter"       ? Filter(args)
+                  : verb == "prioritize" ? Prioritize(args)
+                                         : Bind(args);
+    return {200, answer.dump(-1, ' ', false, json::error_handler_t::replace)};
+  } catch (const Error& e) {
+    int status = e.code() == ErrorCode::kBadInput ? 400 : 500;
+    return {status, json{{"Error", verb + ": " + e.what()}}.dump(-1, ' ', false,
+                                                                 json::error_handler_t::replace)};
+  }
+}
+
+}  // namespace gpumux::k8s

@@ -1,0 +1,83 @@
+// gpumux's kube-scheduler extender (the extender protocol of kube-scheduler/extender/v1: JSON over
+// HTTP POST to URL_PREFIX/VERB). kube-scheduler sends pods that ask for gpumux.io/* resources:
+//   filter     ExtenderArgs {Pod, Nodes | NodeNames} → ExtenderFilterResult {Nodes | NodeNames,
+//              FailedNodes, Error}: the nodes where one GPU (or MIG instance) holds the pod's
+//              memory and compute, and for the others why not;
+//   prioritize ExtenderArgs → HostPriorityList [{Host, Score 0..10}]: gpumux's fleet policy (the
+//              same code as `gpumux fleet simulate`, policy_scores.h);
+//   bind       ExtenderBindingArgs {PodName, PodNamespace, PodUID, Node} → {Error}: picks the GPU
+//              on the node, records it on the pod (annotation gpumux.io/assigned, which the device
+//              plugin admits the pod by) and binds the pod through the API server.
+// Keys are matched case-insensitively (Go's decoder does; older clients send "pod", "nodes").
+//
+// Room is counted here, under one lock: bind checks the GPU again and counts the pod in before it
+// answers, so of two pods racing for the last room of a GPU one is bound and the other's bind
+// fails (kube-scheduler then filters it again); never are both placed. Resync() re-reads what the
+// API server holds (node annotations, pods with gpumux.io/assigned that have not finished), keeping
+// binds of the last 30 s the API does not show yet.
+//
+// Thread-safety: every call may come from any thread.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "integrations/kubernetes/kube_api.h"
+#include "integrations/kubernetes/node_gpus.h"
+#include "integrations/kubernetes/pod_request.h"
+#include "node/agent/http_request.h"
+
+namespace gpumux::k8s {
+
+struct ExtenderConfig {
+  std::string policy = "gpumux";  // a fleet policy name (fleet::PolicyNames())
+  size_t recent_pods = 1000;      // placed pods whose shares make the target workload
+};
+
+class Extender {
+ public:
+  // `api` may be null (tests of filter and prioritize alone): bind then fails with that reason.
+  Extender(ExtenderConfig config, const KubeApi* api);
+
+  // The verbs on parsed bodies. Throw Error (bad input) for a body that is not what
+  // kube-scheduler sends, naming the field.
+  nlohmann::json Filter(const nlohmann::json& args);
+  nlohmann::json Prioritize(const nlohmann::json& args);
+  nlohmann::json Bind(const nlohmann::json& args);
+  // HTTP: POST /filter, /prioritize, /bind (any prefix before the verb); GET /healthz. A malformed
+  // body is answered 400 with the reason, and changes nothing.
+  agent::HttpResponse Handle(const agent::HttpRequest& request);
+
+  // Re-reads nodes and placed pods from the API server. Throws Error (unavailable).
+  void Resync();
+  // Sets a node's slots (as Resync or a filter with full Nodes does), keeping their use.
+  void SetNode(const std::string& name, const NodeGpus& gpus);
+  // The node's slots and their use now (empty if unknown). For tests and the bench.
+  NodeGpus NodeState(const std::string& name);
+
+ private:
+  struct Placement {
+    PodRequest pod;
+    std::string node;
+    SlotId slot;
+    std::chrono::steady_clock::time_point when;
+  };
+  // The candidate nodes of ExtenderArgs as names, learning slots from full Nodes when given.
+  std::vector<std::string> Candidates(const nlohmann::json& args, bool* full_nodes);
+  void Count(const Placement& p, int sign);  // with mu_ held
+  std::vector<int> RecentMilli() const;      // with mu_ held
+
+  ExtenderConfig config_;
+  const KubeApi* api_;
+  std::mutex mu_;
+  std::map<std::string, NodeGpus> nodes_;
+  std::map<std::string, Placement> placed_;  // by pod UID
+  std::map<std::string, PodRequest> seen_;   // pods filtered lately, by UID (bind has no pod)
+};
+
+}  // namespace gpumux::k8s

@@ -1,0 +1,79 @@
+// gpumux-k8s-scheduler: the kube-scheduler extender (see extender.h). Runs as a Deployment with
+// kubectl proxy beside it (deploy/kubernetes/); kube-scheduler calls it over HTTP.
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+
+#include "base/error.h"
+#include "fleet/policy.h"
+#include "integrations/kubernetes/extender.h"
+#include "node/agent/http_server.h"
+#include "node/agent/log.h"
+
+namespace {
+gpumux::agent::HttpServer* g_server = nullptr;
+void StopOnSignal(int) {
+  if (g_server) g_server->Stop();
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace gpumux;
+  k8s::ExtenderConfig config;
+  std::string listen = "0.0.0.0:8888", apiserver = "127.0.0.1:8001";
+  double resync_s = 10;
+  CLI::App app{"gpumux's kube-scheduler extender: filter, prioritize and bind verbs"};
+  app.add_option("--listen", listen, "HOST:PORT to serve kube-scheduler on")->capture_default_str();
+  app.add_option("--apiserver", apiserver,
+                 "the API server over plain HTTP: HOST:PORT of kubectl proxy, or unix:PATH")
+      ->capture_default_str();
+  app.add_option("--policy", config.policy, "fleet policy that scores nodes")
+      ->capture_default_str()
+      ->check(CLI::IsMember(fleet::PolicyNames()));
+  app.add_option("--resync", resync_s, "seconds between re-reads of nodes and pods")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  CLI11_PARSE(app, argc, argv);
+  try {
+    k8s::KubeApi api(apiserver);
+    k8s::Extender extender(config, &api);
+    agent::HttpServerLimits limits;
+    limits.max_connections_per_uid = 1024;  // TCP callers share one bucket: kube-scheduler's
+    agent::HttpServer server(limits);
+    server.ListenTcp(listen);
+    g_server = &server;
+    signal(SIGTERM, StopOnSignal);
+    signal(SIGINT, StopOnSignal);
+    std::atomic<bool> done{false};
+    std::thread resync([&] {
+      std::string last_error;
+      while (!done) {
+        try {
+          extender.Resync();
+          last_error.clear();
+        } catch (const Error& e) {
+          if (e.what() != last_error) agent::Log("warn", "resync failed", {{"reason", e.what()}});
+          last_error = e.what();
+        }
+        for (int i = 0; i < int(resync_s * 20) && !done; ++i)
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    });
+    agent::Log(
+        "info", "scheduler extender serving",
+        {{"listen", listen.substr(0, listen.rfind(':') + 1) + std::to_string(server.tcp_port())},
+         {"policy", config.policy},
+         {"apiserver", apiserver}});
+    server.Serve([&](const agent::HttpRequest& r) { return extender.Handle(r); });
+    done = true;
+    resync.join();
+  } catch (const Error& e) {
+    agent::Log("error", "scheduler extender failed", {{"reason", e.what()}});
+    return ExitCode(e.code());
+  }
+  return 0;
+}

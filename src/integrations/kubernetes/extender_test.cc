@@ -1,0 +1,191 @@
+#include "integrations/kubernetes/extender.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "base/error.h"
+#include "fleet/cluster.h"
+#include "fleet/fragmentation.h"
+#include "fleet/policy.h"
+#include "integrations/kubernetes/policy_scores.h"
+
+namespace gpumux::k8s {
+namespace {
+
+using nlohmann::json;
+
+// kube-scheduler's ExtenderArgs as it sends them (Go field names, full v1.Pod and v1.NodeList).
+json Fixture(const std::string& name) {
+  std::ifstream in(std::string(GPUMUX_SOURCE_DIR) + "/tests/kubernetes/" + name);
+  std::stringstream text;
+  text << in.rdbuf();
+  return json::parse(text.str());
+}
+
+json Pod(const std::string& uid, int memory_gib, int compute = 0) {
+  json limits = {{kMemoryResource, std::to_string(memory_gib)}};
+  if (compute) limits[kComputeResource] = std::to_string(compute);
+  return {{"metadata", {{"name", "p-" + uid}, {"namespace", "default"}, {"uid", uid}}},
+          {"spec", {{"containers", {{{"name", "c"}, {"resources", {{"limits", limits}}}}}}}}};
+}
+
+NodeGpus Gpus(std::vector<int> memory_gib) {
+  std::vector<Slot> slots;
+  for (size_t i = 0; i < memory_gib.size(); ++i) slots.push_back({{int(i), -1}, memory_gib[i]});
+  return NodeGpus(slots);
+}
+
+TEST(Extender, FiltersFullNodesByTheRoomOfOneGpuAndSaysWhyNot) {
+  Extender extender({}, nullptr);
+  json result = extender.Filter(Fixture("extender_args_nodes.json"));
+  ASSERT_EQ(result["Nodes"]["items"].size(), 1u) << result;
+  EXPECT_EQ(result["Nodes"]["items"][0]["metadata"]["name"], "gpu-node-1");
+  EXPECT_TRUE(result["NodeNames"].is_null());
+  EXPECT_EQ(result["Error"], "");
+  std::string why = result["FailedNodes"]["gpu-node-2"];
+  EXPECT_NE(why.find("GPU 0.0: 20 GiB of memory free, the pod asks 28"), std::string::npos) << why;
+  EXPECT_NE(why.find("GPU 1: unhealthy"), std::string::npos) << why;
+  EXPECT_NE(result["FailedNodes"]["cpu-node-1"].get<std::string>().find("no gpumux GPU"),
+            std::string::npos);
+}
+
+TEST(Extender, FiltersNodeNamesFromWhatItKnowsOfTheNodes) {
+  Extender extender({}, nullptr);
+  extender.Filter(Fixture("extender_args_nodes.json"));  // learns the nodes' GPUs
+  json result = extender.Filter(Fixture("extender_args_node_names.json"));
+  EXPECT_EQ(result["NodeNames"], json{"gpu-node-1"}) << result;
+  EXPECT_NE(result["FailedNodes"]["gpu-node-2"].get<std::string>().find(
+                "a MIG instance takes no compute share"),
+            std::string::npos)
+      << result;
+}
+
+TEST(Extender, MatchesKeysWithoutRegardToCaseAsGoDoes) {
+  Extender extender({}, nullptr);
+  extender.SetNode("n", Gpus({80}));
+  json args = {{"pod", Pod("u1", 10)}, {"nodenames", {"n"}}};
+  EXPECT_EQ(extender.Filter(args)["NodeNames"], json{"n"});
+}
+
+TEST(Extender, PassesPodsThatAskNoGpumuxResourceEverywhere) {
+  Extender extender({}, nullptr);
+  json pod = Pod("u1", 1);
+  pod["spec"]["containers"][0]["resources"] = {{"limits", {{"cpu", "1"}}}};
+  json result = extender.Filter({{"Pod", pod}, {"NodeNames", {"a", "b"}}});
+  EXPECT_EQ(result["NodeNames"], json({"a", "b"}));
+}
+
+TEST(Extender, ScoresNodesAsTheFleetPolicyDoes) {
+  // Two nodes of two 80 GiB GPUs; node "used" already holds a 40 GiB pod on GPU 0. Recent pods
+  // took whole GPUs, so a 40 GiB pod is best put in the half of "used" that no whole-GPU pod can
+  // use, not on "empty", where it would spoil a whole GPU.
+  NodeGpus used = Gpus({80, 80}), empty = Gpus({80, 80});
+  used.slots()[0].Count(ParsePod(Pod("r", 40)), +1);
+  PodRequest pod = ParsePod(Pod("u2", 40));
+  std::vector<int> recent = {1000, 1000, 1000};
+  auto choices = ChooseSlots({&empty, &used}, pod, "gpumux", recent);
+  // The same question put to the fleet policy directly, on the fleet model of the two nodes.
+  fleet::Cluster cluster(
+      {{"empty", 1ll << 40, 1ll << 40, 2, "gpumux"}, {"used", 1ll << 40, 1ll << 40, 2, "gpumux"}});
+  cluster.Place(1, {0, 0, 1, 500}, 0);
+  std::vector<fleet::PodSpec> pods = {{"", 0, 0, 1, 1000, {}},
+                                      {"", 0, 0, 1, 1000, {}},
+                                      {"", 0, 0, 1, 1000, {}},
+                                      {"", 0, 0, 1, 500, {}}};
+  auto targets = fleet::TargetWorkloads::FromPods(cluster, pods);
+  auto policy = fleet::MakePolicy("gpumux", targets);
+  fleet::Shape shape{0, 0, 1, 500};
+  fleet::NodeScore on_empty = policy->Score(cluster, 0, shape);
+  fleet::NodeScore on_used = policy->Score(cluster, 1, shape);
+  ASSERT_GT(on_used.score, on_empty.score) << "the policy keeps whole GPUs whole";
+  EXPECT_EQ(choices[1].score, 10);  // the best node
+  EXPECT_EQ(choices[0].score, 0);   // the worst
+  EXPECT_EQ(choices[1].slot, on_used.gpu);
+  EXPECT_EQ(choices[1].slot, 0);  // the half-used GPU
+}
+
+TEST(Extender, PrioritizeAnswersAHostPriorityListInKubeSchedulersRange) {
+  Extender extender({}, nullptr);
+  NodeGpus used = Gpus({80, 80});
+  used.slots()[0].Count(ParsePod(Pod("r", 40)), +1);
+  extender.SetNode("used", used);
+  extender.SetNode("empty", Gpus({80, 80}));
+  extender.SetNode("full", Gpus({10}));
+  json scores =
+      extender.Prioritize({{"Pod", Pod("u", 60)}, {"NodeNames", {"empty", "used", "full"}}});
+  ASSERT_EQ(scores.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(scores[i]["Host"], json({"empty", "used", "full"})[i]);
+    EXPECT_TRUE(scores[i]["Score"].is_number_integer());
+    EXPECT_GE(scores[i]["Score"].get<int>(), 0);
+    EXPECT_LE(scores[i]["Score"].get<int>(), 10);
+  }
+  EXPECT_EQ(scores[2]["Score"], 0);  // it does not fit there
+}
+
+TEST(Extender, RefusesAnUnknownPolicyAtStart) {
+  EXPECT_THROW(Extender({"nosuch"}, nullptr), Error);
+}
+
+TEST(Extender, AMalformedBodyIsA400WithTheReason) {
+  Extender extender({}, nullptr);
+  agent::HttpRequest r{"POST", "/scheduler/filter", "{\"Pod\": 3}"};
+  agent::HttpResponse answer = extender.Handle(r);
+  EXPECT_EQ(answer.status, 400);
+  EXPECT_NE(answer.body.find("expected a v1.Pod"), std::string::npos) << answer.body;
+  EXPECT_EQ(extender.Handle({"POST", "/x/nosuch", "{}"}).status, 404);
+  EXPECT_EQ(extender.Handle({"GET", "/healthz", ""}).status, 200);
+}
+
+TEST(PodRequest, ReadsEachContainersUnitsUserAndPriority) {
+  PodRequest p = ParsePod(Fixture("extender_args_nodes.json")["Pod"]);
+  EXPECT_EQ(p.ns, "inference");
+  EXPECT_EQ(p.priority, "high");
+  ASSERT_EQ(p.containers.size(), 1u);
+  EXPECT_EQ(p.containers[0].memory_gib, 28);
+  EXPECT_EQ(p.containers[0].run_as_user, 1000);  // from the pod's securityContext
+  PodRequest q = ParsePod(Fixture("extender_args_node_names.json")["Pod"]);
+  ASSERT_EQ(q.containers.size(), 1u);  // the init container and the sidecar ask nothing
+  EXPECT_EQ(q.containers[0].index, 1);
+  EXPECT_EQ(q.containers[0].compute_percent, 25);
+  EXPECT_EQ(q.containers[0].run_as_user, -1);
+  EXPECT_EQ(q.priority, "low");
+}
+
+TEST(PodRequest, RefusesWhatGpumuxCannotHonourNamingTheField) {
+  auto refused = [](json pod, const std::string& expected) {
+    try {
+      ParsePod(pod);
+      ADD_FAILURE() << "accepted " << pod;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  json pod = Pod("u", 2);
+  json fractional = pod;
+  fractional["spec"]["containers"][0]["resources"]["limits"][kMemoryResource] = "1.5";
+  refused(fractional, "expected a whole number of units");
+  json compute_only = pod;
+  compute_only["spec"]["containers"][0]["resources"]["limits"] = {{kComputeResource, "10"}};
+  refused(compute_only, "without gpumux.io/gpu-memory");
+  json too_much = Pod("u", 2, 120);
+  refused(too_much, "at most 100");
+  json two_gpus = pod;
+  two_gpus["spec"]["containers"][0]["resources"]["limits"] = {{kGpuResource, "2"}};
+  refused(two_gpus, "one whole GPU per pod");
+  json both = pod;
+  both["spec"]["containers"][0]["resources"]["limits"][kGpuResource] = "1";
+  refused(both, "ask one or the other");
+  json priority = pod;
+  priority["metadata"]["annotations"] = {{kPriorityAnnotation, "urgent"}};
+  refused(priority, "expected high, normal or low");
+  json assigned = pod;
+  assigned["metadata"]["annotations"] = {{kAssignedAnnotation, "gpu0"}};
+  refused(assigned, "gpumux.io/assigned");
+  refused(json::array(), "expected a v1.Pod");
+}
+
+}  // namespace
+}  // namespace gpumux::k8s

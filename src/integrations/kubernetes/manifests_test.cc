@@ -1,0 +1,165 @@
+// A structural check of deploy/kubernetes/ (Debian 12 has no API server to dry-run them against,
+// and kubectl's client-side dry run needs one): every object is well formed, the pieces refer to
+// each other consistently, and they name the resources, annotations, paths and ports the programs
+// use. Whether the programs accept the command lines is checked end to end
+// (tests/kubernetes_test.cc, KubernetesTest.TheManifestsCommandLinesAreOnesTheProgramsTake).
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "integrations/kubernetes/device_plugin.h"
+#include "integrations/kubernetes/pod_request.h"
+
+namespace gpumux::k8s {
+namespace {
+
+using nlohmann::json;
+
+// YAML as the API server reads it: integers and booleans typed, everything else a string.
+json ToJson(const YAML::Node& n) {
+  if (n.IsMap()) {
+    json j = json::object();
+    for (const auto& kv : n) j[kv.first.as<std::string>()] = ToJson(kv.second);
+    return j;
+  }
+  if (n.IsSequence()) {
+    json j = json::array();
+    for (const auto& item : n) j.push_back(ToJson(item));
+    return j;
+  }
+  if (!n.IsScalar()) return nullptr;
+  std::string s = n.as<std::string>();
+  if (n.Tag() != "!" && !s.empty() && s.find_first_not_of("0123456789") == std::string::npos)
+    return std::stoll(s);
+  if (n.Tag() != "!" && (s == "true" || s == "false")) return s == "true";
+  return s;
+}
+
+std::vector<json> Objects() {
+  std::vector<json> objects;
+  std::string dir = std::string(GPUMUX_SOURCE_DIR) + "/deploy/kubernetes";
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".yaml") continue;
+    for (const YAML::Node& doc : YAML::LoadAllFromFile(entry.path().string())) {
+      json j = ToJson(doc);
+      j["__file"] = entry.path().filename().string();
+      objects.push_back(j);
+    }
+  }
+  return objects;
+}
+
+const json& Find(const std::vector<json>& objects, const std::string& kind,
+                 const std::string& name) {
+  for (const json& o : objects)
+    if (o["kind"] == kind && o["metadata"]["name"] == name) return o;
+  static const json kNone;
+  ADD_FAILURE() << "no " << kind << " " << name << " in deploy/kubernetes";
+  return kNone;
+}
+
+// The value after `flag` in a container's command.
+std::string Flag(const json& container, const std::string& flag) {
+  const json& command = container["command"];
+  for (size_t i = 0; i + 1 < command.size(); ++i)
+    if (command[i] == flag) return command[i + 1];
+  return "";
+}
+
+const json& Container(const json& workload, const std::string& name) {
+  for (const json& c : workload["spec"]["template"]["spec"]["containers"])
+    if (c["name"] == name) return c;
+  static const json kNone;
+  ADD_FAILURE() << "no container " << name;
+  return kNone;
+}
+
+TEST(Manifests, EveryObjectIsWellFormedAndItsWorkloadsHangTogether) {
+  const std::set<std::string> cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding"};
+  std::vector<json> objects = Objects();
+  ASSERT_GE(objects.size(), 10u);
+  std::set<std::string> service_accounts;
+  for (const json& o : objects)
+    if (o["kind"] == "ServiceAccount") service_accounts.insert(o["metadata"]["name"]);
+  for (const json& o : objects) {
+    std::string where = o["__file"].get<std::string>() + ": " + o.value("kind", "?");
+    ASSERT_TRUE(o.contains("apiVersion") && o.contains("kind")) << where;
+    ASSERT_TRUE(o["metadata"].contains("name")) << where;
+    if (!cluster_scoped.count(o["kind"])) {
+      EXPECT_TRUE(o["metadata"].contains("namespace")) << where << " has no namespace";
+    }
+    if (o["kind"] != "DaemonSet" && o["kind"] != "Deployment") continue;
+    EXPECT_EQ(o["apiVersion"], "apps/v1") << where;
+    const json& pod = o["spec"]["template"];
+    for (auto& [k, v] : o["spec"]["selector"]["matchLabels"].items())
+      EXPECT_EQ(pod["metadata"]["labels"][k], v) << where << ": the selector must match the pods";
+    EXPECT_TRUE(service_accounts.count(pod["spec"]["serviceAccountName"])) << where;
+    std::set<std::string> volumes;
+    for (const json& v : pod["spec"]["volumes"]) volumes.insert(v["name"]);
+    for (const json& c : pod["spec"]["containers"]) {
+      EXPECT_TRUE(c.contains("image") && c.contains("command")) << where << " " << c["name"];
+      for (const json& m : c.value("volumeMounts", json::array()))
+        EXPECT_TRUE(volumes.count(m["name"])) << where << ": no volume " << m["name"];
+    }
+  }
+}
+
+TEST(Manifests, TheSchedulerConfigurationCallsTheExtenderForGpumuxResources) {
+  std::vector<json> objects = Objects();
+  const json& map = Find(objects, "ConfigMap", "gpumux-scheduler-config");
+  json config = ToJson(YAML::Load(map["data"]["config.yaml"].get<std::string>()));
+  EXPECT_EQ(config["apiVersion"], "kubescheduler.config.k8s.io/v1");
+  EXPECT_EQ(config["kind"], "KubeSchedulerConfiguration");
+  const json& extender = config["extenders"][0];
+  const json& deployment = Find(objects, "Deployment", "gpumux-scheduler");
+  // The extender listens where kube-scheduler sends, and its verbs are the ones it answers.
+  std::string listen = Flag(Container(deployment, "extender"), "--listen");
+  EXPECT_EQ(extender["urlPrefix"].get<std::string>().rfind("http://" + listen + "/", 0), 0u)
+      << extender["urlPrefix"] << " vs " << listen;
+  EXPECT_EQ(extender["filterVerb"], "filter");
+  EXPECT_EQ(extender["prioritizeVerb"], "prioritize");
+  EXPECT_EQ(extender["bindVerb"], "bind");
+  std::set<std::string> managed;
+  for (const json& r : extender["managedResources"]) {
+    managed.insert(r["name"]);
+    EXPECT_EQ(r["ignoredByScheduler"], true) << "the extender counts GPU room, not kube-scheduler";
+  }
+  EXPECT_EQ(managed, (std::set<std::string>{kMemoryResource, kComputeResource, kGpuResource}));
+  // The example pod goes to that scheduler, and asks what gpumux reads.
+  std::string scheduler = config["profiles"][0]["schedulerName"];
+  const json& pod = Find(objects, "Pod", "llama-13b-decode");
+  EXPECT_EQ(pod["spec"]["schedulerName"], scheduler);
+  json created = pod;
+  created["metadata"]["uid"] = "0b5c9e2a-0000-4000-8000-000000000001";  // the API server's
+  PodRequest request = ParsePod(created);
+  EXPECT_EQ(request.memory_gib(), 24);
+  EXPECT_EQ(request.compute_percent(), 40);
+  EXPECT_EQ(request.containers[0].run_as_user, 1000);
+}
+
+TEST(Manifests, TheNodeDaemonSetWiresThePluginToTheKubeletGpumuxdAndItsProxy) {
+  std::vector<json> objects = Objects();
+  const json& daemonset = Find(objects, "DaemonSet", "gpumux-node");
+  const json& gpumuxd = Container(daemonset, "gpumuxd");
+  const json& plugin = Container(daemonset, "device-plugin");
+  EXPECT_EQ(Flag(plugin, "--agent"), Flag(gpumuxd, "--socket"));
+  EXPECT_EQ(Flag(plugin, "--kubelet-dir"), DevicePluginConfig().kubelet_dir);
+  const json& proxy = Container(daemonset, "kubectl-proxy")["command"];
+  EXPECT_NE(std::find(proxy.begin(), proxy.end(), "--port=8001"), proxy.end());
+  EXPECT_EQ(Flag(plugin, "--apiserver"), "127.0.0.1:8001");
+  // NODE_NAME comes from the downward API: the plugin finds its pods by it.
+  EXPECT_EQ(plugin["env"][0]["name"], "NODE_NAME");
+  EXPECT_EQ(plugin["env"][0]["valueFrom"]["fieldRef"]["fieldPath"], "spec.nodeName");
+  // The device plugin may read pods and annotate its node; the extender also binds.
+  const json& node_role = Find(objects, "ClusterRole", "gpumux-node");
+  EXPECT_EQ(node_role["rules"][1]["resources"][0], "nodes");
+  EXPECT_NE(node_role["rules"][1]["verbs"].dump().find("patch"), std::string::npos);
+  const json& extender_role = Find(objects, "ClusterRole", "gpumux-scheduler-extender");
+  EXPECT_NE(extender_role.dump().find("pods/binding"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpumux::k8s

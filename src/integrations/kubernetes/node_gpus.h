@@ -1,0 +1,56 @@
+// A Kubernetes node's GPUs as gpumux shares them: each GPU or MIG instance (a slot) with its
+// memory, and what the pods placed there use. The device plugin publishes the slots on its Node
+// (annotation gpumux.io/gpus, JSON); the scheduler extender reads them and keeps the use.
+//
+// A slot holds either one pod's whole GPU, or shares: pods whose memory sums to at most the slot's
+// and whose compute sums to at most 100%. A MIG instance takes no compute share (its slices are its
+// compute) and is never given whole. Thread-compatible.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "integrations/kubernetes/pod_request.h"
+
+namespace gpumux::k8s {
+
+inline constexpr char kNodeGpusAnnotation[] = "gpumux.io/gpus";
+
+struct Slot {
+  SlotId id;
+  int memory_gib = 0;
+  bool healthy = true;
+  // What is placed here.
+  int used_memory_gib = 0, used_compute_percent = 0, pods = 0;
+  bool held_whole = false;
+
+  bool is_mig() const { return id.instance >= 0; }
+  // Whether `pod` fits here now; when it does not, `why` says which figure is short.
+  bool Fits(const PodRequest& pod, std::string* why = nullptr) const;
+  // Counts `pod` in (sign +1) or out (-1).
+  void Count(const PodRequest& pod, int sign);
+};
+
+class NodeGpus {
+ public:
+  NodeGpus() = default;
+  explicit NodeGpus(std::vector<Slot> slots) : slots_(std::move(slots)) {}
+  // From a v1.Node's gpumux.io/gpus annotation; a node without it has no slots. Throws Error (bad
+  // input) for an annotation that is not a list of {"gpu", "instance"?, "memory_gib", "healthy"?}.
+  static NodeGpus FromNode(const nlohmann::json& node);
+  // The annotation's value for these slots (their capacity, not their use).
+  std::string Annotation() const;
+
+  std::vector<Slot>& slots() { return slots_; }
+  const std::vector<Slot>& slots() const { return slots_; }
+  Slot* Find(const SlotId& id);
+  // The slots `pod` fits on now, in slot order; when none, `why` says why not, slot by slot.
+  std::vector<int> FittingSlots(const PodRequest& pod, std::string* why) const;
+
+ private:
+  std::vector<Slot> slots_;
+};
+
+}  // namespace gpumux::k8s

@@ -1,0 +1,160 @@
+#include "integrations/kubernetes/pod_request.h"
+
+#include <charconv>
+
+#include "base/error.h"
+
+namespace gpumux::k8s {
+
+using nlohmann::json;
+
+std::string SlotId::ToString() const {
+  return instance < 0 ? std::to_string(gpu) : std::to_string(gpu) + "." + std::to_string(instance);
+}
+
+namespace {
+
+// A non-negative integer of at most 6 digits from `text`; nullopt for anything else.
+std::optional<int> SmallInteger(std::string_view text) {
+  int value = 0;
+  if (text.empty() || text.size() > 6) return std::nullopt;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < 0) return std::nullopt;
+  return value;
+}
+
+// An extended resource's quantity: Kubernetes writes quantities as strings ("24"); integers only.
+int Quantity(const json& value, const std::string& where) {
+  std::optional<int> n;
+  if (value.is_string()) n = SmallInteger(value.get<std::string>());
+  if (value.is_number_integer() && value.get<int64_t>() >= 0 && value.get<int64_t>() <= 999999)
+    n = int(value.get<int64_t>());
+  if (!n) throw BadInput(where + ": expected a whole number of units, got " + value.dump());
+  return *n;
+}
+
+const json& Field(const json& object, const char* key) {
+  static const json kNull;
+  return object.is_object() && object.contains(key) ? object[key] : kNull;
+}
+
+std::string Text(const json& object, const char* key) {
+  const json& v = Field(object, key);
+  return v.is_string() ? v.get<std::string>() : "";
+}
+
+// securityContext.runAsUser of `object` (a container or a pod spec), or `otherwise`.
+int64_t RunAsUser(const json& object, int64_t otherwise, const std::string& where) {
+  const json& uid = Field(Field(object, "securityContext"), "runAsUser");
+  if (uid.is_null()) return otherwise;
+  if (!uid.is_number_integer() || uid.get<int64_t>() < 0 || uid.get<int64_t>() > 0xfffffffell)
+    throw BadInput(where + ": securityContext.runAsUser: expected a uid, got " + uid.dump());
+  return uid.get<int64_t>();
+}
+
+ContainerRequest ReadContainer(const json& c, int index, const std::string& where) {
+  ContainerRequest r{Text(c, "name"), index};
+  const json& resources = Field(c, "resources");
+  // Extended resources must have equal requests and limits; limits win, requests alone also count.
+  for (const char* part : {"requests", "limits"}) {
+    const json& amounts = Field(resources, part);
+    if (!amounts.is_object()) continue;
+    std::string at = where + ".resources." + part + ".";
+    if (amounts.contains(kMemoryResource))
+      r.memory_gib = Quantity(amounts[kMemoryResource], at + kMemoryResource);
+    if (amounts.contains(kComputeResource))
+      r.compute_percent = Quantity(amounts[kComputeResource], at + kComputeResource);
+    if (amounts.contains(kGpuResource))
+      r.whole_gpus = Quantity(amounts[kGpuResource], at + kGpuResource);
+  }
+  if (r.compute_percent > 100)
+    throw BadInput(where + ": " + kComputeResource + " is a percent of one GPU, at most 100");
+  if (r.compute_percent > 0 && r.memory_gib == 0)
+    throw BadInput(where + ": asks " + kComputeResource + " without " + kMemoryResource +
+                   " (a tenant needs a memory quota)");
+  return r;
+}
+
+}  // namespace
+
+SlotId SlotId::Parse(const std::string& text) {
+  size_t dot = text.find('.');
+  auto gpu = SmallInteger(std::string_view(text).substr(0, dot));
+  std::optional<int> instance = -1;
+  if (dot != std::string::npos) instance = SmallInteger(std::string_view(text).substr(dot + 1));
+  if (!gpu || !instance || *gpu > 1023 || *instance > 63)
+    throw BadInput("'" + text + "': expected a GPU index, or GPU.INSTANCE for a MIG instance");
+  return {*gpu, *instance};
+}
+
+int PodRequest::memory_gib() const {
+  int sum = 0;
+  for (const auto& c : containers) sum += c.memory_gib;
+  return sum;
+}
+
+int PodRequest::compute_percent() const {
+  int sum = 0;
+  for (const auto& c : containers) sum += c.compute_percent;
+  return sum;
+}
+
+bool PodRequest::whole_gpu() const {
+  for (const auto& c : containers)
+    if (c.whole_gpus > 0) return true;
+  return false;
+}
+
+PodRequest ParsePod(const json& pod) {
+  if (!pod.is_object()) throw BadInput("pod: expected a v1.Pod object");
+  const json& meta = Field(pod, "metadata");
+  PodRequest p;
+  p.uid = Text(meta, "uid");
+  p.ns = Text(meta, "namespace");
+  p.name = Text(meta, "name");
+  p.node = Text(Field(pod, "spec"), "nodeName");
+  p.phase = Text(Field(pod, "status"), "phase");
+  std::string where = "pod " + (p.ns.empty() ? "" : p.ns + "/") + p.name;
+  const json& annotations = Field(meta, "annotations");
+  if (std::string priority = Text(annotations, kPriorityAnnotation); !priority.empty()) {
+    if (priority != "high" && priority != "normal" && priority != "low")
+      throw BadInput(where + ": annotation " + kPriorityAnnotation + ": expected high, normal or " +
+                     "low, got '" + priority + "'");
+    p.priority = priority;
+  }
+  if (std::string assigned = Text(annotations, kAssignedAnnotation); !assigned.empty()) {
+    try {
+      p.assigned = SlotId::Parse(assigned);
+    } catch (const Error& e) {
+      throw e.Within(where + ": annotation " + kAssignedAnnotation);
+    }
+  }
+  int index = 0, whole = 0;
+  bool shares = false;
+  for (const char* list : {"initContainers", "containers"}) {
+    const json& containers = Field(Field(pod, "spec"), list);
+    if (!containers.is_null() && !containers.is_array())
+      throw BadInput(where + ": spec." + list + ": expected a list");
+    if (containers.is_null()) continue;
+    for (const json& c : containers) {
+      std::string at = where + ": spec." + list + "[" + Text(c, "name") + "]";
+      ContainerRequest r = ReadContainer(c, index++, at);
+      r.run_as_user = RunAsUser(c, RunAsUser(Field(pod, "spec"), -1, where), at);
+      if (r.memory_gib == 0 && r.whole_gpus == 0) continue;
+      whole += r.whole_gpus;
+      shares = shares || r.memory_gib > 0;
+      p.containers.push_back(std::move(r));
+    }
+  }
+  if (whole > 1)
+    throw BadInput(where + ": asks " + std::to_string(whole) + " " + kGpuResource +
+                   "; gpumux places one whole GPU per pod (ask the NVIDIA device plugin's "
+                   "nvidia.com/gpu for more)");
+  if (whole > 0 && shares)
+    throw BadInput(where + ": asks both a whole " + kGpuResource + " and shares of one (" +
+                   kMemoryResource + "); ask one or the other");
+  if (p.asks_gpumux() && p.uid.empty()) throw BadInput(where + ": metadata.uid is missing");
+  return p;
+}
+
+}  // namespace gpumux::k8s

@@ -1,0 +1,39 @@
+// Scores Kubernetes nodes for a pod with one of gpumux's fleet policies: the same Policy code that
+// `gpumux fleet simulate` replays traces with (src/fleet), run on a fleet::Cluster made of the
+// nodes' GPUs as they are used now. The fleet model counts a GPU in milli-GPU; a pod's share is its
+// larger fraction of the GPU's memory or compute.
+//
+// Nodes whose fitting slots are MIG instances only are scored by best fit instead (the fleet
+// model has no instances): the fuller the instance after placing the pod, the higher.
+//
+// Hot path of the scheduler extender (one call per pod over every candidate node): no per-node
+// allocation beyond the Cluster it builds. Thread-compatible.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "integrations/kubernetes/node_gpus.h"
+#include "integrations/kubernetes/pod_request.h"
+
+namespace gpumux::k8s {
+
+struct NodeChoice {
+  bool fits = false;
+  std::string why_not;  // when it does not
+  int slot = -1;        // index into the node's slots() where the pod would go
+  double score = 0;     // 0..10 (kube-scheduler's extender range), higher is better
+};
+
+// The share of one GPU of `slot_memory_gib` that `pod` takes, in milli-GPU (1..1000).
+int PodMilli(const PodRequest& pod, int slot_memory_gib);
+
+// One choice per node, in order. `recent_milli` are the GPU shares of recently placed pods: the
+// target workload FGD-style policies measure fragmentation against (the pod itself is added).
+// Throws Error (bad input) for an unknown policy name.
+std::vector<NodeChoice> ChooseSlots(const std::vector<const NodeGpus*>& nodes,
+                                    const PodRequest& pod, std::string_view policy,
+                                    const std::vector<int>& recent_milli);
+
+}  // namespace gpumux::k8s

@@ -1,0 +1,219 @@
+// The stand-ins for Kubernetes in the Kubernetes integration's end-to-end tests (Debian 12 has no
+// kubelet or API server): a fake API server (pods and nodes in memory, over HTTP on a Unix socket,
+// answering the calls KubeApi makes as the real one does) and a fake kubelet (the device plugin
+// API's Registration service on kubelet.sock, and a client of the plugin's sockets, built from the
+// same .proto as the plugin).
+#pragma once
+
+#include <filesystem>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+#include <nlohmann/json.hpp>
+
+#include "integrations/kubernetes/proto/deviceplugin_v1beta1.grpc.pb.h"
+#include "node/agent/http_server.h"
+
+namespace gpumux::testing {
+
+using nlohmann::json;
+
+class FakeApiServer {
+ public:
+  explicit FakeApiServer(std::string socket) : socket_(std::move(socket)) {
+    server_.ListenUnix(socket_);
+    thread_ = std::thread(
+        [this] { server_.Serve([this](const agent::HttpRequest& r) { return Handle(r); }); });
+  }
+  ~FakeApiServer() {
+    server_.Stop();
+    thread_.join();
+  }
+  std::string address() const { return "unix:" + socket_; }
+
+  void AddNode(const std::string& name) {
+    std::lock_guard lock(mu_);
+    nodes_.push_back({{"apiVersion", "v1"},
+                      {"kind", "Node"},
+                      {"metadata", {{"name", name}, {"uid", "node-uid-" + name}}},
+                      {"status", {{"allocatable", {{"cpu", "64"}, {"memory", "512Gi"}}}}}});
+  }
+  void AddPod(const json& pod) {
+    std::lock_guard lock(mu_);
+    pods_.push_back(pod);
+  }
+  void DeletePod(const std::string& name) {
+    std::lock_guard lock(mu_);
+    pods_.erase(std::remove_if(pods_.begin(), pods_.end(),
+                               [&](const json& p) { return p["metadata"]["name"] == name; }),
+                pods_.end());
+  }
+  json Pod(const std::string& name) {
+    std::lock_guard lock(mu_);
+    for (const json& p : pods_)
+      if (p["metadata"]["name"] == name) return p;
+    return nullptr;
+  }
+  json Node(const std::string& name) {
+    std::lock_guard lock(mu_);
+    for (const json& n : nodes_)
+      if (n["metadata"]["name"] == name) return n;
+    return nullptr;
+  }
+  int bindings() {
+    std::lock_guard lock(mu_);
+    return bindings_;
+  }
+
+ private:
+  static agent::HttpResponse Status(int code, const std::string& message) {
+    return {code, json{{"kind", "Status"}, {"code", code}, {"message", message}}.dump()};
+  }
+  json* Find(json& list, const std::string& name) {
+    for (json& item : list)
+      if (item["metadata"]["name"] == name) return &item;
+    return nullptr;
+  }
+  agent::HttpResponse Handle(const agent::HttpRequest& r) {
+    std::lock_guard lock(mu_);
+    std::vector<std::string> parts;
+    for (size_t at = 1; at <= r.path.size();) {
+      size_t slash = r.path.find('/', at);
+      parts.push_back(r.path.substr(at, slash - at));
+      at = slash == std::string::npos ? r.path.size() + 1 : slash + 1;
+    }
+    if (r.method == "GET" && r.path == "/api/v1/pods") return {200, json{{"items", pods_}}.dump()};
+    if (r.method == "GET" && r.path == "/api/v1/nodes")
+      return {200, json{{"items", nodes_}}.dump()};
+    if (parts.size() == 4 && parts[2] == "nodes" && r.method == "PATCH") {
+      json* node = Find(nodes_, parts[3]);
+      if (!node) return Status(404, "nodes \"" + parts[3] + "\" not found");
+      node->merge_patch(json::parse(r.body));
+      return {200, node->dump()};
+    }
+    if (parts.size() >= 6 && parts[2] == "namespaces" && parts[4] == "pods") {
+      json* pod = Find(pods_, parts[5]);
+      if (!pod) return Status(404, "pods \"" + parts[5] + "\" not found");
+      if (parts.size() == 6 && r.method == "GET") return {200, pod->dump()};
+      if (parts.size() == 6 && r.method == "PATCH") {
+        pod->merge_patch(json::parse(r.body));
+        return {200, pod->dump()};
+      }
+      if (parts.size() == 7 && parts[6] == "binding" && r.method == "POST") {
+        if (!(*pod)["spec"].value("nodeName", "").empty())
+          return Status(409, "pod " + parts[5] + " is already assigned to node " +
+                                 (*pod)["spec"]["nodeName"].get<std::string>());
+        (*pod)["spec"]["nodeName"] = json::parse(r.body)["target"]["name"];
+        ++bindings_;
+        return Status(201, "bound");
+      }
+    }
+    return Status(404, "no such path " + r.path);
+  }
+
+  std::string socket_;
+  agent::HttpServer server_;
+  std::thread thread_;
+  std::mutex mu_;
+  json pods_ = json::array(), nodes_ = json::array();
+  int bindings_ = 0;
+};
+
+// The kubelet's device manager as far as a plugin sees it.
+class FakeKubelet final : public ::v1beta1::Registration::Service {
+ public:
+  explicit FakeKubelet(std::filesystem::path dir) : dir_(std::move(dir)) {
+    std::filesystem::create_directories(dir_);
+  }
+  ~FakeKubelet() override { Stop(); }
+
+  void Start() {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("unix:" + (dir_ / "kubelet.sock").string(),
+                             grpc::InsecureServerCredentials());
+    builder.RegisterService(this);
+    server_ = builder.BuildAndStart();
+  }
+  // As a kubelet that stops: its socket goes, and (as it does when it starts again) every other
+  // socket in its directory too.
+  void Stop() {
+    if (!server_) return;
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+    server_.reset();
+    for (const auto& entry : std::filesystem::directory_iterator(dir_))
+      if (entry.path().extension() == ".sock") std::filesystem::remove(entry.path());
+  }
+
+  grpc::Status Register(grpc::ServerContext*, const ::v1beta1::RegisterRequest* request,
+                        ::v1beta1::Empty*) override {
+    std::lock_guard lock(mu_);
+    if (request->version() != "v1beta1")
+      return {grpc::StatusCode::INVALID_ARGUMENT, "unsupported version"};
+    registrations_.push_back(*request);
+    return grpc::Status::OK;
+  }
+  // Waits up to 10 s for `n` registrations in all; returns how many there are.
+  size_t WaitForRegistrations(size_t n) {
+    for (int i = 0; i < 500; ++i) {
+      {
+        std::lock_guard lock(mu_);
+        if (registrations_.size() >= n) return registrations_.size();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    std::lock_guard lock(mu_);
+    return registrations_.size();
+  }
+  std::vector<::v1beta1::RegisterRequest> registrations() {
+    std::lock_guard lock(mu_);
+    return registrations_;
+  }
+  // A client of the plugin that registered `resource` (its last registration).
+  std::unique_ptr<::v1beta1::DevicePlugin::Stub> Plugin(const std::string& resource) {
+    std::string endpoint;
+    for (const auto& r : registrations())
+      if (r.resource_name() == resource) endpoint = r.endpoint();
+    return ::v1beta1::DevicePlugin::NewStub(grpc::CreateChannel(
+        "unix:" + (dir_ / endpoint).string(), grpc::InsecureChannelCredentials()));
+  }
+
+  const std::filesystem::path& dir() const { return dir_; }
+
+ private:
+  std::filesystem::path dir_;
+  std::unique_ptr<grpc::Server> server_;
+  std::mutex mu_;
+  std::vector<::v1beta1::RegisterRequest> registrations_;
+};
+
+// A v1.Pod as the API server holds it before scheduling; each container asks {resource: units}.
+inline json PendingPod(const std::string& name, const std::string& uid,
+                       const std::vector<std::map<std::string, int>>& containers,
+                       const std::string& created = "2026-12-04T08:00:00Z") {
+  json list = json::array();
+  for (size_t i = 0; i < containers.size(); ++i) {
+    json limits = json::object();
+    for (const auto& [k, v] : containers[i]) limits[k] = std::to_string(v);
+    list.push_back({{"name", "c" + std::to_string(i)},
+                    {"image", "registry.example/serve:1"},
+                    {"resources", {{"limits", limits}, {"requests", limits}}}});
+  }
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata",
+           {{"name", name},
+            {"namespace", "default"},
+            {"uid", uid},
+            {"creationTimestamp", created},
+            {"annotations", json::object()}}},
+          {"spec",
+           {{"schedulerName", "gpumux-scheduler"},
+            {"securityContext", {{"runAsUser", 0}}},
+            {"containers", list}}},
+          {"status", {{"phase", "Pending"}, {"qosClass", "BestEffort"}}}};
+}
+
+}  // namespace gpumux::testing

@@ -1,0 +1,409 @@
+// The Kubernetes integration end to end, with a fake kubelet and a fake API server
+// (kubernetes_fixture.h) around the real programs: gpumuxd on simulated H100s, the built
+// gpumux-k8s-device-plugin, and the scheduler extender answering kube-scheduler's JSON over HTTP.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+
+#include <yaml-cpp/yaml.h>
+
+#include "agent_fixture.h"
+#include "integrations/kubernetes/extender.h"
+#include "integrations/kubernetes/kube_api.h"
+#include "kubernetes_fixture.h"
+
+namespace gpumux::testing {
+namespace {
+
+namespace pb = ::v1beta1;
+constexpr uint64_t kMiB = 1ull << 20, kGiB = 1ull << 30;
+constexpr char kMemory[] = "gpumux.io/gpu-memory";
+constexpr char kCompute[] = "gpumux.io/gpu-compute";
+
+class KubernetesTest : public AgentTest {
+ protected:
+  void SetUp() override {
+    AgentTest::SetUp();
+    // The kubelet's directory holds sockets, whose paths must stay under 108 bytes.
+    static int count = 0;
+    kubelet_dir_ = std::filesystem::temp_directory_path() /
+                   ("gk" + std::to_string(getpid()) + "-" + std::to_string(count++));
+    std::filesystem::remove_all(kubelet_dir_);
+  }
+  void TearDown() override {
+    StopPlugin(SIGTERM);
+    if (http_) http_->Stop();
+    if (http_thread_.joinable()) http_thread_.join();
+    http_.reset();
+    kubelet_.reset();
+    api_.reset();
+    AgentTest::TearDown();
+    std::filesystem::remove_all(kubelet_dir_);
+  }
+
+  // gpumuxd on `gpus` simulated H100s, the fake API server with node-a, the fake kubelet, the
+  // device plugin (registered), and the extender on a TCP port.
+  void StartStack(int gpus) {
+    StartAgentOn({"--sim", "H100", "--gpus", std::to_string(gpus)}, {});
+    api_ = std::make_unique<FakeApiServer>((dir_ / "api.sock").string());
+    api_->AddNode("node-a");
+    kubelet_ = std::make_unique<FakeKubelet>(kubelet_dir_);
+    kubelet_->Start();
+    StartPlugin();
+    ASSERT_EQ(kubelet_->WaitForRegistrations(3), 3u) << PluginLog();
+    for (int i = 0; i < 250 && !api_->Node("node-a")["metadata"].contains("annotations"); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    kube_ = std::make_unique<k8s::KubeApi>(api_->address());
+    extender_ = std::make_unique<k8s::Extender>(k8s::ExtenderConfig{}, kube_.get());
+    extender_->Resync();
+    http_ = std::make_unique<agent::HttpServer>();
+    http_->ListenTcp("127.0.0.1:0");
+    http_thread_ = std::thread([this] {
+      http_->Serve([this](const agent::HttpRequest& r) { return extender_->Handle(r); });
+    });
+  }
+
+  void StartPlugin() {
+    plugin_ = fork();
+    if (plugin_ == 0) {
+      std::string log = (dir_ / "plugin.log").string();
+      freopen(log.c_str(), "a", stderr);
+      std::string kubelet = kubelet_dir_.string(), state = (dir_ / "k8s-state").string();
+      std::string api = api_->address();
+      execl(GPUMUX_K8S_DEVICE_PLUGIN, "gpumux-k8s-device-plugin", "--agent", socket_.c_str(),
+            "--kubelet-dir", kubelet.c_str(), "--node", "node-a", "--apiserver", api.c_str(),
+            "--state-dir", state.c_str(), "--poll", "0.1", nullptr);
+      _exit(127);
+    }
+  }
+  void StopPlugin(int sig) {
+    if (plugin_ <= 0) return;
+    kill(plugin_, sig);
+    waitpid(plugin_, nullptr, 0);
+    plugin_ = 0;
+  }
+  std::string PluginLog() {
+    std::ifstream in(dir_ / "plugin.log");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+  // POST /VERB to the extender; returns (status, answer).
+  std::pair<int, json> Extend(const std::string& verb, const std::string& body) {
+    auto [status, text] = agent::CallHttp("127.0.0.1:" + std::to_string(http_->tcp_port()), "POST",
+                                          "/gpumux/" + verb, body);
+    return {status, json::parse(text)};
+  }
+  // What kube-scheduler does for a pod that asks gpumux resources: filter, prioritize, bind.
+  // Returns bind's Error ("" when bound).
+  std::string Schedule(const std::string& name) {
+    json pod = api_->Pod(name);
+    json args = {{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", {"node-a"}}};
+    auto [fs, filtered] = Extend("filter", args.dump());
+    EXPECT_EQ(fs, 200) << filtered;
+    if (filtered["NodeNames"] != json{"node-a"}) return "filtered out: " + filtered.dump();
+    auto [ps, priorities] = Extend("prioritize", args.dump());
+    EXPECT_EQ(ps, 200) << priorities;
+    EXPECT_EQ(priorities[0]["Host"], "node-a");
+    json bind = {{"PodName", name},
+                 {"PodNamespace", "default"},
+                 {"PodUID", pod["metadata"]["uid"]},
+                 {"Node", "node-a"}};
+    auto [bs, bound] = Extend("bind", bind.dump());
+    EXPECT_EQ(bs, 200) << bound;
+    return bound["Error"].get<std::string>();
+  }
+
+  // The first ListAndWatch message of `resource`.
+  std::vector<pb::Device> Devices(const std::string& resource) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    auto reader = kubelet_->Plugin(resource)->ListAndWatch(&context, pb::Empty());
+    pb::ListAndWatchResponse response;
+    EXPECT_TRUE(reader->Read(&response)) << PluginLog();
+    context.TryCancel();
+    return {response.devices().begin(), response.devices().end()};
+  }
+
+  // What the kubelet does for one container's `units` of `resource`: asks the preferred devices
+  // among all, then allocates them. Returns the status and the container's answer.
+  std::pair<grpc::Status, pb::ContainerAllocateResponse> Allocate(const std::string& resource,
+                                                                  int units) {
+    auto plugin = kubelet_->Plugin(resource);
+    pb::PreferredAllocationRequest preferred_request;
+    auto* c = preferred_request.add_container_requests();
+    for (const pb::Device& d : Devices(resource)) c->add_available_deviceids(d.id());
+    c->set_allocation_size(units);
+    pb::PreferredAllocationResponse preferred;
+    grpc::ClientContext context1;
+    EXPECT_TRUE(plugin->GetPreferredAllocation(&context1, preferred_request, &preferred).ok());
+    pb::AllocateRequest request;
+    auto* ids = request.add_container_requests();
+    for (const auto& id : preferred.container_responses(0).deviceids()) ids->add_devices_ids(id);
+    EXPECT_EQ(ids->devices_ids_size(), units);
+    pb::AllocateResponse response;
+    grpc::ClientContext context2;
+    grpc::Status status = plugin->Allocate(&context2, request, &response);
+    return {status,
+            status.ok() ? response.container_responses(0) : pb::ContainerAllocateResponse()};
+  }
+
+  // Runs the test client in the container's environment: allocates 64 MiB at a time until refused.
+  uint64_t FillAs(const pb::ContainerAllocateResponse& container) {
+    std::string env = "env";
+    for (const auto& [k, v] : container.envs()) env += " " + k + "='" + v + "'";
+    auto [code, out] = Sh(env + " ASAN_OPTIONS=verify_asan_link_order=0 " + GPUMUX_ALLOC_CLIENT +
+                          " direct fill " + std::to_string(64 * kMiB) + " 0");
+    EXPECT_EQ(code, 0) << out;
+    return code == 0 ? json::parse(out)["allocated"].get<uint64_t>() : 0;
+  }
+
+  json Tenant(const std::string& id) {
+    auto [status, text] = CallUnix(socket_, "GET", "/v1/tenants/" + id);
+    return status == 200 ? json::parse(text) : json();
+  }
+
+  std::unique_ptr<FakeApiServer> api_;
+  std::unique_ptr<FakeKubelet> kubelet_;
+  std::unique_ptr<k8s::KubeApi> kube_;
+  std::unique_ptr<k8s::Extender> extender_;
+  std::unique_ptr<agent::HttpServer> http_;
+  std::thread http_thread_;
+  pid_t plugin_ = 0;
+  std::filesystem::path kubelet_dir_;
+};
+
+TEST_F(KubernetesTest, TwoPodsOnOneGpuAreEachHeldToTheirQuotaAndTheNeighbourIsUntouched) {
+  StartStack(1);
+  // Registered as the kubelet expects: version, endpoint in its directory, preferred allocation.
+  for (const auto& r : kubelet_->registrations()) {
+    EXPECT_EQ(r.version(), "v1beta1");
+    EXPECT_TRUE(std::filesystem::exists(kubelet_->dir() / r.endpoint())) << r.endpoint();
+    EXPECT_TRUE(r.options().get_preferred_allocation_available());
+  }
+  EXPECT_EQ(Devices(kMemory).size(), 80u);  // one per GiB of the H100
+  EXPECT_EQ(Devices(kCompute).size(), 100u);
+  EXPECT_EQ(
+      json::parse(
+          api_->Node("node-a")["metadata"]["annotations"]["gpumux.io/gpus"].get<std::string>()),
+      json::parse(R"([{"gpu":0,"memory_gib":80,"healthy":true}])"));
+
+  api_->AddPod(PendingPod("serve-a", "aaaaaaaa-0000-4000-8000-000000000001",
+                          {{{kMemory, 2}, {kCompute, 30}}}));
+  api_->AddPod(PendingPod("serve-b", "bbbbbbbb-0000-4000-8000-000000000002", {{{kMemory, 4}}},
+                          "2026-12-04T08:00:01Z"));
+  ASSERT_EQ(Schedule("serve-a"), "");
+  ASSERT_EQ(Schedule("serve-b"), "");
+  EXPECT_EQ(api_->Pod("serve-a")["metadata"]["annotations"]["gpumux.io/assigned"], "0");
+  EXPECT_EQ(api_->Pod("serve-a")["spec"]["nodeName"], "node-a");
+
+  // The kubelet admits serve-a (memory, then compute of its one container), then serve-b.
+  auto [status_a, a] = Allocate(kMemory, 2);
+  ASSERT_TRUE(status_a.ok()) << status_a.error_message() << PluginLog();
+  auto [status_a2, a2] = Allocate(kCompute, 30);
+  ASSERT_TRUE(status_a2.ok()) << status_a2.error_message();
+  auto [status_b, b] = Allocate(kMemory, 4);
+  ASSERT_TRUE(status_b.ok()) << status_b.error_message();
+  std::string tenant_a = "k8s-aaaaaaaa-0000-4000-8000-000000000001-0";
+  std::string tenant_b = "k8s-bbbbbbbb-0000-4000-8000-000000000002-0";
+  EXPECT_EQ(a.envs().at("GPUMUX_TENANT"), tenant_a);
+  EXPECT_EQ(a2.envs().at("GPUMUX_TENANT"), tenant_a) << "a container's resources: one tenant";
+  EXPECT_EQ(b.envs().at("GPUMUX_TENANT"), tenant_b);
+  EXPECT_EQ(a.annotations().at("gpumux.io/tenant"), tenant_a);
+  // The container sees the shim, its ledger and gpumuxd at the paths the environment names, and
+  // never the private authority ledgers.
+  bool shim_read_only = false;
+  for (const auto& m : a.mounts()) {
+    EXPECT_EQ(m.host_path(), m.container_path());
+    EXPECT_EQ(m.host_path().find("/private"), std::string::npos) << m.host_path();
+    if (a.envs().at("LD_PRELOAD").rfind(m.host_path(), 0) == 0) shim_read_only = m.read_only();
+  }
+  EXPECT_TRUE(shim_read_only);
+  json limits_a = Tenant(tenant_a);
+  EXPECT_EQ(limits_a["quota_bytes"].get<uint64_t>(), 2 * kGiB) << limits_a;
+  EXPECT_EQ(limits_a["compute_cap_percent"].get<double>(), 30.0) << limits_a;
+
+  // Each program started with its container's environment is refused at exactly its quota.
+  EXPECT_EQ(FillAs(a), 2 * kGiB);
+  json neighbour = Tenant(tenant_b);
+  EXPECT_EQ(neighbour["quota_bytes"].get<uint64_t>(), 4 * kGiB) << neighbour;
+  EXPECT_EQ(neighbour["used_bytes"].get<uint64_t>(), 0u) << neighbour;
+  EXPECT_EQ(FillAs(b), 4 * kGiB);
+
+  // A pod that nothing scheduled through the extender is refused, saying why.
+  auto [stray, unused] = Allocate(kMemory, 3);
+  EXPECT_EQ(stray.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(stray.error_message().find("gpumux-k8s-scheduler"), std::string::npos);
+
+  // The pod goes: its tenant goes with it, the neighbour stays.
+  api_->DeletePod("serve-a");
+  for (int i = 0; i < 250 && !Tenant(tenant_a).is_null(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_TRUE(Tenant(tenant_a).is_null()) << PluginLog();
+  EXPECT_FALSE(Tenant(tenant_b).is_null());
+}
+
+TEST_F(KubernetesTest, ListAndWatchSendsARelayoutAndALostGpu) {
+  StartStack(2);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  auto reader = kubelet_->Plugin(kMemory)->ListAndWatch(&context, pb::Empty());
+  pb::ListAndWatchResponse response;
+  ASSERT_TRUE(reader->Read(&response));
+  EXPECT_EQ(response.devices_size(), 160);
+  for (const auto& d : response.devices()) EXPECT_EQ(d.health(), "Healthy");
+
+  // GPU 1 falls off the bus (the simulated NVML reports it lost): its devices go Unhealthy.
+  std::ofstream((dir_ / "run" / "sim-gpu1.state.lost").string()) << "Xid 79\n";
+  ASSERT_TRUE(reader->Read(&response));
+  int unhealthy = 0;
+  for (const auto& d : response.devices()) {
+    bool on_gpu1 = d.id().rfind("gpu1-", 0) == 0;
+    EXPECT_EQ(d.health(), on_gpu1 ? "Unhealthy" : "Healthy") << d.id();
+    unhealthy += d.health() == "Unhealthy";
+  }
+  EXPECT_EQ(unhealthy, 80);
+
+  // GPU 0 laid out as two MIG instances: a device per GiB of each instance.
+  Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"3g.40gb", "3g.40gb"}}}, 200);
+  ASSERT_TRUE(reader->Read(&response));
+  std::set<std::string> prefixes;
+  for (const auto& d : response.devices()) prefixes.insert(d.id().substr(0, d.id().find('-')));
+  EXPECT_EQ(prefixes, (std::set<std::string>{"gpu0.0", "gpu0.1", "gpu1"}));
+  context.TryCancel();
+}
+
+TEST_F(KubernetesTest, ReRegistersWhenTheKubeletRestartsAndKeepsTenantsWhenItRestartsItself) {
+  StartStack(1);
+  api_->AddPod(PendingPod("train", "cccccccc-0000-4000-8000-000000000003",
+                          {{{kMemory, 8}, {kCompute, 50}}, {{kMemory, 1}}}));
+  ASSERT_EQ(Schedule("train"), "");
+  auto [first, c0] = Allocate(kMemory, 8);
+  ASSERT_TRUE(first.ok()) << first.error_message();
+
+  // The kubelet restarts: every socket in its directory goes, kubelet.sock comes back.
+  kubelet_->Stop();
+  kubelet_->Start();
+  EXPECT_EQ(kubelet_->WaitForRegistrations(6), 6u) << PluginLog();
+  EXPECT_EQ(Devices(kMemory).size(), 80u);
+
+  // The plugin is killed and started again: the running container's tenant stays, and the
+  // pod's allocation goes on where it was (container 0's compute, then container 1).
+  StopPlugin(SIGKILL);
+  std::string tenant0 = "k8s-cccccccc-0000-4000-8000-000000000003-0";
+  EXPECT_EQ(Tenant(tenant0)["quota_bytes"].get<uint64_t>(), 8 * kGiB);
+  StartPlugin();
+  EXPECT_EQ(kubelet_->WaitForRegistrations(9), 9u) << PluginLog();
+  auto [second, c0_compute] = Allocate(kCompute, 50);
+  ASSERT_TRUE(second.ok()) << second.error_message();
+  EXPECT_EQ(c0_compute.envs().at("GPUMUX_TENANT"), tenant0);
+  auto [third, c1] = Allocate(kMemory, 1);
+  ASSERT_TRUE(third.ok()) << third.error_message();
+  EXPECT_EQ(c1.envs().at("GPUMUX_TENANT"), "k8s-cccccccc-0000-4000-8000-000000000003-1");
+  EXPECT_EQ(FillAs(c1), 1 * kGiB);
+  EXPECT_EQ(Tenant(tenant0)["compute_cap_percent"].get<double>(), 50.0);
+}
+
+TEST_F(KubernetesTest, OfTwoPodsRacingForTheLastRoomOfAGpuOneIsBoundAndTheOtherFilteredAgain) {
+  StartStack(1);
+  api_->AddPod(PendingPod("big-1", "dddddddd-0000-4000-8000-000000000001", {{{kMemory, 60}}}));
+  api_->AddPod(PendingPod("big-2", "dddddddd-0000-4000-8000-000000000002", {{{kMemory, 60}}}));
+  // Both pass filter while neither is bound.
+  for (const char* name : {"big-1", "big-2"}) {
+    json args = {{"Pod", api_->Pod(name)}, {"NodeNames", {"node-a"}}};
+    EXPECT_EQ(Extend("filter", args.dump()).second["NodeNames"], json{"node-a"});
+  }
+  // Their binds race.
+  std::string errors[2];
+  std::thread racers[2];
+  for (int i = 0; i < 2; ++i) {
+    racers[i] = std::thread([&, i] {
+      std::string name = "big-" + std::to_string(i + 1);
+      json bind = {{"PodName", name},
+                   {"PodNamespace", "default"},
+                   {"PodUID", "dddddddd-0000-4000-8000-00000000000" + std::to_string(i + 1)},
+                   {"Node", "node-a"}};
+      errors[i] = Extend("bind", bind.dump()).second["Error"].get<std::string>();
+    });
+  }
+  for (auto& t : racers) t.join();
+  EXPECT_NE(errors[0].empty(), errors[1].empty()) << errors[0] << " / " << errors[1];
+  EXPECT_EQ(api_->bindings(), 1);
+  std::string loser = errors[0].empty() ? "big-2" : "big-1";
+  EXPECT_NE((errors[0] + errors[1]).find("no longer fits"), std::string::npos);
+  // kube-scheduler filters the loser again: no room, and why.
+  json args = {{"Pod", api_->Pod(loser)}, {"NodeNames", {"node-a"}}};
+  json again = Extend("filter", args.dump()).second;
+  EXPECT_EQ(again["NodeNames"], json::array());
+  EXPECT_NE(again["FailedNodes"]["node-a"].get<std::string>().find("20 GiB of memory free"),
+            std::string::npos)
+      << again;
+  // Only the winner is admitted by the device plugin.
+  auto [won, unused] = Allocate(kMemory, 60);
+  EXPECT_TRUE(won.ok()) << won.error_message();
+  auto [lost, unused2] = Allocate(kMemory, 60);
+  EXPECT_FALSE(lost.ok());
+  json tenants = json::parse(CallUnix(socket_, "GET", "/v1/tenants").second)["tenants"];
+  EXPECT_EQ(tenants.size(), 1u) << tenants;
+}
+
+TEST_F(KubernetesTest, AMalformedRequestIsRefusedWithTheReasonAndChangesNothing) {
+  StartStack(1);
+  api_->AddPod(PendingPod("p", "eeeeeeee-0000-4000-8000-000000000001", {{{kMemory, 2}}}));
+  json pod = api_->Pod("p");
+  json bad_quantity = pod;
+  bad_quantity["spec"]["containers"][0]["resources"]["limits"][kMemory] = "2.5";
+  struct Case {
+    std::string verb, body, reason;
+  } cases[] = {
+      {"filter", "{not json", "not JSON"},
+      {"filter", json{{"NodeNames", {"node-a"}}}.dump(), "expected a v1.Pod"},
+      {"filter", json{{"Pod", pod}, {"NodeNames", "node-a"}}.dump(), "NodeNames"},
+      {"filter", json{{"Pod", bad_quantity}, {"NodeNames", {"node-a"}}}.dump(), "whole number"},
+      {"prioritize", json{{"Pod", pod}, {"Nodes", {{"items", 3}}}}.dump(), "Nodes.items"},
+      {"bind", json{{"PodName", "p"}, {"Node", "node-a"}}.dump(), "PodNamespace"},
+      {"bind", "[]", "ExtenderBindingArgs"},
+  };
+  for (const Case& c : cases) {
+    auto [status, answer] = Extend(c.verb, c.body);
+    EXPECT_EQ(status, 400) << c.verb << " " << c.body;
+    EXPECT_NE(answer["Error"].get<std::string>().find(c.reason), std::string::npos)
+        << answer << " for " << c.body;
+  }
+  EXPECT_EQ(api_->bindings(), 0);
+  EXPECT_FALSE(api_->Pod("p")["metadata"]["annotations"].contains("gpumux.io/assigned"));
+  EXPECT_EQ(json::parse(CallUnix(socket_, "GET", "/v1/tenants").second)["tenants"].size(), 0u);
+}
+
+// The manifests in deploy/kubernetes/ run the installed programs with these command lines; each
+// option they pass is one the built program takes.
+TEST(KubernetesManifests, TheManifestsCommandLinesAreOnesTheProgramsTake) {
+  std::map<std::string, std::string> programs = {
+      {"/usr/local/bin/gpumuxd", GPUMUXD_BINARY},
+      {"/usr/local/bin/gpumux-k8s-device-plugin", GPUMUX_K8S_DEVICE_PLUGIN},
+      {"/usr/local/bin/gpumux-k8s-scheduler", GPUMUX_K8S_SCHEDULER}};
+  int checked = 0;
+  for (const char* file : {"node-daemonset.yaml", "scheduler.yaml"}) {
+    for (const YAML::Node& doc :
+         YAML::LoadAllFromFile(std::string(GPUMUX_SOURCE_DIR) + "/deploy/kubernetes/" + file)) {
+      if (!doc["spec"] || !doc["spec"]["template"]) continue;
+      for (const YAML::Node& c : doc["spec"]["template"]["spec"]["containers"]) {
+        auto command = c["command"].as<std::vector<std::string>>();
+        if (command.size() < 3 || command[0] != "chroot") continue;
+        ASSERT_TRUE(programs.count(command[2])) << file << ": runs " << command[2];
+        auto [code, help] = NodeTest::Sh(programs[command[2]] + " --help");
+        ASSERT_EQ(code, 0) << command[2];
+        for (size_t i = 3; i < command.size(); ++i) {
+          if (command[i].rfind("--", 0) != 0) continue;
+          EXPECT_NE(help.find(command[i] + " "), std::string::npos)
+              << file << ": " << command[2] << " takes no " << command[i];
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_GE(checked, 10);
+}
+
+}  // namespace
+}  // namespace gpumux::testing
