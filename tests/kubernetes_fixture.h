@@ -1,11 +1,12 @@
 // The stand-ins for Kubernetes in the Kubernetes integration's end-to-end tests (Debian 12 has no
-// kubelet or API server): a fake API server (pods and nodes in memory, over HTTP on a Unix socket,
-// answering the calls KubeApi makes as the real one does) and a fake kubelet (the device plugin
-// API's Registration service on kubelet.sock, and a client of the plugin's sockets, built from the
-// same .proto as the plugin).
+// kubelet or API server): a fake API server (pods and nodes in memory, and any other object by its
+// path, over HTTP on a Unix socket, answering the calls KubeApi makes as the real one does) and a
+// fake kubelet (the device plugin API's Registration service on kubelet.sock, and a client of the
+// plugin's sockets, built from the same .proto as the plugin).
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -67,6 +68,16 @@ class FakeApiServer {
     std::lock_guard lock(mu_);
     return bindings_;
   }
+  // Any other object, by its API path ("/apis/resource.k8s.io/v1/namespaces/NS/resourceclaims/N").
+  void Put(const std::string& path, const json& object) {
+    std::lock_guard lock(mu_);
+    objects_[path] = object;
+  }
+  json Get(const std::string& path) {
+    std::lock_guard lock(mu_);
+    auto it = objects_.find(path);
+    return it == objects_.end() ? json() : it->second;
+  }
 
  private:
   static agent::HttpResponse Status(int code, const std::string& message) {
@@ -86,6 +97,20 @@ class FakeApiServer {
       at = slash == std::string::npos ? r.path.size() + 1 : slash + 1;
     }
     if (r.method == "GET" && r.path == "/api/v1/pods") return {200, json{{"items", pods_}}.dump()};
+    if (r.path.rfind("/apis/", 0) == 0) {
+      auto it = objects_.find(r.path);
+      if (r.method == "GET")
+        return it == objects_.end() ? Status(404, r.path + " not found")
+                                    : agent::HttpResponse{200, it->second.dump()};
+      if (r.method == "PATCH") {  // server-side apply: create, or merge into what is there
+        json& object = objects_[r.path];
+        if (object.is_null())
+          object = json::parse(r.body);
+        else
+          object.merge_patch(json::parse(r.body));
+        return {200, object.dump()};
+      }
+    }
     if (r.method == "GET" && r.path == "/api/v1/nodes")
       return {200, json{{"items", nodes_}}.dump()};
     if (parts.size() == 4 && parts[2] == "nodes" && r.method == "PATCH") {
@@ -119,6 +144,7 @@ class FakeApiServer {
   std::thread thread_;
   std::mutex mu_;
   json pods_ = json::array(), nodes_ = json::array();
+  std::map<std::string, json> objects_;
   int bindings_ = 0;
 };
 

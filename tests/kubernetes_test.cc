@@ -5,12 +5,15 @@
 
 #include <fstream>
 #include <map>
+#include <set>
 
 #include <yaml-cpp/yaml.h>
 
 #include "agent_fixture.h"
 #include "integrations/kubernetes/extender.h"
 #include "integrations/kubernetes/kube_api.h"
+#include "integrations/kubernetes/proto/dra_v1.grpc.pb.h"
+#include "integrations/kubernetes/proto/pluginregistration_v1.grpc.pb.h"
 #include "kubernetes_fixture.h"
 
 namespace gpumux::testing {
@@ -21,37 +24,94 @@ constexpr uint64_t kMiB = 1ull << 20, kGiB = 1ull << 30;
 constexpr char kMemory[] = "gpumux.io/gpu-memory";
 constexpr char kCompute[] = "gpumux.io/gpu-compute";
 
-class KubernetesTest : public AgentTest {
+// What both node programs' tests share: gpumuxd on simulated H100s, the fake API server with
+// node-a, a short folder for sockets (their paths must stay under 108 bytes), the program under
+// test as a child process with its log, and running the test client as a tenant.
+class KubernetesNodeTest : public AgentTest {
  protected:
   void SetUp() override {
     AgentTest::SetUp();
-    // The kubelet's directory holds sockets, whose paths must stay under 108 bytes.
     static int count = 0;
-    kubelet_dir_ = std::filesystem::temp_directory_path() /
-                   ("gk" + std::to_string(getpid()) + "-" + std::to_string(count++));
-    std::filesystem::remove_all(kubelet_dir_);
+    sockets_ = std::filesystem::temp_directory_path() /
+               ("gk" + std::to_string(getpid()) + "-" + std::to_string(count++));
+    std::filesystem::remove_all(sockets_);
   }
   void TearDown() override {
-    StopPlugin(SIGTERM);
+    StopProgram(SIGTERM);
+    api_.reset();
+    AgentTest::TearDown();
+    std::filesystem::remove_all(sockets_);
+  }
+
+  void StartNode(int gpus) {
+    StartAgentOn({"--sim", "H100", "--gpus", std::to_string(gpus)}, {});
+    api_ = std::make_unique<FakeApiServer>((dir_ / "api.sock").string());
+    api_->AddNode("node-a");
+  }
+  // Starts `binary` with `args` and the options every node program takes.
+  void StartProgram(const char* binary, std::vector<std::string> args) {
+    args.insert(args.end(), {"--agent", socket_, "--node", "node-a", "--apiserver", api_->address(),
+                             "--poll", "0.1"});
+    program_ = fork();
+    if (program_ == 0) {
+      std::string log = (dir_ / "program.log").string();
+      freopen(log.c_str(), "a", stderr);
+      std::vector<char*> argv = {const_cast<char*>(binary)};
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(binary, argv.data());
+      _exit(127);
+    }
+  }
+  void StopProgram(int sig) {
+    if (program_ <= 0) return;
+    kill(program_, sig);
+    waitpid(program_, nullptr, 0);
+    program_ = 0;
+  }
+  std::string Log() {
+    std::ifstream in(dir_ / "program.log");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+  // Runs the test client with a container's environment: allocates 64 MiB at a time until
+  // refused; returns what it got.
+  uint64_t FillWith(const std::map<std::string, std::string>& envs) {
+    std::string env = "env";
+    for (const auto& [k, v] : envs) env += " " + k + "='" + v + "'";
+    auto [code, out] = Sh(env + " ASAN_OPTIONS=verify_asan_link_order=0 " + GPUMUX_ALLOC_CLIENT +
+                          " direct fill " + std::to_string(64 * kMiB) + " 0");
+    EXPECT_EQ(code, 0) << out;
+    return code == 0 ? json::parse(out)["allocated"].get<uint64_t>() : 0;
+  }
+  json Tenant(const std::string& id) {
+    auto [status, text] = CallUnix(socket_, "GET", "/v1/tenants/" + id);
+    return status == 200 ? json::parse(text) : json();
+  }
+
+  std::filesystem::path sockets_;
+  std::unique_ptr<FakeApiServer> api_;
+  pid_t program_ = 0;
+};
+
+class KubernetesTest : public KubernetesNodeTest {
+ protected:
+  void TearDown() override {
     if (http_) http_->Stop();
     if (http_thread_.joinable()) http_thread_.join();
     http_.reset();
     kubelet_.reset();
-    api_.reset();
-    AgentTest::TearDown();
-    std::filesystem::remove_all(kubelet_dir_);
+    KubernetesNodeTest::TearDown();
   }
 
   // gpumuxd on `gpus` simulated H100s, the fake API server with node-a, the fake kubelet, the
   // device plugin (registered), and the extender on a TCP port.
   void StartStack(int gpus) {
-    StartAgentOn({"--sim", "H100", "--gpus", std::to_string(gpus)}, {});
-    api_ = std::make_unique<FakeApiServer>((dir_ / "api.sock").string());
-    api_->AddNode("node-a");
-    kubelet_ = std::make_unique<FakeKubelet>(kubelet_dir_);
+    StartNode(gpus);
+    kubelet_ = std::make_unique<FakeKubelet>(sockets_);
     kubelet_->Start();
     StartPlugin();
-    ASSERT_EQ(kubelet_->WaitForRegistrations(3), 3u) << PluginLog();
+    ASSERT_EQ(kubelet_->WaitForRegistrations(3), 3u) << Log();
     for (int i = 0; i < 250 && !api_->Node("node-a")["metadata"].contains("annotations"); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     kube_ = std::make_unique<k8s::KubeApi>(api_->address());
@@ -63,29 +123,9 @@ class KubernetesTest : public AgentTest {
       http_->Serve([this](const agent::HttpRequest& r) { return extender_->Handle(r); });
     });
   }
-
   void StartPlugin() {
-    plugin_ = fork();
-    if (plugin_ == 0) {
-      std::string log = (dir_ / "plugin.log").string();
-      freopen(log.c_str(), "a", stderr);
-      std::string kubelet = kubelet_dir_.string(), state = (dir_ / "k8s-state").string();
-      std::string api = api_->address();
-      execl(GPUMUX_K8S_DEVICE_PLUGIN, "gpumux-k8s-device-plugin", "--agent", socket_.c_str(),
-            "--kubelet-dir", kubelet.c_str(), "--node", "node-a", "--apiserver", api.c_str(),
-            "--state-dir", state.c_str(), "--poll", "0.1", nullptr);
-      _exit(127);
-    }
-  }
-  void StopPlugin(int sig) {
-    if (plugin_ <= 0) return;
-    kill(plugin_, sig);
-    waitpid(plugin_, nullptr, 0);
-    plugin_ = 0;
-  }
-  std::string PluginLog() {
-    std::ifstream in(dir_ / "plugin.log");
-    return std::string(std::istreambuf_iterator<char>(in), {});
+    StartProgram(GPUMUX_K8S_DEVICE_PLUGIN, {"--kubelet-dir", sockets_.string(), "--state-dir",
+                                            (dir_ / "k8s-state").string()});
   }
 
   // POST /VERB to the extender; returns (status, answer).
@@ -120,7 +160,7 @@ class KubernetesTest : public AgentTest {
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     auto reader = kubelet_->Plugin(resource)->ListAndWatch(&context, pb::Empty());
     pb::ListAndWatchResponse response;
-    EXPECT_TRUE(reader->Read(&response)) << PluginLog();
+    EXPECT_TRUE(reader->Read(&response)) << Log();
     context.TryCancel();
     return {response.devices().begin(), response.devices().end()};
   }
@@ -148,29 +188,15 @@ class KubernetesTest : public AgentTest {
             status.ok() ? response.container_responses(0) : pb::ContainerAllocateResponse()};
   }
 
-  // Runs the test client in the container's environment: allocates 64 MiB at a time until refused.
   uint64_t FillAs(const pb::ContainerAllocateResponse& container) {
-    std::string env = "env";
-    for (const auto& [k, v] : container.envs()) env += " " + k + "='" + v + "'";
-    auto [code, out] = Sh(env + " ASAN_OPTIONS=verify_asan_link_order=0 " + GPUMUX_ALLOC_CLIENT +
-                          " direct fill " + std::to_string(64 * kMiB) + " 0");
-    EXPECT_EQ(code, 0) << out;
-    return code == 0 ? json::parse(out)["allocated"].get<uint64_t>() : 0;
+    return FillWith({container.envs().begin(), container.envs().end()});
   }
 
-  json Tenant(const std::string& id) {
-    auto [status, text] = CallUnix(socket_, "GET", "/v1/tenants/" + id);
-    return status == 200 ? json::parse(text) : json();
-  }
-
-  std::unique_ptr<FakeApiServer> api_;
   std::unique_ptr<FakeKubelet> kubelet_;
   std::unique_ptr<k8s::KubeApi> kube_;
   std::unique_ptr<k8s::Extender> extender_;
   std::unique_ptr<agent::HttpServer> http_;
   std::thread http_thread_;
-  pid_t plugin_ = 0;
-  std::filesystem::path kubelet_dir_;
 };
 
 TEST_F(KubernetesTest, TwoPodsOnOneGpuAreEachHeldToTheirQuotaAndTheNeighbourIsUntouched) {
@@ -199,7 +225,7 @@ TEST_F(KubernetesTest, TwoPodsOnOneGpuAreEachHeldToTheirQuotaAndTheNeighbourIsUn
 
   // The kubelet admits serve-a (memory, then compute of its one container), then serve-b.
   auto [status_a, a] = Allocate(kMemory, 2);
-  ASSERT_TRUE(status_a.ok()) << status_a.error_message() << PluginLog();
+  ASSERT_TRUE(status_a.ok()) << status_a.error_message() << Log();
   auto [status_a2, a2] = Allocate(kCompute, 30);
   ASSERT_TRUE(status_a2.ok()) << status_a2.error_message();
   auto [status_b, b] = Allocate(kMemory, 4);
@@ -239,7 +265,7 @@ TEST_F(KubernetesTest, TwoPodsOnOneGpuAreEachHeldToTheirQuotaAndTheNeighbourIsUn
   api_->DeletePod("serve-a");
   for (int i = 0; i < 250 && !Tenant(tenant_a).is_null(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_TRUE(Tenant(tenant_a).is_null()) << PluginLog();
+  EXPECT_TRUE(Tenant(tenant_a).is_null()) << Log();
   EXPECT_FALSE(Tenant(tenant_b).is_null());
 }
 
@@ -284,16 +310,16 @@ TEST_F(KubernetesTest, ReRegistersWhenTheKubeletRestartsAndKeepsTenantsWhenItRes
   // The kubelet restarts: every socket in its directory goes, kubelet.sock comes back.
   kubelet_->Stop();
   kubelet_->Start();
-  EXPECT_EQ(kubelet_->WaitForRegistrations(6), 6u) << PluginLog();
+  EXPECT_EQ(kubelet_->WaitForRegistrations(6), 6u) << Log();
   EXPECT_EQ(Devices(kMemory).size(), 80u);
 
   // The plugin is killed and started again: the running container's tenant stays, and the
   // pod's allocation goes on where it was (container 0's compute, then container 1).
-  StopPlugin(SIGKILL);
+  StopProgram(SIGKILL);
   std::string tenant0 = "k8s-cccccccc-0000-4000-8000-000000000003-0";
   EXPECT_EQ(Tenant(tenant0)["quota_bytes"].get<uint64_t>(), 8 * kGiB);
   StartPlugin();
-  EXPECT_EQ(kubelet_->WaitForRegistrations(9), 9u) << PluginLog();
+  EXPECT_EQ(kubelet_->WaitForRegistrations(9), 9u) << Log();
   auto [second, c0_compute] = Allocate(kCompute, 50);
   ASSERT_TRUE(second.ok()) << second.error_message();
   EXPECT_EQ(c0_compute.envs().at("GPUMUX_TENANT"), tenant0);
@@ -375,15 +401,224 @@ TEST_F(KubernetesTest, AMalformedRequestIsRefusedWithTheReasonAndChangesNothing)
   EXPECT_EQ(json::parse(CallUnix(socket_, "GET", "/v1/tenants").second)["tenants"].size(), 0u);
 }
 
+// The DRA driver with a fake API server and, as the kubelet, a client of its registration and
+// DRAPlugin sockets.
+class DraTest : public KubernetesNodeTest {
+ protected:
+  void StartDra(int gpus) {
+    StartNode(gpus);
+    StartProgram(GPUMUX_K8S_DRA_DRIVER, {"--cdi-dir", (dir_ / "cdi").string(), "--plugin-dir",
+                                         (sockets_ / "plugins").string(), "--registry-dir",
+                                         (sockets_ / "registry").string()});
+    for (int i = 0; i < 250 && Slice().is_null(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_FALSE(Slice().is_null()) << Log();
+  }
+  json Slice() { return api_->Get("/apis/resource.k8s.io/v1/resourceslices/node-a-gpu.gpumux.io"); }
+  // The slice's device names, once it shows `expected` (or after 5 s).
+  std::set<std::string> SliceDevices(const std::set<std::string>& expected) {
+    std::set<std::string> names;
+    for (int i = 0; i < 250; ++i) {
+      names.clear();
+      json devices = Slice()["spec"]["devices"];  // a copy: the loop's range must outlive it
+      for (const json& d : devices) names.insert(d["name"]);
+      if (names == expected) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return names;
+  }
+
+  // A ResourceClaim as the scheduler leaves it: allocated `device` of `driver` for request "gpu",
+  // with opaque `parameters` (none if null) and the capacity it consumed (none if null).
+  void PutClaim(const std::string& name, const std::string& uid, const std::string& device,
+                const json& parameters, const json& consumed = nullptr,
+                const std::string& driver = "gpu.gpumux.io") {
+    json result = {{"request", "gpu"}, {"driver", driver}, {"pool", "node-a"}, {"device", device}};
+    if (!consumed.is_null()) result["consumedCapacity"] = consumed;
+    json allocation = {{"devices", {{"results", {result}}}}};
+    if (!parameters.is_null())
+      allocation["devices"]["config"] = {
+          {{"source", "FromClaim"},
+           {"requests", {"gpu"}},
+           {"opaque", {{"driver", driver}, {"parameters", parameters}}}}};
+    api_->Put("/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/" + name,
+              {{"apiVersion", "resource.k8s.io/v1"},
+               {"kind", "ResourceClaim"},
+               {"metadata", {{"name", name}, {"namespace", "default"}, {"uid", uid}}},
+               {"spec", {{"devices", {{"requests", {{{"name", "gpu"}}}}}}}},
+               {"status", {{"allocation", allocation}}}});
+  }
+
+  std::unique_ptr<::k8s::io::kubelet::pkg::apis::dra::v1::DRAPlugin::Stub> Plugin() {
+    return ::k8s::io::kubelet::pkg::apis::dra::v1::DRAPlugin::NewStub(
+        grpc::CreateChannel("unix:" + (sockets_ / "plugins" / "dra.sock").string(),
+                            grpc::InsecureChannelCredentials()));
+  }
+  ::k8s::io::kubelet::pkg::apis::dra::v1::NodePrepareResourceResponse Prepare(
+      const std::string& name, const std::string& uid) {
+    ::k8s::io::kubelet::pkg::apis::dra::v1::NodePrepareResourcesRequest request;
+    auto* claim = request.add_claims();
+    claim->set_namespace_("default");
+    claim->set_name(name);
+    claim->set_uid(uid);
+    ::k8s::io::kubelet::pkg::apis::dra::v1::NodePrepareResourcesResponse response;
+    grpc::ClientContext context;
+    EXPECT_TRUE(Plugin()->NodePrepareResources(&context, request, &response).ok()) << Log();
+    return response.claims().at(uid);
+  }
+  std::string Unprepare(const std::string& uid) {
+    ::k8s::io::kubelet::pkg::apis::dra::v1::NodeUnprepareResourcesRequest request;
+    auto* claim = request.add_claims();
+    claim->set_namespace_("default");
+    claim->set_name("any");
+    claim->set_uid(uid);
+    ::k8s::io::kubelet::pkg::apis::dra::v1::NodeUnprepareResourcesResponse response;
+    grpc::ClientContext context;
+    EXPECT_TRUE(Plugin()->NodeUnprepareResources(&context, request, &response).ok());
+    return response.claims().at(uid).error();
+  }
+  json Cdi(const std::string& uid) {
+    std::ifstream in(dir_ / "cdi" / ("gpumux.io-tenant_" + uid + ".json"));
+    if (!in) return nullptr;
+    return json::parse(std::string(std::istreambuf_iterator<char>(in), {}), nullptr, false);
+  }
+  // Runs the test client with the environment of the claim's CDI spec, as the runtime would.
+  uint64_t FillAsCdi(const json& spec) {
+    std::map<std::string, std::string> envs;
+    for (const json& kv : spec["devices"][0]["containerEdits"]["env"]) {
+      std::string text = kv;
+      envs[text.substr(0, text.find('='))] = text.substr(text.find('=') + 1);
+    }
+    return FillWith(envs);
+  }
+};
+
+TEST_F(DraTest, RegistersPublishesItsGpusAndPreparesAClaimAsATenantAtItsQuota) {
+  StartDra(2);
+  // The kubelet's plugin watcher finds the registration socket and asks.
+  auto registration = ::pluginregistration::Registration::NewStub(
+      grpc::CreateChannel("unix:" + (sockets_ / "registry" / "gpu.gpumux.io-reg.sock").string(),
+                          grpc::InsecureChannelCredentials()));
+  ::pluginregistration::PluginInfo info;
+  grpc::ClientContext c1;
+  ASSERT_TRUE(registration->GetInfo(&c1, {}, &info).ok()) << Log();
+  EXPECT_EQ(info.type(), "DRAPlugin");
+  EXPECT_EQ(info.name(), "gpu.gpumux.io");
+  EXPECT_EQ(info.endpoint(), (sockets_ / "plugins" / "dra.sock").string());
+  ASSERT_EQ(info.supported_versions_size(), 1);
+  EXPECT_EQ(info.supported_versions(0), "v1.DRAPlugin");
+  ::pluginregistration::RegistrationStatus registered;
+  registered.set_plugin_registered(true);
+  ::pluginregistration::RegistrationStatusResponse ack;
+  grpc::ClientContext c2;
+  EXPECT_TRUE(registration->NotifyRegistrationStatus(&c2, registered, &ack).ok());
+
+  // Its ResourceSlice: one device per GPU, with memory and compute as capacity.
+  json slice = Slice();
+  EXPECT_EQ(slice["apiVersion"], "resource.k8s.io/v1");
+  EXPECT_EQ(slice["spec"]["driver"], "gpu.gpumux.io");
+  EXPECT_EQ(slice["spec"]["nodeName"], "node-a");
+  EXPECT_EQ(slice["spec"]["pool"]["name"], "node-a");
+  ASSERT_EQ(slice["spec"]["devices"].size(), 2u);
+  json gpu0 = slice["spec"]["devices"][0];
+  EXPECT_EQ(gpu0["name"], "gpu-0");
+  EXPECT_EQ(gpu0["capacity"]["memory"]["value"], "80Gi");
+  EXPECT_EQ(gpu0["capacity"]["compute"]["value"], "100");
+  EXPECT_EQ(gpu0["attributes"]["mode"]["string"], "timeslice");
+
+  // A claim with its parameters: a tenant at 3 GiB and 25%, started through its CDI spec.
+  std::string uid = "c1a1c1a1-0000-4000-8000-000000000001";
+  PutClaim("serve", uid, "gpu-1", {{"memory", "3Gi"}, {"compute", 25}, {"priority", "normal"}});
+  auto prepared = Prepare("serve", uid);
+  ASSERT_EQ(prepared.error(), "");
+  ASSERT_EQ(prepared.devices_size(), 1);
+  EXPECT_EQ(prepared.devices(0).pool_name(), "node-a");
+  EXPECT_EQ(prepared.devices(0).device_name(), "gpu-1");
+  EXPECT_EQ(prepared.devices(0).request_names(0), "gpu");
+  ASSERT_EQ(prepared.devices(0).cdi_device_ids_size(), 1);
+  EXPECT_EQ(prepared.devices(0).cdi_device_ids(0), "gpumux.io/tenant=" + uid);
+  json spec = Cdi(uid);
+  ASSERT_TRUE(spec.is_object()) << "the CDI spec is JSON";
+  EXPECT_EQ(spec["cdiVersion"], "0.6.0");
+  EXPECT_EQ(spec["kind"], "gpumux.io/tenant");
+  ASSERT_EQ(spec["devices"].size(), 1u);
+  EXPECT_EQ(spec["devices"][0]["name"], uid);
+  json edits = spec["devices"][0]["containerEdits"];
+  EXPECT_NE(edits["env"].dump().find("GPUMUX_TENANT=k8s-claim-" + uid), std::string::npos);
+  for (const json& m : edits["mounts"]) {
+    EXPECT_TRUE(m["hostPath"].is_string() && m["containerPath"].is_string()) << m;
+    EXPECT_NE(m["options"].dump().find("bind"), std::string::npos) << m;
+  }
+  json tenant = Tenant("k8s-claim-" + uid);
+  EXPECT_EQ(tenant["gpu"], 1);
+  EXPECT_EQ(tenant["quota_bytes"].get<uint64_t>(), 3 * kGiB);
+  EXPECT_EQ(tenant["compute_cap_percent"].get<double>(), 25.0);
+  EXPECT_EQ(FillAsCdi(spec), 3 * kGiB);
+
+  // Without parameters, the capacity the allocation consumed is the quota.
+  std::string uid2 = "c1a1c1a1-0000-4000-8000-000000000002";
+  PutClaim("eval", uid2, "gpu-1", nullptr, {{"memory", "5Gi"}});
+  ASSERT_EQ(Prepare("eval", uid2).error(), "");
+  EXPECT_EQ(Tenant("k8s-claim-" + uid2)["quota_bytes"].get<uint64_t>(), 5 * kGiB);
+  EXPECT_EQ(FillAsCdi(Cdi(uid2)), 5 * kGiB);
+  EXPECT_EQ(Tenant("k8s-claim-" + uid)["used_bytes"].get<uint64_t>(), 0u) << "the neighbour";
+
+  // What gpumux cannot honour fails that claim alone, saying why, and admits nothing.
+  std::string uid3 = "c1a1c1a1-0000-4000-8000-000000000003";
+  PutClaim("bad", uid3, "gpu-0", {{"memory", "lots"}});
+  auto bad = Prepare("bad", uid3);
+  EXPECT_NE(bad.error().find("parameters.memory"), std::string::npos) << bad.error();
+  EXPECT_TRUE(Tenant("k8s-claim-" + uid3).is_null());
+  EXPECT_TRUE(Cdi(uid3).is_null());
+  // A claim of another driver is none of its business.
+  std::string uid4 = "c1a1c1a1-0000-4000-8000-000000000004";
+  PutClaim("other", uid4, "gpu-0", nullptr, nullptr, "gpu.nvidia.com");
+  auto other = Prepare("other", uid4);
+  EXPECT_EQ(other.error(), "");
+  EXPECT_EQ(other.devices_size(), 0);
+  EXPECT_TRUE(Tenant("k8s-claim-" + uid4).is_null());
+
+  // Unprepare removes the tenant and the CDI spec; again is no error.
+  EXPECT_EQ(Unprepare(uid), "");
+  EXPECT_TRUE(Tenant("k8s-claim-" + uid).is_null());
+  EXPECT_TRUE(Cdi(uid).is_null());
+  EXPECT_EQ(Unprepare(uid), "");
+  EXPECT_FALSE(Tenant("k8s-claim-" + uid2).is_null());
+}
+
+TEST_F(DraTest, AMigInstanceIsADeviceOfItsOwnAndALostGpuLeavesTheSlice) {
+  StartDra(2);
+  Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"3g.40gb", "3g.40gb"}}}, 200);
+  EXPECT_EQ(SliceDevices({"gpu-0-mig-0", "gpu-0-mig-1", "gpu-1"}),
+            (std::set<std::string>{"gpu-0-mig-0", "gpu-0-mig-1", "gpu-1"}))
+      << Log();
+  json mig = Slice()["spec"]["devices"][1];
+  EXPECT_EQ(mig["attributes"]["mode"]["string"], "mig");
+  EXPECT_EQ(mig["attributes"]["profile"]["string"], "3g.40gb");
+  EXPECT_FALSE(mig["capacity"].contains("compute")) << "an instance's slices are its compute";
+  std::string uid = "c1a1c1a1-0000-4000-8000-000000000005";
+  PutClaim("mig", uid, "gpu-0-mig-1", {{"memory", "2Gi"}});
+  ASSERT_EQ(Prepare("mig", uid).error(), "");
+  json tenant = Tenant("k8s-claim-" + uid);
+  EXPECT_EQ(tenant["gpu"], 0);
+  EXPECT_EQ(tenant["instance"], 1);
+  EXPECT_EQ(FillAsCdi(Cdi(uid)), 2 * kGiB);
+  // GPU 1 is lost: it is offered to no new claim.
+  std::ofstream((dir_ / "run" / "sim-gpu1.state.lost").string()) << "Xid 79\n";
+  EXPECT_EQ(SliceDevices({"gpu-0-mig-0", "gpu-0-mig-1"}),
+            (std::set<std::string>{"gpu-0-mig-0", "gpu-0-mig-1"}));
+}
+
 // The manifests in deploy/kubernetes/ run the installed programs with these command lines; each
 // option they pass is one the built program takes.
 TEST(KubernetesManifests, TheManifestsCommandLinesAreOnesTheProgramsTake) {
   std::map<std::string, std::string> programs = {
       {"/usr/local/bin/gpumuxd", GPUMUXD_BINARY},
       {"/usr/local/bin/gpumux-k8s-device-plugin", GPUMUX_K8S_DEVICE_PLUGIN},
-      {"/usr/local/bin/gpumux-k8s-scheduler", GPUMUX_K8S_SCHEDULER}};
+      {"/usr/local/bin/gpumux-k8s-scheduler", GPUMUX_K8S_SCHEDULER},
+      {"/usr/local/bin/gpumux-k8s-dra-driver", GPUMUX_K8S_DRA_DRIVER}};
   int checked = 0;
-  for (const char* file : {"node-daemonset.yaml", "scheduler.yaml"}) {
+  for (const char* file : {"node-daemonset.yaml", "scheduler.yaml", "dra/dra-daemonset.yaml"}) {
     for (const YAML::Node& doc :
          YAML::LoadAllFromFile(std::string(GPUMUX_SOURCE_DIR) + "/deploy/kubernetes/" + file)) {
       if (!doc["spec"] || !doc["spec"]["template"]) continue;

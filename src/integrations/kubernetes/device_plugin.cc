@@ -176,25 +176,8 @@ ContainerAnswer DevicePlugin::Allocate(const std::string& resource,
   record_.Answered(*c, resource);
 
   ContainerAnswer answer;
-  for (auto& [k, v] : admitted.answer["env"].items()) answer.envs[k] = v.get<std::string>();
-  if (auto uuid = uuids_.find(slot_index); uuid != uuids_.end())
-    answer.envs["NVIDIA_VISIBLE_DEVICES"] = uuid->second;
-  // What the environment names, at the same paths: the shim's directory (with the simulated
-  // GPU's libraries) read-only; the shared ledger, gpumuxd's socket, a simulated GPU's state and
-  // the MPS pipe directory writable.
-  auto env = [&](const char* key) {
-    auto it = answer.envs.find(key);
-    return it == answer.envs.end() ? std::string() : it->second;
-  };
-  std::string shim = env("LD_PRELOAD");
-  shim = shim.substr(0, shim.find(':'));
-  if (!shim.empty())
-    answer.mounts.push_back(
-        {shim.substr(0, shim.rfind('/')), shim.substr(0, shim.rfind('/')), true});
-  for (const char* key :
-       {"GPUMUX_LEDGER", "GPUMUX_AGENT", "GPUMUX_SIM_STATE", "CUDA_MPS_PIPE_DIRECTORY"}) {
-    if (std::string path = env(key); !path.empty()) answer.mounts.push_back({path, path, false});
-  }
+  auto uuid = uuids_.find(slot_index);
+  answer.edits = EditsForTenant(admitted.answer, uuid == uuids_.end() ? "" : uuid->second);
   answer.annotations["gpumux.io/tenant"] = c->tenant;
   return answer;
 }
@@ -235,8 +218,8 @@ std::vector<std::string> DevicePlugin::RemoveTenantsOfGonePods() {
   json tenants = agent_.Tenants()["tenants"];  // a copy: the range must outlive the loop
   for (const json& t : tenants) {
     std::string id = Text(t, "id");
-    auto uid = PodOfTenant(id);
-    if (!uid || live.count(*uid)) continue;
+    auto owner = OwnerOfTenant(id);
+    if (!owner || owner->kind != TenantOwner::kPodContainer || live.count(owner->uid)) continue;
     try {
       agent_.Remove(id, /*missing_ok=*/true);
       removed.push_back(id);

@@ -6,10 +6,7 @@
 //   gpumux.io/gpu          one device per whole GPU: "gpu3"
 // and admits each container that the kubelet allocates them to as a gpumuxd tenant (pod_tenants.h)
 // on the GPU the scheduler extender assigned its pod: quota = its GiB, cap = its percent, priority
-// from the pod's annotation. The answer starts the container under the shim: gpumuxd's
-// environment, the files it names mounted at the same paths (the shim's directory read-only; the
-// GPU's shared ledger and gpumuxd's socket; never the private authority ledgers), and, on a real
-// GPU, NVIDIA_VISIBLE_DEVICES for the NVIDIA container runtime.
+// from the pod's annotation. The answer starts the container under the shim (container_edits.h).
 //
 // A tenant goes when its pod does: every poll the plugin lists the node's pods (the API server;
 // the kubelet's pod-resources API names no pod UID, and gpumuxd's dead-process reclaim frees memory
@@ -28,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "integrations/kubernetes/container_edits.h"
 #include "integrations/kubernetes/kube_api.h"
 #include "integrations/kubernetes/node_gpus.h"
 #include "integrations/kubernetes/pod_tenants.h"
@@ -50,12 +48,7 @@ struct PluginDevice {
 };
 
 struct ContainerAnswer {
-  std::map<std::string, std::string> envs;
-  struct Mount {
-    std::string container_path, host_path;
-    bool read_only = false;
-  };
-  std::vector<Mount> mounts;
+  ContainerEdits edits;
   std::map<std::string, std::string> annotations;
 };
 

@@ -1,23 +1,15 @@
 // gpumux-k8s-device-plugin: the Kubernetes device plugin of a node whose GPUs gpumuxd owns (see
 // device_plugin.h). Runs in the gpumux DaemonSet beside gpumuxd (deploy/kubernetes/).
-#include <signal.h>
-
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
-#include <thread>
 
 #include <CLI/CLI.hpp>
 
 #include "base/error.h"
 #include "integrations/kubernetes/device_plugin.h"
 #include "integrations/kubernetes/device_plugin_server.h"
+#include "integrations/kubernetes/node_loop.h"
 #include "node/agent/log.h"
-
-namespace {
-std::atomic<bool> g_stop{false};
-void StopOnSignal(int) { g_stop = true; }
-}  // namespace
 
 int main(int argc, char** argv) {
   using namespace gpumux;
@@ -40,9 +32,6 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0.05, 60.0));
   CLI11_PARSE(app, argc, argv);
-  signal(SIGTERM, StopOnSignal);
-  signal(SIGINT, StopOnSignal);
-  auto poll = std::chrono::milliseconds(int64_t(poll_s * 1000));
   try {
     k8s::DevicePlugin plugin(config);
     k8s::DevicePluginServer server(&plugin);
@@ -50,22 +39,12 @@ int main(int argc, char** argv) {
                {{"node", config.node_name},
                 {"agent", config.agent_socket},
                 {"kubelet_dir", config.kubelet_dir}});
-    std::string last_error;
-    while (!g_stop) {
-      try {
-        plugin.Refresh();
-        if (server.Watch()) agent::Log("info", "registered with the kubelet");
-        for (const std::string& id : plugin.RemoveTenantsOfGonePods())
-          agent::Log("info", "tenant of a pod that is gone removed", {{"tenant", id}});
-        last_error.clear();
-      } catch (const Error& e) {
-        if (e.what() != last_error) agent::Log("warn", "will retry", {{"reason", e.what()}});
-        last_error = e.what();
-      }
-      for (auto t = std::chrono::milliseconds(0); t < poll && !g_stop;
-           t += std::chrono::milliseconds(50))
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
+    k8s::RunUntilSignalled(std::chrono::milliseconds(int64_t(poll_s * 1000)), [&] {
+      plugin.Refresh();
+      if (server.Watch()) agent::Log("info", "registered with the kubelet");
+      for (const std::string& id : plugin.RemoveTenantsOfGonePods())
+        agent::Log("info", "tenant of a pod that is gone removed", {{"tenant", id}});
+    });
     server.Stop();
     agent::Log("info", "device plugin stopped");
   } catch (const Error& e) {

@@ -91,9 +91,9 @@ class DevicePluginServer::Service final : public pb::DevicePlugin::Service {
         ContainerAnswer answer = plugin_->Allocate(
             resource_, std::vector<std::string>(c.devices_ids().begin(), c.devices_ids().end()));
         auto* out = response->add_container_responses();
-        for (const auto& [k, v] : answer.envs) (*out->mutable_envs())[k] = v;
+        for (const auto& [k, v] : answer.edits.envs) (*out->mutable_envs())[k] = v;
         for (const auto& [k, v] : answer.annotations) (*out->mutable_annotations())[k] = v;
-        for (const auto& m : answer.mounts) {
+        for (const auto& m : answer.edits.mounts) {
           pb::Mount* mount = out->add_mounts();
           mount->set_container_path(m.container_path);
           mount->set_host_path(m.host_path);

@@ -70,6 +70,17 @@ void KubeApi::AnnotateNode(const std::string& name,
        "application/merge-patch+json");
 }
 
+json KubeApi::GetResourceClaim(const std::string& ns, const std::string& name) const {
+  return Call("GET", "/apis/resource.k8s.io/v1/namespaces/" + ns + "/resourceclaims/" + name);
+}
+
+void KubeApi::ApplyResourceSlice(const json& slice) const {
+  std::string name = slice.at("metadata").at("name");
+  Call("PATCH",
+       "/apis/resource.k8s.io/v1/resourceslices/" + name + "?fieldManager=gpumux&force=true", slice,
+       "application/apply-patch+yaml");
+}
+
 void KubeApi::Bind(const std::string& ns, const std::string& name, const std::string& uid,
                    const std::string& node) const {
   json binding = {{"apiVersion", "v1"},

@@ -1,7 +1,8 @@
 // The few calls of the Kubernetes API server that gpumux makes: list pods (of a node) and nodes,
-// annotate a pod or a node, bind a pod. Plain HTTP to `kubectl proxy` running beside the caller in
-// its pod (deploy/kubernetes/: the proxy holds the service account's credentials and TLS), or to
-// the tests' fake API server on a Unix socket. Each call is one request, waiting up to 10 s.
+// annotate a pod or a node, bind a pod; read a ResourceClaim, publish a ResourceSlice. Plain HTTP
+// to `kubectl proxy` running beside the caller in its pod (deploy/kubernetes/: the proxy holds the
+// service account's credentials and TLS), or to the tests' fake API server on a Unix socket. Each
+// call is one request, waiting up to 10 s.
 //
 // Errors: Error(unavailable) when the API server cannot be reached; otherwise, for a refusal, the
 // Error whose code ErrorCodeForHttpStatus reads from the status (404 → not found, 409 → conflict),
@@ -30,6 +31,10 @@ class KubeApi {
                    const std::map<std::string, std::string>& annotations) const;
   void AnnotateNode(const std::string& name,
                     const std::map<std::string, std::string>& annotations) const;
+  // GET /apis/resource.k8s.io/v1/namespaces/NS/resourceclaims/NAME.
+  nlohmann::json GetResourceClaim(const std::string& ns, const std::string& name) const;
+  // Creates or replaces a ResourceSlice (server-side apply, field manager "gpumux").
+  void ApplyResourceSlice(const nlohmann::json& slice) const;
   // POST .../pods/NAME/binding: puts the pod on `node` (what kube-scheduler does when no extender
   // binds). The API refuses (409) a pod that is already bound.
   void Bind(const std::string& ns, const std::string& name, const std::string& uid,

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "integrations/kubernetes/device_plugin.h"
+#include "integrations/kubernetes/dra_driver.h"
 #include "integrations/kubernetes/pod_request.h"
 
 namespace gpumux::k8s {
@@ -41,11 +42,11 @@ json ToJson(const YAML::Node& n) {
 std::vector<json> Objects() {
   std::vector<json> objects;
   std::string dir = std::string(GPUMUX_SOURCE_DIR) + "/deploy/kubernetes";
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
     if (entry.path().extension() != ".yaml") continue;
     for (const YAML::Node& doc : YAML::LoadAllFromFile(entry.path().string())) {
       json j = ToJson(doc);
-      j["__file"] = entry.path().filename().string();
+      j["__file"] = std::filesystem::relative(entry.path(), dir).string();
       objects.push_back(j);
     }
   }
@@ -78,7 +79,8 @@ const json& Container(const json& workload, const std::string& name) {
 }
 
 TEST(Manifests, EveryObjectIsWellFormedAndItsWorkloadsHangTogether) {
-  const std::set<std::string> cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding"};
+  const std::set<std::string> cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding",
+                                                "DeviceClass"};
   std::vector<json> objects = Objects();
   ASSERT_GE(objects.size(), 10u);
   std::set<std::string> service_accounts;
@@ -159,6 +161,39 @@ TEST(Manifests, TheNodeDaemonSetWiresThePluginToTheKubeletGpumuxdAndItsProxy) {
   EXPECT_NE(node_role["rules"][1]["verbs"].dump().find("patch"), std::string::npos);
   const json& extender_role = Find(objects, "ClusterRole", "gpumux-scheduler-extender");
   EXPECT_NE(extender_role.dump().find("pods/binding"), std::string::npos);
+}
+
+TEST(Manifests, TheDraClassesSelectGpumuxDevicesByModeAndTheExampleClaimUsesOne) {
+  std::vector<json> objects = Objects();
+  std::set<std::string> classes;
+  for (const std::string mode : {"mig", "mps", "timeslice"}) {
+    const json& c = Find(objects, "DeviceClass", mode + ".gpumux.io");
+    EXPECT_EQ(c["apiVersion"], "resource.k8s.io/v1");
+    std::string cel = c["spec"]["selectors"][0]["cel"]["expression"];
+    EXPECT_NE(cel.find("device.driver == \"" + std::string(kDraDriverName) + "\""),
+              std::string::npos)
+        << cel;
+    EXPECT_NE(cel.find(".mode == \"" + mode + "\""), std::string::npos) << cel;
+    classes.insert(c["metadata"]["name"]);
+  }
+  const json& tmpl = Find(objects, "ResourceClaimTemplate", "gpumux-24gi-40pct");
+  const json& request = tmpl["spec"]["spec"]["devices"]["requests"][0];
+  EXPECT_TRUE(classes.count(request["exactly"]["deviceClassName"]));
+  const json& config = tmpl["spec"]["spec"]["devices"]["config"][0];
+  EXPECT_EQ(config["opaque"]["driver"], kDraDriverName);
+  EXPECT_EQ(config["requests"][0], request["name"]);
+  for (auto& [k, v] : config["opaque"]["parameters"].items())
+    EXPECT_TRUE(k == "memory" || k == "compute" || k == "priority" || k == "owner_uid") << k;
+  const json& pod = Find(objects, "Pod", "llama-13b-decode-dra");
+  EXPECT_EQ(pod["spec"]["resourceClaims"][0]["resourceClaimTemplateName"], "gpumux-24gi-40pct");
+  EXPECT_EQ(pod["spec"]["containers"][0]["resources"]["claims"][0]["name"],
+            pod["spec"]["resourceClaims"][0]["name"]);
+  // The driver's DaemonSet gives it the kubelet's directories it registers in.
+  const json& daemonset = Find(objects, "DaemonSet", "gpumux-dra");
+  const json& driver = Container(daemonset, "dra-driver");
+  EXPECT_EQ(Flag(driver, "--registry-dir"), DraDriverConfig().registry_dir);
+  EXPECT_EQ(Flag(driver, "--plugin-dir"), DraDriverConfig().plugin_dir);
+  EXPECT_EQ(Flag(driver, "--cdi-dir"), DraDriverConfig().cdi_dir);
 }
 
 }  // namespace

@@ -16,11 +16,23 @@ std::string TenantId(const std::string& pod_uid, int container_index) {
   return kTenantPrefix + pod_uid + "-" + std::to_string(container_index);
 }
 
-std::optional<std::string> PodOfTenant(const std::string& id) {
+std::string ClaimTenantId(const std::string& claim_uid) {
+  return std::string(kTenantPrefix) + "claim-" + claim_uid;
+}
+
+std::optional<TenantOwner> OwnerOfTenant(const std::string& id) {
+  const std::string prefix = kTenantPrefix, claim = prefix + "claim-";
+  if (id.rfind(prefix, 0) != 0) return std::nullopt;
+  if (id.rfind(claim, 0) == 0) {
+    if (id.size() == claim.size()) return std::nullopt;
+    return TenantOwner{TenantOwner::kClaim, id.substr(claim.size())};
+  }
   size_t dash = id.rfind('-');
-  if (id.rfind(kTenantPrefix, 0) != 0 || dash == std::string::npos || dash <= 4)
+  if (dash == std::string::npos || dash <= prefix.size() || dash + 1 == id.size() ||
+      id.find_first_not_of("0123456789", dash + 1) != std::string::npos)
     return std::nullopt;
-  return id.substr(4, dash - 4);
+  return TenantOwner{TenantOwner::kPodContainer, id.substr(prefix.size(), dash - prefix.size()),
+                     std::atoi(id.c_str() + dash + 1)};
 }
 
 AllocationRecord::AllocationRecord(std::string path) : path_(std::move(path)) {

@@ -1,6 +1,8 @@
-// The one mapping between Kubernetes pods and gpumuxd tenants, for the device plugin (and the DRA
-// driver to come): each container of a pod that asks gpumux for something is tenant
-// "k8s-<pod UID>-<container index>" on the GPU the scheduler extender assigned the pod to.
+// The one mapping between Kubernetes objects and gpumuxd tenants, for the device plugin and the DRA
+// driver alike: each container of a pod that asks gpumux resources through the device plugin is
+// tenant "k8s-<pod UID>-<container index>" on the GPU the scheduler extender assigned the pod to;
+// each ResourceClaim the DRA driver prepares is tenant "k8s-claim-<claim UID>" (every container and
+// pod that shares the claim joins it). Each program removes only its own kind.
 //
 // The kubelet's Allocate names devices, not the pod (the device plugin API has no pod in it), so
 // the container an Allocate is for is found among the pods bound to the node: one assigned by the
@@ -25,8 +27,15 @@ namespace gpumux::k8s {
 inline constexpr char kTenantPrefix[] = "k8s-";
 
 std::string TenantId(const std::string& pod_uid, int container_index);
-// The pod UID a tenant id names; nullopt for a tenant that is not a pod's.
-std::optional<std::string> PodOfTenant(const std::string& tenant_id);
+std::string ClaimTenantId(const std::string& claim_uid);
+
+struct TenantOwner {
+  enum Kind { kPodContainer, kClaim } kind;
+  std::string uid;     // the pod's or the claim's
+  int container = -1;  // kPodContainer: its index
+};
+// Whose tenant `tenant_id` is; nullopt for one that is not Kubernetes' (Slurm's, an operator's).
+std::optional<TenantOwner> OwnerOfTenant(const std::string& tenant_id);
 
 struct ContainerToAllocate {
   PodRequest pod;

@@ -39,9 +39,21 @@ TEST_F(PodTenantsTest, TenantIdsNameTheirPod) {
   std::string id = TenantId("5c0e3c6a-8f0b-4a57-9a51-2d0f0e9b7c11", 3);
   EXPECT_EQ(id, "k8s-5c0e3c6a-8f0b-4a57-9a51-2d0f0e9b7c11-3");
   EXPECT_LE(id.size(), 63u);  // gpumuxd's limit on tenant ids
-  EXPECT_EQ(PodOfTenant(id), "5c0e3c6a-8f0b-4a57-9a51-2d0f0e9b7c11");
-  EXPECT_EQ(PodOfTenant("slurm-12.0"), std::nullopt);
-  EXPECT_EQ(PodOfTenant("k8s-"), std::nullopt);
+  auto owner = OwnerOfTenant(id);
+  ASSERT_TRUE(owner);
+  EXPECT_EQ(owner->kind, TenantOwner::kPodContainer);
+  EXPECT_EQ(owner->uid, "5c0e3c6a-8f0b-4a57-9a51-2d0f0e9b7c11");
+  EXPECT_EQ(owner->container, 3);
+  std::string claim = ClaimTenantId("5c0e3c6a-8f0b-4a57-9a51-2d0f0e9b7c11");
+  EXPECT_LE(claim.size(), 63u);
+  owner = OwnerOfTenant(claim);
+  ASSERT_TRUE(owner);
+  EXPECT_EQ(owner->kind, TenantOwner::kClaim) << "the device plugin must not take it for a pod's";
+  EXPECT_EQ(owner->uid, "5c0e3c6a-8f0b-4a57-9a51-2d0f0e9b7c11");
+  EXPECT_EQ(OwnerOfTenant("slurm-12.0"), std::nullopt);
+  EXPECT_EQ(OwnerOfTenant("k8s-"), std::nullopt);
+  EXPECT_EQ(OwnerOfTenant("k8s-claim-"), std::nullopt);
+  EXPECT_EQ(OwnerOfTenant("k8s-abc-x"), std::nullopt);
 }
 
 TEST_F(PodTenantsTest, FindsTheNextContainerInOrderAndRemembersAcrossRestarts) {

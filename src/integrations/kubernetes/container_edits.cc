@@ -1,0 +1,44 @@
+#include "integrations/kubernetes/container_edits.h"
+
+namespace gpumux::k8s {
+
+using nlohmann::json;
+
+ContainerEdits EditsForTenant(const json& admission, const std::string& gpu_uuid) {
+  ContainerEdits edits;
+  for (auto& [k, v] : admission.at("env").items()) edits.envs[k] = v.get<std::string>();
+  if (!gpu_uuid.empty()) edits.envs["NVIDIA_VISIBLE_DEVICES"] = gpu_uuid;
+  auto env = [&](const char* key) {
+    auto it = edits.envs.find(key);
+    return it == edits.envs.end() ? std::string() : it->second;
+  };
+  // The shim's directory (with the simulated GPU's libraries under it) read-only; the shared
+  // ledger, gpumuxd's socket, a simulated GPU's state and the MPS pipe directory writable.
+  std::string shim = env("LD_PRELOAD");
+  shim = shim.substr(0, shim.find(':'));
+  if (shim.find('/') != std::string::npos) {
+    std::string dir = shim.substr(0, shim.rfind('/'));
+    edits.mounts.push_back({dir, dir, true});
+  }
+  for (const char* key :
+       {"GPUMUX_LEDGER", "GPUMUX_AGENT", "GPUMUX_SIM_STATE", "CUDA_MPS_PIPE_DIRECTORY"}) {
+    if (std::string path = env(key); !path.empty()) edits.mounts.push_back({path, path, false});
+  }
+  return edits;
+}
+
+json CdiSpec(const std::string& name, const ContainerEdits& edits) {
+  json env = json::array(), mounts = json::array();
+  for (const auto& [k, v] : edits.envs) env.push_back(k + "=" + v);
+  for (const auto& m : edits.mounts) {
+    json options = {"bind", "nosuid", "nodev"};
+    if (m.read_only) options.push_back("ro");
+    mounts.push_back(
+        {{"hostPath", m.host_path}, {"containerPath", m.container_path}, {"options", options}});
+  }
+  return {{"cdiVersion", "0.6.0"},
+          {"kind", kCdiKind},
+          {"devices", {{{"name", name}, {"containerEdits", {{"env", env}, {"mounts", mounts}}}}}}};
+}
+
+}  // namespace gpumux::k8s

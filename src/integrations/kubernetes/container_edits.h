@@ -1,0 +1,35 @@
+// What starts a container as a gpumuxd tenant, for both ways Kubernetes starts one: the device
+// plugin's Allocate answer (envs and mounts) and the DRA driver's CDI spec (containerEdits).
+// Built from gpumuxd's admission answer: its environment (the shim in LD_PRELOAD, the ledger,
+// gpumuxd's socket, the simulated GPU or the MPS pipe), the files it names mounted at the same
+// paths (the shim's directory read-only; never gpumuxd's private authority ledgers, which are not
+// named), and, on a real GPU, NVIDIA_VISIBLE_DEVICES for the NVIDIA container runtime.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace gpumux::k8s {
+
+struct ContainerEdits {
+  struct Mount {
+    std::string container_path, host_path;
+    bool read_only = false;
+  };
+  std::map<std::string, std::string> envs;
+  std::vector<Mount> mounts;
+};
+
+// `admission`: gpumuxd's answer to POST /v1/tenants ({"env": {...}, ...}); `gpu_uuid`: the real
+// GPU's or MIG instance's UUID, empty for a simulated one.
+ContainerEdits EditsForTenant(const nlohmann::json& admission, const std::string& gpu_uuid);
+
+// The CDI kind of gpumux's devices, and a CDI spec (version 0.6.0) with one device `name` that
+// makes these edits; the container runtime applies it for the device "gpumux.io/tenant=NAME".
+inline constexpr char kCdiKind[] = "gpumux.io/tenant";
+nlohmann::json CdiSpec(const std::string& name, const ContainerEdits& edits);
+
+}  // namespace gpumux::k8s

@@ -1,0 +1,245 @@
+#include "integrations/kubernetes/dra_driver.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "base/error.h"
+#include "core/units.h"
+#include "integrations/kubernetes/container_edits.h"
+#include "integrations/kubernetes/pod_request.h"
+#include "integrations/kubernetes/pod_tenants.h"
+
+namespace gpumux::k8s {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr uint64_t kGiB = 1ull << 30;
+
+std::string DeviceName(int gpu, int instance) {
+  return "gpu-" + std::to_string(gpu) + (instance < 0 ? "" : "-mig-" + std::to_string(instance));
+}
+
+// "gpu-3" → 3/-1, "gpu-3-mig-1" → 3/1; nullopt for a name this driver does not publish.
+std::optional<SlotId> SlotOfDevice(const std::string& name) {
+  if (name.rfind("gpu-", 0) != 0) return std::nullopt;
+  std::string rest = name.substr(4);
+  size_t mig = rest.find("-mig-");
+  try {
+    return SlotId::Parse(
+        mig == std::string::npos ? rest : rest.substr(0, mig) + "." + rest.substr(mig + 5));
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+// A memory size as Kubernetes writes quantities ("24Gi", "512Mi") or as gpumux does ("24GiB").
+uint64_t QuantityBytes(const json& value, const std::string& where) {
+  std::string text = value.is_string() ? value.get<std::string>() : value.dump();
+  std::string unit = text.size() >= 2 ? text.substr(text.size() - 2) : "";
+  if (unit == "Ki" || unit == "Mi" || unit == "Gi" || unit == "Ti") text += "B";
+  try {
+    double bytes = ParseBytes(text);
+    if (bytes < 1 || bytes > 1.8e19) throw BadInput("out of range");
+    return uint64_t(bytes);
+  } catch (const Error&) {
+    throw BadInput(where + ": expected a memory size such as \"24Gi\", got " + value.dump());
+  }
+}
+
+// A percent of the GPU's compute: 40, "40" or "40%".
+int Percent(const json& value, const std::string& where) {
+  std::string text = value.is_string() ? value.get<std::string>() : value.dump();
+  if (!text.empty() && text.back() == '%') text.pop_back();
+  char* end = nullptr;
+  long n = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end || n < 1 || n > 100)
+    throw BadInput(where + ": expected a percent of the GPU from 1 to 100, got " + value.dump());
+  return int(n);
+}
+
+const json& At(const json& j, const char* key) {
+  static const json kNull;
+  return j.is_object() && j.contains(key) ? j[key] : kNull;
+}
+
+}  // namespace
+
+DraDriver::DraDriver(DraDriverConfig config)
+    : config_(std::move(config)), agent_(config_.agent_socket), api_(config_.apiserver) {
+  if (config_.node_name.empty()) throw BadInput("node: give this node's name (--node)");
+}
+
+std::string DraDriver::CdiPath(const std::string& claim_uid) const {
+  return config_.cdi_dir + "/gpumux.io-tenant_" + claim_uid + ".json";
+}
+
+json DraDriver::ResourceSlice(const std::string& node, const json& gpus) {
+  json devices = json::array();
+  for (const json& g : gpus.at("gpus")) {
+    int index = g.at("index").get<int>();
+    std::string mode = g.value("mode", "timeslice");
+    auto add = [&](int instance, const json& d) {
+      json attributes = {{"index", {{"int", index}}},
+                         {"mode", {{"string", mode}}},
+                         {"model", {{"string", g.value("name", "")}}}};
+      if (instance >= 0) {
+        attributes["instance"] = {{"int", instance}};
+        // The MIG profile as the layout named it ("3g.40gb"; "3g.40gb@4" when placed explicitly).
+        json layout = g.value("layout", json::array());
+        std::string profile = size_t(instance) < layout.size() && layout[instance].is_string()
+                                  ? layout[instance].get<std::string>()
+                                  : "";
+        attributes["profile"] = {{"string", profile.substr(0, profile.find('@'))}};
+      }
+      if (d.contains("uuid")) attributes["uuid"] = {{"string", d["uuid"]}};
+      uint64_t gib = d.at("memory_bytes").get<uint64_t>() / kGiB;
+      json capacity = {
+          {"memory",
+           {{"value", std::to_string(gib) + "Gi"},
+            {"requestPolicy",
+             {{"default", "1Gi"}, {"validRange", {{"min", "1Gi"}, {"step", "1Gi"}}}}}}}};
+      if (instance < 0)
+        capacity["compute"] = {
+            {"value", "100"},
+            {"requestPolicy", {{"default", "100"}, {"validRange", {{"min", "1"}, {"step", "1"}}}}}};
+      json device = {{"name", DeviceName(index, instance)},
+                     {"attributes", attributes},
+                     {"capacity", capacity},
+                     // Shared by several claims where DRAConsumableCapacity (alpha in 1.34) is on.
+                     {"allowMultipleAllocations", true}};
+      devices.push_back(device);
+    };
+    if (!g.value("healthy", true)) continue;  // a lost GPU is not offered to new claims
+    if (mode == "mig") {
+      for (const json& i : g.value("instances", json::array())) add(i.at("instance").get<int>(), i);
+    } else {
+      add(-1, g);
+    }
+  }
+  return {{"apiVersion", "resource.k8s.io/v1"},
+          {"kind", "ResourceSlice"},
+          {"metadata", {{"name", node + "-" + kDraDriverName}}},
+          {"spec",
+           {{"driver", kDraDriverName},
+            {"nodeName", node},
+            {"pool", {{"name", node}, {"generation", 1}, {"resourceSliceCount", 1}}},
+            {"devices", devices}}}};
+}
+
+bool DraDriver::PublishResourceSlice() {
+  json slice = ResourceSlice(config_.node_name, agent_.Gpus());
+  std::lock_guard lock(mu_);
+  if (slice.dump() == published_) return false;
+  api_.ApplyResourceSlice(slice);
+  published_ = slice.dump();
+  return true;
+}
+
+std::vector<PreparedDevice> DraDriver::Prepare(const std::string& ns, const std::string& uid,
+                                               const std::string& name) {
+  json claim = api_.GetResourceClaim(ns, name);
+  std::string where = "ResourceClaim " + ns + "/" + name;
+  if (At(At(claim, "metadata"), "uid") != uid)
+    throw Conflict(where + " has UID " + At(At(claim, "metadata"), "uid").dump() + ", not " + uid +
+                   " (it was replaced)");
+  const json& allocation = At(At(claim, "status"), "allocation");
+  const json& results = At(At(allocation, "devices"), "results");
+  std::vector<const json*> ours;
+  if (results.is_array())
+    for (const json& r : results)
+      if (At(r, "driver") == kDraDriverName && At(r, "pool") == config_.node_name)
+        ours.push_back(&r);
+  if (ours.empty()) return {};
+  if (ours.size() > 1)
+    throw BadInput(where + ": allocated " + std::to_string(ours.size()) +
+                   " gpumux devices; a claim's tenant runs on one GPU or MIG instance");
+  const json& result = *ours[0];
+  std::string request =
+      At(result, "request").is_string() ? At(result, "request").get<std::string>() : "";
+  std::string device =
+      At(result, "device").is_string() ? At(result, "device").get<std::string>() : "";
+  auto slot = SlotOfDevice(device);
+  if (!slot) throw BadInput(where + ": device '" + device + "' is not one gpumux publishes");
+
+  // The parameters: the claim's (or its class's) opaque config for this request.
+  json parameters = json::object();
+  const json& configs = At(At(allocation, "devices"), "config");
+  if (configs.is_array()) {
+    for (const json& c : configs) {  // the class's first, then the claim's, which win
+      const json& opaque = At(c, "opaque");
+      if (At(opaque, "driver") != kDraDriverName) continue;
+      const json& requests = At(c, "requests");
+      if (requests.is_array() && !requests.empty() &&
+          std::find(requests.begin(), requests.end(), request) == requests.end())
+        continue;
+      const json& p = At(opaque, "parameters");
+      if (!p.is_object()) throw BadInput(where + ": opaque parameters must be an object");
+      for (auto& [k, v] : p.items()) parameters[k] = v;
+    }
+  }
+  for (auto& [k, v] : parameters.items())
+    if (k != "memory" && k != "compute" && k != "priority" && k != "owner_uid")
+      throw BadInput(where + ": parameter '" + k +
+                     "' is not one of memory, compute, priority, owner_uid");
+  const json& consumed = At(result, "consumedCapacity");
+  json gpus = agent_.Gpus();
+  uint64_t device_bytes = 0;
+  for (const json& g : gpus["gpus"]) {
+    if (g["index"] != slot->gpu) continue;
+    if (slot->instance < 0) device_bytes = g["memory_bytes"];
+    for (const json& i : g.value("instances", json::array()))
+      if (i["instance"] == slot->instance) device_bytes = i["memory_bytes"];
+  }
+  if (device_bytes == 0) throw NotFound(where + ": device " + device + " is not on this node now");
+
+  json admit = {{"id", ClaimTenantId(uid)},
+                {"gpu", slot->gpu},
+                {"source", "kubernetes claim " + ns + "/" + name}};
+  if (slot->instance >= 0) admit["instance"] = slot->instance;
+  if (parameters.contains("memory"))
+    admit["memory"] = QuantityBytes(parameters["memory"], where + ": parameters.memory");
+  else if (At(consumed, "memory").is_string())
+    admit["memory"] = QuantityBytes(consumed["memory"], where + ": consumedCapacity.memory");
+  else
+    admit["memory"] = device_bytes;
+  if (parameters.contains("compute"))
+    admit["compute"] =
+        std::to_string(Percent(parameters["compute"], where + ": parameters.compute")) + "%";
+  else if (At(consumed, "compute").is_string())
+    admit["compute"] =
+        std::to_string(Percent(consumed["compute"], where + ": consumedCapacity.compute")) + "%";
+  if (parameters.contains("priority")) admit["priority"] = parameters["priority"];
+  admit["owner_uid"] = parameters.contains("owner_uid") ? parameters["owner_uid"] : json(0);
+
+  agent::Admission admitted = agent_.Admit(admit);
+  std::string uuid;
+  for (const json& g : gpus["gpus"]) {
+    if (g["index"] != slot->gpu) continue;
+    if (slot->instance < 0) uuid = g.value("uuid", "");
+    for (const json& i : g.value("instances", json::array()))
+      if (i["instance"] == slot->instance) uuid = i.value("uuid", "");
+  }
+  json spec = CdiSpec(uid, EditsForTenant(admitted.answer, uuid));
+  // Written beside and renamed over: the runtime never reads half a spec.
+  std::filesystem::create_directories(config_.cdi_dir);
+  std::string path = CdiPath(uid), tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << spec.dump(2) << "\n";
+    if (!out.flush()) throw Unavailable(tmp + ": cannot write the CDI spec");
+  }
+  std::filesystem::rename(tmp, path);
+  return {{request.empty() ? std::vector<std::string>() : std::vector<std::string>{request},
+           config_.node_name,
+           device,
+           {std::string(kCdiKind) + "=" + uid}}};
+}
+
+void DraDriver::Unprepare(const std::string& uid) {
+  agent_.Remove(ClaimTenantId(uid), /*missing_ok=*/true);
+  std::filesystem::remove(CdiPath(uid));
+}
+
+}  // namespace gpumux::k8s

@@ -1,0 +1,76 @@
+// The core of gpumux's DRA driver (Kubernetes 1.34+, resource.k8s.io/v1), without its gRPC
+// transport (dra_plugin_server.h). Driver "gpu.gpumux.io":
+//   - publishes this node's ResourceSlice: one device per healthy GPU ("gpu-0") or MIG instance
+//     ("gpu-0-mig-1") that gpumuxd owns, with attributes (index, mode: mig|mps|timeslice, model,
+//     profile, uuid) and capacity (memory, compute), so that DeviceClasses select by sharing mode;
+//   - prepares a claim allocated one of its devices: reads the claim from the API server, admits
+//     its gpumuxd tenant (pod_tenants.h: "k8s-claim-<uid>") with the claim's parameters (the opaque
+//     config {"memory", "compute", "priority", "owner_uid"} of the claim or its DeviceClass, else
+//     the capacity the allocation consumed, else the whole device) and writes a CDI spec
+//     (<cdi-dir>/gpumux.io-tenant_<uid>.json, container_edits.h) whose device the kubelet hands
+//     to the runtime;
+//   - unprepares it: removes the tenant (refused while its processes run) and the CDI spec.
+//
+// Thread-safety: every call may come from any thread.
+#pragma once
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "integrations/kubernetes/kube_api.h"
+#include "node/agent/agent_client.h"
+
+namespace gpumux::k8s {
+
+inline constexpr char kDraDriverName[] = "gpu.gpumux.io";
+
+struct DraDriverConfig {
+  std::string agent_socket = "/run/gpumux/gpumuxd.sock";
+  std::string node_name;
+  std::string apiserver = "127.0.0.1:8001";
+  std::string cdi_dir = "/var/run/cdi";
+  std::string plugin_dir = "/var/lib/kubelet/plugins/gpu.gpumux.io";  // dra.sock
+  std::string registry_dir = "/var/lib/kubelet/plugins_registry";     // gpu.gpumux.io-reg.sock
+};
+
+struct PreparedDevice {
+  std::vector<std::string> request_names;
+  std::string pool, device;
+  std::vector<std::string> cdi_device_ids;
+};
+
+class DraDriver {
+ public:
+  explicit DraDriver(DraDriverConfig config);
+
+  // The ResourceSlice of this node for gpumuxd's answer to GET /v1/gpus.
+  static nlohmann::json ResourceSlice(const std::string& node, const nlohmann::json& gpus);
+  // Reads gpumuxd's GPUs and publishes the slice when it changed. Returns whether it did. Throws
+  // Error (unavailable).
+  bool PublishResourceSlice();
+
+  // Prepares claim `uid` (namespace `ns`, name `name`). Returns its devices (none when the claim
+  // has no device of this driver on this node). Throws Error: bad input for parameters gpumux
+  // cannot honour, does-not-fit when gpumuxd refuses the tenant, conflict for a claim whose UID is
+  // not `uid` (replaced since).
+  std::vector<PreparedDevice> Prepare(const std::string& ns, const std::string& uid,
+                                      const std::string& name);
+  // Removes claim `uid`'s tenant and CDI spec; nothing to remove is no error. Throws Error
+  // (conflict) while the tenant's processes run.
+  void Unprepare(const std::string& uid);
+
+  const DraDriverConfig& config() const { return config_; }
+  std::string CdiPath(const std::string& claim_uid) const;
+
+ private:
+  DraDriverConfig config_;
+  agent::AgentClient agent_;
+  KubeApi api_;
+  std::mutex mu_;
+  std::string published_;
+};
+
+}  // namespace gpumux::k8s
