@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -164,6 +165,50 @@ TEST_F(AgentTest, ATenantThatRewritesEverySharedByteIsStillHeldToItsQuota) {
       Sh(Env(later) + GPUMUX_ALLOC_CLIENT + " direct fill " + std::to_string(64 * mib) + " 0");
   ASSERT_EQ(code, 0) << fill;
   EXPECT_EQ(json::parse(fill)["allocated"].get<uint64_t>(), 512 * mib) << fill;
+}
+
+// A container's processes reach gpumuxd through the tenants' socket, the only one mounted into
+// it. Root there is no operator; and a tenant bound to a cgroup lends its memory to no process
+// outside that cgroup, whatever the process's uid.
+TEST_F(AgentTest, RootOnTheTenantSocketIsNoOperatorAndACgroupBindsATenantsMemory) {
+  if (getuid() != 0) GTEST_SKIP() << "needs root: it shows that root is no operator there";
+  StartAgent();
+  auto status = [&](const std::string& method, const std::string& path, const std::string& body) {
+    return gpumux::agent::CallUnix(tenant_socket_, method, path, body).first;
+  };
+  EXPECT_EQ(status("GET", "/v1/health", ""), 200);
+  EXPECT_EQ(status("POST", "/v1/tenants", R"({"id": "x", "gpu": 0, "memory": "1GiB"})"), 403);
+  EXPECT_EQ(status("PUT", "/v1/gpus/0", R"({"mode": "mps"})"), 403);
+  EXPECT_EQ(status("DELETE", "/v1/tenants/x", ""), 403);
+  Call("POST", "/v1/tenants", {{"id", "x"}, {"gpu", 0}, {"memory", "1GiB"}, {"cgroup", "a b"}},
+       400);
+
+  // This test's own control group (a path component of /proc/self/cgroup), which its children
+  // inherit.
+  std::string own;
+  std::ifstream in("/proc/self/cgroup");
+  for (std::string line; std::getline(in, line);) {
+    std::string path = line.substr(line.find(':', line.find(':') + 1) + 1);
+    if (path.size() > 1) own = path.substr(path.rfind('/') + 1);
+  }
+  if (own.empty()) GTEST_SKIP() << "this process is in no control group but the root";
+  const uint64_t mib = 1ull << 20, gib = 1ull << 30;
+  json mine = Call("POST", "/v1/tenants",
+                   {{"id", "mine"}, {"gpu", 0}, {"memory", "1GiB"}, {"cgroup", own}}, 201);
+  EXPECT_EQ(mine["env"]["GPUMUX_AGENT"], tenant_socket_) << "tenants are told the tenants' socket";
+  auto [code, fill] =
+      Sh(Env(mine) + GPUMUX_ALLOC_CLIENT + " direct fill " + std::to_string(64 * mib) + " 0");
+  ASSERT_EQ(code, 0) << fill;
+  EXPECT_EQ(json::parse(fill)["allocated"].get<uint64_t>(), gib);
+  json elsewhere = Call(
+      "POST", "/v1/tenants",
+      {{"id", "elsewhere"}, {"gpu", 0}, {"memory", "1GiB"}, {"cgroup", "pod-no-one-is-in"}}, 201);
+  auto [code2, refused] =
+      Sh(Env(elsewhere) + GPUMUX_ALLOC_CLIENT + " direct fill " + std::to_string(64 * mib) + " 0");
+  ASSERT_EQ(code2, 0) << refused;
+  EXPECT_EQ(json::parse(refused)["allocated"].get<uint64_t>(), 0u)
+      << "root, but not in the tenant's cgroup";
+  EXPECT_EQ(json::parse(refused)["last_error"].get<int>(), 2);
 }
 
 TEST_F(AgentTest, FiftySlowClientsDelayNoOne) {

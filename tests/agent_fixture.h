@@ -29,6 +29,7 @@ class AgentTest : public NodeTest {
   void SetUp() override {
     NodeTest::SetUp();
     socket_ = (dir_ / "agent.sock").string();
+    tenant_socket_ = (dir_ / "t.sock").string();  // socket paths must stay under 108 bytes
   }
   void TearDown() override {
     StopAgent(SIGTERM);
@@ -45,8 +46,9 @@ class AgentTest : public NodeTest {
 
   void StartAgentOn(std::vector<std::string> args,
                     const std::vector<std::pair<std::string, std::string>>& env) {
-    args.insert(args.end(), {"--socket", socket_, "--state", (dir_ / "state.db").string(),
-                             "--runtime-dir", (dir_ / "run").string()});
+    args.insert(args.end(),
+                {"--socket", socket_, "--tenant-socket", tenant_socket_, "--state",
+                 (dir_ / "state.db").string(), "--runtime-dir", (dir_ / "run").string()});
     agent_ = fork();
     if (agent_ == 0) {
       std::string log = (dir_ / "agent.log").string();
@@ -110,7 +112,7 @@ class AgentTest : public NodeTest {
     return env + " ASAN_OPTIONS=verify_asan_link_order=0 ";
   }
 
-  std::string socket_;
+  std::string socket_, tenant_socket_;
   pid_t agent_ = 0;
 };
 

@@ -3,6 +3,7 @@
 // gpumux-k8s-device-plugin, and the scheduler extender answering kube-scheduler's JSON over HTTP.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>
@@ -12,6 +13,7 @@
 #include "agent_fixture.h"
 #include "integrations/kubernetes/extender.h"
 #include "integrations/kubernetes/kube_api.h"
+#include "integrations/kubernetes/pod_tenants.h"
 #include "integrations/kubernetes/proto/dra_v1.grpc.pb.h"
 #include "integrations/kubernetes/proto/pluginregistration_v1.grpc.pb.h"
 #include "kubernetes_fixture.h"
@@ -23,14 +25,29 @@ namespace pb = ::v1beta1;
 constexpr uint64_t kMiB = 1ull << 20, kGiB = 1ull << 30;
 constexpr char kMemory[] = "gpumux.io/gpu-memory";
 constexpr char kCompute[] = "gpumux.io/gpu-compute";
+constexpr char kPodUid[] = "90d0aaaa-0000-4000-8000-000000000009";  // the DRA tests' pod
 
 // What both node programs' tests share: gpumuxd on simulated H100s, the fake API server with
 // node-a, a short folder for sockets (their paths must stay under 108 bytes), the program under
-// test as a child process with its log, and running the test client as a tenant.
+// test as a child process with its log, and running the test client as a tenant in its pod's
+// control group, as the kubelet would start it. Root only: pods run as root (runAsUser 0), and
+// their control groups are made here.
 class KubernetesNodeTest : public AgentTest {
  protected:
   void SetUp() override {
     AgentTest::SetUp();
+    if (geteuid() != 0) GTEST_SKIP() << "needs root: the test's pods run as root in pod cgroups";
+    for (const char* hierarchy : {"/sys/fs/cgroup/pids", "/sys/fs/cgroup/memory",
+                                  "/sys/fs/cgroup/unified", "/sys/fs/cgroup"}) {
+      std::filesystem::path base =
+          std::filesystem::path(hierarchy) / ("gpumux-test-" + std::to_string(getpid()));
+      std::error_code ec;
+      if (std::filesystem::create_directory(base, ec) || std::filesystem::is_directory(base)) {
+        cgroups_ = base;
+        break;
+      }
+    }
+    if (cgroups_.empty()) GTEST_SKIP() << "needs a writable cgroup hierarchy for pod cgroups";
     static int count = 0;
     sockets_ = std::filesystem::temp_directory_path() /
                ("gk" + std::to_string(getpid()) + "-" + std::to_string(count++));
@@ -41,6 +58,11 @@ class KubernetesNodeTest : public AgentTest {
     api_.reset();
     AgentTest::TearDown();
     std::filesystem::remove_all(sockets_);
+    if (!cgroups_.empty()) {  // the pod cgroups, empty now that their processes have exited
+      for (const auto& pod : std::filesystem::directory_iterator(cgroups_))
+        if (pod.is_directory()) rmdir(pod.path().c_str());
+      rmdir(cgroups_.c_str());
+    }
   }
 
   void StartNode(int gpus) {
@@ -74,10 +96,19 @@ class KubernetesNodeTest : public AgentTest {
     return std::string(std::istreambuf_iterator<char>(in), {});
   }
 
-  // Runs the test client with a container's environment: allocates 64 MiB at a time until
-  // refused; returns what it got.
-  uint64_t FillWith(const std::map<std::string, std::string>& envs) {
-    std::string env = "env";
+  // Runs the test client with a container's environment in pod `pod_uid`'s cgroup (named as
+  // cgroupfs does, "pod<UID>", or as systemd does, "kubepods-besteffort-pod<UID_>.slice"):
+  // allocates 64 MiB at a time until refused; returns what it got.
+  uint64_t FillWith(const std::map<std::string, std::string>& envs, const std::string& pod_uid,
+                    bool systemd_style = false) {
+    std::string name = "pod" + pod_uid;
+    if (systemd_style) {
+      std::replace(name.begin(), name.end(), '-', '_');
+      name = "kubepods-besteffort-" + name + ".slice";
+    }
+    std::filesystem::create_directories(cgroups_ / name);
+    std::string env = "sh -c 'echo $$ > " + (cgroups_ / name / "cgroup.procs").string() +
+                      " && exec \"$@\"' sh env";
     for (const auto& [k, v] : envs) env += " " + k + "='" + v + "'";
     auto [code, out] = Sh(env + " ASAN_OPTIONS=verify_asan_link_order=0 " + GPUMUX_ALLOC_CLIENT +
                           " direct fill " + std::to_string(64 * kMiB) + " 0");
@@ -89,7 +120,7 @@ class KubernetesNodeTest : public AgentTest {
     return status == 200 ? json::parse(text) : json();
   }
 
-  std::filesystem::path sockets_;
+  std::filesystem::path sockets_, cgroups_;
   std::unique_ptr<FakeApiServer> api_;
   pid_t program_ = 0;
 };
@@ -188,8 +219,12 @@ class KubernetesTest : public KubernetesNodeTest {
             status.ok() ? response.container_responses(0) : pb::ContainerAllocateResponse()};
   }
 
-  uint64_t FillAs(const pb::ContainerAllocateResponse& container) {
-    return FillWith({container.envs().begin(), container.envs().end()});
+  // In the cgroup of the pod the container is of (its tenant's), or of `other_pod`.
+  uint64_t FillAs(const pb::ContainerAllocateResponse& container, bool systemd_style = false,
+                  std::string other_pod = "") {
+    auto owner = k8s::OwnerOfTenant(container.annotations().at("gpumux.io/tenant"));
+    return FillWith({container.envs().begin(), container.envs().end()},
+                    other_pod.empty() ? owner->uid : other_pod, systemd_style);
   }
 
   std::unique_ptr<FakeKubelet> kubelet_;
@@ -200,7 +235,7 @@ class KubernetesTest : public KubernetesNodeTest {
 };
 
 TEST_F(KubernetesTest, TwoPodsOnOneGpuAreEachHeldToTheirQuotaAndTheNeighbourIsUntouched) {
-  StartStack(1);
+  ASSERT_NO_FATAL_FAILURE(StartStack(1));
   // Registered as the kubelet expects: version, endpoint in its directory, preferred allocation.
   for (const auto& r : kubelet_->registrations()) {
     EXPECT_EQ(r.version(), "v1beta1");
@@ -249,12 +284,31 @@ TEST_F(KubernetesTest, TwoPodsOnOneGpuAreEachHeldToTheirQuotaAndTheNeighbourIsUn
   EXPECT_EQ(limits_a["quota_bytes"].get<uint64_t>(), 2 * kGiB) << limits_a;
   EXPECT_EQ(limits_a["compute_cap_percent"].get<double>(), 30.0) << limits_a;
 
-  // Each program started with its container's environment is refused at exactly its quota.
+  // Each program started with its container's environment is refused at exactly its quota (pod
+  // B's cgroup named as systemd names it).
   EXPECT_EQ(FillAs(a), 2 * kGiB);
   json neighbour = Tenant(tenant_b);
   EXPECT_EQ(neighbour["quota_bytes"].get<uint64_t>(), 4 * kGiB) << neighbour;
   EXPECT_EQ(neighbour["used_bytes"].get<uint64_t>(), 0u) << neighbour;
-  EXPECT_EQ(FillAs(b), 4 * kGiB);
+  EXPECT_EQ(FillAs(b, /*systemd_style=*/true), 4 * kGiB);
+
+  // A container is told, and given, the tenants' socket, never the operators'.
+  std::string tenant_socket = a.envs().at("GPUMUX_AGENT");
+  EXPECT_EQ(tenant_socket, tenant_socket_);
+  for (const auto& m : a.mounts()) EXPECT_NE(m.host_path(), socket_);
+  // As an attacker inside container a, root as it is: through that socket it can neither raise
+  // its quota nor admit a tenant of its own...
+  auto [raised, why] =
+      CallUnix(tenant_socket, "PUT", "/v1/tenants/" + tenant_a, R"({"memory": "40GiB"})");
+  EXPECT_EQ(raised, 403) << why;
+  auto [admitted, why2] = CallUnix(tenant_socket, "POST", "/v1/tenants",
+                                   R"({"id": "mine", "gpu": 0, "memory": "40GiB"})");
+  EXPECT_EQ(admitted, 403) << why2;
+  EXPECT_EQ(Tenant(tenant_a)["quota_bytes"].get<uint64_t>(), 2 * kGiB);
+  // ...nor draw on its neighbour's memory with the neighbour's environment: both run as root, but
+  // pod a's processes are not in pod b's cgroup.
+  EXPECT_EQ(FillAs(b, false, "aaaaaaaa-0000-4000-8000-000000000001"), 0u);
+  EXPECT_EQ(Tenant(tenant_b)["used_bytes"].get<uint64_t>(), 0u);
 
   // A pod that nothing scheduled through the extender is refused, saying why.
   auto [stray, unused] = Allocate(kMemory, 3);
@@ -270,7 +324,7 @@ TEST_F(KubernetesTest, TwoPodsOnOneGpuAreEachHeldToTheirQuotaAndTheNeighbourIsUn
 }
 
 TEST_F(KubernetesTest, ListAndWatchSendsARelayoutAndALostGpu) {
-  StartStack(2);
+  ASSERT_NO_FATAL_FAILURE(StartStack(2));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
   auto reader = kubelet_->Plugin(kMemory)->ListAndWatch(&context, pb::Empty());
@@ -300,7 +354,7 @@ TEST_F(KubernetesTest, ListAndWatchSendsARelayoutAndALostGpu) {
 }
 
 TEST_F(KubernetesTest, ReRegistersWhenTheKubeletRestartsAndKeepsTenantsWhenItRestartsItself) {
-  StartStack(1);
+  ASSERT_NO_FATAL_FAILURE(StartStack(1));
   api_->AddPod(PendingPod("train", "cccccccc-0000-4000-8000-000000000003",
                           {{{kMemory, 8}, {kCompute, 50}}, {{kMemory, 1}}}));
   ASSERT_EQ(Schedule("train"), "");
@@ -331,7 +385,7 @@ TEST_F(KubernetesTest, ReRegistersWhenTheKubeletRestartsAndKeepsTenantsWhenItRes
 }
 
 TEST_F(KubernetesTest, OfTwoPodsRacingForTheLastRoomOfAGpuOneIsBoundAndTheOtherFilteredAgain) {
-  StartStack(1);
+  ASSERT_NO_FATAL_FAILURE(StartStack(1));
   api_->AddPod(PendingPod("big-1", "dddddddd-0000-4000-8000-000000000001", {{{kMemory, 60}}}));
   api_->AddPod(PendingPod("big-2", "dddddddd-0000-4000-8000-000000000002", {{{kMemory, 60}}}));
   // Both pass filter while neither is bound.
@@ -374,7 +428,7 @@ TEST_F(KubernetesTest, OfTwoPodsRacingForTheLastRoomOfAGpuOneIsBoundAndTheOtherF
 }
 
 TEST_F(KubernetesTest, AMalformedRequestIsRefusedWithTheReasonAndChangesNothing) {
-  StartStack(1);
+  ASSERT_NO_FATAL_FAILURE(StartStack(1));
   api_->AddPod(PendingPod("p", "eeeeeeee-0000-4000-8000-000000000001", {{{kMemory, 2}}}));
   json pod = api_->Pod("p");
   json bad_quantity = pod;
@@ -434,6 +488,7 @@ class DraTest : public KubernetesNodeTest {
                 const json& parameters, const json& consumed = nullptr,
                 const std::string& driver = "gpu.gpumux.io") {
     json result = {{"request", "gpu"}, {"driver", driver}, {"pool", "node-a"}, {"device", device}};
+    json reserved_for = {{{"resource", "pods"}, {"name", "p-" + name}, {"uid", kPodUid}}};
     if (!consumed.is_null()) result["consumedCapacity"] = consumed;
     json allocation = {{"devices", {{"results", {result}}}}};
     if (!parameters.is_null())
@@ -446,7 +501,7 @@ class DraTest : public KubernetesNodeTest {
                {"kind", "ResourceClaim"},
                {"metadata", {{"name", name}, {"namespace", "default"}, {"uid", uid}}},
                {"spec", {{"devices", {{"requests", {{{"name", "gpu"}}}}}}}},
-               {"status", {{"allocation", allocation}}}});
+               {"status", {{"allocation", allocation}, {"reservedFor", reserved_for}}}});
   }
 
   std::unique_ptr<::k8s::io::kubelet::pkg::apis::dra::v1::DRAPlugin::Stub> Plugin() {
@@ -483,18 +538,18 @@ class DraTest : public KubernetesNodeTest {
     return json::parse(std::string(std::istreambuf_iterator<char>(in), {}), nullptr, false);
   }
   // Runs the test client with the environment of the claim's CDI spec, as the runtime would.
-  uint64_t FillAsCdi(const json& spec) {
+  uint64_t FillAsCdi(const json& spec, const std::string& pod_uid = kPodUid) {
     std::map<std::string, std::string> envs;
     for (const json& kv : spec["devices"][0]["containerEdits"]["env"]) {
       std::string text = kv;
       envs[text.substr(0, text.find('='))] = text.substr(text.find('=') + 1);
     }
-    return FillWith(envs);
+    return FillWith(envs, pod_uid);
   }
 };
 
 TEST_F(DraTest, RegistersPublishesItsGpusAndPreparesAClaimAsATenantAtItsQuota) {
-  StartDra(2);
+  ASSERT_NO_FATAL_FAILURE(StartDra(2));
   // The kubelet's plugin watcher finds the registration socket and asks.
   auto registration = ::pluginregistration::Registration::NewStub(
       grpc::CreateChannel("unix:" + (sockets_ / "registry" / "gpu.gpumux.io-reg.sock").string(),
@@ -587,7 +642,7 @@ TEST_F(DraTest, RegistersPublishesItsGpusAndPreparesAClaimAsATenantAtItsQuota) {
 }
 
 TEST_F(DraTest, AMigInstanceIsADeviceOfItsOwnAndALostGpuLeavesTheSlice) {
-  StartDra(2);
+  ASSERT_NO_FATAL_FAILURE(StartDra(2));
   Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"3g.40gb", "3g.40gb"}}}, 200);
   EXPECT_EQ(SliceDevices({"gpu-0-mig-0", "gpu-0-mig-1", "gpu-1"}),
             (std::set<std::string>{"gpu-0-mig-0", "gpu-0-mig-1", "gpu-1"}))

@@ -1,5 +1,6 @@
 #include "base/process.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -20,6 +21,24 @@ std::optional<uint64_t> ProcessStartTime(pid_t pid) {
     if (i == 22) return std::stoull(field);
   }
   return std::nullopt;
+}
+
+}  // namespace gpumux
+
+namespace gpumux {
+
+bool ProcessInCgroup(pid_t pid, const std::string& name) {
+  if (pid <= 0 || name.empty()) return false;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cgroup");
+  auto same = [](char a, char b) {
+    return a == b || ((a == '-' || a == '_') && (b == '-' || b == '_'));
+  };
+  for (std::string line; std::getline(in, line);) {
+    std::string path = line.substr(line.find(':', line.find(':') + 1) + 1);
+    if (std::search(path.begin(), path.end(), name.begin(), name.end(), same) != path.end())
+      return true;
+  }
+  return false;
 }
 
 }  // namespace gpumux

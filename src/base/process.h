@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 namespace gpumux {
 
@@ -12,5 +13,11 @@ namespace gpumux {
 // it does not exist or has exited (a zombie). With the pid it names a process uniquely: a reused
 // pid has another start time. Thread-safe.
 std::optional<uint64_t> ProcessStartTime(pid_t pid);
+
+// Whether a control group of process `pid` (a line of /proc/PID/cgroup, any hierarchy) has
+// `name` in its path, where '-' and '_' count as the same character (systemd writes a Kubernetes
+// pod's UID with underscores: "kubepods-burstable-pod<UID>.slice"; cgroupfs with dashes). False
+// for a process that is gone. Thread-safe.
+bool ProcessInCgroup(pid_t pid, const std::string& name);
 
 }  // namespace gpumux

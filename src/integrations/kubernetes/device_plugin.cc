@@ -161,6 +161,9 @@ ContainerAnswer DevicePlugin::Allocate(const std::string& resource,
       {"gpu", where.gpu},
       {"priority", c->pod.priority},
       {"owner_uid", std::max<int64_t>(c->container.run_as_user, 0)},
+      // Only the pod's processes may draw on its memory, not another pod's of the same uid
+      // (every root container's, say).
+      {"cgroup", PodCgroup(c->pod.uid)},
       {"source", "kubernetes:" + c->pod.ns + "/" + c->pod.name + "/" + c->container.name}};
   if (where.instance >= 0) request["instance"] = where.instance;
   if (c->container.whole_gpus > 0) {

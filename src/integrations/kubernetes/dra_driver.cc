@@ -211,6 +211,12 @@ std::vector<PreparedDevice> DraDriver::Prepare(const std::string& ns, const std:
     admit["compute"] =
         std::to_string(Percent(consumed["compute"], where + ": consumedCapacity.compute")) + "%";
   if (parameters.contains("priority")) admit["priority"] = parameters["priority"];
+  // A claim reserved for one pod: only that pod's processes may draw on it. (A claim shared by
+  // several pods is held to its owner uid.)
+  const json& consumers = At(At(claim, "status"), "reservedFor");
+  if (consumers.is_array() && consumers.size() == 1 && At(consumers[0], "resource") == "pods" &&
+      At(consumers[0], "uid").is_string())
+    admit["cgroup"] = PodCgroup(consumers[0]["uid"]);
   admit["owner_uid"] = parameters.contains("owner_uid") ? parameters["owner_uid"] : json(0);
 
   agent::Admission admitted = agent_.Admit(admit);

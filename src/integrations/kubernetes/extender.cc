@@ -270,6 +270,10 @@ agent::HttpResponse Extender::Handle(const agent::HttpRequest& r) {
                   : verb == "prioritize" ? Prioritize(args)
                                          : Bind(args);
     return {200, answer.dump(-1, ' ', false, json::error_handler_t::replace)};
+  } catch (const json::exception& e) {
+    // A field of the wrong JSON type somewhere in a pod or node: bad input as much as any.
+    return {400, json{{"Error", verb + ": " + e.what()}}.dump(-1, ' ', false,
+                                                              json::error_handler_t::replace)};
   } catch (const Error& e) {
     int status = e.code() == ErrorCode::kBadInput ? 400 : 500;
     return {status, json{{"Error", verb + ": " + e.what()}}.dump(-1, ' ', false,

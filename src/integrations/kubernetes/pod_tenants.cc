@@ -16,6 +16,8 @@ std::string TenantId(const std::string& pod_uid, int container_index) {
   return kTenantPrefix + pod_uid + "-" + std::to_string(container_index);
 }
 
+std::string PodCgroup(const std::string& pod_uid) { return "pod" + pod_uid; }
+
 std::string ClaimTenantId(const std::string& claim_uid) {
   return std::string(kTenantPrefix) + "claim-" + claim_uid;
 }

@@ -29,6 +29,10 @@ inline constexpr char kTenantPrefix[] = "k8s-";
 std::string TenantId(const std::string& pod_uid, int container_index);
 std::string ClaimTenantId(const std::string& claim_uid);
 
+// The text that names a pod's control group in /proc/PID/cgroup ("pod<UID>"; gpumuxd's check
+// takes systemd's underscores for the dashes): the tenant's processes must be in it.
+std::string PodCgroup(const std::string& pod_uid);
+
 struct TenantOwner {
   enum Kind { kPodContainer, kClaim } kind;
   std::string uid;     // the pod's or the claim's

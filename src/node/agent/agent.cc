@@ -12,6 +12,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/process.h"
 #include "core/units.h"
 #include "node/agent/log.h"
 #include "node/agent/metrics.h"
@@ -165,7 +166,7 @@ void Agent::Apply(const TenantRecord& t) {
 }
 
 bool Agent::IsOperator(const HttpRequest& r) const {
-  if (!r.has_credentials) return false;
+  if (!r.has_credentials || r.tenant_socket) return false;
   if (r.uid == 0) return true;
   if (config_.operator_group.empty()) return false;
   group* g = getgrnam(config_.operator_group.c_str());
@@ -269,7 +270,7 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
   {
     RequestBody body(r.body);
     body.AllowOnly({"id", "gpu", "instance", "device", "join", "shards", "mps_percent", "memory",
-                    "compute", "weight", "priority", "owner_uid", "source"});
+                    "compute", "weight", "priority", "owner_uid", "source", "cgroup"});
     t.id = id_from_path.empty() ? body.Text("id", 63).value_or("") : id_from_path;
     if (t.id.empty()) throw BadInput("id: give the tenant's id");
     node::CheckTenantId(t.id);
@@ -326,6 +327,13 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
       t.limits.priority = node::ParsePriority(*priority);
     if (auto owner = body.Integer("owner_uid", 0, kMaxUid)) t.owner = uid_t(*owner);
     if (auto source = body.Text("source")) t.source = *source;
+    if (auto cgroup = body.Text("cgroup", 128)) {
+      if (cgroup->empty() ||
+          cgroup->find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                    "0123456789._:/-") != std::string::npos)
+        throw BadInput("cgroup: expected 1 to 128 letters, digits, '.', '_', ':', '/' or '-'");
+      t.cgroup = *cgroup;
+    }
     if (t.source.empty()) t.source = "api";
     if (t.limits.memory == 0)
       throw BadInput("memory: give the quota (memory, shards or mps_percent)");
@@ -383,7 +391,9 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
   for (const auto& [k, v] : backend_->ClientEnvironment(slot.device, gpu.mode, t.limits))
     env[k] = v;
   // The shim then takes its memory as grants from gpumuxd (POST /v1/grants), not from the ledger.
-  if (!config_.socket_path.empty()) env["GPUMUX_AGENT"] = config_.socket_path;
+  std::string grants =
+      config_.tenant_socket_path.empty() ? config_.socket_path : config_.tenant_socket_path;
+  if (!grants.empty()) env["GPUMUX_AGENT"] = grants;
   return Json(existing ? 200 : 201, {{"id", t.id},
                                      {"gpu", t.gpu},
                                      {"instance", t.instance},
@@ -486,10 +496,16 @@ HttpResponse Agent::Grant(const HttpRequest& r, bool give_back) {
   std::string id = body.Text("tenant", 63).value_or("");
   node::CheckTenantId(id);
   std::optional<TenantRecord> t = store_.Find(id);
-  // A process may draw only on a tenant its user owns (root's may draw on any).
-  if (!t || (r.uid != 0 && r.uid != t->owner)) {
+  // A process may draw only on a tenant its user owns (root's may draw on any, but not through
+  // the tenants' socket, where root is a container's), and only from the tenant's cgroup.
+  bool root = r.uid == 0 && !r.tenant_socket;
+  if (!t || (!root && r.uid != t->owner)) {
     throw PermissionDenied("no tenant '" + id + "' that uid " + std::to_string(r.uid) +
                            " may draw on");
+  }
+  if (!t->cgroup.empty() && !ProcessInCgroup(r.pid, t->cgroup)) {
+    throw PermissionDenied("process " + std::to_string(r.pid) + " is not in tenant '" + id +
+                           "''s cgroup (" + t->cgroup + ")");
   }
   Slot* slot = SlotOf(t->gpu, t->instance);
   if (!slot) throw Unavailable("tenant '" + id + "': its GPU or MIG instance is gone");
@@ -545,6 +561,7 @@ HttpResponse Agent::ListTenants(const HttpRequest& r, const std::string& only_id
               {"priority", node::PriorityName(t.limits.priority)},
               {"owner_uid", t.owner},
               {"source", t.source}};
+    if (!t.cgroup.empty()) j["cgroup"] = t.cgroup;
     if (const Slot* slot = SlotOf(t.gpu, t.instance)) {
       for (const node::TenantUsage& u : snapshots[slot]) {
         if (u.id != t.id) continue;

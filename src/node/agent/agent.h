@@ -17,14 +17,16 @@
 //                                         or "device": a GPU's or MIG instance's UUID (real GPUs)
 //   PUT    /v1/tenants/ID                operators: change its limits
 //   DELETE /v1/tenants/ID                operators: remove it (refused while it has live processes)
-//   POST   /v1/grants                    a tenant's process (its owner's uid, or root): {"tenant",
-//                                         "bytes", "least"}: credit for its allocations, at least
-//                                         "least" and at most "bytes", within the tenant's quota;
-//                                         counted against the calling pid (SO_PEERCRED)
+//   POST   /v1/grants                    a tenant's process (its owner's uid, or root on the API
+//                                         socket; in the tenant's cgroup when it has one):
+//                                         {"tenant", "bytes", "least"}: credit for its
+//                                         allocations, at least "least" and at most "bytes",
+//                                         within the tenant's quota; counted against the calling
+//                                         pid (SO_PEERCRED)
 //   POST   /v1/grants/return             the same process: {"tenant", "bytes"} it no longer needs
 //   GET    /metrics                      anyone (also on the TCP metrics address)
 // Operators are root and members of the configured operator group, identified by the connection's
-// credentials (SO_PEERCRED), never by what the request says.
+// credentials (SO_PEERCRED), never by what the request says, and never on the tenants' socket.
 //
 // Thread-safety: Handle() and Reclaim() may be called from any threads at once (one lock inside;
 // GET /v1/health takes none, so it answers while another request holds the agent).
@@ -53,7 +55,11 @@ struct AgentConfig {
   std::string state_path;      // SQLite database
   std::string bin_dir;         // where libgpumux.so (and simgpu/) are: node::RuntimeLibraryDir()
   std::string operator_group;  // empty: root only
-  std::string socket_path;     // the API socket, where tenant processes ask for memory grants
+  std::string socket_path;     // the API socket (operators, and readers)
+  // The tenants' socket, which tenant processes are told (GPUMUX_AGENT) and containers get
+  // mounted: grants and reads only, no caller an operator there (root in a container included).
+  // Empty: tenants are told socket_path.
+  std::string tenant_socket_path;
   uint64_t shard_bytes =
       1ull << 30;      // memory per Slurm shard (gpumux slurm gres-conf uses the same)
   bool strict = true;  // refuse tenants whose quotas or caps would oversubscribe a GPU

@@ -43,6 +43,7 @@ class Statement {
     t.owner = uid_t(sqlite3_column_int64(stmt_, 6));
     t.source = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, 7));
     t.instance = sqlite3_column_int(stmt_, 8);
+    t.cgroup = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, 9));
     return t;
   }
 
@@ -52,7 +53,7 @@ class Statement {
 };
 
 constexpr const char* kColumns =
-    "id, gpu, memory, cap_permille, weight, priority, owner, source, instance";
+    "id, gpu, memory, cap_permille, weight, priority, owner, source, instance, cgroup";
 
 }  // namespace
 
@@ -70,7 +71,15 @@ AgentStore::AgentStore(const std::string& path) {
         "INTEGER NOT NULL, "
         "cap_permille INTEGER NOT NULL, weight INTEGER NOT NULL, priority INTEGER NOT NULL, owner "
         "INTEGER NOT NULL, "
-        "source TEXT NOT NULL, instance INTEGER NOT NULL DEFAULT -1)");
+        "source TEXT NOT NULL, instance INTEGER NOT NULL DEFAULT -1, cgroup TEXT NOT NULL DEFAULT "
+        "'')");
+    // A store written before tenants had a cgroup gets the column (empty: any process).
+    bool has_cgroup = false;
+    {
+      Statement columns(db_, "PRAGMA table_info(tenants)");
+      while (columns.Step()) has_cgroup = has_cgroup || columns.Text(1) == "cgroup";
+    }
+    if (!has_cgroup) Exec("ALTER TABLE tenants ADD COLUMN cgroup TEXT NOT NULL DEFAULT ''");
     Exec(
         "CREATE TABLE IF NOT EXISTS gpus (gpu INTEGER PRIMARY KEY, mode INTEGER NOT NULL, layout "
         "TEXT NOT NULL)");
@@ -94,8 +103,8 @@ void AgentStore::Exec(const std::string& sql) {
 void AgentStore::Put(const TenantRecord& t) {
   Statement(db_,
             "INSERT OR REPLACE INTO tenants (id, gpu, memory, cap_permille, weight, priority, "
-            "owner, source, instance) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+            "owner, source, instance, cgroup) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
       .Bind(1, t.id)
       .Bind(2, t.gpu)
       .Bind(3, int64_t(t.limits.memory))
@@ -105,6 +114,7 @@ void AgentStore::Put(const TenantRecord& t) {
       .Bind(7, int64_t(t.owner))
       .Bind(8, t.source)
       .Bind(9, t.instance)
+      .Bind(10, t.cgroup)
       .Step();
 }
 

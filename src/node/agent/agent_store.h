@@ -25,6 +25,9 @@ struct TenantRecord {
   node::TenantLimits limits;
   uid_t owner = 0;     // the user whose processes run as this tenant; may read its state
   std::string source;  // who asked: "api", "slurm job 12 step 0", ...
+  // When set, only processes whose /proc/PID/cgroup names it may draw on the tenant's memory
+  // ("pod<UID>" for a Kubernetes pod's containers).
+  std::string cgroup;
 };
 
 class AgentStore {

@@ -29,10 +29,13 @@ int main(int argc, char** argv) {
   CLI::App app("gpumuxd: the gpumux node agent");
   std::string socket = "/run/gpumux/gpumuxd.sock", state = "/var/lib/gpumux/state.db",
               runtime_dir = "/run/gpumux";
-  std::string sim, metrics_listen, operator_group, shard_size = "1GiB";
+  std::string sim, metrics_listen, operator_group, shard_size = "1GiB", tenant_socket;
   std::vector<std::string> catalogs;
   int sim_gpus = 1;
   app.add_option("--socket", socket, "API socket")->capture_default_str();
+  app.add_option("--tenant-socket", tenant_socket,
+                 "the tenants' socket, for memory grants, never an operator's (default: "
+                 "RUNTIME_DIR/tenant.sock)");
   app.add_option("--state", state, "SQLite database of admitted tenants")->capture_default_str();
   app.add_option("--runtime-dir", runtime_dir, "where the GPUs' ledgers live (tenants map them)")
       ->capture_default_str();
@@ -53,6 +56,8 @@ int main(int argc, char** argv) {
     config.state_path = state;
     config.operator_group = operator_group;
     config.socket_path = std::filesystem::absolute(socket).string();
+    if (tenant_socket.empty()) tenant_socket = runtime_dir + "/tenant.sock";
+    config.tenant_socket_path = std::filesystem::absolute(tenant_socket).string();
     config.bin_dir = gpumux::node::RuntimeLibraryDir();
     config.shard_bytes = uint64_t(gpumux::ParseBytes(shard_size));
     if (config.shard_bytes == 0) throw gpumux::BadInput("--shard-size must be more than 0 bytes");
@@ -73,6 +78,8 @@ int main(int argc, char** argv) {
                                            : gpumux::agent::MakeSimulatedBackend(runtime_dir));
     gpumux::agent::HttpServer server;
     server.ListenUnix(socket);
+    std::filesystem::create_directories(std::filesystem::path(tenant_socket).parent_path());
+    server.ListenUnix(tenant_socket, /*tenant_socket=*/true);
     if (!metrics_listen.empty()) server.ListenTcp(metrics_listen);
     g_server = &server;
     signal(SIGTERM, StopOnSignal);
@@ -87,6 +94,7 @@ int main(int argc, char** argv) {
     });
     Log("info", "gpumuxd started",
         {{"socket", socket},
+         {"tenant_socket", tenant_socket},
          {"gpus", std::to_string(config.gpus.size())},
          {"tenants", std::to_string(agent.tenant_count())},
          {"state", state},

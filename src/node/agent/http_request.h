@@ -23,6 +23,9 @@ struct HttpRequest {
   uid_t uid = 0;
   gid_t gid = 0;
   pid_t pid = 0;
+  // Came on the tenants' socket (the one mounted into containers): its caller is never an
+  // operator, root included.
+  bool tenant_socket = false;
 };
 
 struct HttpResponse {

@@ -128,7 +128,7 @@ HttpServer::HttpServer(HttpServerLimits limits) : limits_(limits) {
 
 HttpServer::~HttpServer() {
   for (const Listener& l : listeners_) close(l.fd);
-  if (!unix_path_.empty()) unlink(unix_path_.c_str());
+  for (const std::string& path : unix_paths_) unlink(path.c_str());
   close(wake_[0]);
   close(wake_[1]);
 }
@@ -139,7 +139,7 @@ void HttpServer::Stop() {
   (void)!write(wake_[1], &byte, 1);  // async-signal-safe
 }
 
-void HttpServer::ListenUnix(const std::string& path) {
+void HttpServer::ListenUnix(const std::string& path, bool tenant_socket) {
   sockaddr_un addr = UnixSocketAddress(path);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) throw Unavailable(Errno("socket"));
@@ -150,8 +150,8 @@ void HttpServer::ListenUnix(const std::string& path) {
     throw Unavailable(why);
   }
   chmod(path.c_str(), 0666);
-  listeners_.push_back({fd, true});
-  unix_path_ = path;
+  listeners_.push_back({fd, true, tenant_socket});
+  unix_paths_.push_back(path);
 }
 
 void HttpServer::ListenTcp(const std::string& address) {
@@ -175,7 +175,7 @@ void HttpServer::ListenTcp(const std::string& address) {
   socklen_t len = sizeof(addr);
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   tcp_port_ = ntohs(addr.sin_port);
-  listeners_.push_back({fd, false});
+  listeners_.push_back({fd, false, false});
 }
 
 void HttpServer::Serve(const Handler& handler) {
@@ -206,6 +206,7 @@ void HttpServer::Serve(const Handler& handler) {
         socklen_t len = sizeof(cred);
         if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
           c.request.has_credentials = true;
+          c.request.tenant_socket = l.tenant_socket;
           c.request.uid = cred.uid;
           c.request.gid = cred.gid;
           c.request.pid = cred.pid;

@@ -47,8 +47,9 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   // Listens on a Unix socket at `path` (replacing a stale socket file; mode 0666: callers are
-  // told apart by their credentials, not by file permissions). Throws Error (unavailable).
-  void ListenUnix(const std::string& path);
+  // told apart by their credentials, not by file permissions). Requests on a `tenant_socket` are
+  // marked so (HttpRequest::tenant_socket). Throws Error (unavailable).
+  void ListenUnix(const std::string& path, bool tenant_socket = false);
   // Listens on "HOST:PORT" (port 0 picks one; see tcp_port()). Throws Error (unavailable, or bad
   // input for an address that is not IPv4 HOST:PORT).
   void ListenTcp(const std::string& address);
@@ -63,10 +64,11 @@ class HttpServer {
   struct Listener {
     int fd;
     bool is_unix;
+    bool tenant_socket;
   };
   HttpServerLimits limits_;
   std::vector<Listener> listeners_;
-  std::string unix_path_;
+  std::vector<std::string> unix_paths_;
   int tcp_port_ = 0;
   int wake_[2] = {-1, -1};  // a pipe: workers and Stop() wake the event loop through it
   std::atomic<bool> stopped_{false};
