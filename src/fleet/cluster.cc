@@ -58,12 +58,13 @@ bool Cluster::Fits(int i, const Shape& s) const {
   return n.free_gpus >= s.num_gpu;
 }
 
-void Cluster::Place(int i, const Shape& s, int gpu) {
+uint32_t Cluster::Place(int i, const Shape& s, int gpu) {
   NodeState& n = nodes_[i];
   n.cpu_left -= s.cpu_milli;
   n.memory_left -= s.memory_mib;
   ++n.version;
-  if (s.cpu_only()) return;
+  if (s.cpu_only()) return 0;
+  uint32_t taken = 0;
   int kind = s.shares_gpu() ? -1 : s.num_gpu;
   auto it =
       std::find_if(n.affinity.begin(), n.affinity.end(), [&](auto& a) { return a.first == kind; });
@@ -76,6 +77,7 @@ void Cluster::Place(int i, const Shape& s, int gpu) {
     assert(gpu >= 0 && gpu < n.gpus && n.gpu_left[gpu] >= s.gpu_milli);
     if (n.gpu_left[gpu] == kMilli) --n.free_gpus;
     n.gpu_left[gpu] = int16_t(n.gpu_left[gpu] - s.gpu_milli);
+    taken = 1u << gpu;
   } else {
     int need = s.num_gpu;
     for (int g = 0; g < n.gpus && need > 0; ++g) {
@@ -83,12 +85,36 @@ void Cluster::Place(int i, const Shape& s, int gpu) {
         n.gpu_left[g] = 0;
         --n.free_gpus;
         --need;
+        taken |= 1u << g;
       }
     }
     assert(need == 0);
   }
   n.gpu_left_total -= int(s.total_gpu_milli());
   used_milli_ += s.total_gpu_milli();
+  return taken;
+}
+
+void Cluster::Remove(int i, const Shape& s, uint32_t gpus) {
+  NodeState& n = nodes_[i];
+  n.cpu_left += s.cpu_milli;
+  n.memory_left += s.memory_mib;
+  ++n.version;
+  if (s.cpu_only()) return;
+  int kind = s.shares_gpu() ? -1 : s.num_gpu;
+  auto it =
+      std::find_if(n.affinity.begin(), n.affinity.end(), [&](auto& a) { return a.first == kind; });
+  assert(it != n.affinity.end());
+  if (--it->second == 0) n.affinity.erase(it);
+  int per_gpu = s.shares_gpu() ? s.gpu_milli : kMilli;
+  for (int g = 0; g < n.gpus; ++g) {
+    if (!(gpus >> g & 1)) continue;
+    n.gpu_left[g] = int16_t(n.gpu_left[g] + per_gpu);
+    assert(n.gpu_left[g] <= kMilli);
+    if (n.gpu_left[g] == kMilli) ++n.free_gpus;
+  }
+  n.gpu_left_total += int(s.total_gpu_milli());
+  used_milli_ -= s.total_gpu_milli();
 }
 
 }  // namespace gpumux::fleet

@@ -64,8 +64,12 @@ class Cluster {
   bool Fits(int node, const Shape& shape) const;
 
   // Places a pod that Fits. A sharing pod goes on GPU `gpu` (which must have room); whole-GPU pods
-  // take the lowest-index fully free GPUs, as the artifact does.
-  void Place(int node, const Shape& shape, int gpu);
+  // take the lowest-index fully free GPUs, as the artifact does. Returns the GPUs it took, one bit
+  // each (0 for a CPU-only pod), for Remove.
+  uint32_t Place(int node, const Shape& shape, int gpu);
+  // Takes away a pod that Place put on `node` and that took `gpus` (Place's answer): its CPU,
+  // memory and GPU room are free again.
+  void Remove(int node, const Shape& shape, uint32_t gpus);
 
  private:
   std::vector<NodeSpec> specs_;

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <tuple>
+
+#include "base/error.h"
 
 #include "fleet/policy.h"
 
@@ -29,6 +32,73 @@ std::vector<int> BuildStream(const std::vector<PodSpec>& pods, int64_t capacity_
   return stream;
 }
 
+namespace {
+
+// Where each pod goes, as the artifact's scheduler decides it: the feasible node the policy scores
+// highest, ties to the node ranked first in a per-seed random ranking (C1). Scores are cached per
+// (node, pod shape) until the node changes, so each pod rescores only the nodes that changed.
+class Placer {
+ public:
+  Placer(const Cluster& cluster, const std::vector<PodSpec>& pods, const Policy& policy, Rng& rng)
+      : policy_(policy), shape_of_(pods.size()) {
+    const int n = cluster.size();
+    rank_.resize(n);
+    std::iota(rank_.begin(), rank_.end(), 0);
+    rng.Shuffle(rank_);
+    for (size_t i = 0; i < pods.size(); ++i) {
+      Shape s = cluster.ShapeOf(pods[i]);
+      auto it = std::find(shapes_.begin(), shapes_.end(), s);
+      shape_of_[i] = int(it - shapes_.begin());
+      if (it == shapes_.end()) shapes_.push_back(s);
+    }
+    cache_.resize(size_t(n) * shapes_.size());
+  }
+
+  const Shape& shape(int pod) const { return shapes_[shape_of_[pod]]; }
+
+  // The node and GPU (-1 unless the pod shares one) for `pod`; node -1 when no node can host it.
+  // Hot loop: every node is checked for every pod.
+  std::pair<int, int> Choose(const Cluster& cluster, int pod, Rng& rng) {
+    const int sid = shape_of_[pod];
+    const Shape& s = shapes_[sid];
+    feasible_.clear();
+    for (int i = 0; i < cluster.size(); ++i) {
+      if (cluster.Fits(i, s)) feasible_.push_back(i);
+    }
+    if (feasible_.empty()) return {-1, -1};
+    int chosen = policy_.PickNode(feasible_, rng);
+    int scored_gpu = -1;
+    if (chosen < 0) {
+      double best = -std::numeric_limits<double>::infinity();
+      for (int i : feasible_) {
+        Cached& c = cache_[size_t(i) * shapes_.size() + sid];
+        if (c.version != cluster.node(i).version)
+          c = {cluster.node(i).version, policy_.Score(cluster, i, s)};
+        if (c.score.score > best || (c.score.score == best && rank_[i] < rank_[chosen])) {
+          best = c.score.score;
+          chosen = i;
+          scored_gpu = c.score.gpu;
+        }
+      }
+    }
+    return {chosen, s.shares_gpu() ? policy_.PickGpu(cluster, chosen, s, scored_gpu, rng) : -1};
+  }
+
+ private:
+  struct Cached {
+    uint32_t version = std::numeric_limits<uint32_t>::max();
+    NodeScore score;
+  };
+  const Policy& policy_;
+  std::vector<int> rank_;
+  std::vector<Shape> shapes_;
+  std::vector<int> shape_of_;
+  std::vector<Cached> cache_;
+  std::vector<int> feasible_;
+};
+
+}  // namespace
+
 Simulation Simulate(const Cluster& empty, const std::vector<PodSpec>& pods,
                     const TargetWorkloads& targets, std::string_view policy_name, uint64_t seed,
                     double inflation, std::vector<Placement>* placements) {
@@ -37,28 +107,8 @@ Simulation Simulate(const Cluster& empty, const std::vector<PodSpec>& pods,
   Cluster cluster = empty;
   Rng rng(seed);
   std::vector<int> stream = BuildStream(pods, cluster.gpu_capacity_milli(), inflation, rng);
-
-  // Per-seed node ranking for ties (C1).
+  Placer placer(cluster, pods, *policy, rng);
   const int n = cluster.size();
-  std::vector<int> rank(n);
-  std::iota(rank.begin(), rank.end(), 0);
-  rng.Shuffle(rank);
-
-  // Distinct shapes, so scores can be cached per (node, shape) until the node changes.
-  std::vector<Shape> shapes;
-  std::vector<int> shape_of(pods.size());
-  for (size_t i = 0; i < pods.size(); ++i) {
-    Shape s = cluster.ShapeOf(pods[i]);
-    auto it = std::find(shapes.begin(), shapes.end(), s);
-    shape_of[i] = int(it - shapes.begin());
-    if (it == shapes.end()) shapes.push_back(s);
-  }
-  struct Cached {
-    uint32_t version = std::numeric_limits<uint32_t>::max();
-    NodeScore score;
-  };
-  std::vector<Cached> cache(size_t(n) * shapes.size());
-
   std::vector<double> node_frag(n);
   double frag = 0;
   for (int i = 0; i < n; ++i) frag += node_frag[i] = NodeFragmentation(cluster.node(i), target);
@@ -67,38 +117,13 @@ Simulation Simulate(const Cluster& empty, const std::vector<PodSpec>& pods,
   sim.capacity_milli = cluster.gpu_capacity_milli();
   sim.rows.reserve(stream.size());
   int64_t arrived = 0;
-  std::vector<int> feasible;
   for (int pod : stream) {
-    const int sid = shape_of[pod];
-    const Shape& s = shapes[sid];
+    const Shape& s = placer.shape(pod);
     arrived += s.total_gpu_milli();
-    // Hot loop: every node is checked for every pod.
-    feasible.clear();
-    for (int i = 0; i < n; ++i) {
-      if (cluster.Fits(i, s)) feasible.push_back(i);
-    }
-    int chosen = -1;
-    int scored_gpu = -1;
-    if (!feasible.empty()) {
-      chosen = policy->PickNode(feasible, rng);
-      if (chosen < 0) {
-        double best = -std::numeric_limits<double>::infinity();
-        for (int i : feasible) {
-          Cached& c = cache[size_t(i) * shapes.size() + sid];
-          if (c.version != cluster.node(i).version)
-            c = {cluster.node(i).version, policy->Score(cluster, i, s)};
-          if (c.score.score > best || (c.score.score == best && rank[i] < rank[chosen])) {
-            best = c.score.score;
-            chosen = i;
-            scored_gpu = c.score.gpu;
-          }
-        }
-      }
-    }
+    auto [chosen, gpu] = placer.Choose(cluster, pod, rng);
     if (chosen < 0) {
       ++sim.failed_pods;
     } else {
-      int gpu = s.shares_gpu() ? policy->PickGpu(cluster, chosen, s, scored_gpu, rng) : -1;
       cluster.Place(chosen, s, gpu);
       if (placements) placements->push_back({pod, chosen, gpu});
       double f = NodeFragmentation(cluster.node(chosen), target);
@@ -108,6 +133,97 @@ Simulation Simulate(const Cluster& empty, const std::vector<PodSpec>& pods,
     sim.rows.push_back({arrived, cluster.used_gpu_milli(), frag, sim.failed_pods});
   }
   return sim;
+}
+
+ChurnResult SimulateDepartures(const Cluster& empty, const std::vector<PodSpec>& pods,
+                               const TargetWorkloads& targets, std::string_view policy_name,
+                               uint64_t seed, double time_scale, std::vector<ChurnStep>* steps) {
+  if (!(time_scale > 0)) throw BadInput("time scale: expected a number above 0");
+  for (const PodSpec& p : pods) {
+    if (p.creation_time < 0 || p.deletion_time < 0)
+      throw BadInput("pod " + p.name +
+                     ": the departures experiment needs creation_time and deletion_time");
+  }
+  std::unique_ptr<Policy> policy = MakePolicy(policy_name, targets);
+  Cluster cluster = empty;
+  Rng rng(seed);
+  Placer placer(cluster, pods, *policy, rng);
+  // Arrivals at creation_time / time_scale; each pod stays as long as in the trace. At equal
+  // times departures go first, then arrivals in a per-seed random order.
+  struct Event {
+    double time;
+    int kind;  // 0 departure, 1 arrival, 2 departure of a pod that arrived at the same time
+    uint64_t tie;
+    int pod;
+  };
+  std::vector<Event> events;
+  events.reserve(pods.size() * 2);
+  for (size_t i = 0; i < pods.size(); ++i) {
+    double arrive = double(pods[i].creation_time) / time_scale;
+    events.push_back({arrive, 1, rng.Next(), int(i)});
+    // A pod that lives no time at all leaves after it arrives, not before (kind 2: after the
+    // arrivals of its time).
+    int64_t lifetime = pods[i].deletion_time - pods[i].creation_time;
+    events.push_back({arrive + double(lifetime), lifetime == 0 ? 2 : 0, 0, int(i)});
+  }
+  std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
+    return std::tie(a.time, a.kind, a.tie, a.pod) < std::tie(b.time, b.kind, b.tie, b.pod);
+  });
+  struct Where {
+    int node = -1;
+    uint32_t gpus = 0;
+  };
+  std::vector<Where> where(pods.size());
+  ChurnResult r;
+  r.pods = int(pods.size());
+  const double capacity = double(cluster.gpu_capacity_milli());
+  double unallocated_area = 0, last = 0;
+  int64_t requested = 0, failed_request = 0, placed_milli = 0, departed_milli = 0;
+  int placed = 0, departed = 0;
+  // Averaged over the arrival window (first to last arrival), while demand comes in: after it,
+  // the long-lived pods only drain away.
+  double first_arrival = std::numeric_limits<double>::infinity(), last_arrival = 0;
+  for (const Event& e : events) {
+    if (e.kind == 1) {
+      first_arrival = std::min(first_arrival, e.time);
+      last_arrival = std::max(last_arrival, e.time);
+    }
+  }
+  last = first_arrival;
+  for (const Event& e : events) {
+    if (e.time > last && last < last_arrival) {
+      double until = std::min(e.time, last_arrival);
+      unallocated_area += (capacity - double(cluster.used_gpu_milli())) * (until - last);
+      last = until;
+    }
+    const Shape& s = placer.shape(e.pod);
+    if (e.kind == 1) {
+      requested += s.total_gpu_milli();
+      auto [node, gpu] = placer.Choose(cluster, e.pod, rng);
+      if (node < 0) {
+        ++r.failed_pods;
+        failed_request += s.total_gpu_milli();
+      } else {
+        where[e.pod] = {node, cluster.Place(node, s, gpu)};
+        ++placed;
+        placed_milli += s.total_gpu_milli();
+      }
+    } else if (where[e.pod].node >= 0) {
+      cluster.Remove(where[e.pod].node, s, where[e.pod].gpus);
+      where[e.pod].node = -1;
+      ++departed;
+      departed_milli += s.total_gpu_milli();
+    }
+    r.peak_used_milli = std::max(r.peak_used_milli, cluster.used_gpu_milli());
+    if (steps)
+      steps->push_back(
+          {e.time, placed, departed, placed_milli, departed_milli, cluster.used_gpu_milli()});
+  }
+  double span = last_arrival - first_arrival;
+  r.unallocated_pct = span > 0 ? 100 * unallocated_area / (capacity * span) : 100;
+  r.failed_request_pct = requested > 0 ? 100.0 * double(failed_request) / double(requested) : 0;
+  r.peak_allocation_pct = 100.0 * double(r.peak_used_milli) / capacity;
+  return r;
 }
 
 }  // namespace gpumux::fleet

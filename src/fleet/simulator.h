@@ -48,4 +48,30 @@ Simulation Simulate(const Cluster& empty, const std::vector<PodSpec>& pods,
                     const TargetWorkloads& targets, std::string_view policy, uint64_t seed,
                     double inflation, std::vector<Placement>* placements = nullptr);
 
+// The departures experiment, which the artifact does not run: pods arrive at their trace
+// creation_time divided by `time_scale` (the trace's own times load openb's default cluster to at
+// most about 1% of its GPUs at once; a scale packs the same arrivals closer) and each leaves after
+// its trace lifetime (deletion_time - creation_time), in time order: departures before arrivals at
+// equal times, arrivals at equal times in a per-seed order. A pod no node can host fails.
+struct ChurnResult {
+  double unallocated_pct = 0;      // capacity not allocated, averaged from first to last arrival
+  double failed_request_pct = 0;   // GPU request of failed pods / all pods' GPU request
+  double peak_allocation_pct = 0;  // the most allocated at once
+  int64_t peak_used_milli = 0;
+  int failed_pods = 0, pods = 0;
+};
+// After each event: what was placed and departed so far, and what is allocated (placed_milli -
+// departed_milli == used_milli always).
+struct ChurnStep {
+  double time = 0;
+  int placed = 0, departed = 0;
+  int64_t placed_milli = 0, departed_milli = 0, used_milli = 0;
+};
+// Throws Error (bad input) for a pod without both times, a time scale not above 0, or an unknown
+// policy.
+ChurnResult SimulateDepartures(const Cluster& empty, const std::vector<PodSpec>& pods,
+                               const TargetWorkloads& targets, std::string_view policy,
+                               uint64_t seed, double time_scale,
+                               std::vector<ChurnStep>* steps = nullptr);
+
 }  // namespace gpumux::fleet

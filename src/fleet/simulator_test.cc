@@ -6,6 +6,7 @@
 #include <cmath>
 #include <set>
 
+#include "base/error.h"
 #include "fleet/experiment.h"
 #include "fleet/policy.h"
 #include "fleet/test_support.h"
@@ -175,6 +176,101 @@ TEST(Reproduction, GpumuxBeatsFgdOnEveryTraceVariant) {
     double ours = At(curves[1], 100, &CurvePoint::unallocated_pct).mean;
     EXPECT_LT(ours, fgd) << variant << ": gpumux " << ours << "% vs FGD " << fgd << "%";
   }
+}
+
+}  // namespace
+}  // namespace gpumux::fleet
+
+namespace gpumux::fleet {
+namespace {
+
+// Gives each pod of `w` a lifetime and an arrival inside a window short enough that they crowd
+// the small cluster, so that pods fail, leave and make room while others arrive.
+void AddTimes(World& w, uint64_t seed) {
+  Rng rng(seed);
+  for (PodSpec& p : w.pods) {
+    p.creation_time = int64_t(rng.Below(200));
+    p.deletion_time = p.creation_time + int64_t(rng.Below(800));
+  }
+}
+
+TEST(Departures, ConserveCapacityAtEveryStepAndEndEmpty) {
+  for (uint64_t seed : {1, 2, 3}) {
+    World w = MakeWorld(seed);
+    AddTimes(w, seed);
+    Cluster empty(w.nodes);
+    auto targets = TargetWorkloads::FromPods(empty, w.pods);
+    for (const char* policy : {"fgd", "gpumux", "bestfit"}) {
+      std::vector<ChurnStep> steps;
+      ChurnResult r = SimulateDepartures(empty, w.pods, targets, policy, seed, 1, &steps);
+      ASSERT_EQ(steps.size(), 2 * w.pods.size());
+      double previous = -1;
+      for (const ChurnStep& s : steps) {
+        EXPECT_EQ(s.placed_milli - s.departed_milli, s.used_milli) << policy << " at " << s.time;
+        EXPECT_GE(s.placed, s.departed);
+        EXPECT_GE(s.time, previous) << "in time order";
+        previous = s.time;
+      }
+      EXPECT_EQ(steps.back().used_milli, 0) << "every placed pod left";
+      EXPECT_EQ(steps.back().placed + r.failed_pods, int(w.pods.size()));
+      EXPECT_EQ(steps.back().departed, steps.back().placed);
+      EXPECT_GT(r.failed_pods, 0) << "the window is crowded enough to refuse some";
+      EXPECT_LT(r.failed_pods, int(w.pods.size()));
+      EXPECT_GT(r.unallocated_pct, 0);
+      EXPECT_LT(r.unallocated_pct, 100);
+    }
+  }
+}
+
+TEST(Departures, APodThatLeavesMakesRoomForTheNextAtTheSameTime) {
+  std::vector<NodeSpec> nodes = {Node("n", 8, 1, "A", 64)};
+  std::vector<PodSpec> pods = {Pod("a", 1, 1, 1000, {}, 1), Pod("b", 1, 1, 1000, {}, 1),
+                               Pod("c", 1, 1, 1000, {}, 1)};
+  pods[0].creation_time = 0, pods[0].deletion_time = 10;   // holds the GPU until 10
+  pods[1].creation_time = 5, pods[1].deletion_time = 20;   // finds it taken: fails
+  pods[2].creation_time = 10, pods[2].deletion_time = 30;  // a leaves first at 10: fits
+  Cluster empty(nodes);
+  auto targets = TargetWorkloads::FromPods(empty, pods);
+  ChurnResult r = SimulateDepartures(empty, pods, targets, "gpumux", 42, 1);
+  EXPECT_EQ(r.failed_pods, 1);
+  EXPECT_DOUBLE_EQ(r.failed_request_pct, 100.0 / 3);
+  EXPECT_DOUBLE_EQ(r.peak_allocation_pct, 100);
+  EXPECT_DOUBLE_EQ(r.unallocated_pct, 0) << "the GPU is held from the first arrival to the last";
+  // A time scale of 0.5 spreads the arrivals twice as far (lifetimes unchanged): a holds the GPU
+  // from 0 to 10, b arrives at 10 as a leaves and holds it until 25, c arrives at 20.
+  ChurnResult stretched = SimulateDepartures(empty, pods, targets, "gpumux", 42, 0.5);
+  EXPECT_EQ(stretched.failed_pods, 1) << "c arrives at 20 while b holds the GPU until 25";
+}
+
+TEST(Departures, RefusesPodsWithoutTimes) {
+  World w = MakeWorld(1);
+  Cluster empty(w.nodes);
+  auto targets = TargetWorkloads::FromPods(empty, w.pods);
+  EXPECT_THROW(SimulateDepartures(empty, w.pods, targets, "fgd", 1, 1), Error);
+  AddTimes(w, 1);
+  EXPECT_THROW(SimulateDepartures(empty, w.pods, targets, "fgd", 1, 0), Error);
+}
+
+TEST(ClusterRemove, UndoesPlaceExactly) {
+  Cluster c({Node("n", 32, 4, "A", 128)});
+  NodeState before = c.node(0);
+  Shape share = c.ShapeOf(Pod("s", 2, 1, 300, {}, 4));
+  Shape two = c.ShapeOf(Pod("w", 4, 2, 1000, {}, 8));
+  uint32_t s_gpus = c.Place(0, share, 2);
+  uint32_t w_gpus = c.Place(0, two, -1);
+  EXPECT_EQ(s_gpus, 1u << 2);
+  EXPECT_EQ(w_gpus, (1u << 0) | (1u << 1));
+  c.Remove(0, two, w_gpus);
+  c.Remove(0, share, s_gpus);
+  const NodeState& after = c.node(0);
+  EXPECT_EQ(after.cpu_left, before.cpu_left);
+  EXPECT_EQ(after.memory_left, before.memory_left);
+  EXPECT_EQ(after.gpu_left, before.gpu_left);
+  EXPECT_EQ(after.gpu_left_total, before.gpu_left_total);
+  EXPECT_EQ(after.free_gpus, before.free_gpus);
+  EXPECT_TRUE(after.affinity.empty());
+  EXPECT_EQ(c.used_gpu_milli(), 0);
+  EXPECT_GT(after.version, before.version) << "score caches see the change";
 }
 
 }  // namespace

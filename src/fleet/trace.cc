@@ -153,6 +153,13 @@ std::vector<PodSpec> LoadPods(const std::string& path) {
         start = bar + 1;
       }
     }
+    if (csv.Has("creation_time") && !csv.Field("creation_time").empty())
+      p.creation_time = csv.Integer("creation_time", kHuge);
+    if (csv.Has("deletion_time") && !csv.Field("deletion_time").empty())
+      p.deletion_time = csv.Integer("deletion_time", kHuge);
+    if (p.creation_time >= 0 && p.deletion_time >= 0 && p.deletion_time < p.creation_time)
+      csv.Fail(fmt::format("deletion_time {} is before creation_time {}", p.deletion_time,
+                           p.creation_time));
     pods.push_back(std::move(p));
   }
   if (pods.empty()) throw BadInput(fmt::format("{}: no pods", path));

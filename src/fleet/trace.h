@@ -29,6 +29,8 @@ struct PodSpec {
   int num_gpu = 0;
   int gpu_milli = 0;                  // per GPU; 1000 = whole
   std::vector<std::string> gpu_spec;  // allowed models; empty = any
+  int64_t creation_time = -1;         // seconds; -1 where the trace has none
+  int64_t deletion_time = -1;
 
   bool cpu_only() const { return num_gpu == 0; }
   bool shares_gpu() const { return num_gpu == 1 && gpu_milli < kMilli; }
@@ -38,7 +40,8 @@ struct PodSpec {
 // Columns: sn,cpu_milli,memory_mib,gpu,model (in any order).
 std::vector<NodeSpec> LoadNodes(const std::string& path);
 // Columns: name,cpu_milli,memory_mib,num_gpu,gpu_milli and optionally gpu_spec, qos, pod_phase,
-// creation_time, deletion_time, scheduled_time (the last five are read past, not used).
+// creation_time, deletion_time, scheduled_time (qos, pod_phase and scheduled_time are read past,
+// not used; the times are read when given, for the departures experiment).
 std::vector<PodSpec> LoadPods(const std::string& path);
 
 }  // namespace gpumux::fleet

@@ -25,9 +25,12 @@ TEST(Trace, LoadsNodesAndBothPodFormats) {
   EXPECT_EQ(full[1].gpu_spec, (std::vector<std::string>{"V100M16", "V100M32"}));
   EXPECT_TRUE(full[1].shares_gpu());
   EXPECT_TRUE(full[2].cpu_only());
+  EXPECT_EQ(full[1].creation_time, 1);
+  EXPECT_EQ(full[1].deletion_time, 10);
   auto five = LoadPods(WriteTempFile(
       "p5.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,88000,327680,8,1000\n"));
   EXPECT_EQ(five[0].total_gpu_milli(), 8000);
+  EXPECT_EQ(five[0].creation_time, -1) << "no times in the five-column format";
 }
 
 void ExpectRefused(const std::string& text, const std::string& needle, bool pods = true) {
@@ -58,6 +61,10 @@ TEST(Trace, BadRowsStopTheLoadWithFileLineAndReason) {
                 ":1: unknown column 'colour'");
   ExpectRefused("name,cpu_milli,memory_mib,num_gpu\np0,1,1,0\n", ":1: missing column 'gpu_milli'");
   ExpectRefused(h, "no pods");
+  ExpectRefused(
+      "name,cpu_milli,memory_mib,num_gpu,gpu_milli,creation_time,deletion_time\n"
+      "p0,1,1,0,0,20,10\n",
+      ":2: deletion_time 10 is before creation_time 20");
   ExpectRefused("sn,cpu_milli,memory_mib,gpu,model\nn0,1000,1,2,\n",
                 ":2: node 'n0' has 2 GPUs but no model", false);
   ExpectRefused("sn,cpu_milli,memory_mib,gpu,model\nn0,1000,1,17,G2\n", "gpu 17 is over 16", false);
