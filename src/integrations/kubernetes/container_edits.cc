@@ -1,10 +1,13 @@
 #include "integrations/kubernetes/container_edits.h"
 
+#include <filesystem>
+
 namespace gpumux::k8s {
 
 using nlohmann::json;
 
-ContainerEdits EditsForTenant(const json& admission, const std::string& gpu_uuid) {
+ContainerEdits EditsForTenant(const json& admission, const std::string& gpu_uuid,
+                              const std::string& dev_dir) {
   ContainerEdits edits;
   for (auto& [k, v] : admission.at("env").items()) edits.envs[k] = v.get<std::string>();
   if (!gpu_uuid.empty()) edits.envs["NVIDIA_VISIBLE_DEVICES"] = gpu_uuid;
@@ -24,6 +27,14 @@ ContainerEdits EditsForTenant(const json& admission, const std::string& gpu_uuid
        {"GPUMUX_LEDGER", "GPUMUX_AGENT", "GPUMUX_SIM_STATE", "CUDA_MPS_PIPE_DIRECTORY"}) {
     if (std::string path = env(key); !path.empty()) edits.mounts.push_back({path, path, false});
   }
+  if (!gpu_uuid.empty()) {
+    std::string gpu = "nvidia" + std::to_string(admission.value("gpu", 0));
+    for (const std::string& node : {std::string("nvidiactl"), std::string("nvidia-uvm"),
+                                    std::string("nvidia-uvm-tools"), gpu}) {
+      std::string path = dev_dir + "/" + node;
+      if (std::filesystem::exists(path)) edits.device_nodes.push_back(path);
+    }
+  }
   return edits;
 }
 
@@ -36,9 +47,16 @@ json CdiSpec(const std::string& name, const ContainerEdits& edits) {
     mounts.push_back(
         {{"hostPath", m.host_path}, {"containerPath", m.container_path}, {"options", options}});
   }
+  json edits_json = {{"env", env}, {"mounts", mounts}};
+  if (!edits.device_nodes.empty()) {
+    json nodes = json::array();
+    for (const auto& path : edits.device_nodes)
+      nodes.push_back({{"path", path}, {"permissions", "rw"}});
+    edits_json["deviceNodes"] = nodes;
+  }
   return {{"cdiVersion", "0.6.0"},
           {"kind", kCdiKind},
-          {"devices", {{{"name", name}, {"containerEdits", {{"env", env}, {"mounts", mounts}}}}}}};
+          {"devices", {{{"name", name}, {"containerEdits", edits_json}}}}};
 }
 
 }  // namespace gpumux::k8s

@@ -3,7 +3,8 @@
 // Built from gpumuxd's admission answer: its environment (the shim in LD_PRELOAD, the ledger,
 // gpumuxd's socket, the simulated GPU or the MPS pipe), the files it names mounted at the same
 // paths (the shim's directory read-only; never gpumuxd's private authority ledgers, which are not
-// named), and, on a real GPU, NVIDIA_VISIBLE_DEVICES for the NVIDIA container runtime.
+// named), and, on a real GPU, its device nodes and NVIDIA_VISIBLE_DEVICES (for the NVIDIA
+// container runtime, which also brings in the driver's libraries and, for MIG, its capabilities).
 #pragma once
 
 #include <map>
@@ -21,11 +22,15 @@ struct ContainerEdits {
   };
   std::map<std::string, std::string> envs;
   std::vector<Mount> mounts;
+  std::vector<std::string> device_nodes;  // host paths, the same in the container, "rw"
 };
 
-// `admission`: gpumuxd's answer to POST /v1/tenants ({"env": {...}, ...}); `gpu_uuid`: the real
-// GPU's or MIG instance's UUID, empty for a simulated one.
-ContainerEdits EditsForTenant(const nlohmann::json& admission, const std::string& gpu_uuid);
+// `admission`: gpumuxd's answer to POST /v1/tenants ({"env": {...}, "gpu": N, ...}); `gpu_uuid`:
+// the real GPU's or MIG instance's UUID, empty for a simulated one. Device nodes are those of
+// `dev_dir` that exist: nvidiactl, nvidia-uvm, nvidia-uvm-tools and nvidia<N> (the GPU's index as
+// its minor number, as the driver numbers them unless told otherwise).
+ContainerEdits EditsForTenant(const nlohmann::json& admission, const std::string& gpu_uuid,
+                              const std::string& dev_dir = "/dev");
 
 // The CDI kind of gpumux's devices, and a CDI spec (version 0.6.0) with one device `name` that
 // makes these edits; the container runtime applies it for the device "gpumux.io/tenant=NAME".

@@ -93,6 +93,12 @@ class DevicePluginServer::Service final : public pb::DevicePlugin::Service {
         auto* out = response->add_container_responses();
         for (const auto& [k, v] : answer.edits.envs) (*out->mutable_envs())[k] = v;
         for (const auto& [k, v] : answer.annotations) (*out->mutable_annotations())[k] = v;
+        for (const auto& path : answer.edits.device_nodes) {
+          pb::DeviceSpec* device = out->add_devices();
+          device->set_container_path(path);
+          device->set_host_path(path);
+          device->set_permissions("rw");
+        }
         for (const auto& m : answer.edits.mounts) {
           pb::Mount* mount = out->add_mounts();
           mount->set_container_path(m.container_path);

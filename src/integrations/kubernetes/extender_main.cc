@@ -14,13 +14,6 @@
 #include "node/agent/http_server.h"
 #include "node/agent/log.h"
 
-namespace {
-gpumux::agent::HttpServer* g_server = nullptr;
-void StopOnSignal(int) {
-  if (g_server) g_server->Stop();
-}
-}  // namespace
-
 int main(int argc, char** argv) {
   using namespace gpumux;
   k8s::ExtenderConfig config;
@@ -45,9 +38,7 @@ int main(int argc, char** argv) {
     limits.max_connections_per_uid = 1024;  // TCP callers share one bucket: kube-scheduler's
     agent::HttpServer server(limits);
     server.ListenTcp(listen);
-    g_server = &server;
-    signal(SIGTERM, StopOnSignal);
-    signal(SIGINT, StopOnSignal);
+    server.StopOnTerminationSignals();
     std::atomic<bool> done{false};
     std::thread resync([&] {
       std::string last_error;

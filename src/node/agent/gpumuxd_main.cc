@@ -16,15 +16,6 @@
 #include "node/agent/http_server.h"
 #include "node/agent/log.h"
 
-namespace {
-
-gpumux::agent::HttpServer* g_server = nullptr;
-void StopOnSignal(int) {
-  if (g_server) g_server->Stop();
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   CLI::App app("gpumuxd: the gpumux node agent");
   std::string socket = "/run/gpumux/gpumuxd.sock", state = "/var/lib/gpumux/state.db",
@@ -81,10 +72,7 @@ int main(int argc, char** argv) {
     std::filesystem::create_directories(std::filesystem::path(tenant_socket).parent_path());
     server.ListenUnix(tenant_socket, /*tenant_socket=*/true);
     if (!metrics_listen.empty()) server.ListenTcp(metrics_listen);
-    g_server = &server;
-    signal(SIGTERM, StopOnSignal);
-    signal(SIGINT, StopOnSignal);
-    signal(SIGPIPE, SIG_IGN);
+    server.StopOnTerminationSignals();
     std::atomic<bool> done{false};
     std::thread reclaimer([&] {
       while (!done.load()) {

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -131,6 +132,20 @@ HttpServer::~HttpServer() {
   for (const std::string& path : unix_paths_) unlink(path.c_str());
   close(wake_[0]);
   close(wake_[1]);
+}
+
+namespace {
+std::atomic<HttpServer*> g_signalled_server{nullptr};
+void StopSignalledServer(int) {
+  if (HttpServer* server = g_signalled_server.load()) server->Stop();
+}
+}  // namespace
+
+void HttpServer::StopOnTerminationSignals() {
+  g_signalled_server = this;
+  signal(SIGTERM, StopSignalledServer);
+  signal(SIGINT, StopSignalledServer);
+  signal(SIGPIPE, SIG_IGN);
 }
 
 void HttpServer::Stop() {

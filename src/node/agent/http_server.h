@@ -59,6 +59,9 @@ class HttpServer {
   // with its message.
   void Serve(const Handler& handler);
   void Stop();
+  // Makes SIGTERM and SIGINT Stop() this server (one per process), and ignores SIGPIPE: how a
+  // program that serves until told to stop begins.
+  void StopOnTerminationSignals();
 
  private:
   struct Listener {
