@@ -3,12 +3,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <cmath>
-#include <exception>
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -45,41 +41,15 @@ std::vector<std::string> SplitComma(const std::string& s) {
   return out;
 }
 
-// --departures: every (policy, seed) through fleet::SimulateDepartures, on `jobs` threads.
+// --departures: fleet::RunDeparturesExperiment, reported as a table or JSON.
 int RunDepartures(const FleetOptions& o, const std::vector<fleet::NodeSpec>& nodes,
-                  const std::vector<fleet::PodSpec>& pods, const std::vector<std::string>& names) {
-  fleet::Cluster empty(nodes);
-  auto targets = fleet::TargetWorkloads::FromPods(empty, pods);
-  for (const std::string& name : names) fleet::MakePolicy(name, targets);  // unknown: fail first
-  std::vector<fleet::ChurnResult> results(names.size() * size_t(o.seeds));
-  std::atomic<size_t> next{0};
-  std::vector<std::thread> workers;
-  std::exception_ptr failure;
-  std::mutex failure_mu;
-  for (int w = 0; w < std::max(1, o.jobs); ++w) {
-    workers.emplace_back([&] {
-      for (size_t i; (i = next++) < results.size();) {
-        try {
-          results[i] = fleet::SimulateDepartures(empty, pods, targets, names[i / o.seeds],
-                                                 o.first_seed + i % o.seeds, o.time_scale);
-        } catch (...) {
-          std::lock_guard lock(failure_mu);
-          failure = std::current_exception();
-        }
-      }
-    });
-  }
-  for (auto& t : workers) t.join();
-  if (failure) std::rethrow_exception(failure);
-  auto stat = [&](size_t p, auto field) {
-    double sum = 0, sq = 0;
-    for (int s = 0; s < o.seeds; ++s) sum += double(results[p * o.seeds + s].*field);
-    double mean = sum / o.seeds;
-    for (int s = 0; s < o.seeds; ++s) {
-      double d = double(results[p * o.seeds + s].*field) - mean;
-      sq += d * d;
-    }
-    return fleet::Stat{mean, std::sqrt(sq / o.seeds)};
+                  const std::vector<fleet::PodSpec>& pods, const fleet::ExperimentOptions& eo) {
+  std::vector<fleet::PolicyChurn> churn =
+      fleet::RunDeparturesExperiment(nodes, pods, eo, o.time_scale);
+  auto stat = [](const fleet::PolicyChurn& c, auto field) {
+    std::vector<double> values;
+    for (const fleet::ChurnResult& r : c.per_seed) values.push_back(double(r.*field));
+    return fleet::MeanAndSd(values);
   };
   auto ms = [](fleet::Stat s, int digits) {
     return fmt::format("{:.{}f} ± {:.{}f}", s.mean, digits, s.sd, digits);
@@ -92,14 +62,14 @@ int RunDepartures(const FleetOptions& o, const std::vector<fleet::NodeSpec>& nod
   std::vector<std::vector<std::string>> rows = {{"policy", "unallocated % (time average)",
                                                  "failed pods", "failed % of GPU request",
                                                  "peak allocation %"}};
-  for (size_t p = 0; p < names.size(); ++p) {
-    auto unallocated = stat(p, &fleet::ChurnResult::unallocated_pct);
-    auto failed = stat(p, &fleet::ChurnResult::failed_pods);
-    auto failed_pct = stat(p, &fleet::ChurnResult::failed_request_pct);
-    auto peak = stat(p, &fleet::ChurnResult::peak_allocation_pct);
-    rows.push_back({names[p], ms(unallocated, 3), ms(failed, 1), ms(failed_pct, 3), ms(peak, 2)});
+  for (const fleet::PolicyChurn& c : churn) {
+    auto unallocated = stat(c, &fleet::ChurnResult::unallocated_pct);
+    auto failed = stat(c, &fleet::ChurnResult::failed_pods);
+    auto failed_pct = stat(c, &fleet::ChurnResult::failed_request_pct);
+    auto peak = stat(c, &fleet::ChurnResult::peak_allocation_pct);
+    rows.push_back({c.policy, ms(unallocated, 3), ms(failed, 1), ms(failed_pct, 3), ms(peak, 2)});
     j["policies"].push_back(
-        {{"name", names[p]},
+        {{"name", c.policy},
          {"unallocated_pct", {{"mean", unallocated.mean}, {"sd", unallocated.sd}}},
          {"failed_pods", {{"mean", failed.mean}, {"sd", failed.sd}}},
          {"failed_request_pct", {{"mean", failed_pct.mean}, {"sd", failed_pct.sd}}},
@@ -119,11 +89,6 @@ int RunDepartures(const FleetOptions& o, const std::vector<fleet::NodeSpec>& nod
 int RunSimulate(const FleetOptions& o) {
   std::vector<fleet::NodeSpec> nodes = fleet::LoadNodes(o.nodes);
   std::vector<fleet::PodSpec> pods = fleet::LoadPods(o.pods);
-  if (o.departures) {
-    FleetOptions with_jobs = o;
-    with_jobs.jobs = o.jobs > 0 ? o.jobs : int(std::max(1u, std::thread::hardware_concurrency()));
-    return RunDepartures(with_jobs, nodes, pods, SplitComma(o.policies));
-  }
   fleet::ExperimentOptions eo;
   eo.policies = SplitComma(o.policies);
   eo.seeds = o.seeds;
@@ -139,6 +104,7 @@ int RunSimulate(const FleetOptions& o) {
       if (done == total) fmt::print(stderr, "\n");
     };
   }
+  if (o.departures) return RunDepartures(o, nodes, pods, eo);
   std::vector<fleet::PolicyCurves> curves = fleet::RunExperiment(nodes, pods, eo);
   std::string csv = o.out_dir + "/fleet_curves.csv", svg = o.out_dir + "/fleet_unallocated.svg";
   fleet::WriteCurvesCsv(csv, curves, eo.max_pct);

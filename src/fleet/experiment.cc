@@ -3,7 +3,9 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include "fleet/policy.h"
@@ -54,54 +56,48 @@ std::vector<CurvePoint> Curve(const Simulation& sim, int max_pct) {
   return curve;
 }
 
-Stat At(const PolicyCurves& curves, int pct, double CurvePoint::*field) {
+Stat MeanAndSd(const std::vector<double>& values) {
+  if (values.empty()) return {NAN, NAN};
   Stat s;
-  int n = 0;
-  for (const auto& seed : curves.per_seed) {
-    if (pct < int(seed.size()) && seed[pct].present) {
-      s.mean += seed[pct].*field;
-      ++n;
-    }
-  }
-  if (n == 0) return {NAN, NAN};
-  s.mean /= n;
-  for (const auto& seed : curves.per_seed) {
-    if (pct < int(seed.size()) && seed[pct].present) s.sd += std::pow(seed[pct].*field - s.mean, 2);
-  }
-  s.sd = std::sqrt(s.sd / n);
+  for (double v : values) s.mean += v;
+  s.mean /= double(values.size());
+  for (double v : values) s.sd += std::pow(v - s.mean, 2);
+  s.sd = std::sqrt(s.sd / double(values.size()));
   return s;
 }
 
-std::vector<PolicyCurves> RunExperiment(const std::vector<NodeSpec>& nodes,
-                                        const std::vector<PodSpec>& pods,
-                                        const ExperimentOptions& o) {
-  const Cluster empty(nodes);
-  const TargetWorkloads targets = TargetWorkloads::FromPods(empty, pods);
-  for (const std::string& p : o.policies) MakePolicy(p, targets);  // refuse unknown names up front
+Stat At(const PolicyCurves& curves, int pct, double CurvePoint::*field) {
+  std::vector<double> values;
+  for (const auto& seed : curves.per_seed)
+    if (pct < int(seed.size()) && seed[pct].present) values.push_back(seed[pct].*field);
+  return MeanAndSd(values);
+}
 
-  std::vector<PolicyCurves> out(o.policies.size());
+namespace {
+
+// Calls run(policy, seed) for every policy and seed of `o` on o.jobs threads, reporting progress
+// from the calling thread. A run that throws does not stop the others; the first error is
+// rethrown when all are done.
+void RunEach(const ExperimentOptions& o, const std::function<void(size_t, int)>& run) {
   struct Task {
     size_t policy;
     int seed;
   };
   std::vector<Task> tasks;
-  for (size_t p = 0; p < o.policies.size(); ++p) {
-    out[p].policy = o.policies[p];
-    out[p].per_seed.resize(o.seeds);
-    out[p].seconds_per_run.resize(o.seeds);
+  for (size_t p = 0; p < o.policies.size(); ++p)
     for (int s = 0; s < o.seeds; ++s) tasks.push_back({p, s});
-  }
   std::atomic<size_t> next{0};
   std::atomic<int> done{0};
+  std::mutex failure_mu;
+  std::exception_ptr failure;
   auto worker = [&] {
     for (size_t t; (t = next++) < tasks.size();) {
-      const Task& task = tasks[t];
-      auto start = std::chrono::steady_clock::now();
-      Simulation sim = Simulate(empty, pods, targets, o.policies[task.policy],
-                                o.first_seed + task.seed, o.inflation);
-      out[task.policy].seconds_per_run[task.seed] =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      out[task.policy].per_seed[task.seed] = Curve(sim, o.max_pct);
+      try {
+        run(tasks[t].policy, tasks[t].seed);
+      } catch (...) {
+        std::lock_guard lock(failure_mu);
+        if (!failure) failure = std::current_exception();
+      }
       ++done;
     }
   };
@@ -114,6 +110,49 @@ std::vector<PolicyCurves> RunExperiment(const std::vector<NodeSpec>& nodes,
   }
   for (auto& w : workers) w.get();
   if (o.progress) o.progress(done, int(tasks.size()));
+  if (failure) std::rethrow_exception(failure);
+}
+
+}  // namespace
+
+std::vector<PolicyCurves> RunExperiment(const std::vector<NodeSpec>& nodes,
+                                        const std::vector<PodSpec>& pods,
+                                        const ExperimentOptions& o) {
+  const Cluster empty(nodes);
+  const TargetWorkloads targets = TargetWorkloads::FromPods(empty, pods);
+  for (const std::string& p : o.policies) MakePolicy(p, targets);  // refuse unknown names up front
+  std::vector<PolicyCurves> out(o.policies.size());
+  for (size_t p = 0; p < o.policies.size(); ++p) {
+    out[p].policy = o.policies[p];
+    out[p].per_seed.resize(o.seeds);
+    out[p].seconds_per_run.resize(o.seeds);
+  }
+  RunEach(o, [&](size_t policy, int seed) {
+    auto start = std::chrono::steady_clock::now();
+    Simulation sim =
+        Simulate(empty, pods, targets, o.policies[policy], o.first_seed + seed, o.inflation);
+    out[policy].seconds_per_run[seed] =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    out[policy].per_seed[seed] = Curve(sim, o.max_pct);
+  });
+  return out;
+}
+
+std::vector<PolicyChurn> RunDeparturesExperiment(const std::vector<NodeSpec>& nodes,
+                                                 const std::vector<PodSpec>& pods,
+                                                 const ExperimentOptions& o, double time_scale) {
+  const Cluster empty(nodes);
+  const TargetWorkloads targets = TargetWorkloads::FromPods(empty, pods);
+  for (const std::string& p : o.policies) MakePolicy(p, targets);  // refuse unknown names up front
+  std::vector<PolicyChurn> out(o.policies.size());
+  for (size_t p = 0; p < o.policies.size(); ++p) {
+    out[p].policy = o.policies[p];
+    out[p].per_seed.resize(o.seeds);
+  }
+  RunEach(o, [&](size_t policy, int seed) {
+    out[policy].per_seed[seed] = SimulateDepartures(empty, pods, targets, o.policies[policy],
+                                                    o.first_seed + seed, time_scale);
+  });
   return out;
 }
 

@@ -46,11 +46,25 @@ struct Stat {
   double mean = 0, sd = 0;  // population standard deviation over seeds
 };
 Stat At(const PolicyCurves& curves, int pct, double CurvePoint::*field);
+// Mean and population standard deviation of `values`; NaN for none.
+Stat MeanAndSd(const std::vector<double>& values);
 
 // Runs every (policy, seed). Throws Error (bad input) for an unknown policy before running
 // anything.
 std::vector<PolicyCurves> RunExperiment(const std::vector<NodeSpec>& nodes,
                                         const std::vector<PodSpec>& pods,
                                         const ExperimentOptions& options);
+
+struct PolicyChurn {
+  std::string policy;
+  std::vector<ChurnResult> per_seed;
+};
+// The departures experiment (SimulateDepartures at `time_scale`) for every (policy, seed) of
+// `options` (its inflation and max_pct do not apply). Throws Error (bad input) for an unknown
+// policy before running anything, and for pods without times.
+std::vector<PolicyChurn> RunDeparturesExperiment(const std::vector<NodeSpec>& nodes,
+                                                 const std::vector<PodSpec>& pods,
+                                                 const ExperimentOptions& options,
+                                                 double time_scale);
 
 }  // namespace gpumux::fleet
