@@ -158,8 +158,11 @@ ChurnResult SimulateDepartures(const Cluster& empty, const std::vector<PodSpec>&
   };
   std::vector<Event> events;
   events.reserve(pods.size() * 2);
+  double first_arrival = std::numeric_limits<double>::infinity(), last_arrival = 0;
   for (size_t i = 0; i < pods.size(); ++i) {
     double arrive = double(pods[i].creation_time) / time_scale;
+    first_arrival = std::min(first_arrival, arrive);
+    last_arrival = std::max(last_arrival, arrive);
     events.push_back({arrive, 1, rng.Next(), int(i)});
     // A pod that lives no time at all leaves after it arrives, not before (kind 2: after the
     // arrivals of its time).
@@ -182,13 +185,6 @@ ChurnResult SimulateDepartures(const Cluster& empty, const std::vector<PodSpec>&
   int placed = 0, departed = 0;
   // Averaged over the arrival window (first to last arrival), while demand comes in: after it,
   // the long-lived pods only drain away.
-  double first_arrival = std::numeric_limits<double>::infinity(), last_arrival = 0;
-  for (const Event& e : events) {
-    if (e.kind == 1) {
-      first_arrival = std::min(first_arrival, e.time);
-      last_arrival = std::max(last_arrival, e.time);
-    }
-  }
   last = first_arrival;
   for (const Event& e : events) {
     if (e.time > last && last < last_arrival) {
