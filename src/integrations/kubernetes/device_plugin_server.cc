@@ -1,13 +1,12 @@
 #include "integrations/kubernetes/device_plugin_server.h"
 
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <grpcpp/grpcpp.h>
 
 #include "base/error.h"
+#include "integrations/kubernetes/grpc_unix_server.h"
 #include "integrations/kubernetes/proto/deviceplugin_v1beta1.grpc.pb.h"
-#include "node/agent/http_client.h"
 
 namespace gpumux::k8s {
 
@@ -134,15 +133,8 @@ void DevicePluginServer::Start() {
   std::string kubelet = dir + "/kubelet.sock";
   kubelet_inode_ = InodeOf(kubelet);
   for (const std::string& resource : PluginResources()) {
-    std::string path = dir + "/" + SocketName(resource);
-    agent::UnixSocketAddress(path);  // throws, saying so, for a path too long for a socket
-    unlink(path.c_str());
     services_.push_back(std::make_unique<Service>(plugin_, resource, &stopping_));
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("unix:" + path, grpc::InsecureServerCredentials());
-    builder.RegisterService(services_.back().get());
-    servers_.push_back(builder.BuildAndStart());
-    if (!servers_.back()) throw Unavailable("cannot serve the device plugin on " + path);
+    servers_.push_back(ServeOnUnixSocket(dir + "/" + SocketName(resource), services_.back().get()));
   }
   // Registered only once every socket serves: the kubelet calls back at once.
   auto channel = grpc::CreateChannel("unix:" + kubelet, grpc::InsecureChannelCredentials());

@@ -1,15 +1,13 @@
 #include "integrations/kubernetes/dra_plugin_server.h"
 
-#include <unistd.h>
-
 #include <filesystem>
 
 #include <grpcpp/grpcpp.h>
 
 #include "base/error.h"
+#include "integrations/kubernetes/grpc_unix_server.h"
 #include "integrations/kubernetes/proto/dra_v1.grpc.pb.h"
 #include "integrations/kubernetes/proto/pluginregistration_v1.grpc.pb.h"
-#include "node/agent/http_client.h"
 #include "node/agent/log.h"
 
 namespace gpumux::k8s {
@@ -92,18 +90,6 @@ class DraService final : public dra::DRAPlugin::Service {
   DraDriver* driver_;
 };
 
-std::unique_ptr<grpc::Server> Serve(const std::string& path, grpc::Service* service) {
-  agent::UnixSocketAddress(path);  // throws, saying so, for a path too long for a socket
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  unlink(path.c_str());
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + path, grpc::InsecureServerCredentials());
-  builder.RegisterService(service);
-  auto server = builder.BuildAndStart();
-  if (!server) throw Unavailable("cannot serve the DRA driver on " + path);
-  return server;
-}
-
 }  // namespace
 
 DraPluginServer::DraPluginServer(DraDriver* driver) : driver_(driver) {}
@@ -121,9 +107,9 @@ void DraPluginServer::Start() {
   Stop();
   // The plugin's service first: the kubelet calls it as soon as it sees the registration.
   services_.push_back(std::make_unique<DraService>(driver_));
-  servers_.push_back(Serve(plugin_socket(), services_.back().get()));
+  servers_.push_back(ServeOnUnixSocket(plugin_socket(), services_.back().get()));
   services_.push_back(std::make_unique<RegistrationService>(plugin_socket()));
-  servers_.push_back(Serve(registration_socket(), services_.back().get()));
+  servers_.push_back(ServeOnUnixSocket(registration_socket(), services_.back().get()));
 }
 
 void DraPluginServer::Stop() {
