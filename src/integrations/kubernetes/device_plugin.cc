@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "base/error.h"
+#include "integrations/kubernetes/json_member.h"
 #include "node/agent/log.h"
 
 namespace gpumux::k8s {
@@ -27,10 +28,6 @@ std::optional<SlotId> SlotOfDevice(const std::string& id) {
   }
 }
 
-std::string Text(const json& j, const char* key) {
-  return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
-}
-
 }  // namespace
 
 const std::vector<std::string>& PluginResources() {
@@ -51,7 +48,6 @@ DevicePlugin::DevicePlugin(DevicePluginConfig config)
 bool DevicePlugin::Refresh() {
   json gpus = agent_.Gpus()["gpus"];
   std::vector<Slot> slots;
-  std::map<int, std::string> uuids;
   std::map<std::string, std::vector<PluginDevice>> devices;
   for (const json& g : gpus) {
     int index = g["index"].get<int>();
@@ -61,7 +57,7 @@ bool DevicePlugin::Refresh() {
       s.id = {index, instance};
       s.memory_gib = int(bytes / kGiB);
       s.healthy = healthy;
-      if (!uuid.empty()) uuids[int(slots.size())] = uuid;
+      s.uuid = uuid;
       slots.push_back(s);
       for (int k = 0; k < s.memory_gib; ++k)
         devices[kMemoryResource].push_back(
@@ -74,9 +70,10 @@ bool DevicePlugin::Refresh() {
     };
     if (g.value("mode", "") == "mig") {
       for (const json& i : g.value("instances", json::array()))
-        add_slot(i["instance"].get<int>(), i["memory_bytes"].get<uint64_t>(), Text(i, "uuid"));
+        add_slot(i["instance"].get<int>(), i["memory_bytes"].get<uint64_t>(),
+                 MemberText(i, "uuid"));
     } else {
-      add_slot(-1, g["memory_bytes"].get<uint64_t>(), Text(g, "uuid"));
+      add_slot(-1, g["memory_bytes"].get<uint64_t>(), MemberText(g, "uuid"));
     }
   }
   NodeGpus fresh(std::move(slots));
@@ -88,7 +85,6 @@ bool DevicePlugin::Refresh() {
     if (changed) {
       devices_ = std::move(devices);
       slots_ = std::move(fresh);
-      uuids_ = std::move(uuids);
       ++version_;
       changed_.notify_all();
     }
@@ -150,10 +146,8 @@ ContainerAnswer DevicePlugin::Allocate(const std::string& resource,
                    "which assigns them a GPU)");
   }
   const SlotId& where = *c->pod.assigned;
-  int slot_index = -1;
-  for (size_t i = 0; i < slots_.slots().size(); ++i)
-    if (slots_.slots()[i].id == where) slot_index = int(i);
-  if (slot_index < 0)
+  const Slot* slot = slots_.Find(where);
+  if (!slot)
     throw NotFound("pod " + c->pod.ns + "/" + c->pod.name + " is assigned GPU " + where.ToString() +
                    ", which node " + config_.node_name + " does not have");
   json request = {
@@ -167,7 +161,7 @@ ContainerAnswer DevicePlugin::Allocate(const std::string& resource,
       {"source", "kubernetes:" + c->pod.ns + "/" + c->pod.name + "/" + c->container.name}};
   if (where.instance >= 0) request["instance"] = where.instance;
   if (c->container.whole_gpus > 0) {
-    request["memory"] = uint64_t(slots_.slots()[slot_index].memory_gib) * kGiB;
+    request["memory"] = uint64_t(slot->memory_gib) * kGiB;
   } else {
     request["memory"] = std::to_string(c->container.memory_gib) + "GiB";
     if (c->container.compute_percent > 0)
@@ -179,8 +173,7 @@ ContainerAnswer DevicePlugin::Allocate(const std::string& resource,
   record_.Answered(*c, resource);
 
   ContainerAnswer answer;
-  auto uuid = uuids_.find(slot_index);
-  answer.edits = EditsForTenant(admitted.answer, uuid == uuids_.end() ? "" : uuid->second);
+  answer.edits = EditsForTenant(admitted.answer, slot->uuid);
   answer.annotations["gpumux.io/tenant"] = c->tenant;
   return answer;
 }
@@ -220,7 +213,7 @@ std::vector<std::string> DevicePlugin::RemoveTenantsOfGonePods() {
   std::vector<std::string> removed;
   json tenants = agent_.Tenants()["tenants"];  // a copy: the range must outlive the loop
   for (const json& t : tenants) {
-    std::string id = Text(t, "id");
+    std::string id = MemberText(t, "id");
     auto owner = OwnerOfTenant(id);
     if (!owner || owner->kind != TenantOwner::kPodContainer || live.count(owner->uid)) continue;
     try {

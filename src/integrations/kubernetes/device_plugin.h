@@ -97,7 +97,6 @@ class DevicePlugin {
   uint64_t version_ = 0;
   std::string published_;  // the annotation last written
   NodeGpus slots_;
-  std::map<int, std::string> uuids_;  // real GPUs and MIG instances by slot, for the runtime
   std::map<std::string, std::vector<PluginDevice>> devices_;
   AllocationRecord record_;
 };

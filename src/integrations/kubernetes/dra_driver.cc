@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "core/units.h"
 #include "integrations/kubernetes/container_edits.h"
+#include "integrations/kubernetes/json_member.h"
 #include "integrations/kubernetes/pod_request.h"
 #include "integrations/kubernetes/pod_tenants.h"
 
@@ -57,11 +58,6 @@ int Percent(const json& value, const std::string& where) {
   if (text.empty() || *end || n < 1 || n > 100)
     throw BadInput(where + ": expected a percent of the GPU from 1 to 100, got " + value.dump());
   return int(n);
-}
-
-const json& At(const json& j, const char* key) {
-  static const json kNull;
-  return j.is_object() && j.contains(key) ? j[key] : kNull;
 }
 
 }  // namespace
@@ -141,40 +137,38 @@ std::vector<PreparedDevice> DraDriver::Prepare(const std::string& ns, const std:
                                                const std::string& name) {
   json claim = api_.GetResourceClaim(ns, name);
   std::string where = "ResourceClaim " + ns + "/" + name;
-  if (At(At(claim, "metadata"), "uid") != uid)
-    throw Conflict(where + " has UID " + At(At(claim, "metadata"), "uid").dump() + ", not " + uid +
-                   " (it was replaced)");
-  const json& allocation = At(At(claim, "status"), "allocation");
-  const json& results = At(At(allocation, "devices"), "results");
+  if (Member(Member(claim, "metadata"), "uid") != uid)
+    throw Conflict(where + " has UID " + Member(Member(claim, "metadata"), "uid").dump() +
+                   ", not " + uid + " (it was replaced)");
+  const json& allocation = Member(Member(claim, "status"), "allocation");
+  const json& results = Member(Member(allocation, "devices"), "results");
   std::vector<const json*> ours;
   if (results.is_array())
     for (const json& r : results)
-      if (At(r, "driver") == kDraDriverName && At(r, "pool") == config_.node_name)
+      if (Member(r, "driver") == kDraDriverName && Member(r, "pool") == config_.node_name)
         ours.push_back(&r);
   if (ours.empty()) return {};
   if (ours.size() > 1)
     throw BadInput(where + ": allocated " + std::to_string(ours.size()) +
                    " gpumux devices; a claim's tenant runs on one GPU or MIG instance");
   const json& result = *ours[0];
-  std::string request =
-      At(result, "request").is_string() ? At(result, "request").get<std::string>() : "";
-  std::string device =
-      At(result, "device").is_string() ? At(result, "device").get<std::string>() : "";
+  std::string request = MemberText(result, "request");
+  std::string device = MemberText(result, "device");
   auto slot = SlotOfDevice(device);
   if (!slot) throw BadInput(where + ": device '" + device + "' is not one gpumux publishes");
 
   // The parameters: the claim's (or its class's) opaque config for this request.
   json parameters = json::object();
-  const json& configs = At(At(allocation, "devices"), "config");
+  const json& configs = Member(Member(allocation, "devices"), "config");
   if (configs.is_array()) {
     for (const json& c : configs) {  // the class's first, then the claim's, which win
-      const json& opaque = At(c, "opaque");
-      if (At(opaque, "driver") != kDraDriverName) continue;
-      const json& requests = At(c, "requests");
+      const json& opaque = Member(c, "opaque");
+      if (Member(opaque, "driver") != kDraDriverName) continue;
+      const json& requests = Member(c, "requests");
       if (requests.is_array() && !requests.empty() &&
           std::find(requests.begin(), requests.end(), request) == requests.end())
         continue;
-      const json& p = At(opaque, "parameters");
+      const json& p = Member(opaque, "parameters");
       if (!p.is_object()) throw BadInput(where + ": opaque parameters must be an object");
       for (auto& [k, v] : p.items()) parameters[k] = v;
     }
@@ -183,15 +177,16 @@ std::vector<PreparedDevice> DraDriver::Prepare(const std::string& ns, const std:
     if (k != "memory" && k != "compute" && k != "priority" && k != "owner_uid")
       throw BadInput(where + ": parameter '" + k +
                      "' is not one of memory, compute, priority, owner_uid");
-  const json& consumed = At(result, "consumedCapacity");
-  json gpus = agent_.Gpus();
-  uint64_t device_bytes = 0;
+  const json& consumed = Member(result, "consumedCapacity");
+  // The device as gpumuxd describes it now: its memory, and its UUID on a real GPU.
+  json gpus = agent_.Gpus(), described;
   for (const json& g : gpus["gpus"]) {
     if (g["index"] != slot->gpu) continue;
-    if (slot->instance < 0) device_bytes = g["memory_bytes"];
+    if (slot->instance < 0) described = g;
     for (const json& i : g.value("instances", json::array()))
-      if (i["instance"] == slot->instance) device_bytes = i["memory_bytes"];
+      if (i["instance"] == slot->instance) described = i;
   }
+  uint64_t device_bytes = described.is_object() ? described.value("memory_bytes", uint64_t{0}) : 0;
   if (device_bytes == 0) throw NotFound(where + ": device " + device + " is not on this node now");
 
   json admit = {{"id", ClaimTenantId(uid)},
@@ -200,34 +195,27 @@ std::vector<PreparedDevice> DraDriver::Prepare(const std::string& ns, const std:
   if (slot->instance >= 0) admit["instance"] = slot->instance;
   if (parameters.contains("memory"))
     admit["memory"] = QuantityBytes(parameters["memory"], where + ": parameters.memory");
-  else if (At(consumed, "memory").is_string())
+  else if (Member(consumed, "memory").is_string())
     admit["memory"] = QuantityBytes(consumed["memory"], where + ": consumedCapacity.memory");
   else
     admit["memory"] = device_bytes;
   if (parameters.contains("compute"))
     admit["compute"] =
         std::to_string(Percent(parameters["compute"], where + ": parameters.compute")) + "%";
-  else if (At(consumed, "compute").is_string())
+  else if (Member(consumed, "compute").is_string())
     admit["compute"] =
         std::to_string(Percent(consumed["compute"], where + ": consumedCapacity.compute")) + "%";
   if (parameters.contains("priority")) admit["priority"] = parameters["priority"];
   // A claim reserved for one pod: only that pod's processes may draw on it. (A claim shared by
   // several pods is held to its owner uid.)
-  const json& consumers = At(At(claim, "status"), "reservedFor");
-  if (consumers.is_array() && consumers.size() == 1 && At(consumers[0], "resource") == "pods" &&
-      At(consumers[0], "uid").is_string())
+  const json& consumers = Member(Member(claim, "status"), "reservedFor");
+  if (consumers.is_array() && consumers.size() == 1 && Member(consumers[0], "resource") == "pods" &&
+      Member(consumers[0], "uid").is_string())
     admit["cgroup"] = PodCgroup(consumers[0]["uid"]);
   admit["owner_uid"] = parameters.contains("owner_uid") ? parameters["owner_uid"] : json(0);
 
   agent::Admission admitted = agent_.Admit(admit);
-  std::string uuid;
-  for (const json& g : gpus["gpus"]) {
-    if (g["index"] != slot->gpu) continue;
-    if (slot->instance < 0) uuid = g.value("uuid", "");
-    for (const json& i : g.value("instances", json::array()))
-      if (i["instance"] == slot->instance) uuid = i.value("uuid", "");
-  }
-  json spec = CdiSpec(uid, EditsForTenant(admitted.answer, uuid));
+  json spec = CdiSpec(uid, EditsForTenant(admitted.answer, MemberText(described, "uuid")));
   // Written beside and renamed over: the runtime never reads half a spec.
   std::filesystem::create_directories(config_.cdi_dir);
   std::string path = CdiPath(uid), tmp = path + ".tmp";

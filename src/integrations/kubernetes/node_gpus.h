@@ -22,6 +22,7 @@ struct Slot {
   SlotId id;
   int memory_gib = 0;
   bool healthy = true;
+  std::string uuid{};  // a real GPU's or MIG instance's, for the container runtime (not published)
   // What is placed here.
   int used_memory_gib = 0, used_compute_percent = 0, pods = 0;
   bool held_whole = false;

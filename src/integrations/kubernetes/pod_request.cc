@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "base/error.h"
+#include "integrations/kubernetes/json_member.h"
 
 namespace gpumux::k8s {
 
@@ -33,19 +34,9 @@ int Quantity(const json& value, const std::string& where) {
   return *n;
 }
 
-const json& Field(const json& object, const char* key) {
-  static const json kNull;
-  return object.is_object() && object.contains(key) ? object[key] : kNull;
-}
-
-std::string Text(const json& object, const char* key) {
-  const json& v = Field(object, key);
-  return v.is_string() ? v.get<std::string>() : "";
-}
-
 // securityContext.runAsUser of `object` (a container or a pod spec), or `otherwise`.
 int64_t RunAsUser(const json& object, int64_t otherwise, const std::string& where) {
-  const json& uid = Field(Field(object, "securityContext"), "runAsUser");
+  const json& uid = Member(Member(object, "securityContext"), "runAsUser");
   if (uid.is_null()) return otherwise;
   if (!uid.is_number_integer() || uid.get<int64_t>() < 0 || uid.get<int64_t>() > 0xfffffffell)
     throw BadInput(where + ": securityContext.runAsUser: expected a uid, got " + uid.dump());
@@ -53,11 +44,11 @@ int64_t RunAsUser(const json& object, int64_t otherwise, const std::string& wher
 }
 
 ContainerRequest ReadContainer(const json& c, int index, const std::string& where) {
-  ContainerRequest r{Text(c, "name"), index};
-  const json& resources = Field(c, "resources");
+  ContainerRequest r{MemberText(c, "name"), index};
+  const json& resources = Member(c, "resources");
   // Extended resources must have equal requests and limits; limits win, requests alone also count.
   for (const char* part : {"requests", "limits"}) {
-    const json& amounts = Field(resources, part);
+    const json& amounts = Member(resources, part);
     if (!amounts.is_object()) continue;
     std::string at = where + ".resources." + part + ".";
     if (amounts.contains(kMemoryResource))
@@ -107,22 +98,22 @@ bool PodRequest::whole_gpu() const {
 
 PodRequest ParsePod(const json& pod) {
   if (!pod.is_object()) throw BadInput("pod: expected a v1.Pod object");
-  const json& meta = Field(pod, "metadata");
+  const json& meta = Member(pod, "metadata");
   PodRequest p;
-  p.uid = Text(meta, "uid");
-  p.ns = Text(meta, "namespace");
-  p.name = Text(meta, "name");
-  p.node = Text(Field(pod, "spec"), "nodeName");
-  p.phase = Text(Field(pod, "status"), "phase");
+  p.uid = MemberText(meta, "uid");
+  p.ns = MemberText(meta, "namespace");
+  p.name = MemberText(meta, "name");
+  p.node = MemberText(Member(pod, "spec"), "nodeName");
+  p.phase = MemberText(Member(pod, "status"), "phase");
   std::string where = "pod " + (p.ns.empty() ? "" : p.ns + "/") + p.name;
-  const json& annotations = Field(meta, "annotations");
-  if (std::string priority = Text(annotations, kPriorityAnnotation); !priority.empty()) {
+  const json& annotations = Member(meta, "annotations");
+  if (std::string priority = MemberText(annotations, kPriorityAnnotation); !priority.empty()) {
     if (priority != "high" && priority != "normal" && priority != "low")
       throw BadInput(where + ": annotation " + kPriorityAnnotation + ": expected high, normal or " +
                      "low, got '" + priority + "'");
     p.priority = priority;
   }
-  if (std::string assigned = Text(annotations, kAssignedAnnotation); !assigned.empty()) {
+  if (std::string assigned = MemberText(annotations, kAssignedAnnotation); !assigned.empty()) {
     try {
       p.assigned = SlotId::Parse(assigned);
     } catch (const Error& e) {
@@ -132,14 +123,14 @@ PodRequest ParsePod(const json& pod) {
   int index = 0, whole = 0;
   bool shares = false;
   for (const char* list : {"initContainers", "containers"}) {
-    const json& containers = Field(Field(pod, "spec"), list);
+    const json& containers = Member(Member(pod, "spec"), list);
     if (!containers.is_null() && !containers.is_array())
       throw BadInput(where + ": spec." + list + ": expected a list");
     if (containers.is_null()) continue;
     for (const json& c : containers) {
-      std::string at = where + ": spec." + list + "[" + Text(c, "name") + "]";
+      std::string at = where + ": spec." + list + "[" + MemberText(c, "name") + "]";
       ContainerRequest r = ReadContainer(c, index++, at);
-      r.run_as_user = RunAsUser(c, RunAsUser(Field(pod, "spec"), -1, where), at);
+      r.run_as_user = RunAsUser(c, RunAsUser(Member(pod, "spec"), -1, where), at);
       if (r.memory_gib == 0 && r.whole_gpus == 0) continue;
       whole += r.whole_gpus;
       shares = shares || r.memory_gib > 0;
