@@ -101,21 +101,22 @@ json Extender::Filter(const json& args) {
   bool full = false;
   std::vector<std::string> names = Candidates(args, &full);
   json passed = json::array(), failed = json::object();
+  std::vector<bool> fits(names.size());
   {
     std::lock_guard lock(mu_);
     if (pod.asks_gpumux()) {
       if (seen_.size() >= kSeenPodsKept) seen_.clear();
       seen_[pod.uid] = pod;
     }
-    for (const std::string& name : names) {
+    for (size_t i = 0; i < names.size(); ++i) {
       std::string why = "no gpumux GPU (the gpumux device plugin publishes them on the node)";
-      auto it = nodes_.find(name);  // a node not seen yet has none
-      bool fits =
+      auto it = nodes_.find(names[i]);  // a node not seen yet has none
+      fits[i] =
           !pod.asks_gpumux() || (it != nodes_.end() && !it->second.FittingSlots(pod, &why).empty());
-      if (fits)
-        passed.push_back(name);
+      if (fits[i])
+        passed.push_back(names[i]);
       else
-        failed[name] = "gpumux: " + why;
+        failed[names[i]] = "gpumux: " + why;
     }
   }
   json result = {{"FailedNodes", failed}, {"Error", ""}};
@@ -124,11 +125,11 @@ json Extender::Filter(const json& args) {
     result["Nodes"] = nullptr;
     return result;
   }
+  // Candidates named the nodes in the order of Nodes.items.
   json items = json::array();
-  for (const json& node : Key(Key(args, "Nodes"), "items")) {
-    std::string name = node.value("/metadata/name"_json_pointer, std::string());
-    if (std::find(passed.begin(), passed.end(), name) != passed.end()) items.push_back(node);
-  }
+  const json& nodes = Key(Key(args, "Nodes"), "items");
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (fits[i]) items.push_back(nodes[i]);
   result["Nodes"] = {{"items", items}};
   result["NodeNames"] = nullptr;
   return result;
