@@ -1,6 +1,6 @@
 // The runtime on a real NVIDIA GPU (ctest label `gpu`): the memory quota through a driver-API
-// program and through PyTorch, a compute cap through PyTorch, and NVML as gpumuxd reads it. Each
-// test skips, saying why, where there is no GPU (or no PyTorch).
+// program and through PyTorch, a compute cap through PyTorch, NVML as gpumuxd reads it, and gpumuxd
+// admitting a tenant there. Each test skips, saying why, where there is no GPU (or no PyTorch).
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -12,6 +12,7 @@
 #include <string>
 
 #include "abi/nvml_api.h"
+#include "agent_fixture.h"
 #include "node/device.h"
 #include "node/mig_control.h"
 #include "node/nvml_library.h"
@@ -152,6 +153,38 @@ TEST_F(GpuTest, NvmlDescribesTheGpuAndItsMigGeometryAsGpumuxdReadsThem) {
     EXPECT_GT(p.memory_bytes, 1e9) << p.name;
     EXPECT_FALSE(p.placement_starts.empty()) << p.name;
   }
+}
+
+// gpumuxd on the real GPU (its NVIDIA backend, not the simulator): it lists the GPU as NVML shows
+// it, admits a tenant, and the driver-API client started with the environment it answers takes its
+// memory as grants over the tenants' socket and is refused at exactly its quota.
+class GpuAgentTest : public gpumux::testing::AgentTest {
+ protected:
+  void SetUp() override {
+    AgentTest::SetUp();
+    std::string why = NoGpuReason();
+    if (!why.empty()) GTEST_SKIP() << "needs an NVIDIA GPU: " << why;
+  }
+};
+
+TEST_F(GpuAgentTest, GpumuxdAdmitsATenantOnTheRealGpu) {
+  StartRealAgent({});
+  nlohmann::json gpus = Call("GET", "/v1/gpus", nullptr, 200)["gpus"];
+  ASSERT_FALSE(gpus.empty());
+  EXPECT_FALSE(gpus[0]["simulated"].get<bool>()) << gpus;
+  EXPECT_TRUE(gpus[0]["healthy"].get<bool>()) << gpus;
+  EXPECT_EQ(gpus[0]["uuid"].get<std::string>().rfind("GPU-", 0), 0u) << gpus;
+  nlohmann::json admitted =
+      Call("POST", "/v1/tenants", {{"id", "gpu-agent"}, {"gpu", 0}, {"memory", "2GiB"}}, 201);
+  auto [code, out] =
+      Sh(Env(admitted) + GPUMUX_ALLOC_CLIENT + " direct fill " + std::to_string(64 * kMiB) + " 0");
+  ASSERT_EQ(code, 0) << out;
+  auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["allocated"].get<uint64_t>(), 2 * kGiB) << out;
+  EXPECT_EQ(j["last_error"].get<int>(), 2) << out;
+  EXPECT_EQ(j["total"].get<uint64_t>(), 2 * kGiB) << out;
+  EXPECT_GE(Call("GET", "/v1/tenants/gpu-agent", nullptr, 200)["refused_allocations"].get<int>(),
+            1);
 }
 
 }  // namespace

@@ -8,6 +8,9 @@
 //                                    allocate STEP until refused
 //   alloc_client direct mixed STEP   rotate through every allocation path until refused, read NVML,
 //                                    free everything and read NVML again
+//   alloc_client BINDING time COUNT BYTES   COUNT pairs of allocate + free of BYTES, timed: the
+//                                    nanoseconds per pair (bench/gpu_shim.sh compares bare and
+//                                    shim)
 // BINDING: direct (linked against libcuda.so.1), dlopen (dlopen + dlsym), procaddr
 // (cuGetProcAddress).
 #include <dlfcn.h>
@@ -54,13 +57,22 @@ Driver Bind(const std::string& how) {
   return d;
 }
 
+// Makes device 0's primary context current on the calling thread, as the CUDA runtime does before
+// a thread's first allocation (the real driver refuses allocations without one).
+bool UsePrimaryContext() {
+  CUdevice dev;
+  CUcontext ctx;
+  return cuDeviceGet(&dev, 0) == 0 && cuDevicePrimaryCtxRetain(&ctx, dev) == 0 &&
+         cuCtxSetCurrent(ctx) == 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 4) return 2;
   Driver d = Bind(argv[1]);
-  if (d.init(0) != 0) {
-    std::printf("{\"error\": \"cuInit failed\"}\n");
+  if (d.init(0) != 0 || !UsePrimaryContext()) {
+    std::printf("{\"error\": \"cuInit or the primary context failed\"}\n");
     return 4;
   }
   std::string mode = argv[2];
@@ -118,6 +130,7 @@ int main(int argc, char** argv) {
     std::vector<std::thread> pool;
     for (int t = 0; t < threads; ++t) {
       pool.emplace_back([&, t] {
+        UsePrimaryContext();
         std::mt19937_64 rng(getpid() * 131 + t);
         std::vector<CUdeviceptr> held;
         while (std::chrono::steady_clock::now() < end) {
@@ -141,6 +154,21 @@ int main(int argc, char** argv) {
     }
     for (auto& th : pool) th.join();
     std::printf("{\"allocations\": %ld, \"refusals\": %ld}\n", allocs.load(), refusals.load());
+    return 0;
+  }
+  if (mode == "time" && argc >= 5) {
+    long count = std::atol(argv[3]);
+    size_t bytes = std::strtoull(argv[4], nullptr, 10);
+    CUdeviceptr p;
+    if (d.alloc(&p, bytes) != 0) return 5;  // the first pair sets up the driver (and a shim)
+    d.free(p);
+    auto start = std::chrono::steady_clock::now();
+    for (long i = 0; i < count; ++i) {
+      if (d.alloc(&p, bytes) != 0) return 5;
+      d.free(p);
+    }
+    std::chrono::duration<double, std::nano> took = std::chrono::steady_clock::now() - start;
+    std::printf("{\"ns_per_pair\": %.1f, \"pairs\": %ld}\n", took.count() / double(count), count);
     return 0;
   }
   if (mode == "mixed") {

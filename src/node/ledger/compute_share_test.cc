@@ -79,6 +79,61 @@ TEST_F(ComputeTickTest, HoldsATenantOverItsCapUntilItsCreditCatchesUp) {
   EXPECT_EQ(l.Snapshot()[0].gpu_ns, 1'000'000u);
 }
 
+// A tenant that keeps the GPU busy whenever it is not held, on a GPU that reports its time as a
+// real one's NVML does: the busy time of each 166 ms sampling period in one lump, 20 ms after the
+// period ends. Ticks every millisecond for `seconds`; returns the fraction of the time it ran.
+double BusyShareWithLateReports(Ledger& l, int process, uint64_t start, double seconds,
+                                bool tell_lag) {
+  constexpr uint64_t kMs = 1'000'000, kPeriod = 166 * kMs, kDelay = 20 * kMs;
+  uint64_t ran = 0, in_period = 0, pending = 0, period_end = start + kPeriod, due = 0;
+  uint64_t reported_until = start;
+  bool hold = false;
+  int ticks = int(seconds * 1000);
+  for (int i = 1; i <= ticks; ++i) {
+    uint64_t now = start + uint64_t(i) * kMs;
+    if (!hold) {
+      ran += kMs;
+      in_period += kMs;
+    }
+    if (now >= period_end) {  // the period closes; NVML will report it kDelay later
+      pending = in_period;
+      in_period = 0;
+      due = now + kDelay;
+      period_end += kPeriod;
+    }
+    uint64_t report = 0;
+    if (due && now >= due) {
+      report = pending;
+      reported_until = due - kDelay;
+      due = 0;
+    }
+    hold = l.ComputeTick(process, now, report, true, tell_lag ? now - reported_until : 0).hold;
+  }
+  return double(ran) / double(ticks * kMs);
+}
+
+TEST_F(ComputeTickTest, ABusyTenantAloneIsNotHeldWhenItsGpuTimeArrivesLate) {
+  Ledger l = Ledger::CreateOrOpen(path_, 1ull << 30, "real");
+  int p = l.RegisterProcess(l.AddTenant("alone", {1ull << 20}));
+  uint64_t start = l.Snapshot()[0].added_ns;
+  EXPECT_GT(BusyShareWithLateReports(l, p, start, 5, true), 0.99);
+}
+
+TEST_F(ComputeTickTest, WithoutTheLagALateLumpOfGpuTimeHoldsATenantAlone) {
+  // What the lag allowance prevents: each lump reads as time used beyond the credit's burst.
+  Ledger l = Ledger::CreateOrOpen(path_, 1ull << 30, "real");
+  int p = l.RegisterProcess(l.AddTenant("alone", {1ull << 20}));
+  uint64_t start = l.Snapshot()[0].added_ns;
+  EXPECT_LT(BusyShareWithLateReports(l, p, start, 5, false), 0.8);
+}
+
+TEST_F(ComputeTickTest, ACappedTenantWhoseGpuTimeArrivesLateStillGetsItsCap) {
+  Ledger l = Ledger::CreateOrOpen(path_, 1ull << 30, "real");
+  int p = l.RegisterProcess(l.AddTenant("capped", {1ull << 20, 300}));
+  uint64_t start = l.Snapshot()[0].added_ns;
+  EXPECT_NEAR(BusyShareWithLateReports(l, p, start, 20, true), 0.30, 0.03);
+}
+
 TEST_F(ComputeTickTest, OthersYieldWhileAHighPriorityTenantLaunches) {
   Ledger l = Ledger::CreateOrOpen(path_, 1ull << 30, "sim");
   int hp = l.RegisterProcess(l.AddTenant("hp", {1ull << 20, kNoCap, 1, Priority::kHigh}));

@@ -323,7 +323,8 @@ void Ledger::UnregisterProcess(int process) {
   s.pid.store(0);
 }
 
-ComputeVerdict Ledger::ComputeTick(int process, uint64_t now_ns, uint64_t gpu_ns, bool wants_gpu) {
+ComputeVerdict Ledger::ComputeTick(int process, uint64_t now_ns, uint64_t gpu_ns, bool wants_gpu,
+                                   uint64_t unmeasured_ns) {
   ProcessSlot& p = layout_->processes[process];
   TenantSlot* mine = TenantOf(p);
   if (!mine) return {true, 0};  // its slot was overwritten: hold until it is put back
@@ -360,8 +361,9 @@ ComputeVerdict Ledger::ComputeTick(int process, uint64_t now_ns, uint64_t gpu_ns
   if (now_ns > accrued && me.accrued_ns.compare_exchange_strong(accrued, now_ns)) {
     int64_t credit = me.credit_ns.load();
     int64_t next;
+    uint64_t burst = kBurstNs + uint64_t(share * double(unmeasured_ns));
     do {
-      next = AccrueCredit(credit, me.gpu_ns.load(), share, now_ns - accrued, kBurstNs);
+      next = AccrueCredit(credit, me.gpu_ns.load(), share, now_ns - accrued, burst);
     } while (!me.credit_ns.compare_exchange_weak(credit, next));
   }
   ComputeVerdict v;

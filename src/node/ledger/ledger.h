@@ -211,7 +211,13 @@ class Ledger {
   // kYieldHoldNs. High-priority tenants are never held. Accuracy: a tenant overshoots by at most
   // the work it had queued when it was held plus one tick; the overshoot is repaid from later
   // credit, so long-run shares converge to the target (error shrinks as 1 / window).
-  ComputeVerdict ComputeTick(int process, uint64_t now_ns, uint64_t gpu_ns, bool wants_gpu);
+  // `unmeasured_ns`: how far the process's measurement lags now (a real GPU's NVML samples arrive
+  // once per sampling period, up to a second late). The credit may run that much further ahead of
+  // the measured time at the tenant's share, beyond kBurstNs, so that time used but not reported
+  // yet is not mistaken for banked idle time: without it, a busy tenant alone on the GPU would be
+  // held for most of each sampling period whenever the period's GPU time arrives in one lump.
+  ComputeVerdict ComputeTick(int process, uint64_t now_ns, uint64_t gpu_ns, bool wants_gpu,
+                             uint64_t unmeasured_ns = 0);
   // Counts a launch held back by the governor.
   void CountHeld(int process) {
     if (TenantSlot* t = TenantOf(layout_->processes[process]))

@@ -3,13 +3,16 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <thread>
 #include <vector>
 
 #include "abi/nvml_api.h"
 #include "base/clock.h"
+#include "node/shim/gpu_time_samples.h"
 
 namespace gpumux::shim {
 namespace {
@@ -21,10 +24,21 @@ constexpr uint64_t kRecheckNs = 100'000;  // a held launch looks at the gate thi
 // Launch activity, priorities and credit are ticked every millisecond either way (shared memory).
 constexpr int kRealGpuMeterEvery = 20;
 
+// How far a measurement may lag at most: beyond this a process is taken as idle, not unreported.
+constexpr uint64_t kMaxUnmeasuredNs = 1'000'000'000;
+
+uint64_t WallClockUs() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return uint64_t(ts.tv_sec) * 1'000'000 + uint64_t(ts.tv_nsec) / 1000;
+}
+
 // GPU time used by this process, from NVML's per-process utilisation samples.
 class GpuTimeMeter {
  public:
-  explicit GpuTimeMeter(int gpu_index) {
+  // A real GPU's samples carry wall-clock timestamps, the simulated GPU's monotonic ones.
+  GpuTimeMeter(int gpu_index, bool real_gpu)
+      : samples_(unsigned(getpid()), real_gpu, real_gpu ? WallClockUs() : 0) {
     void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_NOLOAD);
     if (!nvml) nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW);
     if (!nvml) return;
@@ -37,38 +51,36 @@ class GpuTimeMeter {
         handle(unsigned(gpu_index), &device_) != nvml::kSuccess) {
       utilisation_ = nullptr;
     }
-    samples_.resize(1024);
+    buffer_.resize(1024);
   }
   bool usable() const { return utilisation_ != nullptr; }
-  bool seen_self() const { return seen_self_; }
+  bool seen_self() const { return samples_.seen(); }
   bool unsupported() const {
     return unsupported_;
   }  // the GPU has no per-process utilisation (MIG mode)
 
-  // Nanoseconds of GPU time this process used since the previous call.
+  // Nanoseconds of GPU time this process used since the previous call (as far as NVML has
+  // sampled it).
   uint64_t Used() {
-    unsigned int n = unsigned(samples_.size());
-    nvmlReturn_t r = utilisation_(device_, samples_.data(), &n, last_us_);
+    unsigned int n = unsigned(buffer_.size());
+    nvmlReturn_t r = utilisation_(device_, buffer_.data(), &n, samples_.newest_us());
     if (r == nvml::kErrorNotSupported) unsupported_ = true;
     if (r != nvml::kSuccess) return 0;
-    uint64_t used = 0, newest = last_us_;
-    for (unsigned int i = 0; i < n; ++i) {
-      const nvmlProcessUtilizationSample_t& s = samples_[i];
-      if (s.pid != unsigned(getpid()) || s.timeStamp <= last_us_) continue;
-      seen_self_ = true;
-      if (last_us_) used += uint64_t(s.smUtil) * (s.timeStamp - last_us_) * 10;  // % of µs -> ns
-      newest = std::max<uint64_t>(newest, s.timeStamp);
-    }
-    if (newest > last_us_) last_us_ = newest;
-    return used;
+    return samples_.Add(std::span(buffer_.data(), n));
+  }
+  // How far behind now a real GPU's measurement is: the time since the newest sample (or since the
+  // start), at most kMaxUnmeasuredNs.
+  uint64_t UnmeasuredNs() const {
+    uint64_t since = samples_.newest_us(), now = WallClockUs();
+    return now > since ? std::min<uint64_t>((now - since) * 1000, kMaxUnmeasuredNs) : 0;
   }
 
  private:
   decltype(&nvmlDeviceGetProcessUtilization) utilisation_ = nullptr;
   nvmlDevice_t device_ = nullptr;
-  std::vector<nvmlProcessUtilizationSample_t> samples_;
-  unsigned long long last_us_ = 0;
-  bool seen_self_ = false, unsupported_ = false;
+  std::vector<nvmlProcessUtilizationSample_t> buffer_;
+  GpuTimeSamples samples_;
+  bool unsupported_ = false;
 };
 
 }  // namespace
@@ -97,7 +109,8 @@ void Governor::WaitForTurn() {
 }
 
 void Governor::Run(int gpu_index) {
-  GpuTimeMeter meter(gpu_index);
+  const bool real_gpu = std::getenv("GPUMUX_SIM_NAME") == nullptr;
+  GpuTimeMeter meter(gpu_index, real_gpu);
   if (!meter.usable()) {
     std::fprintf(
         stderr,
@@ -106,13 +119,18 @@ void Governor::Run(int gpu_index) {
   }
   uint64_t started = NowNs();
   bool warned = false;
-  const int meter_every = std::getenv("GPUMUX_SIM_NAME") ? 1 : kRealGpuMeterEvery;
   for (int tick = 0; !stopped_.load(); ++tick) {
     uint64_t now = NowNs();
-    uint64_t used = tick % meter_every == 0 ? meter.Used() : 0;
+    uint64_t used = 0, unmeasured = 0;
+    if (real_gpu) {
+      if (tick % kRealGpuMeterEvery == 0) used = meter.Used();
+      unmeasured = meter.UnmeasuredNs();
+    } else {
+      used = meter.Used();  // the simulated GPU's samples are current: nothing is unmeasured
+    }
     bool wants = launched_.exchange(false, std::memory_order_relaxed) ||
                  waiting_.load(std::memory_order_relaxed);
-    node::ComputeVerdict v = ledger_->ComputeTick(process_, now, used, wants);
+    node::ComputeVerdict v = ledger_->ComputeTick(process_, now, used, wants, unmeasured);
     gate_closed_.store(v.hold, std::memory_order_relaxed);
     if (!warned && !meter.seen_self() && wants && now - started > 2'000'000'000ull) {
       if (meter.unsupported()) {
