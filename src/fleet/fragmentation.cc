@@ -7,7 +7,7 @@
 namespace gpumux::fleet {
 
 TargetWorkload TargetWorkload::FromPods(const Cluster& cluster, const std::vector<PodSpec>& pods,
-                                        double coverage) {
+                                        double coverage, ClassWeight weighting) {
   // Key: CPU, milli, GPU count, spec text (the artifact's PodResource, whose order breaks ties).
   using Key = std::tuple<int64_t, int, int, std::string>;
   std::map<Key, std::pair<int, Shape>> counts;
@@ -33,7 +33,42 @@ TargetWorkload TargetWorkload::FromPods(const Cluster& cluster, const std::vecto
     w.classes_.push_back({entry.second, entry.first, 0});
     covered += entry.first;
   }
-  for (TargetClass& c : w.classes_) c.probability = c.count / covered;
+  int64_t fleet_gpus = 0;
+  for (int i = 0; i < cluster.size(); ++i) fleet_gpus += cluster.node(i).gpus;
+  for (TargetClass& c : w.classes_) {
+    c.probability = c.count / covered;
+    c.weight = c.probability;
+    if (weighting == ClassWeight::kScarcity && !c.shape.cpu_only()) {
+      int64_t usable = 0;
+      for (int i = 0; i < cluster.size(); ++i) {
+        const NodeState& n = cluster.node(i);
+        if (n.gpus > 0 && (c.shape.models >> n.model & 1)) usable += n.gpus;
+      }
+      if (usable > 0) c.weight *= double(fleet_gpus) / double(usable);
+    }
+  }
+  // Per model, the classes as the measures read them there (hot paths: fewer classes to walk).
+  w.by_model_.resize(cluster.models().size());
+  for (size_t m = 0; m < w.by_model_.size(); ++m) {
+    ForModel& f = w.by_model_[m];
+    for (const TargetClass& c : w.classes_) {
+      if (c.shape.cpu_only() || !(c.shape.models >> m & 1)) {
+        f.unusable_weight += c.weight;
+        continue;
+      }
+      Shape shape = c.shape;
+      shape.models = kAnyModel;
+      auto same = std::find_if(f.usable.begin(), f.usable.end(),
+                               [&](const TargetClass& u) { return u.shape == shape; });
+      if (same == f.usable.end()) {
+        f.usable.push_back({shape, c.count, c.probability, c.weight});
+      } else {
+        same->count += c.count;
+        same->probability += c.probability;
+        same->weight += c.weight;
+      }
+    }
+  }
   return w;
 }
 
@@ -70,19 +105,15 @@ FreeView After(const NodeState& n, const Shape& shape, int gpu) {
   return v;
 }
 
-// Whether a pod of shape `s` could ever use GPUs on this node: a GPU shape of an allowed model.
-bool MayUseGpus(const FreeView& v, const Shape& s) {
-  return !s.cpu_only() && (s.models >> v.model & 1);
-}
-
 double Fragmentation(const FreeView& v, const TargetWorkload& target) {
   // Hot path: called for every candidate GPU of every node FGD and gpumux score.
-  if (v.total == 0) return 0;
-  double frag = 0;
-  for (const TargetClass& c : target.classes()) {
+  if (v.total == 0) return 0;  // also every node without GPUs (model -1)
+  const TargetWorkload::ForModel& classes = target.for_model(v.model);
+  double frag = classes.unusable_weight * v.total;
+  for (const TargetClass& c : classes.usable) {
     const Shape& s = c.shape;
     int frag_m = v.total;  // all free milli, unless the shape fits
-    if (MayUseGpus(v, s) && v.cpu_left >= s.cpu_milli) {
+    if (v.cpu_left >= s.cpu_milli) {
       int fitting = 0, too_small = 0;
       for (int g = 0; g < v.gpus; ++g) {
         if (v.left[g] >= s.gpu_milli) {
@@ -93,7 +124,7 @@ double Fragmentation(const FreeView& v, const TargetWorkload& target) {
       }
       if (fitting >= s.num_gpu) frag_m = too_small;
     }
-    frag += c.probability * frag_m;
+    frag += c.weight * frag_m;
   }
   return frag;
 }
@@ -101,23 +132,22 @@ double Fragmentation(const FreeView& v, const TargetWorkload& target) {
 double CapacityFragmentation(const FreeView& v, const TargetWorkload& target) {
   // Hot path, like Fragmentation.
   if (v.total == 0) return 0;
-  double frag = 0;
-  for (const TargetClass& c : target.classes()) {
+  const TargetWorkload::ForModel& classes = target.for_model(v.model);
+  double frag = classes.unusable_weight * v.total;  // they can use none of it
+  for (const TargetClass& c : classes.usable) {
     const Shape& s = c.shape;
-    int64_t usable = 0;
-    if (MayUseGpus(v, s)) {
-      int64_t by_cpu = s.cpu_milli > 0 ? v.cpu_left / s.cpu_milli : int64_t(1) << 40;
-      if (s.shares_gpu()) {
-        int64_t by_gpu = 0;
-        for (int g = 0; g < v.gpus; ++g) by_gpu += v.left[g] / s.gpu_milli;
-        usable = std::min(by_gpu, by_cpu) * s.gpu_milli;
-      } else {
-        int free = 0;
-        for (int g = 0; g < v.gpus; ++g) free += v.left[g] == kMilli;
-        usable = std::min<int64_t>(free / s.num_gpu, by_cpu) * s.total_gpu_milli();
-      }
+    int64_t by_cpu = s.cpu_milli > 0 ? v.cpu_left / s.cpu_milli : int64_t(1) << 40;
+    int64_t usable;
+    if (s.shares_gpu()) {
+      int64_t by_gpu = 0;
+      for (int g = 0; g < v.gpus; ++g) by_gpu += v.left[g] / s.gpu_milli;
+      usable = std::min(by_gpu, by_cpu) * s.gpu_milli;
+    } else {
+      int free = 0;
+      for (int g = 0; g < v.gpus; ++g) free += v.left[g] == kMilli;
+      usable = std::min<int64_t>(free / s.num_gpu, by_cpu) * s.total_gpu_milli();
     }
-    frag += c.probability * double(v.total - usable);
+    frag += c.weight * double(v.total - usable);
   }
   return frag;
 }

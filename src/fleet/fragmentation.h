@@ -8,6 +8,11 @@
 // GPUs too small for it; otherwise (and always for a CPU-only m) all of the node's free GPU milli.
 // A node's fragmentation is the expectation over the target workload; the cluster's is the sum over
 // nodes.
+//
+// gpumux weighs the shapes by scarcity instead of popularity alone: a shape's probability divided
+// by the share of the fleet's GPUs it may use (its gpu_spec models'). Free GPU milli that a shape
+// able to use only 1/7 of the fleet cannot use is a seventh of its chances lost, not one of many,
+// so a pod that may go anywhere is steered away from the GPUs that constrained shapes need.
 #pragma once
 
 #include <vector>
@@ -20,6 +25,14 @@ struct TargetClass {
   Shape shape;    // memory_mib is 0: the measure ignores memory
   int count = 0;  // pods of this shape in the trace
   double probability = 0;
+  double weight = 0;  // what the measures weigh its fragment by: probability, or by scarcity
+};
+
+// How a target workload weighs its shapes (see above).
+enum class ClassWeight {
+  kPopularity,  // probability (FGD)
+  kScarcity,    // probability / share of the fleet's GPUs it may use (1 for CPU-only shapes and
+                // for shapes that no node's model matches)
 };
 
 class TargetWorkload {
@@ -27,21 +40,35 @@ class TargetWorkload {
   // The most popular shapes of `pods` covering `coverage` of them (0 < coverage <= 1). Ties in
   // popularity are ordered as the artifact orders them (larger CPU, milli, GPU count, spec first).
   static TargetWorkload FromPods(const Cluster& cluster, const std::vector<PodSpec>& pods,
-                                 double coverage = 0.95);
+                                 double coverage = 0.95,
+                                 ClassWeight weighting = ClassWeight::kPopularity);
   const std::vector<TargetClass>& classes() const { return classes_; }
+
+  // The classes as the measures read them on a node of GPU model `model` (an index into
+  // Cluster::models()): the summed weight of those that cannot use its GPUs (CPU-only shapes and
+  // other models), whose fragment there is all of its free GPU milli, and the others merged by
+  // shape (a shape that names the model and one that names any model count as one there).
+  struct ForModel {
+    double unusable_weight = 0;
+    std::vector<TargetClass> usable;  // shape.models is kAnyModel; weight summed
+  };
+  const ForModel& for_model(int model) const { return by_model_[size_t(model)]; }
 
  private:
   std::vector<TargetClass> classes_;
+  std::vector<ForModel> by_model_;  // one per GPU model of the cluster
 };
 
 // The target workloads the policies measure against, built once per trace.
 struct TargetWorkloads {
-  TargetWorkload fgd;   // the shapes covering 95% of pods, as FGD's artifact builds it
-  TargetWorkload wide;  // 99%: gpumux's capacity tie-break also sees rarer shapes (e.g. pods that
-                        // fit only one node type), which protects the nodes they need
+  TargetWorkload fgd;     // the shapes covering 95% of pods, as FGD's artifact builds it
+  TargetWorkload scarce;  // the same shapes weighed by scarcity: gpumux's FGD term
+  TargetWorkload wide;    // 99%, by scarcity: gpumux's capacity tie-break also sees rarer shapes
+                          // (e.g. pods that fit only one node type), which protects their nodes
   static TargetWorkloads FromPods(const Cluster& cluster, const std::vector<PodSpec>& pods) {
     return {TargetWorkload::FromPods(cluster, pods, 0.95),
-            TargetWorkload::FromPods(cluster, pods, 0.99)};
+            TargetWorkload::FromPods(cluster, pods, 0.95, ClassWeight::kScarcity),
+            TargetWorkload::FromPods(cluster, pods, 0.99, ClassWeight::kScarcity)};
   }
 };
 

@@ -30,6 +30,27 @@ TEST_F(FragmentationTest, TargetWorkloadKeepsThePopularShapes) {
   EXPECT_EQ(TargetWorkload::FromPods(cluster_, many, 0.95).classes().size(), 2u);
 }
 
+TEST(ScarcityWeights, AShapeWeighsAsManyTimesMoreAsTheShareOfTheFleetItMayUseIsSmaller) {
+  // 8 G2 GPUs and 2 T4 GPUs: a T4-only shape may use a fifth of the fleet's GPUs.
+  Cluster c({Node("g2", 64, 8, "G2"), Node("t4", 16, 2, "T4"), Node("cpu", 32, 0, "")});
+  std::vector<PodSpec> pods = {Pod("any", 4, 1, 1000), Pod("t4", 4, 1, 1000, {"T4"}),
+                               Pod("cpu", 4, 0, 0), Pod("nowhere", 4, 1, 1000, {"A100"})};
+  TargetWorkload popular = TargetWorkload::FromPods(c, pods, 1.0);
+  TargetWorkload scarce = TargetWorkload::FromPods(c, pods, 1.0, ClassWeight::kScarcity);
+  ASSERT_EQ(scarce.classes().size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    const TargetClass& k = scarce.classes()[i];
+    EXPECT_DOUBLE_EQ(popular.classes()[i].weight, 0.25) << "popularity: the probability";
+    EXPECT_DOUBLE_EQ(k.probability, 0.25);
+    bool t4_only = k.shape.models == c.MaskOf({"T4"}) && !k.shape.cpu_only();
+    // CPU-only shapes, shapes of any model and shapes no node can take keep their probability.
+    EXPECT_DOUBLE_EQ(k.weight, t4_only ? 0.25 * 10 / 2 : 0.25) << i;
+  }
+  // On the empty G2 node every shape but "any" loses all 8000 free milli: the T4 one five times.
+  EXPECT_DOUBLE_EQ(NodeFragmentation(c.node(0), popular), 8000 * 0.75);
+  EXPECT_DOUBLE_EQ(NodeFragmentation(c.node(0), scarce), 8000 * (1.25 + 0.25 + 0.25));
+}
+
 TEST_F(FragmentationTest, EmptyNodeHasNoFragment) {
   EXPECT_DOUBLE_EQ(NodeFragmentation(cluster_.node(0), target_), 0);
 }

@@ -30,7 +30,7 @@ class PoliciesTest : public ::testing::Test {
     cluster_.Place(1, cluster_.ShapeOf(Pod("old", 32, 1, 600)), 2);
     pods_ = {Pod("a", 4, 1, 1000), Pod("b", 4, 1, 400), Pod("c", 4, 1, 600)};
     target_ = TargetWorkload::FromPods(cluster_, pods_, 1.0);
-    targets_ = {target_, target_};
+    targets_ = {target_, target_, target_};
   }
   Shape Share(int milli, int cores = 2) { return cluster_.ShapeOf(Pod("p", cores, 1, milli)); }
   Cluster cluster_;

@@ -1,17 +1,25 @@
-// gpumux's policy: FGD's decision, with its ties broken by a look further ahead.
+// gpumux's policy: FGD's decision on a fragmentation measure weighed by scarcity, with its ties
+// broken by a look further ahead.
+//
+// The measure (fragmentation.h) is FGD's, each target shape weighed by its probability divided by
+// the share of the fleet's GPUs it may use: free GPU milli lost to a shape that can use only one
+// GPU model counts as many times more as that model is rare, so pods that may go anywhere leave
+// the constrained shapes' GPUs to them. Without gpu_spec pods it is FGD's measure exactly.
 //
 // FGD's integer score (fgd_policy.cc) treats placements whose fragmentation growth differs by less
 // than ~40 milli as equal and hands the choice to the node ranking. Among those, gpumux prefers the
 // placement that keeps most of the node's free GPU usable by the trace's shapes (the wider, 99%
-// set) if the node were filled with such pods until GPU room or CPU ran out
-// (NodeCapacityFragmentation), compared at a 400-milli resolution so that near-equal ones still go
-// to the node ranking, which keeps the cluster filling from one end and whole nodes free for
-// multi-GPU pods. The second measure sees what FGD's one-pod look-ahead cannot: CPU-only and
-// CPU-heavy pods that would strand a node's GPUs, GPUs that repeated fills would leave in crumbs,
-// and the nodes that rarer shapes alone can use.
+// set, weighed the same way) if the node were filled with such pods until GPU room or CPU ran out
+// (NodeCapacityFragmentation), compared in units of a quarter of the trace's mean GPU request per
+// GPU pod: differences smaller than that still go to the node ranking, which keeps the cluster
+// filling from one end and whole nodes free for multi-GPU pods, while differences of a fraction of
+// a typical pod (the crumbs that small sharing pods leave) are seen. The second measure sees what
+// FGD's one-pod look-ahead cannot: CPU-only and CPU-heavy pods that would strand a node's GPUs,
+// GPUs that repeated fills would leave in crumbs, and the nodes that rarer shapes alone can use.
 //
-// Chosen on seeds 42-51 over the five openb variants (resolutions 100-400, coverages 95-100%) and
-// checked on seeds 52-61; measured results in the README (bench/fleet_policies.sh).
+// Chosen on the "choose" half of bench/fleet_sweep.sh (20 generated variants, even variant seeds;
+// weights by popularity or scarcity, resolutions 20-2000 milli fixed or 0.25-0.5 of the mean
+// request) and the five openb variants, and checked on the other half; results in the README.
 #include <cmath>
 
 #include "fleet/policy.h"
@@ -19,23 +27,38 @@
 namespace gpumux::fleet {
 namespace {
 
-constexpr double kCapacityResolution = 400;  // milli-GPU
+// The capacity tie-break's unit: this share of the mean GPU request (milli) of the target's GPU
+// shapes, by probability.
+constexpr double kResolutionOfMeanRequest = 0.25;
+
+double CapacityResolution(const TargetWorkload& target) {
+  double request = 0, gpu_pods = 0;
+  for (const TargetClass& c : target.classes()) {
+    if (c.shape.cpu_only()) continue;
+    request += c.probability * double(c.shape.total_gpu_milli());
+    gpu_pods += c.probability;
+  }
+  return kResolutionOfMeanRequest * (gpu_pods > 0 ? request / gpu_pods : kMilli);
+}
 
 class GpumuxPolicy : public Policy {
  public:
-  explicit GpumuxPolicy(const TargetWorkloads& targets) : fgd_(targets.fgd), wide_(targets.wide) {}
+  explicit GpumuxPolicy(const TargetWorkloads& targets)
+      : scarce_(targets.scarce),
+        wide_(targets.wide),
+        resolution_(CapacityResolution(targets.fgd)) {}
 
   NodeScore Score(const Cluster& cluster, int node, const Shape& s) const override {
     // Hot path: the simulator caches the result per (node state, shape).
     const NodeState& n = cluster.node(node);
-    const double frag = NodeFragmentation(n, fgd_);
+    const double frag = NodeFragmentation(n, scarce_);
     const double capacity = NodeCapacityFragmentation(n, wide_);
     auto score = [&](int gpu) {
       double fgd = std::floor(
-          100.0 / (1.0 + std::exp(-(frag - NodeFragmentationAfter(n, fgd_, s, gpu)) / 1000.0)));
-      double kept = std::floor((capacity - NodeCapacityFragmentationAfter(n, wide_, s, gpu)) /
-                               kCapacityResolution);
-      return fgd * 1e9 + kept;  // lexicographic: |kept| < 1e9 always (at most 16 GPUs of 1000)
+          100.0 / (1.0 + std::exp(-(frag - NodeFragmentationAfter(n, scarce_, s, gpu)) / 1000.0)));
+      double kept =
+          std::floor((capacity - NodeCapacityFragmentationAfter(n, wide_, s, gpu)) / resolution_);
+      return fgd * 1e9 + kept;  // lexicographic: |kept| < 1e9 for any resolution above 0.1 milli
     };
     if (!s.shares_gpu()) return {score(-1), -1};
     NodeScore best{0, -1};
@@ -48,8 +71,9 @@ class GpumuxPolicy : public Policy {
   }
 
  private:
-  const TargetWorkload& fgd_;
+  const TargetWorkload& scarce_;
   const TargetWorkload& wide_;
+  const double resolution_;
 };
 
 }  // namespace
