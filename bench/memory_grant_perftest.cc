@@ -65,6 +65,11 @@ struct GrantSetup {
     std::filesystem::copy_file(GPUMUX_SHIM, copy,
                                std::filesystem::copy_options::overwrite_existing);
     cuInit(0);
+    CUdevice dev;
+    CUcontext ctx;  // the primary context, current on this thread, as the runtime makes it
+    cuDeviceGet(&dev, 0);
+    cuDevicePrimaryCtxRetain(&ctx, dev);
+    cuCtxSetCurrent(ctx);
     dlopen(GPUMUX_SIM_NVML, RTLD_NOW | RTLD_GLOBAL);
     if (void* shim = dlopen(copy.c_str(), RTLD_NOW | RTLD_LOCAL)) {
       alloc = reinterpret_cast<decltype(alloc)>(dlsym(shim, "cuMemAlloc_v2"));

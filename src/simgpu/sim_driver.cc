@@ -30,8 +30,11 @@ using gpumux::sim::Device;
 struct Allocations {
   std::mutex mu;
   std::unordered_map<uint64_t, uint64_t> by_kind[3];  // 0 pointers, 1 VMM handles, 2 arrays
-  CUcontext current = nullptr;
 };
+
+// The calling thread's current context, as the driver keeps it: per thread, set by cuCtxSetCurrent
+// or cuCtxCreate (the CUDA runtime sets the primary one on each thread before its first call).
+thread_local CUcontext t_current = nullptr;
 
 Allocations& Local() {
   static Allocations* a = new Allocations();  // never destroyed: atexit handlers may still free
@@ -66,6 +69,7 @@ CUresult Give(int kind, uint64_t key) {
 template <typename Handle>
 CUresult TakeHandle(int kind, uint64_t bytes, Handle* out, uint64_t mark = 0) {
   if (!Ready()) return kErrorNotInitialized;
+  if (!t_current) return kErrorInvalidContext;  // as the driver refuses
   if (!out || bytes == 0) return kErrorInvalidValue;
   uint64_t handle = gpumux::sim::NewAddress(bytes) | mark;
   CUresult r = Take(kind, handle, bytes);
@@ -152,17 +156,17 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice) {
 }
 CUresult cuCtxCreate_v2(CUcontext* ctx, unsigned int, CUdevice dev) {
   CUresult r = cuDevicePrimaryCtxRetain(ctx, dev);
-  if (r == kSuccess) Local().current = *ctx;
+  if (r == kSuccess) t_current = *ctx;
   return r;
 }
 CUresult cuCtxDestroy_v2(CUcontext) { return kSuccess; }
 CUresult cuCtxSetCurrent(CUcontext ctx) {
-  Local().current = ctx;
+  t_current = ctx;
   return kSuccess;
 }
 CUresult cuCtxGetCurrent(CUcontext* ctx) {
   if (!ctx) return kErrorInvalidValue;
-  *ctx = Local().current;
+  *ctx = t_current;
   return kSuccess;
 }
 
