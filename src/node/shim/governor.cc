@@ -20,7 +20,8 @@ namespace {
 constexpr uint64_t kTickNs = 1'000'000;
 constexpr uint64_t kRecheckNs = 100'000;  // a held launch looks at the gate this often
 // GPU time is read from NVML every tick on the simulated GPU (a memory read), every 20th on a real
-// one: there each read is a driver call and NVML samples utilisation only every ~1/6 s anyway.
+// one: there each read is a driver call and NVML samples utilisation only once a period anyway
+// (about 200 ms on an H200, driver 580).
 // Launch activity, priorities and credit are ticked every millisecond either way (shared memory).
 constexpr int kRealGpuMeterEvery = 20;
 
