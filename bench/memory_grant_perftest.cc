@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "abi/driver_api.h"
+#include "abi/primary_context.h"
 #include "alloc_free_loop.h"
 #include "core/catalog.h"
 #include "node/agent/agent.h"
@@ -65,11 +66,7 @@ struct GrantSetup {
     std::filesystem::copy_file(GPUMUX_SHIM, copy,
                                std::filesystem::copy_options::overwrite_existing);
     cuInit(0);
-    CUdevice dev;
-    CUcontext ctx;  // the primary context, current on this thread, as the runtime makes it
-    cuDeviceGet(&dev, 0);
-    cuDevicePrimaryCtxRetain(&ctx, dev);
-    cuCtxSetCurrent(ctx);
+    gpumux::cuda::UsePrimaryContext();  // as the runtime does before the first allocation
     dlopen(GPUMUX_SIM_NVML, RTLD_NOW | RTLD_GLOBAL);
     if (void* shim = dlopen(copy.c_str(), RTLD_NOW | RTLD_LOCAL)) {
       alloc = reinterpret_cast<decltype(alloc)>(dlsym(shim, "cuMemAlloc_v2"));

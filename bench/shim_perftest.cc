@@ -13,6 +13,7 @@
 #include <string>
 
 #include "abi/driver_api.h"
+#include "abi/primary_context.h"
 #include "alloc_free_loop.h"
 #include "node/ledger/ledger.h"
 
@@ -36,11 +37,7 @@ struct Setup {
     setenv("GPUMUX_LEDGER", ledger.c_str(), 1);
     setenv("GPUMUX_TENANT", "bench", 1);
     cuInit(0);
-    CUdevice dev;
-    CUcontext ctx;  // the primary context, current on this thread, as the runtime makes it
-    cuDeviceGet(&dev, 0);
-    cuDevicePrimaryCtxRetain(&ctx, dev);
-    cuCtxSetCurrent(ctx);
+    gpumux::cuda::UsePrimaryContext();  // as the runtime does before the first allocation
     CUmodule module;
     cuModuleLoadData(&module, "gpumux-sim-module 1\nkernel empty bytes=0 flops=0\n");
     cuModuleGetFunction(&kernel, module, "empty");

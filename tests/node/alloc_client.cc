@@ -30,8 +30,11 @@
 
 #include "abi/driver_api.h"
 #include "abi/nvml_api.h"
+#include "abi/primary_context.h"
 
 namespace {
+
+using gpumux::cuda::UsePrimaryContext;
 
 struct Driver {
   CUresult (*init)(unsigned int);
@@ -57,21 +60,12 @@ Driver Bind(const std::string& how) {
   return d;
 }
 
-// Makes device 0's primary context current on the calling thread, as the CUDA runtime does before
-// a thread's first allocation (the real driver refuses allocations without one).
-bool UsePrimaryContext() {
-  CUdevice dev;
-  CUcontext ctx;
-  return cuDeviceGet(&dev, 0) == 0 && cuDevicePrimaryCtxRetain(&ctx, dev) == 0 &&
-         cuCtxSetCurrent(ctx) == 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 4) return 2;
   Driver d = Bind(argv[1]);
-  if (d.init(0) != 0 || !UsePrimaryContext()) {
+  if (d.init(0) != 0 || UsePrimaryContext() != 0) {
     std::printf("{\"error\": \"cuInit or the primary context failed\"}\n");
     return 4;
   }

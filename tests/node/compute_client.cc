@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "abi/driver_api.h"
+#include "abi/primary_context.h"
 #include "base/clock.h"
 
 using gpumux::NowNs;
@@ -73,11 +74,7 @@ int GraphMemory(size_t bytes) {
 int main(int argc, char** argv) {
   if (argc < 3) return 2;
   if (CUresult r = cuInit(0)) return Fail("cuInit", r);
-  CUdevice dev;
-  CUcontext ctx;  // the primary context, current on this thread (the driver requires one)
-  if (CUresult r = cuDeviceGet(&dev, 0)) return Fail("cuDeviceGet", r);
-  if (CUresult r = cuDevicePrimaryCtxRetain(&ctx, dev)) return Fail("cuDevicePrimaryCtxRetain", r);
-  if (CUresult r = cuCtxSetCurrent(ctx)) return Fail("cuCtxSetCurrent", r);
+  if (CUresult r = gpumux::cuda::UsePrimaryContext()) return Fail("the primary context", r);
   std::string path = argv[1];
   if (path == "graphmem") return GraphMemory(std::strtoull(argv[2], nullptr, 10));
   if (argc < 6) return 2;
