@@ -113,6 +113,19 @@ void RunEach(const ExperimentOptions& o, const std::function<void(size_t, int)>&
   if (failure) std::rethrow_exception(failure);
 }
 
+// One result per policy of `o`, named and with a slot per seed, after refusing unknown policy names
+// (MakePolicy throws) before anything runs.
+template <typename Results>
+std::vector<Results> ResultsPerPolicy(const ExperimentOptions& o, const TargetWorkloads& targets) {
+  for (const std::string& p : o.policies) MakePolicy(p, targets);
+  std::vector<Results> out(o.policies.size());
+  for (size_t p = 0; p < o.policies.size(); ++p) {
+    out[p].policy = o.policies[p];
+    out[p].per_seed.resize(o.seeds);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<PolicyCurves> RunExperiment(const std::vector<NodeSpec>& nodes,
@@ -120,13 +133,8 @@ std::vector<PolicyCurves> RunExperiment(const std::vector<NodeSpec>& nodes,
                                         const ExperimentOptions& o) {
   const Cluster empty(nodes);
   const TargetWorkloads targets = TargetWorkloads::FromPods(empty, pods);
-  for (const std::string& p : o.policies) MakePolicy(p, targets);  // refuse unknown names up front
-  std::vector<PolicyCurves> out(o.policies.size());
-  for (size_t p = 0; p < o.policies.size(); ++p) {
-    out[p].policy = o.policies[p];
-    out[p].per_seed.resize(o.seeds);
-    out[p].seconds_per_run.resize(o.seeds);
-  }
+  auto out = ResultsPerPolicy<PolicyCurves>(o, targets);
+  for (PolicyCurves& c : out) c.seconds_per_run.resize(o.seeds);
   RunEach(o, [&](size_t policy, int seed) {
     auto start = std::chrono::steady_clock::now();
     Simulation sim =
@@ -143,12 +151,7 @@ std::vector<PolicyChurn> RunDeparturesExperiment(const std::vector<NodeSpec>& no
                                                  const ExperimentOptions& o, double time_scale) {
   const Cluster empty(nodes);
   const TargetWorkloads targets = TargetWorkloads::FromPods(empty, pods);
-  for (const std::string& p : o.policies) MakePolicy(p, targets);  // refuse unknown names up front
-  std::vector<PolicyChurn> out(o.policies.size());
-  for (size_t p = 0; p < o.policies.size(); ++p) {
-    out[p].policy = o.policies[p];
-    out[p].per_seed.resize(o.seeds);
-  }
+  auto out = ResultsPerPolicy<PolicyChurn>(o, targets);
   RunEach(o, [&](size_t policy, int seed) {
     out[policy].per_seed[seed] = SimulateDepartures(empty, pods, targets, o.policies[policy],
                                                     o.first_seed + seed, time_scale);
