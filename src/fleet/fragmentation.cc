@@ -33,23 +33,27 @@ TargetWorkload TargetWorkload::FromPods(const Cluster& cluster, const std::vecto
     w.classes_.push_back({entry.second, entry.first, 0});
     covered += entry.first;
   }
+  const size_t models = cluster.models().size();
+  std::vector<int64_t> gpus_of_model(models);
   int64_t fleet_gpus = 0;
-  for (int i = 0; i < cluster.size(); ++i) fleet_gpus += cluster.node(i).gpus;
+  for (int i = 0; i < cluster.size(); ++i) {
+    const NodeState& n = cluster.node(i);
+    if (n.gpus > 0) gpus_of_model[size_t(n.model)] += n.gpus;
+    fleet_gpus += n.gpus;
+  }
   for (TargetClass& c : w.classes_) {
     c.probability = c.count / covered;
     c.weight = c.probability;
     if (weighting == ClassWeight::kScarcity && !c.shape.cpu_only()) {
       int64_t usable = 0;
-      for (int i = 0; i < cluster.size(); ++i) {
-        const NodeState& n = cluster.node(i);
-        if (n.gpus > 0 && (c.shape.models >> n.model & 1)) usable += n.gpus;
-      }
+      for (size_t m = 0; m < models; ++m)
+        usable += (c.shape.models >> m & 1) ? gpus_of_model[m] : 0;
       if (usable > 0) c.weight *= double(fleet_gpus) / double(usable);
     }
   }
   // Per model, the classes as the measures read them there (hot paths: fewer classes to walk).
-  w.by_model_.resize(cluster.models().size());
-  for (size_t m = 0; m < w.by_model_.size(); ++m) {
+  w.by_model_.resize(models);
+  for (size_t m = 0; m < models; ++m) {
     ForModel& f = w.by_model_[m];
     for (const TargetClass& c : w.classes_) {
       if (c.shape.cpu_only() || !(c.shape.models >> m & 1)) {
