@@ -51,6 +51,13 @@ TargetWorkload TargetWorkload::FromPods(const Cluster& cluster, const std::vecto
       if (usable > 0) c.weight *= double(fleet_gpus) / double(usable);
     }
   }
+  double cpu = 0, gpu = 0;
+  for (const TargetClass& c : w.classes_) {
+    if (c.shape.cpu_only()) continue;
+    cpu += c.probability * double(c.shape.cpu_milli);
+    gpu += c.probability * double(c.shape.total_gpu_milli());
+  }
+  w.cpu_per_gpu_milli_ = gpu > 0 ? cpu / gpu : 0;
   // Per model, the classes as the measures read them there (hot paths: fewer classes to walk).
   w.by_model_.resize(models);
   for (size_t m = 0; m < models; ++m) {
@@ -133,6 +140,11 @@ double Fragmentation(const FreeView& v, const TargetWorkload& target) {
   return frag;
 }
 
+double Stranded(int64_t cpu_left, int64_t gpu_left, double cpu_per_gpu_milli) {
+  if (cpu_per_gpu_milli <= 0) return 0;
+  return std::max(0.0, double(gpu_left) - double(cpu_left) / cpu_per_gpu_milli);
+}
+
 double CapacityFragmentation(const FreeView& v, const TargetWorkload& target) {
   // Hot path, like Fragmentation.
   if (v.total == 0) return 0;
@@ -165,6 +177,15 @@ double NodeFragmentation(const NodeState& n, const TargetWorkload& target) {
 double NodeFragmentationAfter(const NodeState& n, const TargetWorkload& target, const Shape& shape,
                               int gpu) {
   return Fragmentation(After(n, shape, gpu), target);
+}
+
+double NodeStrandedGpu(const NodeState& n, const TargetWorkload& target) {
+  return Stranded(n.cpu_left, n.gpu_left_total, target.cpu_per_gpu_milli());
+}
+
+double NodeStrandedGpuAfter(const NodeState& n, const TargetWorkload& target, const Shape& shape) {
+  return Stranded(n.cpu_left - shape.cpu_milli, n.gpu_left_total - shape.total_gpu_milli(),
+                  target.cpu_per_gpu_milli());
 }
 
 double NodeCapacityFragmentation(const NodeState& n, const TargetWorkload& target) {

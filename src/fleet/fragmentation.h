@@ -44,6 +44,10 @@ class TargetWorkload {
                                  ClassWeight weighting = ClassWeight::kPopularity);
   const std::vector<TargetClass>& classes() const { return classes_; }
 
+  // The CPU milli its GPU shapes request per milli-GPU, averaged by probability: what a node's free
+  // GPUs will need of its CPU if pods keep coming in this mix. 0 if it has no GPU shape.
+  double cpu_per_gpu_milli() const { return cpu_per_gpu_milli_; }
+
   // The classes as the measures read them on a node of GPU model `model` (an index into
   // Cluster::models()): the summed weight of those that cannot use its GPUs (CPU-only shapes and
   // other models), whose fragment there is all of its free GPU milli, and the others merged by
@@ -57,6 +61,7 @@ class TargetWorkload {
  private:
   std::vector<TargetClass> classes_;
   std::vector<ForModel> by_model_;  // one per GPU model of the cluster
+  double cpu_per_gpu_milli_ = 0;
 };
 
 // The target workloads the policies measure against, built once per trace.
@@ -79,6 +84,14 @@ double NodeFragmentation(const NodeState& node, const TargetWorkload& target);
 // `gpu` if it shares one).
 double NodeFragmentationAfter(const NodeState& node, const TargetWorkload& target,
                               const Shape& shape, int gpu);
+
+// gpumux's CPU-stranding measure: the node's free GPU milli that its free CPU could not feed if
+// pods came in the target workload's mix, max(0, free GPU milli - free CPU / cpu_per_gpu_milli()).
+// FGD's measure asks only whether the next pod of each shape fits, so it does not see CPU taken by
+// CPU-only and CPU-heavy pods until the node's last cores are gone. 0 if the target has no GPU
+// shape. Hot path, no allocation; `After` is the same after placing a pod of `shape` (on any GPU).
+double NodeStrandedGpu(const NodeState& node, const TargetWorkload& target);
+double NodeStrandedGpuAfter(const NodeState& node, const TargetWorkload& target, const Shape& shape);
 
 // gpumux's capacity fragment: for each target shape, the node's free GPU milli that pods of that
 // shape could not use if the node were filled with them until GPU room or CPU ran out (FGD's

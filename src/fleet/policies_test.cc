@@ -77,7 +77,7 @@ TEST_F(PoliciesTest, FgdFillsTheLeftoverThatMatchesATargetShape) {
 TEST_F(PoliciesTest, GpumuxSendsCpuOnlyPodsWhereTheirCpuStrandsNoGpu) {
   // Two idle 2-GPU nodes; whole pods need 16 cores. A 20-core CPU-only pod leaves node "tight"
   // (48 cores) unable to feed both GPUs, but leaves "roomy" (96 cores) able to. FGD sees no
-  // difference (the next whole pod fits on either); gpumux's capacity tie-break does.
+  // difference (the next whole pod fits on either); gpumux's stranding measure does.
   Cluster c({Node("tight", 48, 2, "G2"), Node("roomy", 96, 2, "G2")});
   std::vector<PodSpec> pods = {Pod("w", 16, 1, 1000)};
   TargetWorkloads t = TargetWorkloads::FromPods(c, pods);

@@ -1,25 +1,32 @@
-// gpumux's policy: FGD's decision on a fragmentation measure weighed by scarcity, with its ties
-// broken by a look further ahead.
+// gpumux's policy: FGD's decision on a measure of the free GPU a node loses, with its ties broken
+// by a look further ahead.
 //
-// The measure (fragmentation.h) is FGD's, each target shape weighed by its probability divided by
-// the share of the fleet's GPUs it may use: free GPU milli lost to a shape that can use only one
-// GPU model counts as many times more as that model is rare, so pods that may go anywhere leave
-// the constrained shapes' GPUs to them. Without gpu_spec pods it is FGD's measure exactly.
+// The measure adds two things to FGD's fragmentation (fragmentation.h):
+// - each target shape is weighed by its probability divided by the share of the fleet's GPUs it
+//   may use: free GPU milli lost to a shape that can use only one GPU model counts as many times
+//   more as that model is rare, so pods that may go anywhere leave the constrained shapes' GPUs to
+//   them (without gpu_spec pods this is FGD's weighting exactly);
+// - the GPU milli the node's free CPU could not feed if pods kept coming in the trace's mix
+//   (NodeStrandedGpu). FGD's fragment only asks whether the next pod of each shape fits, so a
+//   CPU-only or CPU-heavy pod costs nothing until a node's last cores go, and then all its free GPUs
+//   are lost at once. Counting stranded GPU milli as lost, in the same unit, sends such pods to the
+//   nodes with CPU to spare for their GPUs. It has no parameter: the mix's CPU per GPU milli is read
+//   off the trace.
 //
-// FGD's integer score (fgd_policy.cc) treats placements whose fragmentation growth differs by less
-// than ~40 milli as equal and hands the choice to the node ranking. Among those, gpumux prefers the
-// placement that keeps most of the node's free GPU usable by the trace's shapes (the wider, 99%
-// set, weighed the same way) if the node were filled with such pods until GPU room or CPU ran out
+// FGD's integer score (fgd_policy.cc) treats placements whose loss differs by less than ~40 milli
+// as equal and hands the choice to the node ranking. Among those, gpumux prefers the placement
+// that keeps most of the node's free GPU usable by the trace's shapes (the wider, 99% set, weighed
+// the same way) if the node were filled with such pods until GPU room or CPU ran out
 // (NodeCapacityFragmentation), compared in units of a quarter of the trace's mean GPU request per
 // GPU pod: differences smaller than that still go to the node ranking, which keeps the cluster
 // filling from one end and whole nodes free for multi-GPU pods, while differences of a fraction of
-// a typical pod (the crumbs that small sharing pods leave) are seen. The second measure sees what
-// FGD's one-pod look-ahead cannot: CPU-only and CPU-heavy pods that would strand a node's GPUs,
-// GPUs that repeated fills would leave in crumbs, and the nodes that rarer shapes alone can use.
+// a typical pod (the crumbs that small sharing pods leave) are seen.
 //
 // Chosen on the "choose" half of bench/fleet_sweep.sh (20 generated variants, even variant seeds;
 // weights by popularity or scarcity, resolutions 20-2000 milli fixed or 0.25-0.5 of the mean
-// request) and the five openb variants, and checked on the other half; results in the README.
+// request, the stranding measure in the tie-break, in the main term or both, with the mix's ratio
+// from GPU pods, all pods or per GPU model) and the default openb trace, and checked on the other
+// half; results in the README.
 #include <cmath>
 
 #include "fleet/policy.h"
@@ -51,11 +58,12 @@ class GpumuxPolicy : public Policy {
   NodeScore Score(const Cluster& cluster, int node, const Shape& s) const override {
     // Hot path: the simulator caches the result per (node state, shape).
     const NodeState& n = cluster.node(node);
-    const double frag = NodeFragmentation(n, scarce_);
+    const double lost = NodeFragmentation(n, scarce_) + NodeStrandedGpu(n, scarce_);
+    const double stranded_after = NodeStrandedGpuAfter(n, scarce_, s);  // the same on every GPU
     const double capacity = NodeCapacityFragmentation(n, wide_);
     auto score = [&](int gpu) {
-      double fgd = std::floor(
-          100.0 / (1.0 + std::exp(-(frag - NodeFragmentationAfter(n, scarce_, s, gpu)) / 1000.0)));
+      double growth = NodeFragmentationAfter(n, scarce_, s, gpu) + stranded_after - lost;
+      double fgd = std::floor(100.0 / (1.0 + std::exp(growth / 1000.0)));
       double kept =
           std::floor((capacity - NodeCapacityFragmentationAfter(n, wide_, s, gpu)) / resolution_);
       return fgd * 1e9 + kept;  // lexicographic: |kept| < 1e9 for any resolution above 0.1 milli
