@@ -3,14 +3,15 @@
 # unallocated GPU % at 100% arrived over SEEDS seeds each. The grid covers sharing 20-100% of the GPU
 # request, multi-GPU 10-50%, gpu_spec 10-50% and CPU-only pods up to 3x the default's share; each
 # cell is made with VARIANT_SEEDS variant seeds. Variants with an even variant seed are the "choose"
-# half, odd ones the "check" half: tune on the first, report the second. Beside them, the packing
+# half, odd ones the "check" half: tune on the first, report the second (seed 3 was first run for
+# the policy as committed, never while choosing it). Beside them, the packing
 # bound of each variant (bench/fleet_packing_bound.py, one stream; needs CBC: apt-get install
 # coinor-cbc, else "-") and the share of FGD's gap to it that gpumux closes.
-#   bench/fleet_sweep.sh [SEEDS] [VARIANT_SEEDS]        (defaults 10 and 2: 40 variants)
+#   bench/fleet_sweep.sh [SEEDS] [VARIANT_SEEDS]        (defaults 10 and 3: 60 variants)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seeds=${1:-10}
-variant_seeds=${2:-2}
+variant_seeds=${2:-3}
 gpumux=build/release/gpumux
 traces=traces/openb-v2023
 nodes=$traces/openb_node_list_gpu_node.csv

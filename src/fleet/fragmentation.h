@@ -91,7 +91,8 @@ double NodeFragmentationAfter(const NodeState& node, const TargetWorkload& targe
 // CPU-only and CPU-heavy pods until the node's last cores are gone. 0 if the target has no GPU
 // shape. Hot path, no allocation; `After` is the same after placing a pod of `shape` (on any GPU).
 double NodeStrandedGpu(const NodeState& node, const TargetWorkload& target);
-double NodeStrandedGpuAfter(const NodeState& node, const TargetWorkload& target, const Shape& shape);
+double NodeStrandedGpuAfter(const NodeState& node, const TargetWorkload& target,
+                            const Shape& shape);
 
 // gpumux's capacity fragment: for each target shape, the node's free GPU milli that pods of that
 // shape could not use if the node were filled with them until GPU room or CPU ran out (FGD's

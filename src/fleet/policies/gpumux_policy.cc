@@ -8,10 +8,10 @@
 //   them (without gpu_spec pods this is FGD's weighting exactly);
 // - the GPU milli the node's free CPU could not feed if pods kept coming in the trace's mix
 //   (NodeStrandedGpu). FGD's fragment only asks whether the next pod of each shape fits, so a
-//   CPU-only or CPU-heavy pod costs nothing until a node's last cores go, and then all its free GPUs
-//   are lost at once. Counting stranded GPU milli as lost, in the same unit, sends such pods to the
-//   nodes with CPU to spare for their GPUs. It has no parameter: the mix's CPU per GPU milli is read
-//   off the trace.
+//   CPU-only or CPU-heavy pod costs nothing until a node's last cores go, and then all its free
+//   GPUs are lost at once. Counting stranded GPU milli as lost, in the same unit, sends such pods
+//   to the nodes with CPU to spare for their GPUs. It has no parameter: the mix's CPU per GPU milli
+//   is read off the trace.
 //
 // FGD's integer score (fgd_policy.cc) treats placements whose loss differs by less than ~40 milli
 // as equal and hands the choice to the node ranking. Among those, gpumux prefers the placement
