@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "abi/driver_api.h"
+#include "simgpu/sim_context.h"
 #include "simgpu/sim_state.h"
 
 using namespace gpumux::cuda;
@@ -80,6 +81,8 @@ CUresult TakeHandle(int kind, uint64_t bytes, Handle* out, uint64_t mark = 0) {
 CUresult Allocate(CUdeviceptr* dptr, uint64_t bytes) { return TakeHandle(0, bytes, dptr); }
 
 }  // namespace
+
+bool gpumux::sim::HasCurrentContext() { return t_current != nullptr; }
 
 extern "C" {
 

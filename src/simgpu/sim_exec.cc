@@ -14,6 +14,7 @@
 
 #include "abi/driver_api.h"
 #include "base/clock.h"
+#include "simgpu/sim_context.h"
 #include "simgpu/sim_kernel.h"
 #include "simgpu/sim_state.h"
 
@@ -72,6 +73,7 @@ SimStream* StreamOf(CUstream s) {
 // Queues `duration_ns` of work on `stream` (or records it in the graph the stream is capturing).
 CUresult Submit(CUstream stream, uint64_t duration_ns) {
   if (!Ready()) return kErrorNotInitialized;
+  if (!gpumux::sim::HasCurrentContext()) return kErrorInvalidContext;
   SimStream* s = StreamOf(stream);
   if (SimGraph* g = s->capture.load()) {
     std::lock_guard<std::mutex> lock(g->mu);
@@ -107,6 +109,7 @@ CUresult Launch(CUfunction f, CUstream stream) {
 
 CUresult LoadModule(CUmodule* module, const std::string& image) {
   if (!Ready()) return kErrorNotInitialized;
+  if (!gpumux::sim::HasCurrentContext()) return kErrorInvalidContext;
   if (!module) return kErrorInvalidValue;
   std::string error;
   auto kernels = gpumux::sim::ParseModuleImage(image, &error);
@@ -154,6 +157,7 @@ CUresult cuModuleGetFunction(CUfunction* function, CUmodule module, const char* 
 
 CUresult cuStreamCreate(CUstream* stream, unsigned int) {
   if (!Ready()) return kErrorNotInitialized;
+  if (!gpumux::sim::HasCurrentContext()) return kErrorInvalidContext;
   if (!stream) return kErrorInvalidValue;
   *stream = reinterpret_cast<CUstream>(new SimStream());
   return kSuccess;
@@ -191,6 +195,7 @@ CUresult cuCtxSynchronize() {
 }
 
 CUresult cuEventCreate(CUevent* event, unsigned int) {
+  if (!gpumux::sim::HasCurrentContext()) return kErrorInvalidContext;
   if (!event) return kErrorInvalidValue;
   *event = reinterpret_cast<CUevent>(new SimEvent());
   return kSuccess;
