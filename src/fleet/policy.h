@@ -19,8 +19,9 @@
 namespace gpumux::fleet {
 
 struct NodeScore {
-  double score = 0;  // higher is better
-  int gpu = -1;      // for a GPU-sharing pod: the GPU it would take on this node
+  double score = 0;          // higher is better
+  int gpu = -1;              // for a GPU-sharing pod: the GPU it would take on this node
+  double loss = 0, tie = 0;  // what a policy's Final may rescore from (gpumux's two measures)
 };
 
 class Policy {
@@ -30,6 +31,15 @@ class Policy {
   // Score of placing a pod of `shape` on the feasible node `node`. Depends only on that node's
   // state and the shape, so the simulator caches it until the node changes.
   virtual NodeScore Score(const Cluster& cluster, int node, const Shape& shape) const = 0;
+
+  // The score the simulator compares: `cached` (Score's answer for this node and shape, computed
+  // when the node last changed) adjusted by what depends on the whole cluster. Hot path: every
+  // feasible node, every pod. Default: the cached score.
+  virtual double Final(const Cluster& cluster, int node, const Shape& shape,
+                       const NodeScore& cached) const {
+    (void)cluster, (void)node, (void)shape;
+    return cached.score;
+  }
 
   // A policy that picks a node at random rather than by score returns its choice; -1 = use scores.
   virtual int PickNode(std::span<const int> feasible, Rng& rng) const {

@@ -74,8 +74,9 @@ class Placer {
         Cached& c = cache_[size_t(i) * shapes_.size() + sid];
         if (c.version != cluster.node(i).version)
           c = {cluster.node(i).version, policy_.Score(cluster, i, s)};
-        if (c.score.score > best || (c.score.score == best && rank_[i] < rank_[chosen])) {
-          best = c.score.score;
+        double score = policy_.Final(cluster, i, s, c.score);
+        if (score > best || (score == best && rank_[i] < rank_[chosen])) {
+          best = score;
           chosen = i;
           scored_gpu = c.score.gpu;
         }

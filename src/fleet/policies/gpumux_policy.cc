@@ -1,7 +1,7 @@
 // gpumux's policy: FGD's decision on a measure of the free GPU a node loses, with its ties broken
 // by a look further ahead.
 //
-// The measure adds two things to FGD's fragmentation (fragmentation.h):
+// The measure adds three things to FGD's fragmentation (fragmentation.h):
 // - each target shape is weighed by its probability divided by the share of the fleet's GPUs it
 //   may use: free GPU milli lost to a shape that can use only one GPU model counts as many times
 //   more as that model is rare, so pods that may go anywhere leave the constrained shapes' GPUs to
@@ -12,6 +12,10 @@
 //   GPUs are lost at once. Counting stranded GPU milli as lost, in the same unit, sends such pods
 //   to the nodes with CPU to spare for their GPUs. It has no parameter: the mix's CPU per GPU milli
 //   is read off the trace.
+// - the price of the GPU model the pod consumes (model_prices.h): g milli taken from a model that
+//   gpu_spec pods are confined to cost what the confined demand loses, its demand over what is
+//   left of it, so flexible pods leave scarce models to the pods that can use nothing else. It
+//   depends on the whole fleet, so it is added in Final, to the cached loss; 0 without gpu_spec.
 //
 // FGD's integer score (fgd_policy.cc) treats placements whose loss differs by less than ~40 milli
 // as equal and hands the choice to the node ranking. Among those, gpumux prefers the placement
@@ -25,10 +29,13 @@
 // Chosen on the "choose" half of bench/fleet_sweep.sh (20 generated variants, even variant seeds;
 // weights by popularity or scarcity, resolutions 20-2000 milli fixed or 0.25-0.5 of the mean
 // request, the stranding measure in the tie-break, in the main term or both, with the mix's ratio
-// from GPU pods, all pods or per GPU model) and the default openb trace, and checked on the other
-// half; results in the README.
+// from GPU pods, all pods or per GPU model; model prices or none) and the default openb trace, and
+// checked on the other half; results in the README.
+#include <array>
 #include <cmath>
+#include <optional>
 
+#include "fleet/model_prices.h"
 #include "fleet/policy.h"
 
 namespace gpumux::fleet {
@@ -55,6 +62,17 @@ class GpumuxPolicy : public Policy {
         wide_(targets.wide),
         resolution_(CapacityResolution(targets.fgd)) {}
 
+  // The cached score with the price of the GPU model the pod consumes added to its loss
+  // (model_prices.h), which depends on the whole fleet. Hot path: every feasible node, every pod.
+  double Final(const Cluster& cluster, int node, const Shape& s,
+               const NodeScore& cached) const override {
+    if (!prices_) prices_.emplace(cluster, scarce_);
+    if (!prices_->any() || s.cpu_only()) return cached.score;
+    double price = prices_->Of(cluster, cluster.node(node).model);
+    if (price == 0) return cached.score;
+    return Combine(cached.loss + price * double(s.total_gpu_milli()), cached.tie);
+  }
+
   NodeScore Score(const Cluster& cluster, int node, const Shape& s) const override {
     // Hot path: the simulator caches the result per (node state, shape).
     const NodeState& n = cluster.node(node);
@@ -62,26 +80,49 @@ class GpumuxPolicy : public Policy {
     const double stranded_after = NodeStrandedGpuAfter(n, scarce_, s);  // the same on every GPU
     const double capacity = NodeCapacityFragmentation(n, wide_);
     auto score = [&](int gpu) {
-      double growth = NodeFragmentationAfter(n, scarce_, s, gpu) + stranded_after - lost;
-      double fgd = std::floor(100.0 / (1.0 + std::exp(growth / 1000.0)));
+      double loss = NodeFragmentationAfter(n, scarce_, s, gpu) + stranded_after - lost;
       double kept =
           std::floor((capacity - NodeCapacityFragmentationAfter(n, wide_, s, gpu)) / resolution_);
-      return fgd * 1e9 + kept;  // lexicographic: |kept| < 1e9 for any resolution above 0.1 milli
+      return NodeScore{Combine(loss, kept), gpu, loss, kept};
     };
-    if (!s.shares_gpu()) return {score(-1), -1};
+    if (!s.shares_gpu()) return score(-1);
     NodeScore best{0, -1};
     for (int g = 0; g < n.gpus; ++g) {
       if (n.gpu_left[g] < s.gpu_milli) continue;
-      double sc = score(g);
-      if (best.gpu < 0 || sc > best.score) best = {sc, g};
+      NodeScore sc = score(g);
+      if (best.gpu < 0 || sc.score > best.score) best = sc;
     }
     return best;
   }
 
  private:
+  // FGD's integer score of the loss's growth, then the tie-break: lexicographic (|kept| < 1e9 for
+  // any resolution above 0.1 milli).
+  static double Combine(double loss, double kept) { return Sigmoid100(loss) * 1e9 + kept; }
+
+  // floor(100 / (1 + e^(loss / 1000))), FGD's quantised sigmoid, without exp: it is at least k
+  // exactly when loss <= 1000 ln(100 / k - 1). Hot path (Final prices every feasible node).
+  static int Sigmoid100(double loss) {
+    static const std::array<double, 100> at_least = [] {
+      std::array<double, 100> t{};
+      for (int k = 1; k < 100; ++k) t[size_t(k)] = 1000.0 * std::log(100.0 / k - 1.0);
+      return t;
+    }();
+    int lo = 0, hi = 99;  // the answer, in [lo, hi]; at_least falls as k grows
+    while (lo < hi) {
+      int mid = (lo + hi + 1) / 2;
+      if (loss <= at_least[size_t(mid)])
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    return lo;
+  }
+
   const TargetWorkload& scarce_;
   const TargetWorkload& wide_;
   const double resolution_;
+  mutable std::optional<ModelPrices> prices_;  // made on the first Final, when the fleet is known
 };
 
 }  // namespace

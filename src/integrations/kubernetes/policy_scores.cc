@@ -122,7 +122,7 @@ std::vector<NodeChoice> ChooseSlots(const std::vector<const NodeGpus*>& nodes,
       }
     }
     c.slot = slot;
-    c.score = s.score;
+    c.score = modelled ? policy->Final(cluster, f, shape, s) : s.score;
     if (!modelled) {
       fleet_node[n] = -1;  // keeps its score of 0 below
       continue;
