@@ -88,11 +88,9 @@ TEST_F(FragmentationTest, StrandedGpuIsWhatTheFreeCpuCannotFeedInTheWorkloadsMix
   EXPECT_DOUBLE_EQ(NodeStrandedGpu(empty, target_), 0);
   // 8 cores taken leave 12, which feed 1.92 of the 2 free GPUs; 13 taken leave 7 for 1.12.
   EXPECT_DOUBLE_EQ(NodeStrandedGpuAfter(empty, target_, cluster_.ShapeOf(Pod("c", 8, 0, 0))), 80);
-  EXPECT_DOUBLE_EQ(NodeStrandedGpuAfter(empty, target_, cluster_.ShapeOf(Pod("c", 13, 0, 0))),
-                   880);
+  EXPECT_DOUBLE_EQ(NodeStrandedGpuAfter(empty, target_, cluster_.ShapeOf(Pod("c", 13, 0, 0))), 880);
   // A whole pod takes its GPU with its cores: 12 cores for the last GPU, nothing stranded.
-  EXPECT_DOUBLE_EQ(NodeStrandedGpuAfter(empty, target_, cluster_.ShapeOf(Pod("w", 8, 1, 1000))),
-                   0);
+  EXPECT_DOUBLE_EQ(NodeStrandedGpuAfter(empty, target_, cluster_.ShapeOf(Pod("w", 8, 1, 1000))), 0);
   cluster_.Place(0, cluster_.ShapeOf(Pod("c", 13, 0, 0)), -1);
   EXPECT_DOUBLE_EQ(NodeStrandedGpu(cluster_.node(0), target_), 880);
   // A workload of CPU-only pods needs no CPU for GPUs: nothing is stranded.
