@@ -3,7 +3,8 @@
 // the pod on the highest score and breaks ties by a per-seed random ranking of the nodes (as the
 // artifact's scheduler does, reference A.1 C1).
 //
-// Policies are stateless apart from what they were built with, and thread-compatible (one per run).
+// Policies hold what they were built with and, at most, a cache of the fleet's state (gpumux's
+// model prices); they are thread-compatible (one per run).
 #pragma once
 
 #include <memory>
