@@ -51,13 +51,15 @@ TargetWorkload TargetWorkload::FromPods(const Cluster& cluster, const std::vecto
       if (usable > 0) c.weight *= double(fleet_gpus) / double(usable);
     }
   }
-  double cpu = 0, gpu = 0;
+  double cpu = 0, gpu = 0, gpu_pods = 0;
   for (const TargetClass& c : w.classes_) {
     if (c.shape.cpu_only()) continue;
     cpu += c.probability * double(c.shape.cpu_milli);
     gpu += c.probability * double(c.shape.total_gpu_milli());
+    gpu_pods += c.probability;
   }
   w.cpu_per_gpu_milli_ = gpu > 0 ? cpu / gpu : 0;
+  w.mean_gpu_request_milli_ = gpu_pods > 0 ? gpu / gpu_pods : 0;
   // Per model, the classes as the measures read them there (hot paths: fewer classes to walk).
   w.by_model_.resize(models);
   for (size_t m = 0; m < models; ++m) {

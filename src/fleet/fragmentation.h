@@ -48,6 +48,9 @@ class TargetWorkload {
   // GPUs will need of its CPU if pods keep coming in this mix. 0 if it has no GPU shape.
   double cpu_per_gpu_milli() const { return cpu_per_gpu_milli_; }
 
+  // The mean GPU request (milli) of its GPU shapes, averaged by probability. 0 if it has none.
+  double mean_gpu_request_milli() const { return mean_gpu_request_milli_; }
+
   // The classes as the measures read them on a node of GPU model `model` (an index into
   // Cluster::models()): the summed weight of those that cannot use its GPUs (CPU-only shapes and
   // other models), whose fragment there is all of its free GPU milli, and the others merged by
@@ -62,6 +65,7 @@ class TargetWorkload {
   std::vector<TargetClass> classes_;
   std::vector<ForModel> by_model_;  // one per GPU model of the cluster
   double cpu_per_gpu_milli_ = 0;
+  double mean_gpu_request_milli_ = 0;
 };
 
 // The target workloads the policies measure against, built once per trace.

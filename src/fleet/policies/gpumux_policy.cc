@@ -42,17 +42,12 @@ namespace gpumux::fleet {
 namespace {
 
 // The capacity tie-break's unit: this share of the mean GPU request (milli) of the target's GPU
-// shapes, by probability.
+// shapes, by probability (a whole GPU's if it has none).
 constexpr double kResolutionOfMeanRequest = 0.25;
 
 double CapacityResolution(const TargetWorkload& target) {
-  double request = 0, gpu_pods = 0;
-  for (const TargetClass& c : target.classes()) {
-    if (c.shape.cpu_only()) continue;
-    request += c.probability * double(c.shape.total_gpu_milli());
-    gpu_pods += c.probability;
-  }
-  return kResolutionOfMeanRequest * (gpu_pods > 0 ? request / gpu_pods : kMilli);
+  double request = target.mean_gpu_request_milli();
+  return kResolutionOfMeanRequest * (request > 0 ? request : kMilli);
 }
 
 class GpumuxPolicy : public Policy {
@@ -67,10 +62,8 @@ class GpumuxPolicy : public Policy {
   double Final(const Cluster& cluster, int node, const Shape& s,
                const NodeScore& cached) const override {
     if (!prices_) prices_.emplace(cluster, scarce_);
-    if (!prices_->any() || s.cpu_only()) return cached.score;
-    double price = prices_->Of(cluster, cluster.node(node).model);
-    if (price == 0) return cached.score;
-    return Combine(cached.loss + price * double(s.total_gpu_milli()), cached.tie);
+    double cost = prices_->Of(cluster, cluster.node(node).model) * double(s.total_gpu_milli());
+    return cost == 0 ? cached.score : Combine(cached.loss + cost, cached.tie);
   }
 
   NodeScore Score(const Cluster& cluster, int node, const Shape& s) const override {
