@@ -208,7 +208,8 @@ TEST_F(AgentTest, RootOnTheTenantSocketIsNoOperatorAndACgroupBindsATenantsMemory
   ASSERT_EQ(code2, 0) << refused;
   EXPECT_EQ(json::parse(refused)["allocated"].get<uint64_t>(), 0u)
       << "root, but not in the tenant's cgroup";
-  EXPECT_EQ(json::parse(refused)["last_error"].get<int>(), 2);
+  EXPECT_EQ(json::parse(refused)["last_error"].get<int>(), 3)
+      << "CUDA_ERROR_NOT_INITIALIZED: gpumuxd does not register a process outside the cgroup";
 }
 
 TEST_F(AgentTest, FiftySlowClientsDelayNoOne) {

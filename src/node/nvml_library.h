@@ -16,6 +16,8 @@ struct NvmlLibrary {
   decltype(&nvmlDeviceGetName) name = nullptr;
   decltype(&nvmlDeviceGetUUID) uuid = nullptr;
   decltype(&nvmlDeviceGetMemoryInfo) memory = nullptr;
+  // Per-process GPU time samples; null where the driver's NVML lacks it.
+  decltype(&nvmlDeviceGetProcessUtilization) process_utilization = nullptr;
   // Multi-Instance GPU; null where the driver's NVML predates it.
   decltype(&nvmlDeviceGetMigMode) get_mig_mode = nullptr;
   decltype(&nvmlDeviceSetMigMode) set_mig_mode = nullptr;

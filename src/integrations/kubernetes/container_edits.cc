@@ -15,16 +15,19 @@ ContainerEdits EditsForTenant(const json& admission, const std::string& gpu_uuid
     auto it = edits.envs.find(key);
     return it == edits.envs.end() ? std::string() : it->second;
   };
-  // The shim's directory (with the simulated GPU's libraries under it) read-only; the shared
-  // ledger, gpumuxd's socket, a simulated GPU's state and the MPS pipe directory writable.
+  // The shim's directory (with the simulated GPU's libraries under it) and gpumuxd's view ledger
+  // read-only; the tenant's own activity file, gpumuxd's socket, a simulated GPU's state and the
+  // MPS pipe directory writable. Nothing of another tenant's is mounted.
   std::string shim = env("LD_PRELOAD");
   shim = shim.substr(0, shim.find(':'));
   if (shim.find('/') != std::string::npos) {
     std::string dir = shim.substr(0, shim.rfind('/'));
     edits.mounts.push_back({dir, dir, true});
   }
+  if (std::string ledger = env("GPUMUX_LEDGER"); !ledger.empty())
+    edits.mounts.push_back({ledger, ledger, true});
   for (const char* key :
-       {"GPUMUX_LEDGER", "GPUMUX_AGENT", "GPUMUX_SIM_STATE", "CUDA_MPS_PIPE_DIRECTORY"}) {
+       {"GPUMUX_ACTIVITY", "GPUMUX_AGENT", "GPUMUX_SIM_STATE", "CUDA_MPS_PIPE_DIRECTORY"}) {
     if (std::string path = env(key); !path.empty()) edits.mounts.push_back({path, path, false});
   }
   if (!gpu_uuid.empty()) {

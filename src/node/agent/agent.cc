@@ -40,6 +40,9 @@ Agent::Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend)
     : config_(std::move(config)), backend_(std::move(backend)), store_(config_.state_path) {
   mkdir(config_.runtime_dir.c_str(), 0755);
   chmod(config_.runtime_dir.c_str(), 0755);  // tenants of every user map the ledgers in it
+  // Tenants' activity files: made by gpumuxd alone (no tenant may add, remove or replace one).
+  mkdir(ActivityDir().c_str(), 0755);
+  chmod(ActivityDir().c_str(), 0755);
   for (const node::Device& d : config_.gpus) gpus_.push_back({d, ShareMode::kTimeSlice, {}, {}});
   for (const AgentStore::GpuMode& m : store_.GpuModes()) {
     if (m.gpu < 0 || size_t(m.gpu) >= gpus_.size()) continue;
@@ -75,32 +78,45 @@ Agent::Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend)
   }
 }
 
+namespace {
+
+// Opens gpumuxd's own ledger at `path` for `d`, or makes it anew (saying why) when what is there is
+// not one for this device: cut short, foreign, of another version or of another GPU. gpumuxd
+// never refuses to start over a file.
+std::unique_ptr<node::Ledger> OpenOrRemake(const std::string& path, const node::Device& d) {
+  std::string problem;
+  try {
+    auto ledger =
+        std::make_unique<node::Ledger>(node::Ledger::CreateOrOpen(path, d.memory, d.name));
+    if (ledger->gpu_name() == d.name && ledger->capacity() == d.memory) return ledger;
+    problem = "it is the ledger of a " + ledger->gpu_name() + ", not of this " + d.name;
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kBadInput) throw;
+    problem = e.what();
+  }
+  Log("warn", "ledger made anew: what was there cannot be used",
+      {{"ledger", path}, {"reason", problem}});
+  unlink(path.c_str());
+  return std::make_unique<node::Ledger>(node::Ledger::CreateOrOpen(path, d.memory, d.name));
+}
+
+}  // namespace
+
 void Agent::BuildSlots(Gpu& g, const std::vector<node::Device>& devices) {
   std::vector<Slot> slots;
   for (const node::Device& d : devices) {
     std::string path = config_.runtime_dir + "/" + node::DeviceStem(d) + ".ledger";
-    auto ledger =
-        std::make_unique<node::Ledger>(node::Ledger::CreateOrOpen(path, d.memory, d.name));
-    if (ledger->gpu_name() != d.name || ledger->capacity() != d.memory) {
-      throw BadInput(path + " is the ledger of a " + ledger->gpu_name() + ", not of this " +
-                     d.name + "; remove it if the GPU changed");
-    }
-    // Tenant processes of every user keep their compute state in it, so it is writable by all; a
-    // tenant that rewrites limits there is put back within half a second (Reclaim) and logged.
-    // Memory is not theirs to count: the authority ledger beside it holds that.
-    chmod(path.c_str(), 0666);
+    std::unique_ptr<node::Ledger> ledger = OpenOrRemake(path, d);
+    // Tenant processes of every user map it, read-only: gpumuxd alone writes it.
+    chmod(path.c_str(), 0644);
     std::string private_dir = config_.runtime_dir + "/private";
     mkdir(private_dir.c_str(), 0700);
     chmod(private_dir.c_str(), 0700);
     std::string authority_path = private_dir + "/" + node::DeviceStem(d) + ".ledger";
-    auto authority = std::make_unique<node::Ledger>(
-        node::Ledger::CreateOrOpen(authority_path, d.memory, d.name));
-    if (authority->gpu_name() != d.name || authority->capacity() != d.memory) {
-      throw BadInput(authority_path + " is the ledger of a " + authority->gpu_name() +
-                     ", not of this " + d.name + "; remove it if the GPU changed");
-    }
+    std::unique_ptr<node::Ledger> authority = OpenOrRemake(authority_path, d);
     chmod(authority_path.c_str(), 0600);
-    slots.push_back({d, path, std::move(ledger), authority_path, std::move(authority)});
+    slots.push_back(
+        {d, path, std::move(ledger), authority_path, std::move(authority), backend_->Meter(d)});
   }
   g.slots = std::move(slots);
 }
@@ -111,33 +127,16 @@ void Agent::RebuildSharedLedger(Slot& slot) {
   unlink(slot.ledger_path.c_str());
   slot.ledger = std::make_unique<node::Ledger>(
       node::Ledger::CreateOrOpen(slot.ledger_path, slot.device.memory, slot.device.name));
-  chmod(slot.ledger_path.c_str(), 0666);
+  chmod(slot.ledger_path.c_str(), 0644);
   for (const TenantRecord& t : store_.All()) {
     if (SlotOf(t.gpu, t.instance) == &slot) slot.ledger->AddTenant(t.id, t.limits, false);
   }
 }
 
-uint64_t Agent::Slot::ReclaimDead() { return ledger->ReclaimDead() + authority->ReclaimDead(); }
-
-std::vector<node::TenantUsage> Agent::Slot::Usage() const {
-  // The authority lists the tenants and their memory; the shared ledger adds what their
-  // processes measured of compute, where its slot is intact.
-  std::vector<node::TenantUsage> usage = authority->Snapshot(), shared = ledger->Snapshot();
-  for (node::TenantUsage& u : usage) {
-    auto s = std::find_if(shared.begin(), shared.end(),
-                          [&](const node::TenantUsage& x) { return x.id == u.id; });
-    if (s == shared.end()) continue;
-    u.gpu_ns = s->gpu_ns;
-    u.held = s->held;
-    // Processes: those holding grants, with what they hold, then those that only run kernels.
-    for (const auto& process : s->processes) {
-      pid_t pid = process.first;  // (clang 14 does not capture structured bindings)
-      bool listed = std::any_of(u.processes.begin(), u.processes.end(),
-                                [&](auto& p) { return p.first == pid; });
-      if (!listed) u.processes.push_back({pid, 0});
-    }
-  }
-  return usage;
+uint64_t Agent::Slot::ReclaimDead() {
+  uint64_t bytes = authority->ReclaimDead();
+  ledger->CopyProcessesFrom(*authority);
+  return bytes;
 }
 
 Agent::Slot* Agent::SlotOf(int gpu, int instance) {
@@ -163,6 +162,9 @@ void Agent::Apply(const TenantRecord& t) {
   Slot* slot = SlotOf(t.gpu, t.instance);
   slot->authority->AddTenant(t.id, t.limits, false);
   slot->ledger->AddTenant(t.id, t.limits, false);
+  Activity& a = activity_[t.id];
+  if (!a.file || a.file->owner() != t.owner)
+    a.file = std::make_unique<node::ActivityReader>(ActivityPath(t.id), t.owner);
 }
 
 bool Agent::IsOperator(const HttpRequest& r) const {
@@ -362,8 +364,22 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
       try {
         // Checked against the authority's quotas, which no tenant can have rewritten.
         slot->authority->AddTenant(t.id, t.limits, config_.strict);
-        slot->ledger->AddTenant(t.id, t.limits, false);
+        Apply(t);
+        store_.Put(t);
       } catch (const Error& e) {
+        // A refused or failed admission leaves nothing behind: an update puts the limits it had
+        // back, a new tenant is taken out of every ledger.
+        if (existing) {
+          Apply(*existing);
+        } else {
+          for (node::Ledger* ledger : {slot->authority.get(), slot->ledger.get()}) {
+            if (std::optional<int> s = ledger->FindTenant(t.id)) ledger->RemoveTenant(*s);
+          }
+          if (auto a = activity_.find(t.id); a != activity_.end()) {
+            if (a->second.file) a->second.file->Remove();
+            activity_.erase(a);
+          }
+        }
         if (e.code() != ErrorCode::kDoesNotFit) throw;
         Log("info", "tenant refused",
             {{"tenant", t.id}, {"gpu", std::to_string(t.gpu)}, {"reason", e.what()}});
@@ -371,7 +387,6 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
       }
     }
   }
-  if (!joined) store_.Put(t);
   Log("info",
       joined     ? "tenant joined"
       : existing ? "tenant updated"
@@ -388,6 +403,7 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
   for (const auto& [k, v] :
        node::TenantEnvironment(slot.device, slot.ledger_path, t.id, config_.bin_dir))
     env[k] = v;
+  env["GPUMUX_ACTIVITY"] = ActivityPath(t.id);
   for (const auto& [k, v] : backend_->ClientEnvironment(slot.device, gpu.mode, t.limits))
     env[k] = v;
   // The shim then takes its memory as grants from gpumuxd (POST /v1/grants), not from the ledger.
@@ -480,10 +496,14 @@ HttpResponse Agent::Remove(const std::string& id) {
                      " live process(es), pid " + std::to_string(u.processes[0].first));
     }
   }
+  store_.Remove(id);
   for (node::Ledger* ledger : {slot->ledger.get(), slot->authority.get()}) {
     if (std::optional<int> s = ledger->FindTenant(id)) ledger->RemoveTenant(*s);
   }
-  store_.Remove(id);
+  if (auto a = activity_.find(id); a != activity_.end()) {
+    if (a->second.file) a->second.file->Remove();
+    activity_.erase(a);
+  }
   Log("info", "tenant removed", {{"tenant", id}, {"gpu", std::to_string(t->gpu)}});
   return Json(200, {{"removed", id}});
 }
@@ -523,12 +543,18 @@ HttpResponse Agent::Grant(const HttpRequest& r, bool give_back) {
     granted = process ? std::min(bytes, authority.ProcessUsed(*process)) : 0;
     if (granted) authority.Release(*process, granted);
   } else {
-    uint64_t least = body.Bytes("least").value_or(bytes);
-    if (least == 0 || least > bytes) throw BadInput("least: expected 1 to \"bytes\" bytes");
-    if (!process) process = authority.RegisterProcess(*tenant_slot, r.pid);
-    granted = authority.ReserveUpTo(*process, bytes, least);
-    if (granted == 0) {
-      throw DoesNotFit("tenant '" + id + "': " + FormatBytes(double(least)) +
+    std::optional<uint64_t> least = body.Bytes("least");
+    if (bytes > 0 && (least.value_or(bytes) == 0 || least.value_or(bytes) > bytes))
+      throw BadInput("least: expected 1 to \"bytes\" bytes");
+    if (bytes == 0 && least.value_or(0) != 0)
+      throw BadInput("least: a registration (\"bytes\": 0) grants nothing");
+    if (!process) {
+      process = authority.RegisterProcess(*tenant_slot, r.pid);
+      slot->ledger->CopyProcessesFrom(authority);
+    }
+    granted = bytes ? authority.ReserveUpTo(*process, bytes, least.value_or(bytes)) : 0;
+    if (granted == 0 && bytes > 0) {
+      throw DoesNotFit("tenant '" + id + "': " + FormatBytes(double(least.value_or(bytes))) +
                        " more would pass its quota of " + FormatBytes(double(t->limits.memory)) +
                        " (" + FormatBytes(double(authority.TenantUsed(*tenant_slot))) +
                        " granted)");
@@ -647,6 +673,54 @@ std::string Agent::MetricsText() {
     }
   }
   return FormatMetrics(gpus, NowNs());
+}
+
+void Agent::ComputeTick() {
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return;  // a request holds the agent: the gates stay as they are
+  uint64_t now = NowNs();
+  for (Gpu& g : gpus_) {
+    for (Slot& slot : g.slots) TickSlot(slot, now);
+  }
+}
+
+void Agent::TickSlot(Slot& slot, uint64_t now_ns) {
+  // GPU time measured on the device, charged to the tenant that registered each process.
+  uint64_t gpu_ns[node::kMaxTenants] = {};
+  if (now_ns >= slot.next_meter_read_ns) {
+    slot.meter->Read(&uses_);
+    slot.next_meter_read_ns = now_ns + slot.meter->period_ns();
+    if (!uses_.empty()) slot.authority->ProcessTenants(&pids_);
+    for (const GpuTimeMeter::Use& use : uses_) {
+      for (const auto& [pid, tenant] : pids_) {
+        if (pid == use.pid) {
+          gpu_ns[tenant] += use.gpu_ns;
+          break;
+        }
+      }
+    }
+  }
+  uint64_t unmeasured = slot.meter->UnmeasuredNs();
+  for (int t = 0; t < node::kMaxTenants; ++t) {
+    if (!slot.authority->InUse(t)) continue;
+    std::string id = slot.authority->TenantId(t);
+    // Whether it wants the GPU: its processes counted a tick with a launch since the last look.
+    bool wants = false;
+    uint64_t held = 0;
+    if (auto a = activity_.find(id); a != activity_.end() && a->second.file) {
+      node::ActivityReader::Reading r = a->second.file->Read();
+      wants = r.active_ticks != a->second.last_ticks;
+      a->second.last_ticks = r.active_ticks;
+      held = r.held;
+    }
+    node::ComputeVerdict v =
+        slot.authority->TenantComputeTick(t, now_ns, gpu_ns[t], wants, unmeasured);
+    slot.authority->SetHeld(t, held);
+    if (std::optional<int> view = slot.ledger->FindTenant(id)) {
+      slot.ledger->SetGate(*view, v.hold);
+      slot.ledger->SetHeld(*view, held);
+    }
+  }
 }
 
 size_t Agent::tenant_count() {

@@ -22,18 +22,27 @@
 //                                         {"tenant", "bytes", "least"}: credit for its
 //                                         allocations, at least "least" and at most "bytes",
 //                                         within the tenant's quota; counted against the calling
-//                                         pid (SO_PEERCRED)
+//                                         pid (SO_PEERCRED), which is registered under the tenant
+//                                         (at most node::kMaxProcessesPerTenant live ones);
+//                                         "bytes": 0 registers it and grants nothing
 //   POST   /v1/grants/return             the same process: {"tenant", "bytes"} it no longer needs
 //   GET    /metrics                      anyone (also on the TCP metrics address)
 // Operators are root and members of the configured operator group, identified by the connection's
 // credentials (SO_PEERCRED), never by what the request says, and never on the tenants' socket.
 //
-// Thread-safety: Handle() and Reclaim() may be called from any threads at once (one lock inside;
-// GET /v1/health takes none, so it answers while another request holds the agent).
+// Compute: gpumuxd measures every process's GPU time itself (the backend's GpuTimeMeter), charges
+// it to the tenant that registered the process, reads each tenant's launch activity from its own
+// file (node/ledger/activity.h) and ticks every tenant's share in the authority ledger
+// (ComputeTick, once a millisecond), writing each tenant's gate into the view its processes map
+// read-only. Nothing a tenant can write is read as truth about another tenant.
+//
+// Thread-safety: Handle(), Reclaim() and ComputeTick() may be called from any threads at once (one
+// lock inside; GET /v1/health takes none, so it answers while another request holds the agent).
 #pragma once
 
 #include <sys/types.h>
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -45,6 +54,7 @@
 #include "node/agent/http_request.h"
 #include "node/agent/share_backend.h"
 #include "node/device.h"
+#include "node/ledger/activity.h"
 #include "node/ledger/ledger.h"
 
 namespace gpumux::agent {
@@ -78,25 +88,35 @@ class Agent {
   // tenant limits that were changed in a ledger behind the agent's back. gpumuxd calls it twice a
   // second.
   uint64_t Reclaim();
+  // Measures the GPU time of every device's processes, ticks every tenant's compute share and
+  // sets their gates. gpumuxd calls it once a millisecond; it skips the tick (gates stay as they
+  // are) while a request holds the agent.
+  void ComputeTick();
   size_t tenant_count();
 
  private:
   // What tenants are admitted on: a whole GPU, or one MIG instance of it (a device of its own).
   struct Slot {
     node::Device device;
-    // Shared with the tenants, who map it (mode 0666): their processes' compute state, and a view
-    // of their quotas and usage that gpumuxd writes.
+    // The view tenants map read-only (mode 0644): each tenant's limits, usage and launch gate, and
+    // its processes; written by gpumuxd alone.
     std::string ledger_path;
     std::unique_ptr<node::Ledger> ledger;
-    // gpumuxd's alone (mode 0600 in <runtime-dir>/private): each tenant's quota and the memory
-    // granted to each of its processes. No tenant can write it, so none can forge its usage.
+    // gpumuxd's alone (mode 0600 in <runtime-dir>/private): each tenant's quota, the memory
+    // granted to each of its processes, and its compute state.
     std::string authority_path;
     std::unique_ptr<node::Ledger> authority;
-    // Every tenant's figures: memory (usage, refusals, reclaimed bytes, the processes holding
-    // grants) from the authority, compute (GPU time, held launches) from the shared ledger.
-    std::vector<node::TenantUsage> Usage() const;
-    // Returns to their tenants what dead processes held, in both ledgers; returns the bytes.
+    std::unique_ptr<GpuTimeMeter> meter;
+    uint64_t next_meter_read_ns = 0;
+    // Every tenant's figures, from the authority.
+    std::vector<node::TenantUsage> Usage() const { return authority->Snapshot(); }
+    // Returns to their tenants what dead processes held; returns the bytes. Updates the view.
     uint64_t ReclaimDead();
+  };
+  // What gpumuxd last read of a tenant's activity file.
+  struct Activity {
+    std::unique_ptr<node::ActivityReader> file;
+    uint64_t last_ticks = 0;
   };
   struct Gpu {
     node::Device device;
@@ -116,6 +136,10 @@ class Agent {
   // The GPU and instance (-1: the whole GPU) of the device with this UUID ("GPU-..." or "MIG-...").
   std::optional<std::pair<int, int>> SlotWithUuid(const std::string& uuid) const;
 
+  // Where tenants' activity files live, and tenant `id`'s.
+  std::string ActivityDir() const { return config_.runtime_dir + "/activity"; }
+  std::string ActivityPath(const std::string& id) const { return ActivityDir() + "/" + id; }
+
   bool IsOperator(const HttpRequest& r) const;
   // The handler of each request, under mu_; throws Error, which Handle answers as its HTTP status.
   HttpResponse Route(const HttpRequest& r);
@@ -125,13 +149,19 @@ class Agent {
   HttpResponse ListTenants(const HttpRequest& r, const std::string& only_id);
   // POST /v1/grants (take credit) and POST /v1/grants/return: the calling process's memory.
   HttpResponse Grant(const HttpRequest& r, bool give_back);
-  void Apply(const TenantRecord& t);  // writes the record's limits into its GPU's ledger
-  std::string MetricsText();          // Prometheus text of every GPU and tenant; with mu_ held
+  // Writes the record's limits into its GPU's ledgers and readies its activity file. Throws Error.
+  void Apply(const TenantRecord& t);
+  // Ticks the compute shares of one device's tenants at `now_ns` (with mu_ held).
+  void TickSlot(Slot& slot, uint64_t now_ns);
+  std::string MetricsText();  // Prometheus text of every GPU and tenant; with mu_ held
 
   AgentConfig config_;
   std::unique_ptr<ShareBackend> backend_;
   AgentStore store_;
   std::vector<Gpu> gpus_;
+  std::map<std::string, Activity> activity_;  // by tenant id
+  std::vector<GpuTimeMeter::Use> uses_;       // ComputeTick's scratch
+  std::vector<std::pair<pid_t, int>> pids_;   // ComputeTick's scratch
   std::mutex mu_;
 };
 

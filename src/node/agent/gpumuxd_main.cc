@@ -1,20 +1,56 @@
 // gpumuxd: the node agent. Owns the node's GPUs' ledgers, admits tenants through its API on a Unix
 // socket, keeps them in SQLite, reclaims dead processes' memory twice a second, and serves
 // Prometheus metrics. See agent.h for the API and README "gpumuxd" for installing it.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "core/catalog.h"
 #include "core/units.h"
 #include "node/agent/agent.h"
 #include "node/agent/http_server.h"
 #include "node/agent/log.h"
+
+namespace {
+
+// One gpumuxd per runtime directory and per socket: takes an exclusive lock on `path` for the
+// life of the process and writes its pid there. Throws Error (conflict) naming the holder.
+void LockOrExit(const std::string& path, const std::string& what) {
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) throw gpumux::Unavailable(path + ": cannot open the lock file");
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    char pid[32] = {0};
+    (void)!pread(fd, pid, sizeof(pid) - 1, 0);
+    throw gpumux::Conflict("another gpumuxd (pid " + std::string(pid, strcspn(pid, "\n")) +
+                           ") already serves " + what + " (lock " + path + ")");
+  }
+  std::string mine = std::to_string(getpid()) + "\n";
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, mine.data(), mine.size(), 0) < 0) {
+    // the lock holds without the pid in it
+  }
+  // fd stays open (and locked) until the process ends.
+}
+
+// Every connection is a file: lift the soft limit to the hard one (the unit sets LimitNOFILE).
+void RaiseOpenFileLimit() {
+  rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app("gpumuxd: the gpumux node agent");
@@ -42,6 +78,11 @@ int main(int argc, char** argv) {
 
   using gpumux::agent::Log;
   try {
+    std::filesystem::create_directories(runtime_dir);
+    std::filesystem::create_directories(std::filesystem::path(socket).parent_path());
+    LockOrExit(runtime_dir + "/gpumuxd.lock", runtime_dir);
+    LockOrExit(socket + ".lock", socket);
+    RaiseOpenFileLimit();
     gpumux::agent::AgentConfig config;
     config.runtime_dir = runtime_dir;
     config.state_path = state;
@@ -74,10 +115,27 @@ int main(int argc, char** argv) {
     if (!metrics_listen.empty()) server.ListenTcp(metrics_listen);
     server.StopOnTerminationSignals();
     std::atomic<bool> done{false};
+    // Nothing in a file may stop these threads: what they cannot do they log and retry.
     std::thread reclaimer([&] {
       while (!done.load()) {
-        agent.Reclaim();
+        try {
+          agent.Reclaim();
+        } catch (const std::exception& e) {
+          Log("error", "reclaim failed; retrying", {{"reason", e.what()}});
+        }
         std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      }
+    });
+    std::thread governor([&] {
+      while (!done.load()) {
+        uint64_t next = gpumux::NowNs() + 1'000'000;
+        try {
+          agent.ComputeTick();
+        } catch (const std::exception& e) {
+          Log("error", "compute tick failed; retrying", {{"reason", e.what()}});
+          next += 999'000'000;
+        }
+        gpumux::SleepUntilNs(next);
       }
     });
     Log("info", "gpumuxd started",
@@ -93,6 +151,7 @@ int main(int argc, char** argv) {
     server.Serve([&](const gpumux::agent::HttpRequest& r) { return agent.Handle(r); });
     done = true;
     reclaimer.join();
+    governor.join();
     Log("info", "gpumuxd stopped");
     return 0;
   } catch (const std::exception& e) {

@@ -29,6 +29,7 @@ namespace gpumux::agent {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+constexpr int64_t kRootOnTenantSocket = int64_t(1) << 32;
 
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
 
@@ -40,7 +41,10 @@ HttpResponse ErrorAnswer(int status, const std::string& why) {
 
 struct Connection {
   int fd = -1;
-  int uid_key = -1;  // the caller's uid; -1 for TCP callers
+  // Whose connections it counts among: the caller's uid; kRootOnTenantSocket for root on the
+  // tenants' socket (a container's root, capped like any user); -1 for TCP callers. Only root on
+  // the API socket (key 0) is not capped.
+  int64_t uid_key = -1;
   HttpRequest request;
   enum class State { kReading, kHandling, kWriting } state = State::kReading;
   Clock::time_point deadline;
@@ -195,7 +199,7 @@ void HttpServer::ListenTcp(const std::string& address) {
 
 void HttpServer::Serve(const Handler& handler) {
   std::map<uint64_t, Connection> connections;
-  std::map<int, int> per_uid;  // open connections per uid key
+  std::map<int64_t, int> per_uid;  // open connections per uid key
   uint64_t next_id = 0;
   Workers workers(std::max(1, limits_.workers), handler, wake_[1]);
 
@@ -225,7 +229,7 @@ void HttpServer::Serve(const Handler& handler) {
           c.request.uid = cred.uid;
           c.request.gid = cred.gid;
           c.request.pid = cred.pid;
-          c.uid_key = int(cred.uid);
+          c.uid_key = cred.uid == 0 && l.tenant_socket ? kRootOnTenantSocket : int64_t(cred.uid);
         }
       }
       if (connections.size() >= size_t(limits_.max_connections)) {
@@ -247,17 +251,23 @@ void HttpServer::Serve(const Handler& handler) {
   // Reads what has arrived; hands a complete request to the workers. False: the client is gone.
   auto read_from = [&](uint64_t id, Connection& c) {
     char buf[8192];
+    bool closed = false;
     for (;;) {
       ssize_t n = recv(c.fd, buf, sizeof(buf), 0);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-      if (n <= 0) return false;
+      if (n < 0) return false;
+      if (n == 0) {  // the client closed its side: a complete request is still answered
+        closed = true;
+        break;
+      }
       c.in.append(buf, size_t(n));
       if (c.in.size() > kMaxHeadBytes + kMaxBodyBytes + 4) break;  // the parser refuses it below
     }
+    if (closed && c.in.empty()) return false;
     HttpMessage message;
     ParseResult parsed = ParseHttpMessage(c.in, &message);
-    if (parsed.status == ParseStatus::kIncomplete) return true;
+    if (parsed.status == ParseStatus::kIncomplete) return !closed;
     std::string why = parsed.error;
     if (parsed.status == ParseStatus::kComplete && ToRequest(message, &c.request, &why)) {
       c.in.clear();

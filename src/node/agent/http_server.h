@@ -33,7 +33,7 @@ struct HttpServerLimits {
   int write_deadline_ms = 5000;    // for the client to take its answer
   int max_connections = 1024;      // open at once, all callers
   int max_connections_per_uid =
-      32;           // open at once by one uid other than root (TCP callers share one)
+      32;  // open at once by one uid, root on the tenants' socket included (TCP callers share one)
   int workers = 4;  // threads that run the handler
 };
 

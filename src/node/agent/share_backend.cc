@@ -51,6 +51,9 @@ class SimulatedBackend : public ShareBackend {
   bool Healthy(const node::Device& gpu) const override {
     return access((Path(gpu) + ".lost").c_str(), F_OK) != 0;
   }
+  std::unique_ptr<GpuTimeMeter> Meter(const node::Device& device) const override {
+    return MakeSimulatedMeter(Path(device));
+  }
 
  private:
   // The simulated device runs its processes' work concurrently (MPS) or one at a time.
@@ -113,6 +116,11 @@ class NvidiaBackend : public ShareBackend {
     } catch (const Error&) {
       return false;
     }
+  }
+  // NVML measures no per-process GPU time inside MIG instances: their meter reads nothing (and
+  // gpumuxd refuses caps and weights there).
+  std::unique_ptr<GpuTimeMeter> Meter(const node::Device& device) const override {
+    return MakeNvmlMeter(device.mig_instance >= 0 ? -1 : device.index);
   }
 
  private:

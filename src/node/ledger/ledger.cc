@@ -34,8 +34,9 @@ class FileLock {
   int fd_;
 };
 
-LedgerLayout* Map(int fd, const std::string& path) {
-  void* p = mmap(nullptr, sizeof(LedgerLayout), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+LedgerLayout* Map(int fd, const std::string& path, bool writable = true) {
+  void* p = mmap(nullptr, sizeof(LedgerLayout), writable ? PROT_READ | PROT_WRITE : PROT_READ,
+                 MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) throw Unavailable(Errno(path + ": cannot map the ledger"));
   return static_cast<LedgerLayout*>(p);
 }
@@ -101,8 +102,11 @@ Ledger Ledger::CreateOrOpen(const std::string& path, uint64_t capacity,
   return MapExisting(fd, path);
 }
 
-Ledger Ledger::Open(const std::string& path) {
-  int fd = open(path.c_str(), O_RDWR);
+Ledger Ledger::Open(const std::string& path) { return OpenMode(path, true); }
+Ledger Ledger::OpenReadOnly(const std::string& path) { return OpenMode(path, false); }
+
+Ledger Ledger::OpenMode(const std::string& path, bool writable) {
+  int fd = open(path.c_str(), writable ? O_RDWR : O_RDONLY);
   if (fd < 0) throw Unavailable(Errno(path + ": cannot open the ledger"));
   // A ledger being created is sized and then stamped under the creator's exclusive lock: wait for
   // it, so that a half-made file is not taken for a foreign one. An empty file is one whose creator
@@ -114,19 +118,19 @@ Ledger Ledger::Open(const std::string& path) {
     flock(fd, LOCK_UN);
     usleep(1000);
   }
-  Ledger ledger = MapExisting(fd, path);
+  Ledger ledger = MapExisting(fd, path, writable);
   flock(fd, LOCK_UN);
   return ledger;
 }
 
-Ledger Ledger::MapExisting(int fd, const std::string& path) {
+Ledger Ledger::MapExisting(int fd, const std::string& path, bool writable) {
   struct stat st;
   fstat(fd, &st);
   if (size_t(st.st_size) < sizeof(LedgerLayout)) {
     close(fd);
     throw BadInput(path + ": truncated ledger (" + std::to_string(st.st_size) + " bytes)");
   }
-  Ledger ledger(fd, Map(fd, path));  // owns fd from here, also if Validate throws
+  Ledger ledger(fd, Map(fd, path, writable));  // owns fd from here, also if Validate throws
   Validate(ledger.layout_, path);
   return ledger;
 }
@@ -205,6 +209,7 @@ int Ledger::AddTenant(const std::string& id, const TenantLimits& limits, bool st
       for (auto* zero : {&s.used, &s.refused, &s.reclaimed, &s.reclaimed_processes, &s.gpu_ns,
                          &s.wanted_ns, &s.held})
         zero->store(0);
+      s.gate.store(0);
       s.credit_ns.store(0);
       s.added_ns.store(now);
       s.accrued_ns.store(now);
@@ -224,6 +229,13 @@ int Ledger::RegisterProcess(int tenant, pid_t pid) {
   if (pid == 0) pid = getpid();
   std::optional<uint64_t> start = ProcessStartTime(pid);
   if (!start) throw NotFound("process " + std::to_string(pid) + " does not exist");
+  if (LiveProcesses(tenant) >= kMaxProcessesPerTenant) {
+    ReclaimDead();
+    if (LiveProcesses(tenant) >= kMaxProcessesPerTenant) {
+      throw DoesNotFit("the tenant already has " + std::to_string(kMaxProcessesPerTenant) +
+                       " processes, the most one tenant may have");
+    }
+  }
   for (int attempt = 0; attempt < 2; ++attempt) {
     for (int p = 0; p < kMaxProcesses; ++p) {
       ProcessSlot& s = layout_->processes[p];
@@ -323,17 +335,26 @@ void Ledger::UnregisterProcess(int process) {
   s.pid.store(0);
 }
 
+int Ledger::LiveProcesses(int tenant) const {
+  int n = 0;
+  for (const ProcessSlot& p : layout_->processes) n += p.pid.load() != 0 && p.tenant == tenant;
+  return n;
+}
+
 ComputeVerdict Ledger::ComputeTick(int process, uint64_t now_ns, uint64_t gpu_ns, bool wants_gpu,
                                    uint64_t unmeasured_ns) {
   ProcessSlot& p = layout_->processes[process];
   TenantSlot* mine = TenantOf(p);
   if (!mine) return {true, 0};  // its slot was overwritten: hold until it is put back
-  TenantSlot& me = *mine;
-  const int my_tenant = int(mine - layout_->tenants);
-  if (gpu_ns) {
-    p.gpu_ns.fetch_add(gpu_ns, std::memory_order_relaxed);
-    me.gpu_ns.fetch_add(gpu_ns, std::memory_order_relaxed);
-  }
+  if (gpu_ns) p.gpu_ns.fetch_add(gpu_ns, std::memory_order_relaxed);
+  return TenantComputeTick(int(mine - layout_->tenants), now_ns, gpu_ns, wants_gpu, unmeasured_ns);
+}
+
+ComputeVerdict Ledger::TenantComputeTick(int my_tenant, uint64_t now_ns, uint64_t gpu_ns,
+                                         bool wants_gpu, uint64_t unmeasured_ns) {
+  if (!InRange(my_tenant) || layout_->tenants[my_tenant].state.load() != 1) return {true, 0};
+  TenantSlot& me = layout_->tenants[my_tenant];
+  if (gpu_ns) me.gpu_ns.fetch_add(gpu_ns, std::memory_order_relaxed);
   if (wants_gpu) {
     uint64_t last = me.wanted_ns.load();
     while (last < now_ns && !me.wanted_ns.compare_exchange_weak(last, now_ns)) {
@@ -375,31 +396,69 @@ ComputeVerdict Ledger::ComputeTick(int process, uint64_t now_ns, uint64_t gpu_ns
 
 std::vector<TenantUsage> Ledger::Snapshot() const {
   std::vector<TenantUsage> out;
+  int index_of[kMaxTenants];
   for (int t = 0; t < kMaxTenants; ++t) {
     const TenantSlot& s = layout_->tenants[t];
+    index_of[t] = -1;
     if (s.state.load() != 1) continue;
-    TenantUsage u{t,
-                  SlotId(s),
-                  s.quota.load(),
-                  s.used.load(),
-                  s.refused.load(),
-                  s.reclaimed.load(),
-                  s.reclaimed_processes.load(),
-                  s.cap_permille.load(),
-                  s.weight.load(),
-                  Priority(s.priority.load()),
-                  s.added_ns.load(),
-                  s.gpu_ns.load(),
-                  s.held.load(),
-                  {}};
-    for (int p = 0; p < kMaxProcesses; ++p) {
-      const ProcessSlot& ps = layout_->processes[p];
-      int32_t pid = ps.pid.load();
-      if (pid > 0 && ps.tenant == t) u.processes.push_back({pid, ps.used.load()});
-    }
-    out.push_back(std::move(u));
+    index_of[t] = int(out.size());
+    out.push_back({t,
+                   SlotId(s),
+                   s.quota.load(),
+                   s.used.load(),
+                   s.refused.load(),
+                   s.reclaimed.load(),
+                   s.reclaimed_processes.load(),
+                   s.cap_permille.load(),
+                   s.weight.load(),
+                   Priority(s.priority.load()),
+                   s.added_ns.load(),
+                   s.gpu_ns.load(),
+                   s.held.load(),
+                   {}});
+  }
+  for (const ProcessSlot& ps : layout_->processes) {
+    int32_t pid = ps.pid.load();
+    int32_t t = ps.tenant;
+    if (pid > 0 && InRange(t) && index_of[t] >= 0)
+      out[size_t(index_of[t])].processes.push_back({pid, ps.used.load()});
   }
   return out;
+}
+
+std::string Ledger::TenantId(int tenant) const {
+  return InUse(tenant) ? SlotId(layout_->tenants[tenant]) : std::string();
+}
+
+void Ledger::ProcessTenants(std::vector<std::pair<pid_t, int>>* out) const {
+  out->clear();
+  for (const ProcessSlot& p : layout_->processes) {
+    int32_t pid = p.pid.load(std::memory_order_relaxed);
+    if (pid > 0 && InRange(p.tenant)) out->push_back({pid, p.tenant});
+  }
+}
+
+void Ledger::CopyProcessesFrom(const Ledger& authority) {
+  int here[kMaxTenants];
+  for (int t = 0; t < kMaxTenants; ++t) {
+    std::optional<int> found =
+        authority.InUse(t) ? FindTenant(authority.TenantId(t)) : std::nullopt;
+    here[t] = found.value_or(-1);
+  }
+  for (int p = 0; p < kMaxProcesses; ++p) {
+    const ProcessSlot& from = authority.layout_->processes[p];
+    ProcessSlot& to = layout_->processes[p];
+    int32_t pid = from.pid.load();
+    int32_t t = from.tenant;
+    if (pid <= 0 || !InRange(t) || here[t] < 0) {
+      to.pid.store(0);
+      continue;
+    }
+    to.tenant = here[t];
+    to.start_time = from.start_time;
+    to.used.store(from.used.load());
+    to.pid.store(pid);
+  }
 }
 
 }  // namespace gpumux::node

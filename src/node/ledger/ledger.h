@@ -18,13 +18,15 @@
 // slots; a truncated, foreign or newer-version file is refused with Error (bad input). Thread- and
 // process-safe.
 //
-// Threat model. `gpumux run` creates the file mode 0600: one user, whose processes reserve in it.
-// gpumuxd keeps two per device: an authority ledger only it opens (quotas, and the memory it grants
-// each process; see node/shim/memory_grant.h), and a shared one, mode 0666, where tenant processes
-// of every user keep their compute state and read a view of their usage. Anything may have been
-// written into a shared ledger, so every index read from it is checked before use. A process can
-// still bypass the shim (unset LD_PRELOAD, static linking, raw ioctls); only MIG (hardware
-// partitions) and MPS limits (enforced in the driver) stop that.
+// Threat model. `gpumux run` creates the file mode 0600: one user, whose processes reserve and
+// govern in it. gpumuxd keeps two per device and writes both alone: an authority ledger only it
+// opens (quotas, the memory it grants each process — node/shim/memory_grant.h — and every
+// tenant's compute state, ticked by gpumuxd from the GPU time it measures itself), and a view,
+// mode 0644, that tenant processes map read-only (OpenReadOnly): each tenant's quota and usage for
+// cuMemGetInfo, and its launch gate. What a tenant publishes (its launch activity) lives in a file
+// of its own (node/ledger/activity.h) that can affect nobody else. Every index read from a file is
+// still checked before use. A process can still bypass the shim (unset LD_PRELOAD, static linking,
+// raw ioctls); only MIG (hardware partitions) and MPS limits (enforced in the driver) stop that.
 #pragma once
 
 #include <sys/types.h>
@@ -42,9 +44,12 @@
 namespace gpumux::node {
 
 inline constexpr uint64_t kLedgerMagic = 0x4c58554d55504725ull;  // "%GPUMUXL"
-inline constexpr uint32_t kLedgerVersion = 2;
+inline constexpr uint32_t kLedgerVersion = 3;
 inline constexpr int kMaxTenants = 64;
-inline constexpr int kMaxProcesses = 1024;
+// Every tenant may hold kMaxProcessesPerTenant processes at once however many tenants there are,
+// so that one tenant's full table is never its neighbour's problem.
+inline constexpr int kMaxProcessesPerTenant = 64;
+inline constexpr int kMaxProcesses = kMaxTenants * kMaxProcessesPerTenant;
 inline constexpr int kTenantIdSize = 64;
 
 struct TenantSlot {
@@ -65,6 +70,7 @@ struct TenantSlot {
   std::atomic<uint64_t> accrued_ns;  // when credit_ns was last brought up to date
   std::atomic<uint64_t> wanted_ns;   // last time one of its processes launched or wanted to
   std::atomic<uint64_t> held;        // launches held back by its share
+  std::atomic<uint32_t> gate;        // 1: its processes hold new launches (gpumuxd's verdict)
 };
 
 struct ProcessSlot {
@@ -142,6 +148,9 @@ class Ledger {
   // Opens an existing ledger; throws Error if missing (unavailable), truncated, foreign or of
   // another version (bad input).
   static Ledger Open(const std::string& path);
+  // Opens an existing ledger to read only (a tenant process under gpumuxd): only the const
+  // readers and Gate may be called on it. Throws as Open.
+  static Ledger OpenReadOnly(const std::string& path);
 
   Ledger(Ledger&&) noexcept;
   Ledger& operator=(Ledger&&) = delete;
@@ -168,6 +177,8 @@ class Ledger {
   std::optional<int> FindTenant(const std::string& id) const;
 
   // Process side. Registers `pid` (this process by default) under a tenant; returns its slot.
+  // Throws Error (does not fit) when the tenant already has kMaxProcessesPerTenant live processes
+  // (dead ones are reclaimed first): its own table is full, never a neighbour's.
   int RegisterProcess(int tenant, pid_t pid = 0);
   // Hot path of every allocation: reserves `bytes` for the process's tenant if the quota allows.
   // Lock-free, no system call. Returns false (and counts a refusal) when over quota.
@@ -218,6 +229,22 @@ class Ledger {
   // held for most of each sampling period whenever the period's GPU time arrives in one lump.
   ComputeVerdict ComputeTick(int process, uint64_t now_ns, uint64_t gpu_ns, bool wants_gpu,
                              uint64_t unmeasured_ns = 0);
+  // The same for a whole tenant (gpumuxd ticks every tenant from the GPU time it measures): adds
+  // `gpu_ns` to tenant slot `tenant`. {true, 0} for a slot out of range or not in use.
+  ComputeVerdict TenantComputeTick(int tenant, uint64_t now_ns, uint64_t gpu_ns, bool wants_gpu,
+                                   uint64_t unmeasured_ns = 0);
+  // gpumuxd's verdict for a tenant's processes, written into the view they read (SetGate), and
+  // read by them on every governor tick (Gate; false for a slot out of range).
+  void SetGate(int tenant, bool hold) {
+    if (InRange(tenant)) layout_->tenants[tenant].gate.store(hold, std::memory_order_relaxed);
+  }
+  bool Gate(int tenant) const {
+    return InRange(tenant) && layout_->tenants[tenant].gate.load(std::memory_order_relaxed) != 0;
+  }
+  // Sets the count of a tenant's held launches (gpumuxd copies it from the tenant's activity).
+  void SetHeld(int tenant, uint64_t held) {
+    if (InRange(tenant)) layout_->tenants[tenant].held.store(held, std::memory_order_relaxed);
+  }
   // Counts a launch held back by the governor.
   void CountHeld(int process) {
     if (TenantSlot* t = TenantOf(layout_->processes[process]))
@@ -226,11 +253,25 @@ class Ledger {
 
   std::vector<TenantUsage> Snapshot() const;
 
+  // gpumuxd: makes this view's process slots those of `authority` (its tenants found here by id),
+  // so that a tenant's `nvidia-smi` lists its processes.
+  void CopyProcessesFrom(const Ledger& authority);
+  // Whether tenant slot `tenant` is in use, and its id ("" if not).
+  bool InUse(int tenant) const {
+    return InRange(tenant) && layout_->tenants[tenant].state.load() == 1;
+  }
+  std::string TenantId(int tenant) const;
+  // The tenant slot of each live process, as (pid, tenant) pairs; replaces `*out`.
+  void ProcessTenants(std::vector<std::pair<pid_t, int>>* out) const;
+
  private:
   Ledger(int fd, LedgerLayout* layout);
   // Maps an existing ledger file after checking its size, magic number, version and layout; takes
   // ownership of `fd` (closed on error too).
-  static Ledger MapExisting(int fd, const std::string& path);
+  static Ledger MapExisting(int fd, const std::string& path, bool writable = true);
+  static Ledger OpenMode(const std::string& path, bool writable);
+  // Live (registered) processes of tenant slot `tenant`.
+  int LiveProcesses(int tenant) const;
   // The tenant slot a process slot names; null when another process wrote an index out of range
   // there (the file is shared: every index read from it is checked before use).
   TenantSlot* TenantOf(const ProcessSlot& p) const;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/error_test_support.h"
+#include "node/ledger/activity.h"
 
 namespace gpumux::node {
 namespace {
@@ -143,6 +144,67 @@ TEST(Ledger, AReusedPidIsNotMistakenForTheDeadProcess) {
   EXPECT_EQ(l.TenantUsed(t), 0u);
   munmap(layout, sizeof(LedgerLayout));
   close(fd);
+}
+
+}  // namespace
+}  // namespace gpumux::node
+
+namespace gpumux::node {
+namespace {
+
+TEST(Ledger, ATenantsProcessTableFillsAtItsOwnBoundAndNotItsNeighbours) {
+  std::string path = FreshPath("bound.ledger");
+  Ledger l = Ledger::CreateOrOpen(path, 80 * kGiB, "H100");
+  int greedy = l.AddTenant("greedy", {kGiB}), other = l.AddTenant("other", {kGiB});
+  // This process stands for every registration (a live pid); the bound counts slots.
+  for (int i = 0; i < kMaxProcessesPerTenant; ++i) l.RegisterProcess(greedy);
+  EXPECT_EQ(ErrorCodeOf([&] { l.RegisterProcess(greedy); }), ErrorCode::kDoesNotFit);
+  EXPECT_NO_THROW(l.RegisterProcess(other)) << "the neighbour's table is its own";
+}
+
+TEST(Ledger, AViewOpenedReadOnlyShowsWhatTheWriterSets) {
+  std::string path = FreshPath("view.ledger");
+  Ledger writer = Ledger::CreateOrOpen(path, 80 * kGiB, "H100");
+  int t = writer.AddTenant("t", {2 * kGiB});
+  Ledger view = Ledger::OpenReadOnly(path);
+  EXPECT_FALSE(view.Gate(t));
+  writer.SetGate(t, true);
+  writer.SetTenantUsed(t, kGiB);
+  EXPECT_TRUE(view.Gate(t));
+  EXPECT_EQ(view.TenantUsed(t), kGiB);
+  EXPECT_EQ(view.TenantQuota(t), 2 * kGiB);
+  EXPECT_FALSE(view.Gate(kMaxTenants)) << "out of range reads as open, not as a fault";
+}
+
+TEST(Ledger, TenantComputeTickHoldsATenantOverItsCapWithoutAnyProcessOfIts) {
+  std::string path = FreshPath("tenant_tick.ledger");
+  Ledger l = Ledger::CreateOrOpen(path, 80 * kGiB, "H100");
+  TenantLimits capped{kGiB, 200};  // 20%
+  int t = l.AddTenant("capped", capped);
+  uint64_t start = l.Snapshot()[0].added_ns;
+  // 5 ms of GPU time in its first 5 ms: five times its 20%.
+  EXPECT_TRUE(l.TenantComputeTick(t, start + 5'000'000, 5'000'000, true).hold);
+  EXPECT_TRUE(l.TenantComputeTick(kMaxTenants, start, 0, true).hold) << "no such slot";
+}
+
+TEST(Activity, WhatATenantCountsIsReadAndACutShortFileReadsAsNothing) {
+  std::string path = FreshPath("activity");
+  ActivityReader reader(path, geteuid());
+  {
+    ActivityWriter writer(path);
+    writer.Tick();
+    writer.Tick();
+    writer.CountHeld();
+  }
+  EXPECT_EQ(reader.Read().active_ticks, 2u);
+  EXPECT_EQ(reader.Read().held, 1u);
+  ASSERT_EQ(truncate(path.c_str(), 3), 0);
+  EXPECT_EQ(reader.Read().active_ticks, 0u) << "no fault, no figure";
+  // A restarted gpumuxd keeps a file that is still right, and remakes one that is not.
+  ActivityReader again(path, geteuid());
+  ActivityWriter writer(path);
+  writer.Tick();
+  EXPECT_EQ(again.Read().active_ticks, 1u);
 }
 
 }  // namespace

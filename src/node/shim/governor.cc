@@ -12,7 +12,7 @@
 
 #include "abi/nvml_api.h"
 #include "base/clock.h"
-#include "node/shim/gpu_time_samples.h"
+#include "node/gpu_time_samples.h"
 
 namespace gpumux::shim {
 namespace {
@@ -80,7 +80,7 @@ class GpuTimeMeter {
   decltype(&nvmlDeviceGetProcessUtilization) utilisation_ = nullptr;
   nvmlDevice_t device_ = nullptr;
   std::vector<nvmlProcessUtilizationSample_t> buffer_;
-  GpuTimeSamples samples_;
+  node::GpuTimeSamples samples_;
   bool unsupported_ = false;
 };
 
@@ -96,6 +96,15 @@ void Governor::Start(node::Ledger* ledger, int process, int gpu_index) {
   }).detach();
 }
 
+void Governor::Follow(const node::Ledger* view, int tenant, node::ActivityWriter* activity) {
+  activity_ = activity;
+  running_.store(true);
+  std::thread([this, view, tenant] {
+    RunFollowing(view, tenant);
+    running_.store(false);
+  }).detach();
+}
+
 void Governor::Stop() {
   stopped_.store(true);
   uint64_t give_up = NowNs() + 50'000'000;
@@ -104,7 +113,11 @@ void Governor::Stop() {
 
 void Governor::WaitForTurn() {
   waiting_.store(true, std::memory_order_relaxed);
-  if (ledger_) ledger_->CountHeld(process_);
+  if (activity_) {
+    activity_->CountHeld();
+  } else if (ledger_) {
+    ledger_->CountHeld(process_);
+  }
   while (gate_closed_.load(std::memory_order_relaxed)) SleepUntilNs(NowNs() + kRecheckNs);
   waiting_.store(false, std::memory_order_relaxed);
 }
@@ -149,6 +162,18 @@ void Governor::Run(int gpu_index) {
       }
       warned = true;
     }
+    SleepUntilNs(now + kTickNs);
+  }
+  gate_closed_.store(false);
+}
+
+void Governor::RunFollowing(const node::Ledger* view, int tenant) {
+  while (!stopped_.load()) {
+    uint64_t now = NowNs();
+    bool active = launched_.exchange(false, std::memory_order_relaxed) ||
+                  waiting_.load(std::memory_order_relaxed);
+    if (active && activity_) activity_->Tick();
+    gate_closed_.store(view->Gate(tenant), std::memory_order_relaxed);
     SleepUntilNs(now + kTickNs);
   }
   gate_closed_.store(false);

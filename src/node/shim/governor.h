@@ -7,10 +7,16 @@
 //
 // If NVML is missing, or never reports this process (a PID namespace hides the host PID), the
 // governor says so once on stderr and leaves launches ungated: memory quotas still hold.
+//
+// Under gpumuxd the governor measures and decides nothing (Follow): gpumuxd measures every
+// process's GPU time itself and writes each tenant's gate into the read-only view; the thread
+// publishes, once a millisecond, whether this process launched or waited (the tenant's activity
+// file) and copies the tenant's gate.
 #pragma once
 
 #include <atomic>
 
+#include "node/ledger/activity.h"
 #include "node/ledger/ledger.h"
 
 namespace gpumux::shim {
@@ -28,6 +34,9 @@ class Governor {
   // Starts the thread for `process` of `ledger` (which must outlive it). Call once per process
   // (again in a forked child, after Forget()).
   void Start(node::Ledger* ledger, int process, int gpu_index);
+  // Under gpumuxd: starts the thread that follows tenant slot `tenant`'s gate in `view` (mapped
+  // read-only) and publishes into `activity` (null: publishes nothing). Both must outlive it.
+  void Follow(const node::Ledger* view, int tenant, node::ActivityWriter* activity);
   // Stops ticking and waits (up to 50 ms, in case NVML hangs) until the thread has left its loop,
   // so that nothing it touches is torn down under it at exit.
   void Stop();
@@ -41,9 +50,11 @@ class Governor {
  private:
   void WaitForTurn();
   void Run(int gpu_index);
+  void RunFollowing(const node::Ledger* view, int tenant);
 
   node::Ledger* ledger_ = nullptr;
   int process_ = -1;
+  node::ActivityWriter* activity_ = nullptr;
   std::atomic<bool> launched_{false}, waiting_{false}, gate_closed_{false}, stopped_{false};
   std::atomic<bool> running_{false};  // the thread is inside Run
 };

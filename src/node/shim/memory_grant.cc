@@ -21,6 +21,15 @@ uint64_t MemoryGrant::Ask(uint64_t want, uint64_t least) {
   }
 }
 
+bool MemoryGrant::Register() {
+  nlohmann::json body = {{"tenant", tenant_}, {"bytes", 0}};
+  try {
+    return agent::CallUnix(socket_, "POST", "/v1/grants", body.dump()).first == 200;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 void MemoryGrant::HandBack(uint64_t bytes) {
   nlohmann::json body = {{"tenant", tenant_}, {"bytes", bytes}};
   try {

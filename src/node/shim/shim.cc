@@ -13,9 +13,12 @@
 // a higher-priority tenant has work in flight.
 //
 // Configured by `gpumux run`: GPUMUX_LEDGER (ledger file), GPUMUX_TENANT (tenant id) and GPUMUX_GPU
-// (NVML index, for GPU-time measurement). Without them the shim passes every call through. If they
-// are set but the ledger cannot be used, it fails closed: allocations return
-// CUDA_ERROR_NOT_INITIALIZED and one line says why.
+// (NVML index, for GPU-time measurement). Without them the shim passes every call through. Under
+// gpumuxd (GPUMUX_AGENT: its socket) the ledger is a view mapped read-only, memory comes as
+// grants, the process registers with gpumuxd before its first call goes through, and the
+// governor follows the gate gpumuxd sets, publishing launch activity into GPUMUX_ACTIVITY. If they
+// are set but the ledger cannot be used, or gpumuxd does not register the process, it fails
+// closed: allocations return CUDA_ERROR_NOT_INITIALIZED and one line says why.
 //
 // Covered: cuMemAlloc, cuMemAllocPitch, cuMemAllocManaged, cuMemAllocAsync,
 // cuMemAllocFromPoolAsync, cuMemCreate (virtual memory), cuArrayCreate, cuArray3DCreate,
@@ -42,6 +45,7 @@
 
 #include "abi/driver_api.h"
 #include "abi/nvml_api.h"
+#include "node/ledger/activity.h"
 #include "node/ledger/ledger.h"
 #include "node/shim/governor.h"
 #include "node/shim/memory_grant.h"
@@ -97,9 +101,11 @@ struct Enforcement {
   // Under gpumuxd: memory comes as grants from it (memory_grant.h); the ledger then holds only
   // compute state and a view of the tenant's usage. Without: reservations in the ledger.
   std::optional<gpumux::shim::MemoryGrant> grant;
+  std::optional<gpumux::node::ActivityWriter> activity;  // under gpumuxd
   std::string tenant;
-  int process = -1;
-  std::mutex mu;  // guards sizes, graph_bytes and initialisation
+  int tenant_slot = -1;
+  int process = -1;  // in the ledger; -1 under gpumuxd, which keeps processes itself
+  std::mutex mu;     // guards sizes, graph_bytes and initialisation
   // This process's reserved allocations by kind of handle (device pointer, VMM handle, array,
   // executable graph).
   std::unordered_map<uint64_t, uint64_t> sizes[4];
@@ -117,7 +123,8 @@ void AtExit() {
   Enforcement& e = State();
   std::lock_guard<std::mutex> lock(e.mu);
   e.governor.Stop();
-  if (e.mode == Enforcement::Mode::kEnforce) e.ledger->UnregisterProcess(e.process);
+  if (e.mode == Enforcement::Mode::kEnforce && e.process >= 0)
+    e.ledger->UnregisterProcess(e.process);
   if (e.grant) e.grant->ReturnAll();
 }
 
@@ -143,15 +150,30 @@ void Initialise(Enforcement& e) {
     return;
   }
   try {
-    if (!e.ledger) e.ledger.emplace(gpumux::node::Ledger::Open(path));
+    const char* agent = std::getenv("GPUMUX_AGENT");
+    if (!e.ledger) {
+      e.ledger.emplace(agent ? gpumux::node::Ledger::OpenReadOnly(path)
+                             : gpumux::node::Ledger::Open(path));
+    }
     std::optional<int> slot = e.ledger->FindTenant(tenant);
     if (!slot) throw gpumux::NotFound(std::string("tenant '") + tenant + "' is not in the ledger");
-    e.process = e.ledger->RegisterProcess(*slot);
     e.tenant = tenant;
-    if (const char* agent = std::getenv("GPUMUX_AGENT"); agent && !e.grant)
-      e.grant.emplace(agent, tenant);
-    const char* gpu = std::getenv("GPUMUX_GPU");
-    e.governor.Start(&*e.ledger, e.process, gpu ? std::atoi(gpu) : 0);
+    e.tenant_slot = *slot;
+    if (agent) {
+      if (!e.grant) e.grant.emplace(agent, tenant);
+      if (!e.grant->Register()) {
+        throw gpumux::PermissionDenied("gpumuxd (" + std::string(agent) +
+                                       ") did not register this process under tenant '" + tenant +
+                                       "'");
+      }
+      const char* activity = std::getenv("GPUMUX_ACTIVITY");
+      if (activity && !e.activity) e.activity.emplace(activity);
+      e.governor.Follow(&*e.ledger, *slot, e.activity ? &*e.activity : nullptr);
+    } else {
+      e.process = e.ledger->RegisterProcess(*slot);
+      const char* gpu = std::getenv("GPUMUX_GPU");
+      e.governor.Start(&*e.ledger, e.process, gpu ? std::atoi(gpu) : 0);
+    }
     e.mode = Enforcement::Mode::kEnforce;
     static std::once_flag hooks;
     std::call_once(hooks, [] {
@@ -185,7 +207,7 @@ void LogRefusal(Enforcement& e, const char* what, uint64_t bytes) {
     ++unlogged;
     return;
   }
-  int t = e.ledger->ProcessTenant(e.process);
+  int t = e.tenant_slot;
   uint64_t skipped = unlogged.exchange(0);
   std::fprintf(
       stderr,
@@ -255,7 +277,7 @@ bool TenantView(uint64_t* quota, uint64_t* used) {
   Enforcement& e = State();
   EnsureInitialised(e);
   if (e.mode != Enforcement::Mode::kEnforce) return false;
-  int t = e.ledger->ProcessTenant(e.process);
+  int t = e.tenant_slot;
   *quota = e.ledger->TenantQuota(t);
   *used = e.ledger->TenantUsed(t);
   return true;
@@ -566,7 +588,7 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
   while ((r = real(device, &n, all.data())) == gpumux::nvml::kErrorInsufficientSize)
     all.resize(n), n = unsigned(all.size());
   if (r != gpumux::nvml::kSuccess) return r;
-  int tenant = e.ledger->ProcessTenant(e.process);
+  int tenant = e.tenant_slot;
   std::vector<pid_t> mine;
   for (const auto& u : e.ledger->Snapshot()) {
     if (u.slot == tenant)

@@ -1,5 +1,5 @@
-// One process's GPU time from NVML's per-process utilisation samples (part of the compute governor;
-// runs on its thread, never on a launch).
+// One process's GPU time from NVML's per-process utilisation samples (read by the compute governor
+// of `gpumux run`'s shim and by gpumuxd's meter; never on a launch).
 //
 // NVML keeps, per sampling period (1/6 s to 1 s by product), one sample for each process that used
 // the GPU in it: its CPU timestamp (µs, wall clock) and the percent of the period the process had a
@@ -19,7 +19,7 @@
 
 #include "abi/nvml_api.h"
 
-namespace gpumux::shim {
+namespace gpumux::node {
 
 class GpuTimeSamples {
  public:
@@ -73,4 +73,4 @@ class GpuTimeSamples {
   std::vector<std::pair<unsigned long long, unsigned>> mine_;  // (timestamp, percent) of one read
 };
 
-}  // namespace gpumux::shim
+}  // namespace gpumux::node

@@ -1,10 +1,10 @@
-#include "node/shim/gpu_time_samples.h"
+#include "node/gpu_time_samples.h"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
-namespace gpumux::shim {
+namespace gpumux::node {
 namespace {
 
 nvmlProcessUtilizationSample_t Sample(unsigned pid, unsigned long long at_us, unsigned percent) {
@@ -57,4 +57,4 @@ TEST(GpuTimeSamples, TheSimulatedGpusSamplesCoverTheWholeSpanSinceTheLastRead) {
 }
 
 }  // namespace
-}  // namespace gpumux::shim
+}  // namespace gpumux::node

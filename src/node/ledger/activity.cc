@@ -1,0 +1,75 @@
+#include "node/ledger/activity.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "base/error.h"
+
+namespace gpumux::node {
+namespace {
+
+std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+}  // namespace
+
+ActivityWriter::ActivityWriter(const std::string& path) {
+  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) throw Unavailable(Errno(path + ": cannot open the tenant's activity file"));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || size_t(st.st_size) < sizeof(ActivityWords)) {
+    close(fd);
+    throw Unavailable(path + ": the tenant's activity file is cut short");
+  }
+  void* p = mmap(nullptr, sizeof(ActivityWords), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) throw Unavailable(Errno(path + ": cannot map the tenant's activity file"));
+  words_ = static_cast<ActivityWords*>(p);
+}
+
+ActivityWriter::~ActivityWriter() {
+  if (words_) munmap(words_, sizeof(ActivityWords));
+}
+
+ActivityReader::ActivityReader(const std::string& path, uid_t owner) : path_(path), owner_(owner) {
+  // Only root can give a file away; otherwise it is gpumuxd's user's own.
+  const uid_t file_owner = geteuid() == 0 ? owner : geteuid();
+  fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  struct stat st;
+  if (fd_ >= 0 && (fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != file_owner ||
+                   size_t(st.st_size) != sizeof(ActivityWords))) {
+    close(fd_);
+    fd_ = -1;
+  }
+  if (fd_ >= 0) return;
+  unlink(path.c_str());
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) throw Unavailable(Errno(path + ": cannot make the tenant's activity file"));
+  bool made = ftruncate(fd, sizeof(ActivityWords)) == 0 &&
+              (geteuid() != 0 || fchown(fd, file_owner, gid_t(-1)) == 0) && fchmod(fd, 0600) == 0;
+  if (!made) {
+    std::string why = Errno(path + ": cannot make the tenant's activity file");
+    close(fd);
+    unlink(path.c_str());
+    throw Unavailable(why);
+  }
+  fd_ = fd;
+}
+
+ActivityReader::~ActivityReader() {
+  if (fd_ >= 0) close(fd_);
+}
+
+ActivityReader::Reading ActivityReader::Read() const {
+  uint64_t words[2] = {0, 0};
+  if (pread(fd_, words, sizeof(words), 0) != ssize_t(sizeof(words))) return {};
+  return {words[0], words[1]};
+}
+
+void ActivityReader::Remove() { unlink(path_.c_str()); }
+
+}  // namespace gpumux::node

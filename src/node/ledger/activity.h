@@ -1,0 +1,69 @@
+// A tenant's launch activity under gpumuxd: the one thing its processes publish. A small file per
+// tenant, <runtime-dir>/activity/<id>, made by gpumuxd in a directory only gpumuxd may write,
+// owned by the tenant's user (mode 0600): the tenant's processes map it and count, once per
+// governor tick, that they launched or are waiting to (and each launch their gate held back);
+// gpumuxd reads it with pread, never a mapping, so nothing done to the file (truncation, garbage)
+// can fault gpumuxd, and what is written there counts only for the tenant that wrote it: whether
+// it wants the GPU, as launching a kernel would say anyway.
+//
+// Thread- and process-safe (atomics in a shared mapping on the tenant's side; whole-word reads on
+// gpumuxd's).
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace gpumux::node {
+
+struct ActivityWords {
+  std::atomic<uint64_t> active_ticks;  // governor ticks in which a process launched or waited
+  std::atomic<uint64_t> held;          // launches its gate held back
+};
+
+// Tenant side: the mapped file (GPUMUX_ACTIVITY). Null words when it could not be opened.
+class ActivityWriter {
+ public:
+  // Maps the file at `path`; throws Error (unavailable) when it cannot be opened or is too short.
+  explicit ActivityWriter(const std::string& path);
+  ActivityWriter(const ActivityWriter&) = delete;
+  ActivityWriter& operator=(const ActivityWriter&) = delete;
+  ~ActivityWriter();
+
+  void Tick() { words_->active_ticks.fetch_add(1, std::memory_order_relaxed); }
+  void CountHeld() { words_->held.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  ActivityWords* words_ = nullptr;
+};
+
+// gpumuxd side: one tenant's file, made (or, after a restart, reopened when it is still a regular
+// file of the right owner) and read without mapping.
+class ActivityReader {
+ public:
+  // Makes `path` (the directory must be gpumuxd's) owned by `owner`, mode 0600, or keeps the one
+  // there if it is a regular file owned by `owner`. Throws Error (unavailable).
+  ActivityReader(const std::string& path, uid_t owner);
+  ActivityReader(const ActivityReader&) = delete;
+  ActivityReader& operator=(const ActivityReader&) = delete;
+  ~ActivityReader();
+
+  struct Reading {
+    uint64_t active_ticks = 0, held = 0;
+  };
+  // What the file says now; zeros for a file cut short.
+  Reading Read() const;
+  // Removes the file (the tenant is gone).
+  void Remove();
+  uid_t owner() const { return owner_; }
+
+ private:
+  std::string path_;
+  uid_t owner_;
+  int fd_ = -1;
+};
+
+}  // namespace gpumux::node

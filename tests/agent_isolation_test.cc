@@ -1,0 +1,303 @@
+// gpumuxd against a hostile neighbour, as issue 21 tried it: a local user (`nobody`) who owns one
+// tenant can write no file that gpumuxd or another tenant reads as truth, can crash nothing by
+// truncating what it can reach, cannot hold a neighbour's launches or lift its own compute cap,
+// and fills only its own process table; a second gpumuxd exits; a failed admission leaves nothing
+// behind; root on the tenants' socket is capped like any user; a half-closed request is answered.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent_fixture.h"
+#include "base/clock.h"
+#include "node/ledger/ledger.h"
+
+namespace {
+
+using gpumux::testing::AgentTest;
+using gpumux::testing::kGiB;
+using gpumux::testing::kMiB;
+using nlohmann::json;
+namespace fs = std::filesystem;
+constexpr uid_t kNobody = 65534;
+
+int Connect(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+class IsolationTest : public AgentTest {
+ protected:
+  void SetUp() override {
+    if (getuid() != 0)
+      GTEST_SKIP() << "needs root to run the attacker as another user (CI runs as root)";
+    AgentTest::SetUp();
+    // `nobody` must reach the test's directory (made by root with the process umask).
+    fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                              fs::perms::others_read | fs::perms::others_exec);
+  }
+  std::string Run() const { return (dir_ / "run").string(); }
+  std::string Log() const {
+    return gpumux::testing::Shell("cat " + (dir_ / "agent.log").string()).out;
+  }
+};
+
+TEST_F(IsolationTest, ATenantCanWriteNoFileButItsOwnActivityAndTruncatingItHurtsNoOne) {
+  StartAgent();
+  json victim =
+      Call("POST", "/v1/tenants", {{"id", "victim"}, {"gpu", 0}, {"memory", "2GiB"}}, 201);
+  json attacker =
+      Call("POST", "/v1/tenants",
+           {{"id", "attacker"}, {"gpu", 0}, {"memory", "1GiB"}, {"owner_uid", kNobody}}, 201);
+  // The victim holds 1 GiB in a running program while the attack runs.
+  FILE* held = popen((Env(victim) + GPUMUX_ALLOC_CLIENT + " direct fill " +
+                      std::to_string(512 * kMiB) + " 3 2>/dev/null")
+                         .c_str(),
+                     "r");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // As `nobody`: list what it can open for writing (the simulated GPU's state stands for hardware
+  // and is left out), then truncate all of it and try the view ledger too.
+  std::string out = AsUser(kNobody, [&] {
+    json writable = json::array();
+    for (const auto& e :
+         fs::recursive_directory_iterator(Run(), fs::directory_options::skip_permission_denied)) {
+      if (!e.is_regular_file() || e.path().filename().string().rfind("sim-", 0) == 0) continue;
+      int fd = open(e.path().c_str(), O_WRONLY);
+      if (fd < 0) continue;
+      writable.push_back(fs::relative(e.path(), Run()).string());
+      (void)!ftruncate(fd, 0);
+      close(fd);
+    }
+    bool view_truncated = truncate((Run() + "/gpu0.ledger").c_str(), 100) == 0;
+    bool placed = open((Run() + "/activity/ghost").c_str(), O_CREAT | O_WRONLY, 0644) >= 0;
+    return json({{"writable", writable}, {"view_truncated", view_truncated}, {"placed", placed}})
+        .dump();
+  });
+  json result = json::parse(out, nullptr, false);
+  ASSERT_TRUE(result.is_object()) << out;
+  EXPECT_EQ(result["writable"], json::array({"activity/attacker"}))
+      << "nothing but its own activity file";
+  EXPECT_FALSE(result["view_truncated"]) << "the view ledger is gpumuxd's alone";
+  EXPECT_FALSE(result["placed"]) << "no file of its own in gpumuxd's directories";
+  // gpumuxd and the victim carry on; the attacker's own cut-short file is its problem only.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  Call("GET", "/v1/tenants", json(), 200);
+  char line[512] = {0};
+  fread(line, 1, sizeof(line) - 1, held);
+  EXPECT_EQ(WEXITSTATUS(pclose(held)), 0);
+  EXPECT_EQ(json::parse(line)["allocated"].get<uint64_t>(), 2 * kGiB) << line;
+  // A tenant admitted now runs as before.
+  json later =
+      Call("POST", "/v1/tenants", {{"id", "later"}, {"gpu", 0}, {"memory", "512MiB"}}, 201);
+  auto [code, fill] =
+      Sh(Env(later) + GPUMUX_ALLOC_CLIENT + " direct fill " + std::to_string(64 * kMiB) + " 0");
+  ASSERT_EQ(code, 0) << fill;
+  EXPECT_EQ(json::parse(fill)["allocated"].get<uint64_t>(), 512 * kMiB) << fill;
+  EXPECT_EQ(Log().find("level=error"), std::string::npos) << Log();
+}
+
+TEST_F(IsolationTest, ATenantCannotHoldItsNeighbourOrLiftItsOwnCapByAnyWrite) {
+  StartAgent();
+  json victim =
+      Call("POST", "/v1/tenants", {{"id", "victim"}, {"gpu", 0}, {"memory", "1GiB"}}, 201);
+  json attacker = Call("POST", "/v1/tenants",
+                       {{"id", "attacker"},
+                        {"gpu", 0},
+                        {"memory", "1GiB"},
+                        {"compute", "20%"},
+                        {"owner_uid", kNobody}},
+                       201);
+  std::string start = std::to_string(gpumux::NowNs() + 1'000'000'000ull);
+  const std::string client = std::string(GPUMUX_COMPUTE_CLIENT) + " launch busy " + start + " 3 1";
+  std::string victim_out;
+  std::thread victim_run([&] { victim_out = Sh(Env(victim) + client).second; });
+  // The attacker runs busy and, meanwhile, writes random words into every file it can write
+  // (only its own activity: it claims to want the GPU all the time), without cutting it short.
+  std::string attacker_out = AsUser(kNobody, [&] {
+    std::string scribble =
+        "end=$((SECONDS+5)); while [ $SECONDS -lt $end ]; do for f in $(find " + Run() +
+        " -type f -writable ! -name 'sim-*' 2>/dev/null); do dd if=/dev/urandom of=$f bs=16 "
+        "count=1 conv=notrunc 2>/dev/null; done; done";
+    return Sh("(" + scribble + ") & " + Env(attacker) + client + "; wait").second;
+  });
+  victim_run.join();
+  json v = json::parse(victim_out, nullptr, false), a = json::parse(attacker_out, nullptr, false);
+  ASSERT_TRUE(v.contains("gpu_share") && a.contains("gpu_share")) << victim_out << attacker_out;
+  EXPECT_NEAR(a["gpu_share"].get<double>(), 0.20, 0.05) << "held to its cap: " << a;
+  EXPECT_GT(v["gpu_share"].get<double>(), 0.70) << "the victim has the rest: " << v;
+}
+
+TEST_F(IsolationTest, OneTenantsFullProcessTableIsItsOwn) {
+  StartAgent();
+  json victim =
+      Call("POST", "/v1/tenants", {{"id", "victim"}, {"gpu", 0}, {"memory", "1GiB"}}, 201);
+  Call("POST", "/v1/tenants",
+       {{"id", "attacker"}, {"gpu", 0}, {"memory", "1GiB"}, {"owner_uid", kNobody}}, 201);
+  // 70 processes of the attacker each register (a grant of no bytes), one after another (the
+  // per-user connection cap is another test's), and stay alive.
+  const int n = gpumux::node::kMaxProcessesPerTenant + 6;
+  int results[2], release[2];
+  ASSERT_EQ(pipe(results), 0);
+  ASSERT_EQ(pipe(release), 0);
+  std::vector<pid_t> children;
+  int ok = 0, full = 0;
+  for (int i = 0; i < n; ++i) {
+    pid_t child = fork();
+    if (child == 0) {
+      close(results[0]);
+      close(release[1]);
+      if (setgid(kNobody) != 0 || setuid(kNobody) != 0) _exit(3);
+      int status = 0;
+      try {
+        status = gpumux::agent::CallUnix(tenant_socket_, "POST", "/v1/grants",
+                                         R"({"tenant": "attacker", "bytes": 0})")
+                     .first;
+      } catch (const gpumux::Error&) {
+      }
+      (void)!write(results[1], &status, sizeof(status));
+      char c;
+      (void)!read(release[0], &c, 1);  // until the parent closes it
+      _exit(0);
+    }
+    children.push_back(child);
+    int status = 0;
+    ASSERT_EQ(read(results[0], &status, sizeof(status)), ssize_t(sizeof(status)));
+    ok += status == 200;
+    full += status == 409;
+  }
+  close(results[1]);
+  close(release[0]);
+  EXPECT_EQ(ok, gpumux::node::kMaxProcessesPerTenant);
+  EXPECT_EQ(full, n - gpumux::node::kMaxProcessesPerTenant);
+  // The neighbour's new process registers and gets its whole quota.
+  auto [code, fill] =
+      Sh(Env(victim) + GPUMUX_ALLOC_CLIENT + " direct fill " + std::to_string(64 * kMiB) + " 0");
+  ASSERT_EQ(code, 0) << fill;
+  EXPECT_EQ(json::parse(fill)["allocated"].get<uint64_t>(), kGiB) << fill;
+  // While they live, the operator may not remove the attacker (its processes are real); once they
+  // are gone nothing stale stands in the way.
+  Call("DELETE", "/v1/tenants/attacker", json(), 409);
+  close(release[1]);
+  for (pid_t c : children) waitpid(c, nullptr, 0);
+  Call("DELETE", "/v1/tenants/attacker", json(), 200);
+}
+
+TEST_F(IsolationTest, ASecondGpumuxdOnTheSamePathsExitsTwoAndTheFirstKeepsServing) {
+  StartAgent();
+  std::string cmd = std::string(GPUMUXD_BINARY) + " --sim H100 --socket " + socket_ +
+                    " --tenant-socket " + tenant_socket_ + " --state " +
+                    (dir_ / "state2.db").string() + " --runtime-dir " + Run() + " 2>&1";
+  gpumux::testing::ShellResult second = gpumux::testing::Shell(cmd);
+  EXPECT_EQ(second.exit_code, 2) << second.out;
+  EXPECT_NE(second.out.find("another gpumuxd (pid " + std::to_string(agent_) + ")"),
+            std::string::npos)
+      << second.out;
+  EXPECT_TRUE(fs::exists(socket_)) << "the first's sockets are untouched";
+  Call("GET", "/v1/gpus", json(), 200);
+  // Another runtime directory but the same socket: refused too.
+  gpumux::testing::ShellResult third = gpumux::testing::Shell(
+      std::string(GPUMUXD_BINARY) + " --sim H100 --socket " + socket_ + " --tenant-socket " +
+      (dir_ / "t3.sock").string() + " --state " + (dir_ / "state3.db").string() +
+      " --runtime-dir " + (dir_ / "run3").string() + " 2>&1");
+  EXPECT_EQ(third.exit_code, 2) << third.out;
+  Call("GET", "/v1/gpus", json(), 200);
+}
+
+TEST_F(IsolationTest, AnAdmissionThatFailsLeavesNothingBehindEvenAfterARestart) {
+  StartAgent();
+  uint64_t gpu_memory = Call("GET", "/v1/gpus", json(), 200)["gpus"][0]["memory_bytes"];
+  // The store cannot be written (another connection holds it exclusively): the admission fails.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_ / "state.db").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK);
+  auto [status, text] = gpumux::agent::CallUnix(socket_, "POST", "/v1/tenants",
+                                                R"({"id": "ghost", "gpu": 0, "memory": "40GiB"})");
+  EXPECT_GE(status, 500) << text;
+  sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  // Refused for the sum: nothing is kept either.
+  Call("POST", "/v1/tenants", {{"id", "half"}, {"gpu", 0}, {"memory", gpu_memory / 2}}, 201);
+  Call("POST", "/v1/tenants", {{"id", "too-big"}, {"gpu", 0}, {"memory", gpu_memory / 2 + 1}}, 409);
+  // An update that does not fit keeps the limits the tenant had.
+  Call("PUT", "/v1/tenants/half", {{"memory", gpu_memory + 1}}, 409);
+  EXPECT_EQ(Call("GET", "/v1/tenants/half", json(), 200)["quota_bytes"], gpu_memory / 2);
+  for (int restart = 0; restart < 2; ++restart) {
+    EXPECT_EQ(Call("GET", "/v1/tenants", json(), 200)["tenants"].size(), 1u);
+    std::string metrics = gpumux::agent::CallUnix(socket_, "GET", "/metrics").second;
+    EXPECT_EQ(metrics.find("ghost"), std::string::npos);
+    EXPECT_EQ(metrics.find("too-big"), std::string::npos);
+    // The rest of the GPU is free: no quota of a failed admission stands in the way.
+    Call("POST", "/v1/tenants",
+         {{"id", "rest"}, {"gpu", 0}, {"memory", gpu_memory - gpu_memory / 2}}, 201);
+    Call("DELETE", "/v1/tenants/rest", json(), 200);
+    StopAgent(SIGTERM);
+    StartAgent();
+  }
+}
+
+TEST_F(IsolationTest, RootOnTheTenantsSocketIsCappedLikeAnyUser) {
+  StartAgent();
+  std::vector<int> held;
+  for (int i = 0; i < 40; ++i) held.push_back(Connect(tenant_socket_));
+  timeval timeout{2, 0};
+  setsockopt(held.back(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  char buf[16] = {0};
+  ASSERT_EQ(recv(held.back(), buf, 12, 0), 12);
+  EXPECT_EQ(std::string(buf, 12), "HTTP/1.1 429");
+  // Operators on the API socket are not held up.
+  Call("GET", "/v1/tenants", json(), 200);
+  for (int fd : held) close(fd);
+}
+
+TEST_F(IsolationTest, AHalfClosedRequestIsAnswered) {
+  StartAgent();
+  int fd = Connect(socket_);
+  ASSERT_GE(fd, 0);
+  std::string request = "GET /v1/gpus HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL), ssize_t(request.size()));
+  shutdown(fd, SHUT_WR);
+  timeval timeout{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  char buf[64] = {0};
+  ASSERT_GE(recv(fd, buf, 12, MSG_WAITALL), 12);
+  EXPECT_EQ(std::string(buf, 12), "HTTP/1.1 200");
+  close(fd);
+}
+
+TEST_F(IsolationTest, GpumuxdStartsOverLedgersItCannotUseAndRebuildsThem) {
+  StartAgent();
+  Call("POST", "/v1/tenants", {{"id", "kept"}, {"gpu", 0}, {"memory", "1GiB"}}, 201);
+  StopAgent(SIGKILL);
+  // Cut short, foreign bytes, and a ledger of another GPU.
+  truncate((Run() + "/gpu0.ledger").c_str(), 100);
+  gpumux::testing::Shell("head -c 300000 /dev/urandom > " + Run() + "/private/gpu0.ledger");
+  StartAgent();
+  json kept = Call("GET", "/v1/tenants/kept", json(), 200);
+  EXPECT_EQ(kept["quota_bytes"].get<uint64_t>(), kGiB);
+  EXPECT_NE(Log().find("ledger made anew"), std::string::npos) << Log();
+  json t = Call("POST", "/v1/tenants", {{"id", "kept"}, {"gpu", 0}, {"join", true}}, 200);
+  auto [code, fill] =
+      Sh(Env(t) + GPUMUX_ALLOC_CLIENT + " direct fill " + std::to_string(64 * kMiB) + " 0");
+  ASSERT_EQ(code, 0) << fill;
+  EXPECT_EQ(json::parse(fill)["allocated"].get<uint64_t>(), kGiB) << fill;
+}
+
+}  // namespace
