@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "agent_fixture.h"
 
@@ -151,6 +152,50 @@ TEST_F(ApplyTest, ABadPlanFileIsABadInputThatNamesTheField) {
   std::ofstream(plan_json) << "{not json";
   EXPECT_EQ(Gpumux("apply " + plan_json).first, 2);
   EXPECT_TRUE(Call("GET", "/v1/tenants", json(), 200)["tenants"].empty());
+}
+
+// Five plans that a naive pre-check passes and gpumuxd refuses midway (issue 21): each is refused
+// before the first call, and the node is left as it was.
+TEST_F(ApplyTest, PlansGpumuxdWouldRefuseMidwayChangeNothing) {
+  StartEightGpuNode();
+  auto plan_with = [](const json& gpu1, const json& tenant) {
+    json ok = {{"id", "fine"}, {"gpu", 0}, {"memory", 1ull << 30}};
+    return json{{"agent",
+                 {{"gpus",
+                   {{{"gpu", 0},
+                     {"kind", "H100-SXM5-80GB"},
+                     {"memory_bytes", 85899345920ull},
+                     {"mode", "mps"}},
+                    gpu1}},
+                  {"tenants", {ok, tenant}}}}};
+  };
+  json mps1 = {
+      {"gpu", 1}, {"kind", "H100-SXM5-80GB"}, {"memory_bytes", 85899345920ull}, {"mode", "mps"}};
+  json mig1 = {{"gpu", 1},
+               {"kind", "H100-SXM5-80GB"},
+               {"memory_bytes", 85899345920ull},
+               {"mode", "mig"},
+               {"layout", {"7g.80gb", "7g.80gb"}}};
+  uint64_t half = 1ull << 63;
+  std::vector<json> plans = {
+      plan_with(mps1, {{"id", "a/b"}, {"gpu", 1}, {"memory", 1ull << 30}}),
+      plan_with(mps1, {{"id", std::string(64, 'x')}, {"gpu", 1}, {"memory", 1ull << 30}}),
+      plan_with(mps1, {{"id", "tiny"}, {"gpu", 1}, {"memory", 1ull << 30}, {"compute", "0.01%"}}),
+      plan_with(mps1, {{"id", "huge"}, {"gpu", 0}, {"memory", half}}),
+      plan_with(mig1, {{"id", "mig"}, {"gpu", 1}, {"instance", 0}, {"memory", 1ull << 30}}),
+  };
+  plans[3]["agent"]["tenants"][0]["memory"] = half;  // with "huge", past 2^64 bytes on GPU 0
+  for (const json& plan : plans) {
+    std::string path = (dir_ / "plan.json").string();
+    std::ofstream(path) << plan.dump();
+    auto [code, out] = Gpumux("apply " + path);
+    EXPECT_TRUE(code == 2 || code == 3) << code << ": " << out;
+    EXPECT_EQ(out.find("was refused"), std::string::npos) << "refused before any call: " << out;
+    EXPECT_NE(out.find("gpumux: "), std::string::npos) << "and says why: " << out;
+    for (const json& g : Call("GET", "/v1/gpus", json(), 200)["gpus"])
+      EXPECT_EQ(g["mode"], "timeslice") << plan.dump() << " changed " << g;
+    EXPECT_TRUE(Call("GET", "/v1/tenants", json(), 200)["tenants"].empty()) << plan.dump();
+  }
 }
 
 }  // namespace

@@ -9,7 +9,10 @@
 
 #include "base/error.h"
 #include "cli/node_plan_json.h"
+#include "core/catalog.h"
+#include "core/mig_layout.h"
 #include "core/units.h"
+#include "node/ledger/ledger.h"
 
 namespace gpumux {
 namespace {
@@ -40,6 +43,14 @@ std::string Where(int gpu, int instance) {
                       : fmt::format("GPU {} instance {}", gpu, instance);
 }
 
+// `a + b`, or Error (does not fit) naming `where` when the sum passes 2^64 bytes.
+uint64_t AddBytes(uint64_t a, uint64_t b, const std::string& where) {
+  uint64_t sum;
+  if (__builtin_add_overflow(a, b, &sum))
+    throw DoesNotFit(where + ": the quotas sum past 2^64 bytes");
+  return sum;
+}
+
 // Quotas of the plan's tenants on one device, fitted to what the node's device holds: as planned
 // when they fit, else each need plus its share of what the node's device has to spare.
 void FitQuotas(std::vector<NodeTenantPlan*>& on_device, uint64_t capacity,
@@ -47,8 +58,8 @@ void FitQuotas(std::vector<NodeTenantPlan*>& on_device, uint64_t capacity,
   uint64_t planned = 0, needed = 0;
   std::vector<uint64_t> needs;
   for (const NodeTenantPlan* t : on_device) {
-    planned += t->memory_bytes;
-    needed += t->need_bytes;
+    planned = AddBytes(planned, t->memory_bytes, where);
+    needed = AddBytes(needed, t->need_bytes, where);
     needs.push_back(t->need_bytes);
   }
   if (planned <= capacity) return;
@@ -62,12 +73,65 @@ void FitQuotas(std::vector<NodeTenantPlan*>& on_device, uint64_t capacity,
   for (size_t i = 0; i < on_device.size(); ++i) on_device[i]->memory_bytes = quotas[i];
 }
 
+// Every request the plan would send, checked with the rules gpumuxd applies to it, so that no
+// call is refused midway for what was wrong from the start: ids, compute caps and priorities
+// (node::CheckTenant), one tenant per id, quotas above 0, and each MIG layout, and each quota
+// within its instance, against the geometry the catalog gives the plan's GPU kind (where it knows
+// it).
+void CheckAsGpumuxdWould(const NodePlan& plan, const json& gpus) {
+  std::set<std::string> ids;
+  for (size_t i = 0; i < plan.tenants.size(); ++i) {
+    const NodeTenantPlan& t = plan.tenants[i];
+    std::string where = fmt::format("tenants[{}] ('{}')", i, t.name);
+    try {
+      node::TenantLimits limits{t.memory_bytes};
+      json body = AdmitRequest(t);
+      if (body.contains("compute"))
+        limits.cap_permille = node::ParseComputeCap(body["compute"].get<std::string>());
+      node::CheckTenant(t.id, limits);
+    } catch (const Error& e) {
+      throw e.Within(where);
+    }
+    if (!ids.insert(t.id).second) throw BadInput(where + ": id '" + t.id + "' appears twice");
+    if (t.memory_bytes == 0) throw BadInput(where + ": memory: a quota of 0 bytes");
+  }
+  Catalog catalog = Catalog::LoadBundled();
+  for (const NodeGpuPlan& g : plan.gpus) {
+    if (g.mode != ShareMode::kMig || size_t(g.gpu) >= gpus.size()) continue;
+    std::optional<MigGeometry> geometry;
+    try {
+      geometry = catalog.FindGpu(g.kind).mig;  // the kind the plan was made for (its size checked)
+    } catch (const Error&) {
+      continue;  // a kind the catalog does not know: gpumuxd checks the layout with the driver's
+    }
+    if (!geometry) continue;
+    try {
+      MigLayout placed = PlaceInCreationOrder(*geometry, g.layout);
+      for (const NodeTenantPlan& t : plan.tenants) {
+        if (t.gpu != g.gpu) continue;
+        if (t.instance < 0 || size_t(t.instance) >= placed.instances.size())
+          throw BadInput(fmt::format("tenant '{}' names instance {} of {}", t.id, t.instance,
+                                     placed.instances.size()));
+        auto holds = uint64_t(placed.instances[size_t(t.instance)].profile->memory_bytes);
+        if (t.memory_bytes > holds)
+          throw DoesNotFit(fmt::format("tenant '{}': {} is more than the {} of instance {} ({})",
+                                       t.id, FormatBytes(double(t.memory_bytes)),
+                                       FormatBytes(double(holds)), t.instance,
+                                       placed.instances[size_t(t.instance)].profile->name));
+      }
+    } catch (const Error& e) {
+      throw e.Within(fmt::format("GPU {} MIG layout", g.gpu));
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<AgentCall> CallsToApply(const NodePlan& input, const json& gpus_answer,
                                     const json& tenants_answer) {
   NodePlan plan = input;  // quotas may be fitted to the node's GPUs
   const json& gpus = gpus_answer.at("gpus");
+  CheckAsGpumuxdWould(plan, gpus);
   std::vector<NodeTenant> present = ReadTenants(tenants_answer);
   std::set<int> planned_gpus;
   for (const NodeGpuPlan& g : plan.gpus) planned_gpus.insert(g.gpu);
@@ -174,23 +238,68 @@ std::vector<AgentCall> CallsToApply(const NodePlan& input, const json& gpus_answ
   return calls;
 }
 
+namespace {
+
+// The call that undoes `c` on a node whose state before it was `gpus` and `tenants`.
+AgentCall Undo(const AgentCall& c, const json& gpus, const std::vector<NodeTenant>& tenants) {
+  if (c.path.rfind("/v1/gpus/", 0) == 0) {
+    const json& before = gpus.at("gpus").at(size_t(std::stoi(c.path.substr(9))));
+    json body = {{"mode", before.at("mode")}};
+    if (before.at("mode") == "mig") body["layout"] = before.value("layout", json::array());
+    return {"PUT", c.path, body, "put GPU " + c.path.substr(9) + " back"};
+  }
+  if (c.method == "POST") {
+    std::string id = c.body.at("id").get<std::string>();
+    return {"DELETE", "/v1/tenants/" + id, json(), "remove " + id};
+  }
+  std::string id = c.path.substr(c.path.rfind('/') + 1);
+  for (const NodeTenant& t : tenants) {
+    if (t.id == id)
+      return {"PUT",
+              c.path,
+              {{"memory", t.quota}, {"compute", fmt::format("{}%", t.compute_cap_percent)}},
+              "put " + id + "'s limits back"};
+  }
+  throw Internal("no earlier state of tenant '" + id + "'");
+}
+
+void Make(const agent::AgentClient& agent, const AgentCall& c) {
+  if (c.method == "PUT" && c.path.rfind("/v1/gpus/", 0) == 0) {
+    agent.SetMode(std::stoi(c.path.substr(9)), c.body);
+  } else if (c.method == "POST") {
+    agent.Admit(c.body);
+  } else if (c.method == "DELETE") {
+    agent.Remove(c.path.substr(c.path.rfind('/') + 1), /*missing_ok=*/true);
+  } else {
+    agent.Update(c.path.substr(c.path.rfind('/') + 1), c.body);
+  }
+}
+
+}  // namespace
+
 std::vector<AgentCall> ApplyNodePlan(const agent::AgentClient& agent, const NodePlan& plan,
                                      bool dry_run) {
-  std::vector<AgentCall> calls = CallsToApply(plan, agent.Gpus(), agent.Tenants());
+  json gpus = agent.Gpus(), tenants = agent.Tenants();
+  std::vector<AgentCall> calls = CallsToApply(plan, gpus, tenants);
   if (dry_run) return calls;
+  std::vector<NodeTenant> before = ReadTenants(tenants);
   for (size_t i = 0; i < calls.size(); ++i) {
-    const AgentCall& c = calls[i];
     try {
-      if (c.method == "PUT" && c.path.rfind("/v1/gpus/", 0) == 0) {
-        agent.SetMode(std::stoi(c.path.substr(9)), c.body);
-      } else if (c.method == "POST") {
-        agent.Admit(c.body);
-      } else {
-        agent.Update(c.path.substr(c.path.rfind('/') + 1), c.body);
-      }
+      Make(agent, calls[i]);
     } catch (const Error& e) {
-      throw e.Within(fmt::format("{} of {} calls made, then {} ({})", i, calls.size(), c.what,
-                                 c.method + " " + c.path));
+      // All or nothing: what was done is undone, last first.
+      std::string undone = fmt::format("the {} made before it undone", i);
+      for (size_t k = i; k-- > 0;) {
+        try {
+          Make(agent, Undo(calls[k], gpus, before));
+        } catch (const Error& u) {
+          undone = fmt::format("undoing '{}' failed too ({}); the node holds calls 1 to {}",
+                               calls[k].what, u.what(), k + 1);
+          break;
+        }
+      }
+      throw e.Within(fmt::format("call {} of {}, {} ({} {}), was refused; {}", i + 1, calls.size(),
+                                 calls[i].what, calls[i].method, calls[i].path, undone));
     }
   }
   return calls;

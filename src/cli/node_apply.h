@@ -23,8 +23,12 @@ struct AgentCall {
 
 // The calls that take a node whose `GET /v1/gpus` and `GET /v1/tenants` answers are `gpus` and
 // `tenants` to `plan`: sharing modes first, then tenants (admitted, or updated where their limits
-// differ). The plan owns the GPUs it names. Throws, before any call is made:
-//   Error (does not fit)  the node lacks a planned GPU, or one of another size; the planned quotas
+// differ). The plan owns the GPUs it names. Every request is checked with the rules gpumuxd applies
+// (ids, compute caps, quotas, one tenant per id, MIG layouts the catalog can place). Throws, before
+// any call is made:
+//   Error (bad input)     a request gpumuxd would refuse as such (the Error names the tenant or
+//   GPU); Error (does not fit)  the node lacks a planned GPU, or one of another size; the planned
+//   quotas
 //                         exceed a GPU's memory (on a GPU a little smaller than its catalog kind,
 //                         as real ones are, each tenant's share of the spare shrinks first);
 //   Error (conflict)      a planned GPU has a tenant the plan does not name, a planned tenant is on
@@ -34,8 +38,9 @@ std::vector<AgentCall> CallsToApply(const NodePlan& plan, const nlohmann::json& 
                                     const nlohmann::json& tenants);
 
 // Reads the node's state from `agent`, and makes the calls CallsToApply returns unless `dry_run`;
-// returns them. A call gpumuxd refuses (the node changed under us) stops the rest: the Error says
-// which calls were made.
+// returns them. All or nothing: a call gpumuxd still refuses (the node changed under us) stops the
+// rest and the calls made before it are undone, last first (a tenant admitted is removed, limits
+// and modes are put back); the Error says which call was refused, and whether undoing failed too.
 std::vector<AgentCall> ApplyNodePlan(const agent::AgentClient& agent, const NodePlan& plan,
                                      bool dry_run);
 

@@ -2,8 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
 #include "base/error.h"
 #include "cli/node_plan_json.h"
+#include "node/agent/http_server.h"
 
 namespace gpumux {
 namespace {
@@ -172,6 +179,105 @@ TEST(NodeApply, TheAgentSectionReadsBackAndBadFieldsAreNamed) {
   j = ToJson(plan);
   j.erase("gpus");
   says(j, "agent.gpus: missing");
+}
+
+// Plans that pass a naive look and would fail midway at gpumuxd are refused before any call, with
+// gpumuxd's own rules.
+TEST(NodeApply, WhatGpumuxdWouldRefuseIsRefusedBeforeAnyCall) {
+  auto refused = [](NodePlan plan, ErrorCode code, const std::string& says) {
+    try {
+      CallsToApply(plan, Gpus(2), Tenants());
+      ADD_FAILURE() << "applied, though: " << says;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), code) << e.what();
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  NodePlan p = TwoGpuPlan();
+  p.tenants[1].id = "b/etc";
+  refused(p, ErrorCode::kBadInput, "tenants[1] ('b'): tenant id 'b/etc'");
+  p = TwoGpuPlan();
+  p.tenants[1].id = std::string(64, 'b');
+  refused(p, ErrorCode::kBadInput, "use 1 to 63 letters");
+  p = TwoGpuPlan();
+  p.tenants[1].compute_percent = 0.01;  // 0 per mille: gpumuxd refuses it
+  refused(p, ErrorCode::kBadInput, "compute cap must be above 0%");
+  p = TwoGpuPlan();
+  p.tenants[0].memory_bytes = p.tenants[0].need_bytes = 1ull << 63;
+  p.tenants[1].memory_bytes = p.tenants[1].need_bytes = 1ull << 63;
+  refused(p, ErrorCode::kDoesNotFit, "the quotas sum past 2^64 bytes");
+  p = TwoGpuPlan();
+  p.gpus[1].layout = {"7g.80gb", "7g.80gb"};
+  refused(p, ErrorCode::kBadInput, "GPU 1 MIG layout");
+  p = TwoGpuPlan();
+  p.tenants[2].memory_bytes = 45 * kGiB;  // a 3g.40gb instance holds 39.5 GiB
+  refused(p, ErrorCode::kDoesNotFit, "is more than the");
+  p = TwoGpuPlan();
+  p.tenants[3].id = "c";
+  refused(p, ErrorCode::kBadInput, "id 'c' appears twice");
+}
+
+// A gpumuxd that records the calls it is sent, answers GET with a fixed node, and refuses the
+// `refuse`-th tenant admission (the node changed under the plan) with 409.
+class RecordingAgent {
+ public:
+  RecordingAgent(json gpus, int refuse) : gpus_(std::move(gpus)), refuse_(refuse) {
+    path_ = (std::filesystem::temp_directory_path() /
+             ("gpumux_apply_" + std::to_string(getpid()) + ".sock"))
+                .string();
+    server_.ListenUnix(path_);
+    thread_ = std::thread([this] { server_.Serve([this](const auto& r) { return Handle(r); }); });
+  }
+  ~RecordingAgent() {
+    server_.Stop();
+    thread_.join();
+  }
+  const std::string& path() const { return path_; }
+  std::vector<std::string> calls() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return calls_;
+  }
+
+ private:
+  agent::HttpResponse Handle(const agent::HttpRequest& r) {
+    if (r.method == "GET" && r.path == "/v1/gpus") return {200, gpus_.dump()};
+    if (r.method == "GET") return {200, Tenants().dump()};
+    std::lock_guard<std::mutex> lock(mu_);
+    calls_.push_back(r.method + " " + r.path + " " + r.body);
+    if (r.method == "POST" && ++admissions_ == refuse_)
+      return {409, R"({"error": "quotas would sum past the GPU"})"};
+    return {r.method == "POST" ? 201 : 200, R"({"id": "x", "gpu": 0, "env": {}})"};
+  }
+  json gpus_;
+  int refuse_, admissions_ = 0;
+  std::string path_;
+  agent::HttpServer server_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::vector<std::string> calls_;
+};
+
+TEST(NodeApply, ACallRefusedMidwayUndoesWhatWasDoneLastFirst) {
+  RecordingAgent node(Gpus(2), /*refuse=*/3);
+  agent::AgentClient client(node.path());
+  try {
+    ApplyNodePlan(client, TwoGpuPlan(), false);
+    ADD_FAILURE() << "applied, though the third admission was refused";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kConflict) << e.what();
+    EXPECT_NE(std::string(e.what()).find("call 5 of 6"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("the 4 made before it undone"), std::string::npos)
+        << e.what();
+  }
+  std::vector<std::string> calls = node.calls();
+  ASSERT_EQ(calls.size(), 9u);
+  // Two modes, two admissions, the refused one; then the two tenants removed and the two GPUs put
+  // back, last first.
+  EXPECT_EQ(calls[4].substr(0, 17), "POST /v1/tenants ");
+  EXPECT_EQ(calls[5].substr(0, 20), "DELETE /v1/tenants/b");
+  EXPECT_EQ(calls[6].substr(0, 20), "DELETE /v1/tenants/a");
+  EXPECT_EQ(calls[7], R"(PUT /v1/gpus/1 {"mode":"timeslice"})");
+  EXPECT_EQ(calls[8], R"(PUT /v1/gpus/0 {"mode":"timeslice"})");
 }
 
 }  // namespace
