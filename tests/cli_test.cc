@@ -207,6 +207,50 @@ TEST(Fleet, BadInputExitsTwo) {
   EXPECT_NE(policy.out.find("unknown policy 'fdg'"), std::string::npos) << policy.out;
 }
 
+// Bad files, as issue 21 tried them: each exits 2 naming file and field, within bounded time,
+// memory and message length.
+TEST(Cli, BadFilesExitTwoNamingWhatIsWrongWithinBounds) {
+  auto expect = [](const Result& r, const std::string& says) {
+    EXPECT_EQ(r.exit_code, 2) << r.out.substr(0, 400);
+    EXPECT_NE(r.out.find(says), std::string::npos) << r.out.substr(0, 400);
+    EXPECT_LT(r.out.size(), 1000u) << "a bounded message";
+  };
+  auto dir = std::filesystem::temp_directory_path() / "gpumux_cli_a_directory";
+  std::filesystem::create_directories(dir);
+  expect(Gpumux("plan " + dir.string()), dir.string() + ": a directory, not a file");
+  const std::string fleet = "fleet:\n  - {gpu: H100, count: 2}\n";
+  std::string utf8 =
+      WriteTemp("gpumux_cli_utf8.yaml", fleet +
+                                            "tenants:\n  - name: \"a\xff\xfeb\"\n"
+                                            "    workload: {kind: generic, memory: 1 GB, "
+                                            "bandwidth: 1 GB/s}\n");
+  expect(Gpumux("plan " + utf8 + " --json"), "'name': not valid UTF-8");
+  std::string params = WriteTemp("gpumux_cli_params.yaml",
+                                 fleet +
+                                     "tenants:\n  - name: a\n    workload: {kind: llm-decode, "
+                                     "params: 0}\n");
+  expect(Gpumux("plan " + params), "'params': must be more than 0");
+  std::string count = WriteTemp(
+      "gpumux_cli_count.yaml",
+      fleet +
+          "tenants:\n  - name: a\n    count: 16777216\n    workload: {kind: generic, memory: "
+          "1 GB, bandwidth: 1 GB/s}\n");
+  expect(Gpumux("plan " + count), "'count'");
+  std::string big =
+      WriteTemp("gpumux_cli_big.yaml", fleet + "tenants:\n" + std::string(5u << 20, '#') + "\n");
+  expect(Gpumux("plan " + big), "bytes such a file may hold");
+  std::string json = WriteTemp("gpumux_cli_bad.json", "{\n  \"agent\": {\n    oops\n}\n");
+  expect(Gpumux("apply " + json + " --dry-run"), json + ":3: not JSON");
+  // A trace whose header is one 1 MB line, and /dev/zero as a pod list.
+  std::string nodes =
+      WriteTemp("gpumux_cli_nodes_ok.csv", "sn,cpu_milli,memory_mib,gpu,model\nn0,1000,1,1,G2\n");
+  std::string wide = WriteTemp("gpumux_cli_wide.csv", std::string(1u << 20, 'x') + "\n");
+  expect(Gpumux("fleet simulate --nodes " + nodes + " --pods " + wide + " --seeds 1"),
+         wide + ":1: a line of over 65536 bytes");
+  expect(Gpumux("fleet simulate --nodes " + nodes + " --pods /dev/zero --seeds 1"),
+         "/dev/zero:1: a line of over 65536 bytes");
+}
+
 TEST(Cli, HelpAndUsage) {
   Result help = Gpumux("--help");
   EXPECT_EQ(help.exit_code, 0);

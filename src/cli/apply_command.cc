@@ -3,17 +3,21 @@
 // same with the plan it has just made.
 #include <fmt/format.h>
 
-#include <fstream>
+#include <algorithm>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/input_file.h"
 #include "cli/commands.h"
 #include "cli/node_apply.h"
 #include "cli/node_plan_json.h"
 
 namespace gpumux {
 namespace {
+
+// A plan's JSON for a node of 64 GPUs and a thousand tenants is some 300 KB.
+constexpr size_t kMaxPlanJsonBytes = 16u << 20;
 
 struct ApplyOptions {
   std::string file;
@@ -22,11 +26,18 @@ struct ApplyOptions {
 };
 
 int RunApplyFile(const ApplyOptions& o) {
-  std::ifstream in(o.file);
-  if (!in) throw BadInput(o.file + ": cannot read it");
-  nlohmann::json plan = nlohmann::json::parse(in, nullptr, false);
-  if (plan.is_discarded())
-    throw BadInput(o.file + ": not JSON (write it with `gpumux plan FILE.yaml --json`)");
+  std::string text = ReadInputFile(o.file, kMaxPlanJsonBytes);
+  nlohmann::json plan;
+  try {
+    plan = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    size_t at = std::min(e.byte, text.size());
+    size_t line = size_t(std::count(text.begin(), text.begin() + long(at), '\n')) + 1;
+    throw BadInput(
+        fmt::format("{}:{}: not JSON (byte {}; write it with `gpumux plan FILE.yaml "
+                    "--json`)",
+                    o.file, line, e.byte));
+  }
   if (!plan.is_object() || !plan.contains("agent")) {
     throw BadInput(o.file +
                    ": no \"agent\" section (write it with `gpumux plan FILE.yaml --json`)");

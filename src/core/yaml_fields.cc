@@ -3,17 +3,17 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <fstream>
 
+#include "base/input_file.h"
 #include "core/units.h"
 
 namespace gpumux {
 
 YAML::Node YamlFields::LoadFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw BadInput(fmt::format("{}: cannot open the file", path));
+  // yaml-cpp holds a document in some 60 times its size: the bound keeps that within reason.
+  std::string text = ReadInputFile(path, kMaxYamlFileBytes);
   try {
-    return YAML::Load(in);
+    return YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw BadInput(fmt::format("{}:{}: not valid YAML: {}", path, e.mark.line + 1, e.msg));
   }
@@ -78,6 +78,7 @@ std::string YamlFields::Scalar(std::string_view key) const {
 std::string YamlFields::String(std::string_view key) const {
   std::string s = Scalar(key);
   if (s.empty()) Fail(key, "must not be empty");
+  if (!IsUtf8(s)) Fail(key, "not valid UTF-8 text");
   return s;
 }
 

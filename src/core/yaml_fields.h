@@ -15,12 +15,17 @@
 
 namespace gpumux {
 
+// The largest plan or catalog file read: a plan of a thousand tenant classes is some 300 KB.
+inline constexpr size_t kMaxYamlFileBytes = 4u << 20;
+
 class YamlFields {
  public:
-  // Parses `path`. Throws Error (bad input) if the file cannot be read or is not valid YAML.
+  // Parses `path`. Throws Error (bad input) if the file cannot be read (a directory, over
+  // kMaxYamlFileBytes) or is not valid YAML.
   static YAML::Node LoadFile(const std::string& path);
 
-  // Reads the fields of one mapping node. `where` names the entry in messages ("GPU 'H100'").
+  // Reads the fields of one mapping node. Text fields must be valid UTF-8. `where` names the entry
+  // in messages ("GPU 'H100'").
   YamlFields(std::string path, const YAML::Node& node, std::string where);
 
   // Throws if the node has a key outside `allowed`.

@@ -3,12 +3,12 @@
 #include <fmt/format.h>
 
 #include <charconv>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
 
 #include "base/error.h"
+#include "base/input_file.h"
 
 namespace gpumux::fleet {
 namespace {
@@ -33,19 +33,18 @@ std::vector<std::string> SplitCsvLine(const std::string& line) {
 class CsvReader {
  public:
   CsvReader(std::string path, std::set<std::string> required, std::set<std::string> optional)
-      : path_(std::move(path)), in_(path_) {
-    if (!in_) throw BadInput(fmt::format("{}: cannot open the file", path_));
+      : path_(std::move(path)), in_(path_, kMaxLineBytes) {
     std::string header;
-    if (!std::getline(in_, header))
+    if (!in_.Next(&header))
       throw BadInput(fmt::format("{}:1: the file is empty (expected a header)", path_));
     columns_ = SplitCsvLine(header);
     for (size_t i = 0; i < columns_.size(); ++i) {
       const std::string& c = columns_[i];
       if (!required.count(c) && !optional.count(c)) {
-        throw BadInput(fmt::format("{}:1: unknown column '{}'", path_, c));
+        throw BadInput(fmt::format("{}:1: unknown column '{}'", path_, Quoted(c)));
       }
       if (!index_.emplace(c, i).second)
-        throw BadInput(fmt::format("{}:1: column '{}' appears twice", path_, c));
+        throw BadInput(fmt::format("{}:1: column '{}' appears twice", path_, Quoted(c)));
     }
     for (const std::string& c : required) {
       if (!index_.count(c)) throw BadInput(fmt::format("{}:1: missing column '{}'", path_, c));
@@ -55,7 +54,7 @@ class CsvReader {
   // Advances to the next data row; false at the end. Blank lines are errors too.
   bool Next() {
     std::string line;
-    if (!std::getline(in_, line)) return false;
+    if (!in_.Next(&line)) return false;
     ++line_;
     fields_ = SplitCsvLine(line);
     if (fields_.size() != columns_.size()) {
@@ -73,7 +72,7 @@ class CsvReader {
     int64_t v = 0;
     auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     if (ec != std::errc() || end != s.data() + s.size())
-      Fail(fmt::format("{} '{}' is not a whole number", column, s));
+      Fail(fmt::format("{} '{}' is not a whole number", column, Quoted(s)));
     if (v < 0) Fail(fmt::format("{} {} is negative", column, v));
     if (v > max) Fail(fmt::format("{} {} is over {}", column, v, max));
     return v;
@@ -84,8 +83,10 @@ class CsvReader {
   }
 
  private:
+  // A trace row is a few hundred bytes; a "line" of megabytes is not a trace (/dev/zero, say).
+  static constexpr size_t kMaxLineBytes = 64 << 10;
   std::string path_;
-  std::ifstream in_;
+  InputLines in_;
   std::vector<std::string> columns_;
   std::map<std::string, size_t> index_;
   std::vector<std::string> fields_;
@@ -104,13 +105,14 @@ std::vector<NodeSpec> LoadNodes(const std::string& path) {
     NodeSpec n;
     n.name = csv.Field("sn");
     if (n.name.empty()) csv.Fail("empty node name");
-    if (!names.insert(n.name).second) csv.Fail(fmt::format("node '{}' is listed twice", n.name));
+    if (!names.insert(n.name).second)
+      csv.Fail(fmt::format("node '{}' is listed twice", Quoted(n.name)));
     n.cpu_milli = csv.Integer("cpu_milli", kHuge);
     n.memory_mib = csv.Integer("memory_mib", kHuge);
     n.gpus = int(csv.Integer("gpu", kMaxGpusPerNode));
     n.model = csv.Field("model");
     if (n.gpus > 0 && n.model.empty())
-      csv.Fail(fmt::format("node '{}' has {} GPUs but no model", n.name, n.gpus));
+      csv.Fail(fmt::format("node '{}' has {} GPUs but no model", Quoted(n.name), n.gpus));
     nodes.push_back(std::move(n));
   }
   if (nodes.empty()) throw BadInput(fmt::format("{}: no nodes", path));
@@ -147,7 +149,8 @@ std::vector<PodSpec> LoadPods(const std::string& path) {
         size_t bar = spec.find('|', start);
         std::string model =
             spec.substr(start, bar == std::string::npos ? std::string::npos : bar - start);
-        if (model.empty()) csv.Fail(fmt::format("gpu_spec '{}' has an empty model name", spec));
+        if (model.empty())
+          csv.Fail(fmt::format("gpu_spec '{}' has an empty model name", Quoted(spec)));
         p.gpu_spec.push_back(model);
         if (bar == std::string::npos) break;
         start = bar + 1;

@@ -52,9 +52,11 @@ Workload ReadWorkload(const std::string& path, const YAML::Node& node, const Cat
   try {
     if (kind == "generic") {
       f.AllowOnly({"kind", "memory", "bandwidth", "compute", "dtype"});
-      return GenericJob(f.Bytes("memory"), f.Has("bandwidth") ? f.Bandwidth("bandwidth") : 0,
-                        f.Has("compute") ? f.Flops("compute") : 0,
-                        ReadDType(f, "dtype", DType::kBf16));
+      double bandwidth = f.Has("bandwidth") ? f.Bandwidth("bandwidth") : 0;
+      double compute = f.Has("compute") ? f.Flops("compute") : 0;
+      if (bandwidth <= 0 && compute <= 0)
+        f.Fail("bandwidth", "a generic job needs a bandwidth or a compute rate above zero");
+      return GenericJob(f.Bytes("memory"), bandwidth, compute, ReadDType(f, "dtype", DType::kBf16));
     }
     if (kind != "llm-decode" && kind != "llm-prefill") {
       f.Fail("kind", fmt::format("'{}' is not one of llm-decode, llm-prefill, generic", kind));
@@ -72,11 +74,14 @@ Workload ReadWorkload(const std::string& path, const YAML::Node& node, const Cat
       }
     } else {
       spec.params = f.Number("params");
+      if (!(spec.params > 0)) f.Fail("params", "must be more than 0");
     }
     spec.dtype = ReadDType(f, "dtype", DType::kBf16);
     if (f.Has("kv_dtype")) spec.kv_dtype = ReadDType(f, "kv_dtype", DType::kBf16);
     spec.batch = f.Has("batch") ? f.Integer("batch", 1, 1 << 20) : 1;
     spec.context = f.Has("context") ? f.Integer("context", 0, 1 << 24) : 0;
+    if (kind == "llm-prefill" && spec.context < 1)
+      f.Fail("context", "prefill needs a context (prompt length) of at least 1 token");
     spec.bandwidth_efficiency = ReadEfficiency(f, "efficiency", kDefaultBandwidthEfficiency);
     spec.compute_efficiency = ReadEfficiency(f, "compute_efficiency", kDefaultComputeEfficiency);
     return kind == "llm-decode" ? LlmDecode(spec) : LlmPrefill(spec);
@@ -97,6 +102,9 @@ PlanFile LoadPlanFile(const std::string& path, const Catalog& catalog) {
   top.AllowOnly({"fleet", "tenants", "strategies", "default_slo"});
   PlanFile plan;
 
+  // Each counted GPU and tenant is a record the planner holds: the counts are bounded so that
+  // what a file asks stays within memory (100,000 of each plan in under a second and 150 MB).
+  int64_t gpus = 0, tenants = 0;
   for (const auto& item : top.List("fleet")) {
     YamlFields f(path, item, "fleet entry");
     f.AllowOnly({"gpu", "count", "price_per_hour"});
@@ -106,7 +114,9 @@ PlanFile LoadPlanFile(const std::string& path, const Catalog& catalog) {
     } catch (const Error& err) {
       f.Fail("gpu", err.what());
     }
-    e.count = f.Integer("count", 0, 1 << 24);
+    e.count = f.Integer("count", 0, kMaxPlannedGpus);
+    if ((gpus += e.count) > kMaxPlannedGpus)
+      f.Fail("count", fmt::format("the fleet would hold more than {} GPUs", kMaxPlannedGpus));
     if (f.Has("price_per_hour")) {
       e.price_per_hour = f.Number("price_per_hour");
     } else if (e.gpu->price_per_hour) {
@@ -146,7 +156,9 @@ PlanFile LoadPlanFile(const std::string& path, const Catalog& catalog) {
     std::string where = fmt::format("tenant '{}'", tc.tenant.name);
     YamlFields f(path, item, where);
     f.AllowOnly({"name", "count", "workload", "slo", "mps_thread_percentage"});
-    tc.count = f.Has("count") ? f.Integer("count", 1, 1 << 24) : 1;
+    tc.count = f.Has("count") ? f.Integer("count", 1, kMaxPlannedTenants) : 1;
+    if ((tenants += tc.count) > kMaxPlannedTenants)
+      f.Fail("count", fmt::format("the plan would hold more than {} tenants", kMaxPlannedTenants));
     tc.tenant.work = ReadWorkload(path, f.Map("workload"), catalog, where);
     if (f.Has("slo")) {
       tc.tenant.slo = ReadSlo(path, f.Map("slo"), where);
