@@ -23,25 +23,13 @@
 namespace {
 
 using gpumux::testing::AgentTest;
+using gpumux::testing::ConnectRaw;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// A raw connection to gpumuxd's socket, for clients that do not speak HTTP as they should.
-int Connect(const std::string& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 // Sends `raw` and returns the status of the answer (0 if none came).
 int SendRaw(const std::string& socket, const std::string& raw) {
-  int fd = Connect(socket);
+  int fd = ConnectRaw(socket);
   if (fd < 0) return 0;
   timeval timeout{10, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
@@ -220,7 +208,7 @@ TEST_F(AgentTest, FiftySlowClientsDelayNoOne) {
   std::vector<std::thread> slow;
   for (int i = 0; i < 50; ++i) {
     slow.emplace_back([&] {
-      int fd = Connect(socket_);
+      int fd = ConnectRaw(socket_);
       std::string request = Post("/v1/tenants", R"({"id":"slow","gpu":0,"memory":"1GiB"})");
       for (size_t k = 0; fd >= 0 && k < request.size() && !done.load(); ++k) {
         if (send(fd, &request[k], 1, MSG_NOSIGNAL) != 1) break;
@@ -244,7 +232,7 @@ TEST_F(AgentTest, FiftySlowClientsDelayNoOne) {
 
 TEST_F(AgentTest, ARequestNotCompleteInTimeIsAnswered408) {
   StartAgent();
-  int fd = Connect(socket_);
+  int fd = ConnectRaw(socket_);
   ASSERT_GE(fd, 0);
   std::string start = "GET /v1/health HT";
   send(fd, start.data(), start.size(), MSG_NOSIGNAL);
@@ -270,7 +258,7 @@ TEST_F(AgentTest, OneUserCannotTakeEveryConnection) {
   if (child == 0) {
     if (setgid(nobody) != 0 || setuid(nobody) != 0) _exit(3);
     std::vector<int> held;
-    for (int i = 0; i < 40; ++i) held.push_back(Connect(socket_));
+    for (int i = 0; i < 40; ++i) held.push_back(ConnectRaw(socket_));
     // The last of them were refused at once with 429.
     timeval timeout{2, 0};
     setsockopt(held.back(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));

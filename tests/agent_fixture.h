@@ -3,11 +3,14 @@
 #pragma once
 
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -23,6 +26,20 @@ namespace gpumux::testing {
 
 using agent::CallUnix;
 using nlohmann::json;
+
+// A raw connection to gpumuxd's socket at `path`, for clients that do not speak HTTP as they should
+// (or hold connections open); -1 if it cannot connect.
+inline int ConnectRaw(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
 
 class AgentTest : public NodeTest {
  protected:

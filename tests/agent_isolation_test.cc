@@ -26,23 +26,12 @@
 namespace {
 
 using gpumux::testing::AgentTest;
+using gpumux::testing::ConnectRaw;
 using gpumux::testing::kGiB;
 using gpumux::testing::kMiB;
 using nlohmann::json;
 namespace fs = std::filesystem;
 constexpr uid_t kNobody = 65534;
-
-int Connect(const std::string& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 class IsolationTest : public AgentTest {
  protected:
@@ -256,7 +245,7 @@ TEST_F(IsolationTest, AnAdmissionThatFailsLeavesNothingBehindEvenAfterARestart) 
 TEST_F(IsolationTest, RootOnTheTenantsSocketIsCappedLikeAnyUser) {
   StartAgent();
   std::vector<int> held;
-  for (int i = 0; i < 40; ++i) held.push_back(Connect(tenant_socket_));
+  for (int i = 0; i < 40; ++i) held.push_back(ConnectRaw(tenant_socket_));
   timeval timeout{2, 0};
   setsockopt(held.back(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   char buf[16] = {0};
@@ -269,7 +258,7 @@ TEST_F(IsolationTest, RootOnTheTenantsSocketIsCappedLikeAnyUser) {
 
 TEST_F(IsolationTest, AHalfClosedRequestIsAnswered) {
   StartAgent();
-  int fd = Connect(socket_);
+  int fd = ConnectRaw(socket_);
   ASSERT_GE(fd, 0);
   std::string request = "GET /v1/gpus HTTP/1.1\r\nHost: x\r\n\r\n";
   ASSERT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL), ssize_t(request.size()));
