@@ -24,7 +24,8 @@ using nlohmann::json;
 
 class FakeApiServer {
  public:
-  explicit FakeApiServer(std::string socket) : socket_(std::move(socket)) {
+  // As a Go API server frames them: answers over 4 KiB chunked.
+  explicit FakeApiServer(std::string socket) : socket_(std::move(socket)), server_(GoLimits()) {
     server_.ListenUnix(socket_);
     thread_ = std::thread(
         [this] { server_.Serve([this](const agent::HttpRequest& r) { return Handle(r); }); });
@@ -137,6 +138,12 @@ class FakeApiServer {
       }
     }
     return Status(404, "no such path " + r.path);
+  }
+
+  static agent::HttpServerLimits GoLimits() {
+    agent::HttpServerLimits limits;
+    limits.chunk_answers_over = 4096;
+    return limits;
   }
 
   std::string socket_;

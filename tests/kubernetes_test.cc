@@ -72,8 +72,8 @@ class KubernetesNodeTest : public AgentTest {
   }
   // Starts `binary` with `args` and the options every node program takes.
   void StartProgram(const char* binary, std::vector<std::string> args) {
-    args.insert(args.end(), {"--agent", socket_, "--node", "node-a", "--apiserver", api_->address(),
-                             "--poll", "0.1"});
+    args.insert(args.end(), {"--agent", socket_, "--node", "node-a", "--poll", "0.1"});
+    if (api_) args.insert(args.end(), {"--apiserver", api_->address()});
     program_ = fork();
     if (program_ == 0) {
       std::string log = (dir_ / "program.log").string();
@@ -351,6 +351,26 @@ TEST_F(KubernetesTest, ListAndWatchSendsARelayoutAndALostGpu) {
   for (const auto& d : response.devices()) prefixes.insert(d.id().substr(0, d.id().find('-')));
   EXPECT_EQ(prefixes, (std::set<std::string>{"gpu0.0", "gpu0.1", "gpu1"}));
   context.TryCancel();
+}
+
+// Registration with the kubelet never waits on the API server (issue 22: one failing node PATCH
+// kept the plugin from ever registering); the node's GPUs are published once the server answers.
+TEST_F(KubernetesTest, ThePluginRegistersWhileTheApiServerIsDownAndPublishesItsGpusOnceItIsUp) {
+  StartNode(1);
+  std::string api_socket = (dir_ / "api.sock").string();
+  api_.reset();  // the API server is down
+  kubelet_ = std::make_unique<FakeKubelet>(sockets_);
+  kubelet_->Start();
+  StartProgram(GPUMUX_K8S_DEVICE_PLUGIN, {"--kubelet-dir", sockets_.string(), "--state-dir",
+                                          (dir_ / "k8s-state").string(), "--apiserver",
+                                          "unix:" + api_socket});
+  EXPECT_EQ(kubelet_->WaitForRegistrations(3), 3u) << Log();
+  EXPECT_NE(Log().find("cannot annotate the node"), std::string::npos) << Log();
+  api_ = std::make_unique<FakeApiServer>(api_socket);
+  api_->AddNode("node-a");
+  for (int i = 0; i < 250 && !api_->Node("node-a")["metadata"].contains("annotations"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_TRUE(api_->Node("node-a")["metadata"].contains("annotations")) << Log();
 }
 
 TEST_F(KubernetesTest, ReRegistersWhenTheKubeletRestartsAndKeepsTenantsWhenItRestartsItself) {
@@ -679,14 +699,27 @@ TEST(KubernetesManifests, TheManifestsCommandLinesAreOnesTheProgramsTake) {
       if (!doc["spec"] || !doc["spec"]["template"]) continue;
       for (const YAML::Node& c : doc["spec"]["template"]["spec"]["containers"]) {
         auto command = c["command"].as<std::vector<std::string>>();
-        if (command.size() < 3 || command[0] != "chroot") continue;
-        ASSERT_TRUE(programs.count(command[2])) << file << ": runs " << command[2];
-        auto [code, help] = NodeTest::Sh(programs[command[2]] + " --help");
-        ASSERT_EQ(code, 0) << command[2];
-        for (size_t i = 3; i < command.size(); ++i) {
+        // `chroot /host PROGRAM ARGS`, or the node's loader: `/host/lib64/ld-linux-x86-64.so.2
+        // --library-path DIRS /host/PROGRAM ARGS` (the program then enters /host itself).
+        std::string program;
+        size_t args = 0;
+        if (command.size() >= 3 && command[0] == "chroot") {
+          program = command[2], args = 3;
+        } else if (command.size() >= 4 && command[0] == "/host/lib64/ld-linux-x86-64.so.2" &&
+                   command[1] == "--library-path" && command[3].rfind("/host/", 0) == 0) {
+          program = command[3].substr(5), args = 4;
+          EXPECT_NE(std::find(command.begin(), command.end(), "--root"), command.end())
+              << file << ": " << program << " must enter /host itself";
+        } else {
+          continue;
+        }
+        ASSERT_TRUE(programs.count(program)) << file << ": runs " << program;
+        auto [code, help] = NodeTest::Sh(programs[program] + " --help");
+        ASSERT_EQ(code, 0) << program;
+        for (size_t i = args; i < command.size(); ++i) {
           if (command[i].rfind("--", 0) != 0) continue;
           EXPECT_NE(help.find(command[i] + " "), std::string::npos)
-              << file << ": " << command[2] << " takes no " << command[i];
+              << file << ": " << program << " takes no " << command[i];
           ++checked;
         }
       }

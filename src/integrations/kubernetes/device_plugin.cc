@@ -90,9 +90,17 @@ bool DevicePlugin::Refresh() {
     }
   }
   // The extender places pods by these slots; written again until the API server has taken it.
+  // Registration with the kubelet never waits on the API server: a failure here is logged, and
+  // retried at the next refresh.
   if (api_ && annotation != published_) {
-    api_->AnnotateNode(config_.node_name, {{kNodeGpusAnnotation, annotation}});
-    published_ = annotation;
+    try {
+      api_->AnnotateNode(config_.node_name, {{kNodeGpusAnnotation, annotation}});
+      published_ = annotation;
+    } catch (const Error& e) {
+      if (annotate_error_ != e.what())
+        agent::Log("warn", "cannot annotate the node; will retry", {{"reason", e.what()}});
+      annotate_error_ = e.what();
+    }
   }
   return changed;
 }

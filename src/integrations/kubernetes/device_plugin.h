@@ -37,7 +37,7 @@ struct DevicePluginConfig {
   std::string agent_socket = "/run/gpumux/gpumuxd.sock";
   std::string kubelet_dir = "/var/lib/kubelet/device-plugins";
   std::string node_name;
-  std::string apiserver = "127.0.0.1:8001";  // kubectl proxy in the plugin's pod
+  std::string apiserver = "in-cluster";  // see ResolveApiServer
   std::string state_dir = "/var/lib/gpumux/kubernetes";
 };
 
@@ -96,6 +96,7 @@ class DevicePlugin {
   std::condition_variable changed_;
   uint64_t version_ = 0;
   std::string published_;  // the annotation last written
+  std::string annotate_error_;  // why the last write failed (logged once per reason)
   NodeGpus slots_;
   std::map<std::string, std::vector<PluginDevice>> devices_;
   AllocationRecord record_;

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "base/error.h"
+#include "integrations/kubernetes/kube_api.h"
 #include "integrations/kubernetes/device_plugin.h"
 #include "integrations/kubernetes/device_plugin_server.h"
 #include "integrations/kubernetes/node_loop.h"
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
   k8s::DevicePluginConfig config;
   if (const char* node = std::getenv("NODE_NAME")) config.node_name = node;
   double poll_s = 2;
+  std::string root;
   CLI::App app{
       "gpumux's Kubernetes device plugin: gpumux.io/gpu-memory, gpu-compute and gpu, "
       "admitted as gpumuxd tenants"};
@@ -24,15 +26,20 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--node", config.node_name, "this node's name (default: $NODE_NAME)");
   app.add_option("--apiserver", config.apiserver,
-                 "the API server over plain HTTP: HOST:PORT of kubectl proxy, or unix:PATH")
+                 "the API server: in-cluster (the pod's service account), kubeconfig:PATH, a URL, HOST:PORT "
+                 "(plain HTTP) or unix:PATH")
       ->capture_default_str();
   app.add_option("--state-dir", config.state_dir, "where the allocation record is kept")
       ->capture_default_str();
   app.add_option("--poll", poll_s, "seconds between looks at gpumuxd, the kubelet and the pods")
       ->capture_default_str()
       ->check(CLI::Range(0.05, 60.0));
+  app.add_option("--root", root,
+                 "make this folder the root before anything else, as chroot would, keeping the "
+                 "pod's service account (for a program run from the node's install)");
   CLI11_PARSE(app, argc, argv);
   try {
+    if (!root.empty()) k8s::EnterRoot(root);
     k8s::DevicePlugin plugin(config);
     k8s::DevicePluginServer server(&plugin);
     agent::Log("info", "device plugin starting",

@@ -30,7 +30,7 @@ inline constexpr char kDraDriverName[] = "gpu.gpumux.io";
 struct DraDriverConfig {
   std::string agent_socket = "/run/gpumux/gpumuxd.sock";
   std::string node_name;
-  std::string apiserver = "127.0.0.1:8001";
+  std::string apiserver = "in-cluster";  // see ResolveApiServer
   std::string cdi_dir = "/var/run/cdi";
   std::string plugin_dir = "/var/lib/kubelet/plugins/gpu.gpumux.io";  // dra.sock
   std::string registry_dir = "/var/lib/kubelet/plugins_registry";     // gpu.gpumux.io-reg.sock

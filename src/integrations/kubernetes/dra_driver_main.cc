@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "base/error.h"
+#include "integrations/kubernetes/kube_api.h"
 #include "integrations/kubernetes/dra_driver.h"
 #include "integrations/kubernetes/dra_plugin_server.h"
 #include "integrations/kubernetes/node_loop.h"
@@ -17,13 +18,15 @@ int main(int argc, char** argv) {
   k8s::DraDriverConfig config;
   if (const char* node = std::getenv("NODE_NAME")) config.node_name = node;
   double poll_s = 5;
+  std::string root;
   CLI::App app{
       "gpumux's DRA driver gpu.gpumux.io: ResourceSlices of gpumuxd's GPUs, claims "
       "prepared as gpumuxd tenants with CDI specs"};
   app.add_option("--agent", config.agent_socket, "gpumuxd's socket")->capture_default_str();
   app.add_option("--node", config.node_name, "this node's name (default: $NODE_NAME)");
   app.add_option("--apiserver", config.apiserver,
-                 "the API server over plain HTTP: HOST:PORT of kubectl proxy, or unix:PATH")
+                 "the API server: in-cluster (the pod's service account), kubeconfig:PATH, a URL, HOST:PORT "
+                 "(plain HTTP) or unix:PATH")
       ->capture_default_str();
   app.add_option("--cdi-dir", config.cdi_dir, "where CDI specs go")->capture_default_str();
   app.add_option("--plugin-dir", config.plugin_dir, "where the DRA socket (dra.sock) goes")
@@ -33,8 +36,12 @@ int main(int argc, char** argv) {
   app.add_option("--poll", poll_s, "seconds between looks at gpumuxd's GPUs")
       ->capture_default_str()
       ->check(CLI::Range(0.05, 600.0));
+  app.add_option("--root", root,
+                 "make this folder the root before anything else, as chroot would, keeping the "
+                 "pod's service account (for a program run from the node's install)");
   CLI11_PARSE(app, argc, argv);
   try {
+    if (!root.empty()) k8s::EnterRoot(root);
     k8s::DraDriver driver(config);
     k8s::DraPluginServer server(&driver);
     agent::Log("info", "DRA driver starting",

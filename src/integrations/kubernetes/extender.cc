@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "base/input_file.h"
 #include "fleet/policy.h"
 #include "integrations/kubernetes/policy_scores.h"
 
@@ -189,6 +190,13 @@ json Extender::Bind(const json& args) {
   if (!args.is_object()) throw BadInput("expected ExtenderBindingArgs, a JSON object");
   std::string name = Text(args, "PodName"), ns = Text(args, "PodNamespace"),
               uid = Text(args, "PodUID"), node = Text(args, "Node");
+  // As the API server would check them, before anything is sent to it (a 400 naming the field).
+  CheckDnsSubdomain("PodName", name);
+  CheckDnsLabel("PodNamespace", ns);
+  CheckDnsSubdomain("Node", node);
+  if (uid.empty() || uid.size() > 128 || uid.find_first_not_of("0123456789abcdefABCDEF-") !=
+                                             std::string::npos)
+    throw BadInput("PodUID: '" + Quoted(uid) + "' is not a UID (hexadecimal digits and '-')");
   if (!api_) return ErrorBody("gpumux: no API server to bind through (--apiserver)");
   std::optional<PodRequest> pod;
   {

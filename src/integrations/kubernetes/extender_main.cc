@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "base/error.h"
+#include "integrations/kubernetes/kube_api.h"
 #include "fleet/policy.h"
 #include "integrations/kubernetes/extender.h"
 #include "node/agent/http_server.h"
@@ -17,12 +18,15 @@
 int main(int argc, char** argv) {
   using namespace gpumux;
   k8s::ExtenderConfig config;
-  std::string listen = "0.0.0.0:8888", apiserver = "127.0.0.1:8001";
+  // kube-scheduler calls it from the same pod: nothing else needs to reach it.
+  std::string listen = "127.0.0.1:8888", apiserver = "in-cluster";
   double resync_s = 10;
+  std::string root;
   CLI::App app{"gpumux's kube-scheduler extender: filter, prioritize and bind verbs"};
   app.add_option("--listen", listen, "HOST:PORT to serve kube-scheduler on")->capture_default_str();
   app.add_option("--apiserver", apiserver,
-                 "the API server over plain HTTP: HOST:PORT of kubectl proxy, or unix:PATH")
+                 "the API server: in-cluster (the pod's service account), kubeconfig:PATH, a URL, HOST:PORT "
+                 "(plain HTTP) or unix:PATH")
       ->capture_default_str();
   app.add_option("--policy", config.policy, "fleet policy that scores nodes")
       ->capture_default_str()
@@ -30,8 +34,12 @@ int main(int argc, char** argv) {
   app.add_option("--resync", resync_s, "seconds between re-reads of nodes and pods")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 3600.0));
+  app.add_option("--root", root,
+                 "make this folder the root before anything else, as chroot would, keeping the "
+                 "pod's service account (for a program run from the node's install)");
   CLI11_PARSE(app, argc, argv);
   try {
+    if (!root.empty()) k8s::EnterRoot(root);
     k8s::KubeApi api(apiserver);
     k8s::Extender extender(config, &api);
     agent::HttpServerLimits limits;

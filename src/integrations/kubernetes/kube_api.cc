@@ -1,13 +1,31 @@
 #include "integrations/kubernetes/kube_api.h"
 
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <thread>
+
 #include "base/error.h"
-#include "node/agent/http_client.h"
+#include "base/input_file.h"
 
 namespace gpumux::k8s {
 
 using nlohmann::json;
 
 namespace {
+
+// The largest answer kept: a list of 150,000 pods is some 1 GB; past this the caller must page.
+constexpr size_t kMaxAnswerBytes = size_t(2) << 30;
+constexpr long kConnectTimeoutMs = 5000, kCallTimeoutMs = 30000;
+constexpr int kTries = 3;
 
 json Items(const json& list, const std::string& what) {
   if (!list.is_object() || !list.contains("items") || !list["items"].is_array())
@@ -21,28 +39,334 @@ json AnnotationPatch(const std::map<std::string, std::string>& annotations) {
   return {{"metadata", {{"annotations", values}}}};
 }
 
+std::string ReadSmallFile(const std::string& path, const std::string& what) {
+  try {
+    return ReadInputFile(path, 1 << 20);
+  } catch (const Error& e) {
+    throw BadInput(what + ": " + e.what());
+  }
+}
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+std::string Base64Decode(const std::string& in, const std::string& what) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  std::string out;
+  uint32_t bits = 0;
+  int count = 0;
+  for (char c : in) {
+    if (c == '=' || c == '\n' || c == '\r' || c == ' ') continue;
+    int v = value(c);
+    if (v < 0) throw BadInput(what + ": not base64");
+    bits = (bits << 6) | uint32_t(v);
+    if ((count += 6) >= 8) {
+      count -= 8;
+      out.push_back(char((bits >> count) & 0xff));
+    }
+  }
+  return out;
+}
+
+bool IsDnsLabel(const std::string& s, size_t max) {
+  if (s.empty() || s.size() > max) return false;
+  for (char c : s) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+  }
+  return s.front() != '-' && s.back() != '-';
+}
+
+// The pod's service-account folder, opened before EnterRoot changed the root; -1 if it did not.
+int g_service_account_fd = -1;
+
+std::string ServiceAccountDir() {
+  const char* dir = std::getenv("GPUMUX_SERVICE_ACCOUNT_DIR");
+  return dir && *dir ? dir : "/var/run/secrets/kubernetes.io/serviceaccount";
+}
+
+// A file of the folder `dir_fd` (a few KB at most).
+std::string ReadAt(int dir_fd, const std::string& name, const std::string& what) {
+  int fd = openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw BadInput(what + ": cannot open " + name + ": " + std::strerror(errno));
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0 && text.size() < (1 << 20);)
+    text.append(buf, size_t(n));
+  close(fd);
+  return text;
+}
+
+KubeEndpoint InCluster() {
+  const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
+  const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
+  if (!host || !*host || !port || !*port) {
+    throw BadInput(
+        "--apiserver in-cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set "
+        "(not in a pod?); give --apiserver kubeconfig:PATH or HOST:PORT");
+  }
+  std::string h = host;
+  if (h.find(':') != std::string::npos) h = "[" + h + "]";  // an IPv6 address
+  KubeEndpoint e;
+  e.server = "https://" + h + ":" + port;
+  const std::string what = "--apiserver in-cluster: the service account";
+  if (g_service_account_fd >= 0) {
+    e.ca_pem = ReadAt(g_service_account_fd, "ca.crt", what);
+    e.token_dir_fd = g_service_account_fd;
+    ReadAt(g_service_account_fd, "token", what);
+  } else {
+    e.ca_file = ServiceAccountDir() + "/ca.crt";
+    e.token_file = ServiceAccountDir() + "/token";
+    ReadSmallFile(e.token_file, what + "'s token");
+  }
+  return e;
+}
+
+// A kubeconfig's current context: its cluster's server and CA, its user's credentials.
+KubeEndpoint FromKubeconfig(const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(ReadSmallFile(path, "--apiserver kubeconfig"));
+  } catch (const YAML::Exception& e) {
+    throw BadInput(path + ":" + std::to_string(e.mark.line + 1) + ": not valid YAML: " + e.msg);
+  }
+  auto find = [&](const char* list, const std::string& name) {
+    if (root[list] && root[list].IsSequence()) {
+      for (const YAML::Node& item : root[list]) {
+        if (item["name"] && item["name"].as<std::string>() == name) return item;
+      }
+    }
+    throw BadInput(path + ": no " + std::string(list) + " entry named '" + name + "'");
+  };
+  try {
+    if (!root.IsMap() || !root["current-context"])
+      throw BadInput(path + ": no current-context");
+    YAML::Node context = find("contexts", root["current-context"].as<std::string>())["context"];
+    YAML::Node cluster = find("clusters", context["cluster"].as<std::string>())["cluster"];
+    YAML::Node user = find("users", context["user"].as<std::string>())["user"];
+    KubeEndpoint e;
+    if (!cluster["server"]) throw BadInput(path + ": the cluster has no server");
+    e.server = cluster["server"].as<std::string>();
+    std::string base = path.substr(0, path.rfind('/') + 1);
+    auto file = [&](const YAML::Node& n) {  // relative paths are relative to the kubeconfig
+      std::string f = n.as<std::string>();
+      return f.empty() || f[0] == '/' ? f : base + f;
+    };
+    if (cluster["certificate-authority"]) e.ca_file = file(cluster["certificate-authority"]);
+    if (cluster["certificate-authority-data"])
+      e.ca_pem = Base64Decode(cluster["certificate-authority-data"].as<std::string>(),
+                              path + ": certificate-authority-data");
+    if (user && user.IsMap()) {
+      if (user["token"]) e.token = user["token"].as<std::string>();
+      if (user["tokenFile"]) e.token_file = file(user["tokenFile"]);
+      if (user["client-certificate"]) e.client_cert_file = file(user["client-certificate"]);
+      if (user["client-key"]) e.client_key_file = file(user["client-key"]);
+      if (user["client-certificate-data"])
+        e.client_cert_pem = Base64Decode(user["client-certificate-data"].as<std::string>(),
+                                         path + ": client-certificate-data");
+      if (user["client-key-data"])
+        e.client_key_pem =
+            Base64Decode(user["client-key-data"].as<std::string>(), path + ": client-key-data");
+    }
+    return e;
+  } catch (const YAML::Exception& e) {
+    throw BadInput(path + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+}
+
+void InitCurlOnce() {
+  static const bool done = [] { return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK; }();
+  if (!done) throw Unavailable("libcurl could not be initialised");
+}
+
+size_t Collect(char* data, size_t size, size_t n, void* into) {
+  auto* answer = static_cast<std::string*>(into);
+  if (answer->size() + size * n > kMaxAnswerBytes) return 0;  // libcurl then fails the transfer
+  answer->append(data, size * n);
+  return size * n;
+}
+
+struct CurlDeleter {
+  void operator()(CURL* c) const { curl_easy_cleanup(c); }
+  void operator()(curl_slist* l) const { curl_slist_free_all(l); }
+};
+
+// One request; returns (status, body), or throws Error (unavailable) for a transport failure.
+std::pair<long, std::string> Perform(const KubeEndpoint& e, const std::string& method,
+                                     const std::string& path, const std::string& body,
+                                     const std::string& content_type) {
+  InitCurlOnce();
+  std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
+  if (!curl) throw Unavailable("libcurl: no handle");
+  CURL* c = curl.get();
+  std::string url;
+  if (e.server.rfind("unix:", 0) == 0) {
+    curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, e.server.substr(5).c_str());
+    url = "http://localhost" + path;
+  } else {
+    url = e.server + path;
+  }
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, kConnectTimeoutMs);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, kCallTimeoutMs);
+  curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
+  curl_slist* raw_headers = nullptr;
+  raw_headers = curl_slist_append(raw_headers, ("Content-Type: " + content_type).c_str());
+  raw_headers = curl_slist_append(raw_headers, "Accept: application/json");
+  std::string token = e.token;
+  if (!e.token_file.empty()) token = Trim(ReadSmallFile(e.token_file, "the bearer token"));
+  if (e.token_dir_fd >= 0) token = Trim(ReadAt(e.token_dir_fd, "token", "the bearer token"));
+  if (!token.empty())
+    raw_headers = curl_slist_append(raw_headers, ("Authorization: Bearer " + token).c_str());
+  std::unique_ptr<curl_slist, CurlDeleter> headers(raw_headers);
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
+  if (!body.empty() || method == "POST" || method == "PATCH" || method == "PUT") {
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.data());
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.size()));
+  }
+  if (!e.ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, e.ca_file.c_str());
+  curl_blob ca{const_cast<char*>(e.ca_pem.data()), e.ca_pem.size(), CURL_BLOB_COPY};
+  if (!e.ca_pem.empty()) curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &ca);
+  if (!e.client_cert_file.empty()) curl_easy_setopt(c, CURLOPT_SSLCERT, e.client_cert_file.c_str());
+  if (!e.client_key_file.empty()) curl_easy_setopt(c, CURLOPT_SSLKEY, e.client_key_file.c_str());
+  curl_blob cert{const_cast<char*>(e.client_cert_pem.data()), e.client_cert_pem.size(),
+                 CURL_BLOB_COPY};
+  curl_blob key{const_cast<char*>(e.client_key_pem.data()), e.client_key_pem.size(),
+                CURL_BLOB_COPY};
+  if (!e.client_cert_pem.empty()) {
+    curl_easy_setopt(c, CURLOPT_SSLCERT_BLOB, &cert);
+    curl_easy_setopt(c, CURLOPT_SSLCERTTYPE, "PEM");
+  }
+  if (!e.client_key_pem.empty()) {
+    curl_easy_setopt(c, CURLOPT_SSLKEY_BLOB, &key);
+    curl_easy_setopt(c, CURLOPT_SSLKEYTYPE, "PEM");
+  }
+  std::string answer;
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Collect);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &answer);
+  CURLcode rc = curl_easy_perform(c);
+  if (rc != CURLE_OK) {
+    throw Unavailable("API server " + e.server + ": " + method + " " + path + ": " +
+                      curl_easy_strerror(rc) +
+                      (rc == CURLE_WRITE_ERROR ? " (answer over 2 GiB)" : ""));
+  }
+  long status = 0;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+  return {status, std::move(answer)};
+}
+
+std::string Escape(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+      out.push_back(char(c));
+    } else {
+      static const char* hex = "0123456789ABCDEF";
+      out += {'%', hex[c >> 4], hex[c & 15]};
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+void EnterRoot(const std::string& root) {
+  int fd = open(ServiceAccountDir().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) g_service_account_fd = fd;  // none outside a pod: in-cluster then says so
+  if (chroot(root.c_str()) != 0 || chdir("/") != 0)
+    throw Unavailable("--root " + root + ": " + std::strerror(errno));
+}
+
+KubeEndpoint ResolveApiServer(const std::string& spec) {
+  if (spec.empty() || spec == "in-cluster") return InCluster();
+  if (spec.rfind("kubeconfig:", 0) == 0) return FromKubeconfig(spec.substr(11));
+  KubeEndpoint e;
+  if (spec.rfind("http://", 0) == 0 || spec.rfind("https://", 0) == 0 ||
+      spec.rfind("unix:", 0) == 0) {
+    e.server = spec;
+  } else if (spec[0] == '/') {
+    e.server = "unix:" + spec;
+  } else if (spec.find(':') != std::string::npos) {
+    e.server = "http://" + spec;
+  } else {
+    throw BadInput("--apiserver '" + Quoted(spec) +
+                   "': expected in-cluster, kubeconfig:PATH, a URL, HOST:PORT or unix:PATH");
+  }
+  return e;
+}
+
+void CheckDnsLabel(const std::string& field, const std::string& value) {
+  if (!IsDnsLabel(value, 63)) {
+    throw BadInput(field + ": '" + Quoted(value) +
+                   "' is not a valid DNS-1123 label (at most 63 of a-z, 0-9 and '-', starting and "
+                   "ending with a letter or digit)");
+  }
+}
+
+void CheckDnsSubdomain(const std::string& field, const std::string& value) {
+  bool ok = !value.empty() && value.size() <= 253;
+  for (size_t start = 0; ok;) {
+    size_t dot = value.find('.', start);
+    ok = IsDnsLabel(value.substr(start, dot == std::string::npos ? dot : dot - start), 253);
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  if (!ok) {
+    throw BadInput(field + ": '" + Quoted(value) +
+                   "' is not a valid DNS-1123 subdomain (at most 253 of a-z, 0-9, '-' and '.')");
+  }
+}
+
+KubeApi::KubeApi(KubeEndpoint endpoint) : endpoint_(std::move(endpoint)) {}
 
 json KubeApi::Call(const std::string& method, const std::string& path, const json& body,
                    const std::string& content_type) const {
-  auto [status, text] =
-      agent::CallHttp(address_, method, path, body.is_null() ? "" : body.dump(), content_type);
-  json answer = json::parse(text, nullptr, false);
+  std::string text = body.is_null() ? "" : body.dump();
+  std::pair<long, std::string> answer;
+  for (int attempt = 1;; ++attempt) {
+    bool retry = false;
+    try {
+      answer = Perform(endpoint_, method, path, text, content_type);
+      retry = answer.first == 429 || answer.first >= 500;
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kUnavailable || attempt == kTries || method != "GET") throw;
+      retry = true;
+    }
+    // Only reads are repeated: a write that met a 5xx may have been done.
+    if (!retry || method != "GET" || attempt == kTries) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100 << (2 * (attempt - 1))));
+  }
+  auto [status, raw] = answer;
+  json parsed = json::parse(raw, nullptr, false);
   if (status >= 300) {
     std::string message =
-        answer.is_object() && answer.contains("message") && answer["message"].is_string()
-            ? answer["message"].get<std::string>()
-            : text.substr(0, 200);
-    throw Error(ErrorCodeForHttpStatus(status), "API server: " + method + " " + path + ": " +
-                                                    std::to_string(status) + " " + message);
+        parsed.is_object() && parsed.contains("message") && parsed["message"].is_string()
+            ? parsed["message"].get<std::string>()
+            : raw.substr(0, 200);
+    throw Error(ErrorCodeForHttpStatus(int(status)), "API server: " + method + " " + path + ": " +
+                                                         std::to_string(status) + " " +
+                                                         Quoted(message, 300));
   }
-  if (answer.is_discarded()) throw Unavailable("API server: " + path + ": answer is not JSON");
-  return answer;
+  if (parsed.is_discarded()) throw Unavailable("API server: " + path + ": answer is not JSON");
+  return parsed;
 }
 
 json KubeApi::ListPods(const std::string& node) const {
   std::string path = "/api/v1/pods";
-  if (!node.empty()) path += "?fieldSelector=spec.nodeName%3D" + node;
+  if (!node.empty()) {
+    CheckDnsSubdomain("node", node);
+    path += "?fieldSelector=" + Escape("spec.nodeName=" + node);
+  }
   json pods = json::array();
   for (const json& pod : Items(Call("GET", path), "pod")) {
     // Also checked here, so that a proxy or API that ignores the selector changes nothing.
@@ -53,41 +377,54 @@ json KubeApi::ListPods(const std::string& node) const {
 }
 
 json KubeApi::GetPod(const std::string& ns, const std::string& name) const {
-  return Call("GET", "/api/v1/namespaces/" + ns + "/pods/" + name);
+  CheckDnsLabel("namespace", ns);
+  CheckDnsSubdomain("pod name", name);
+  return Call("GET", "/api/v1/namespaces/" + Escape(ns) + "/pods/" + Escape(name));
 }
 
 json KubeApi::ListNodes() const { return Items(Call("GET", "/api/v1/nodes"), "node"); }
 
 void KubeApi::AnnotatePod(const std::string& ns, const std::string& name,
                           const std::map<std::string, std::string>& annotations) const {
-  Call("PATCH", "/api/v1/namespaces/" + ns + "/pods/" + name, AnnotationPatch(annotations),
-       "application/merge-patch+json");
+  CheckDnsLabel("namespace", ns);
+  CheckDnsSubdomain("pod name", name);
+  Call("PATCH", "/api/v1/namespaces/" + Escape(ns) + "/pods/" + Escape(name),
+       AnnotationPatch(annotations), "application/merge-patch+json");
 }
 
 void KubeApi::AnnotateNode(const std::string& name,
                            const std::map<std::string, std::string>& annotations) const {
-  Call("PATCH", "/api/v1/nodes/" + name, AnnotationPatch(annotations),
+  CheckDnsSubdomain("node", name);
+  Call("PATCH", "/api/v1/nodes/" + Escape(name), AnnotationPatch(annotations),
        "application/merge-patch+json");
 }
 
 json KubeApi::GetResourceClaim(const std::string& ns, const std::string& name) const {
-  return Call("GET", "/apis/resource.k8s.io/v1/namespaces/" + ns + "/resourceclaims/" + name);
+  CheckDnsLabel("namespace", ns);
+  CheckDnsSubdomain("claim name", name);
+  return Call("GET", "/apis/resource.k8s.io/v1/namespaces/" + Escape(ns) + "/resourceclaims/" +
+                         Escape(name));
 }
 
 void KubeApi::ApplyResourceSlice(const json& slice) const {
   std::string name = slice.at("metadata").at("name");
+  CheckDnsSubdomain("slice name", name);
   Call("PATCH",
-       "/apis/resource.k8s.io/v1/resourceslices/" + name + "?fieldManager=gpumux&force=true", slice,
-       "application/apply-patch+yaml");
+       "/apis/resource.k8s.io/v1/resourceslices/" + Escape(name) + "?fieldManager=gpumux&force=true",
+       slice, "application/apply-patch+yaml");
 }
 
 void KubeApi::Bind(const std::string& ns, const std::string& name, const std::string& uid,
                    const std::string& node) const {
+  CheckDnsLabel("namespace", ns);
+  CheckDnsSubdomain("pod name", name);
+  CheckDnsSubdomain("node", node);
   json binding = {{"apiVersion", "v1"},
                   {"kind", "Binding"},
                   {"metadata", {{"name", name}, {"namespace", ns}, {"uid", uid}}},
                   {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}}}};
-  Call("POST", "/api/v1/namespaces/" + ns + "/pods/" + name + "/binding", binding);
+  Call("POST", "/api/v1/namespaces/" + Escape(ns) + "/pods/" + Escape(name) + "/binding",
+       binding);
 }
 
 }  // namespace gpumux::k8s

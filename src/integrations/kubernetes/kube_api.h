@@ -1,12 +1,18 @@
 // The few calls of the Kubernetes API server that gpumux makes: list pods (of a node) and nodes,
-// annotate a pod or a node, bind a pod; read a ResourceClaim, publish a ResourceSlice. Plain HTTP
-// to `kubectl proxy` running beside the caller in its pod (deploy/kubernetes/: the proxy holds the
-// service account's credentials and TLS), or to the tests' fake API server on a Unix socket. Each
-// call is one request, waiting up to 10 s.
+// annotate a pod or a node, bind a pod; read a ResourceClaim, publish a ResourceSlice. Over
+// libcurl: HTTPS with the service account's token and CA inside a cluster (or a kubeconfig's
+// credentials outside one), answers of any size and framing (Content-Length or chunked), a
+// connect timeout of 5 s and 30 s per call, and up to three tries with backoff for reads that meet
+// no server, a 429 or a 5xx.
 //
-// Errors: Error(unavailable) when the API server cannot be reached; otherwise, for a refusal, the
-// Error whose code ErrorCodeForHttpStatus reads from the status (404 → not found, 409 → conflict),
-// with the API's message. Thread-safe: it holds only the address.
+// Every name put into a URL is checked as Kubernetes checks it (a namespace is a DNS-1123 label,
+// names of pods, nodes, claims and slices DNS-1123 subdomains) and refused, with the field named,
+// before anything is sent.
+//
+// Errors: Error(bad input) for a name the API server would not have; Error(unavailable) when it
+// cannot be reached; otherwise, for a refusal, the Error whose code ErrorCodeForHttpStatus reads
+// from the status (404 → not found, 409 → conflict), with the API's message. Thread-safe: each call
+// has its own connection.
 #pragma once
 
 #include <map>
@@ -16,10 +22,43 @@
 
 namespace gpumux::k8s {
 
+// Where the API server is and how to prove who we are.
+struct KubeEndpoint {
+  std::string server;      // "https://HOST:PORT", "http://HOST:PORT" or "unix:PATH"
+  std::string ca_file;     // PEM bundle that signs the server's certificate,
+  std::string ca_pem;      // or the bundle itself
+  std::string token_file;  // a bearer token, read at each call (service-account tokens rotate),
+  int token_dir_fd = -1;   // or `token` in this folder, opened before EnterRoot,
+  std::string token;       // or the token itself
+  std::string client_cert_file, client_key_file;  // a client certificate and key (kubeconfig),
+  std::string client_cert_pem, client_key_pem;    // or the PEM text of each
+};
+
+// What --apiserver names: "in-cluster" (the pod's service account: KUBERNETES_SERVICE_HOST and
+// _PORT, /var/run/secrets/kubernetes.io/serviceaccount/{token,ca.crt}; GPUMUX_SERVICE_ACCOUNT_DIR
+// moves that folder), "kubeconfig:PATH" (its current context: server, certificate-authority,
+// token, tokenFile or client certificate and key, as files or inline *-data), "http://…" or
+// "https://…", "HOST:PORT" (plain HTTP, such as `kubectl proxy`), or "unix:PATH". Throws Error
+// (bad input) naming what is missing.
+KubeEndpoint ResolveApiServer(const std::string& spec);
+
+// For a program started from the node's install with its root at `root` (what `chroot ROOT`
+// would do, which hides the pod's service account): opens the pod's service-account folder, then
+// makes `root` this process's root and working directory. "in-cluster" then reads the token
+// through that folder as it rotates. Call before any thread starts. Throws Error (unavailable).
+void EnterRoot(const std::string& root);
+
+// Throws Error (bad input) "FIELD: 'VALUE' is not a valid ..." unless `value` is a DNS-1123 label
+// (a namespace: at most 63 of a-z, 0-9 and '-', starting and ending alphanumeric) or subdomain
+// (names: at most 253, labels joined by '.').
+void CheckDnsLabel(const std::string& field, const std::string& value);
+void CheckDnsSubdomain(const std::string& field, const std::string& value);
+
 class KubeApi {
  public:
-  // `address`: "HOST:PORT" or "unix:PATH" (see agent::CallHttp).
-  explicit KubeApi(std::string address) : address_(std::move(address)) {}
+  explicit KubeApi(KubeEndpoint endpoint);
+  // `spec` as ResolveApiServer takes it.
+  explicit KubeApi(const std::string& spec) : KubeApi(ResolveApiServer(spec)) {}
 
   // The items of GET /api/v1/pods (all namespaces); with `node`, only the pods bound to it.
   nlohmann::json ListPods(const std::string& node = "") const;
@@ -40,13 +79,13 @@ class KubeApi {
   void Bind(const std::string& ns, const std::string& name, const std::string& uid,
             const std::string& node) const;
 
-  const std::string& address() const { return address_; }
+  const std::string& address() const { return endpoint_.server; }
 
  private:
   nlohmann::json Call(const std::string& method, const std::string& path,
                       const nlohmann::json& body = nullptr,
                       const std::string& content_type = "application/json") const;
-  std::string address_;
+  KubeEndpoint endpoint_;
 };
 
 }  // namespace gpumux::k8s

@@ -142,16 +142,22 @@ TEST(Manifests, TheSchedulerConfigurationCallsTheExtenderForGpumuxResources) {
   EXPECT_EQ(request.containers[0].run_as_user, 1000);
 }
 
-TEST(Manifests, TheNodeDaemonSetWiresThePluginToTheKubeletGpumuxdAndItsProxy) {
+TEST(Manifests, TheNodeDaemonSetWiresThePluginToTheKubeletGpumuxdAndTheApiServer) {
   std::vector<json> objects = Objects();
   const json& daemonset = Find(objects, "DaemonSet", "gpumux-node");
   const json& gpumuxd = Container(daemonset, "gpumuxd");
   const json& plugin = Container(daemonset, "device-plugin");
   EXPECT_EQ(Flag(plugin, "--agent"), Flag(gpumuxd, "--socket"));
   EXPECT_EQ(Flag(plugin, "--kubelet-dir"), DevicePluginConfig().kubelet_dir);
-  const json& proxy = Container(daemonset, "kubectl-proxy")["command"];
-  EXPECT_NE(std::find(proxy.begin(), proxy.end(), "--port=8001"), proxy.end());
-  EXPECT_EQ(Flag(plugin, "--apiserver"), "127.0.0.1:8001");
+  // The API server with the pod's service account, from inside the node's root: no proxy.
+  EXPECT_EQ(Flag(plugin, "--apiserver"), "in-cluster");
+  EXPECT_EQ(Flag(plugin, "--root"), "/host");
+  EXPECT_EQ(plugin["command"][0].get<std::string>().rfind("/host/", 0), 0u)
+      << "started by the node's own loader: " << plugin["command"];
+  for (const json& o : objects) {
+    EXPECT_EQ(o.dump().find("kubectl"), std::string::npos) << o["metadata"]["name"];
+    EXPECT_EQ(o.dump().find("8001"), std::string::npos) << o["metadata"]["name"];
+  }
   // NODE_NAME comes from the downward API: the plugin finds its pods by it.
   EXPECT_EQ(plugin["env"][0]["name"], "NODE_NAME");
   EXPECT_EQ(plugin["env"][0]["valueFrom"]["fieldRef"]["fieldPath"], "spec.nodeName");

@@ -1,5 +1,8 @@
 #include "node/agent/http_request.h"
 
+#include <algorithm>
+#include <string_view>
+
 #include <sstream>
 
 namespace gpumux::agent {
@@ -137,12 +140,20 @@ const char* ReasonPhrase(int status) {
   }
 }
 
-std::string FormatResponse(const HttpResponse& r) {
+std::string FormatResponse(const HttpResponse& r, size_t chunk_over) {
   std::ostringstream out;
   out << "HTTP/1.1 " << r.status << ' ' << ReasonPhrase(r.status)
-      << "\r\nContent-Type: " << r.content_type << "\r\nContent-Length: " << r.body.size()
-      << "\r\nConnection: close\r\n\r\n"
-      << r.body;
+      << "\r\nContent-Type: " << r.content_type << "\r\n";
+  if (chunk_over == 0 || r.body.size() <= chunk_over) {
+    out << "Content-Length: " << r.body.size() << "\r\nConnection: close\r\n\r\n" << r.body;
+    return out.str();
+  }
+  out << "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n" << std::hex;
+  for (size_t at = 0; at < r.body.size(); at += chunk_over) {
+    size_t n = std::min(chunk_over, r.body.size() - at);
+    out << n << "\r\n" << std::string_view(r.body).substr(at, n) << "\r\n";
+  }
+  out << "0\r\n\r\n";
   return out.str();
 }
 

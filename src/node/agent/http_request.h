@@ -62,7 +62,9 @@ ParseResult ParseHttpMessage(std::string_view data, HttpMessage* message);
 bool ToRequest(const HttpMessage& message, HttpRequest* request, std::string* error);
 
 // "HTTP/1.1 200 OK\r\n...": the whole response, Connection: close.
-std::string FormatResponse(const HttpResponse& response);
+// With `chunk_over` > 0, a body longer than that goes out with Transfer-Encoding: chunked, in
+// chunks of that size, as Go's net/http sends an answer it does not buffer whole.
+std::string FormatResponse(const HttpResponse& response, size_t chunk_over = 0);
 // The reason phrase of a status ("Not Found"), "Unknown" for one gpumuxd never sends.
 const char* ReasonPhrase(int status);
 

@@ -209,7 +209,7 @@ void HttpServer::Serve(const Handler& handler) {
     return connections.erase(it);
   };
   auto respond = [&](Connection& c, const HttpResponse& response) {
-    c.out = FormatResponse(response);
+    c.out = FormatResponse(response, limits_.chunk_answers_over);
     c.written = 0;
     c.state = Connection::State::kWriting;
     c.deadline = Clock::now() + std::chrono::milliseconds(limits_.write_deadline_ms);

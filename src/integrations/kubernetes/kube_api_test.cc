@@ -1,0 +1,325 @@
+#include "integrations/kubernetes/kube_api.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/error.h"
+#include "base/error_test_support.h"
+#include "integrations/kubernetes/extender.h"
+
+namespace gpumux::k8s {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+// An API server as the wire sees it, written from what a Go net/http server sends: answers over a
+// few KiB go out with Transfer-Encoding: chunked, in chunks of up to 32 KiB, and the connection may
+// be kept open. `answer` gets each request's head and returns status and body.
+class ChunkedApiServer {
+ public:
+  using Answer = std::function<std::pair<int, std::string>(const std::string& head)>;
+  explicit ChunkedApiServer(Answer answer) : answer_(std::move(answer)) {
+    path_ = (fs::temp_directory_path() / ("gpumux_kubeapi_" + std::to_string(getpid()) + "_" +
+                                          std::to_string(next_++) + ".sock"))
+                .string();
+    unlink(path_.c_str());
+    fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path_.c_str(), sizeof(addr.sun_path) - 1);
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd_, 16) != 0)
+      ADD_FAILURE() << "cannot listen on " << path_;
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~ChunkedApiServer() {
+    shutdown(fd_, SHUT_RDWR);
+    close(fd_);
+    thread_.join();
+    unlink(path_.c_str());
+  }
+  std::string address() const { return "unix:" + path_; }
+  std::vector<std::string> heads() {
+    std::lock_guard lock(mu_);
+    return heads_;
+  }
+
+ private:
+  void Serve() {
+    for (;;) {
+      int c = accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      std::string in;
+      char buf[65536];
+      ssize_t n;
+      while (in.find("\r\n\r\n") == std::string::npos && (n = recv(c, buf, sizeof(buf), 0)) > 0)
+        in.append(buf, size_t(n));
+      std::string head = in.substr(0, in.find("\r\n\r\n") + 2);  // each line with its end
+      {
+        std::lock_guard lock(mu_);
+        heads_.push_back(head);
+      }
+      auto [status, body] = answer_(head);
+      std::string out = "HTTP/1.1 " + std::to_string(status) +
+                        " X\r\nContent-Type: application/json\r\n";
+      if (body.size() > 4096) {
+        out += "Transfer-Encoding: chunked\r\n\r\n";
+        for (size_t at = 0; at < body.size(); at += 32768) {
+          std::string chunk = body.substr(at, 32768);
+          char size[32];
+          std::snprintf(size, sizeof(size), "%zx\r\n", chunk.size());
+          out += size + chunk + "\r\n";
+        }
+        out += "0\r\n\r\n";
+      } else {
+        out += "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+      }
+      for (size_t at = 0; at < out.size();) {
+        ssize_t sent = send(c, out.data() + at, out.size() - at, MSG_NOSIGNAL);
+        if (sent <= 0) break;
+        at += size_t(sent);
+      }
+      close(c);
+    }
+  }
+  static inline std::atomic<int> next_{0};
+  Answer answer_;
+  std::string path_;
+  int fd_ = -1;
+  std::thread thread_;
+  std::mutex mu_;
+  std::vector<std::string> heads_;
+};
+
+json PodList(int n) {
+  json items = json::array();
+  for (int i = 0; i < n; ++i) {
+    items.push_back({{"metadata",
+                      {{"name", "pod-" + std::to_string(i)},
+                       {"namespace", "default"},
+                       {"uid", "00000000-0000-4000-8000-" + std::to_string(100000000000 + i)},
+                       {"annotations", {{"padding", std::string(200, 'x')}}}}},
+                     {"spec", {{"nodeName", "node-" + std::to_string(i % 50)}}}});
+  }
+  return {{"kind", "PodList"}, {"apiVersion", "v1"}, {"items", items}};
+}
+
+TEST(KubeApi, ReadsChunkedAnswersOfManyMegabytes) {
+  std::string list = PodList(20000).dump();
+  ASSERT_GT(list.size(), 4u << 20) << "more than the old 1 MiB limit on answers";
+  ChunkedApiServer server([&](const std::string&) { return std::make_pair(200, list); });
+  KubeApi api(server.address());
+  EXPECT_EQ(api.ListPods().size(), 20000u);
+  std::vector<std::string> heads = server.heads();
+  ASSERT_EQ(heads.size(), 1u);
+  EXPECT_EQ(heads[0].rfind("GET /api/v1/pods HTTP/1.1", 0), 0u) << heads[0];
+}
+
+TEST(KubeApi, SendsTheBearerTokenAsItRotates) {
+  auto dir = fs::temp_directory_path() / ("gpumux_kubeapi_sa_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "token") << "first\n";
+  ChunkedApiServer server([](const std::string&) {
+    return std::make_pair(200, std::string(R"({"kind":"NodeList","items":[]})"));
+  });
+  KubeEndpoint e;
+  e.server = server.address();
+  e.token_file = (dir / "token").string();
+  KubeApi api(e);
+  api.ListNodes();
+  std::ofstream(dir / "token") << "second\n";
+  api.ListNodes();
+  std::vector<std::string> heads = server.heads();
+  ASSERT_EQ(heads.size(), 2u);
+  EXPECT_NE(heads[0].find("Authorization: Bearer first\r\n"), std::string::npos) << heads[0];
+  EXPECT_NE(heads[1].find("Authorization: Bearer second\r\n"), std::string::npos) << heads[1];
+  fs::remove_all(dir);
+}
+
+TEST(KubeApi, RetriesReadsThatMeetA5xxButNeverWrites) {
+  std::atomic<int> calls{0};
+  ChunkedApiServer server([&](const std::string&) {
+    return ++calls == 1 ? std::make_pair(503, std::string(R"({"message":"busy"})"))
+                        : std::make_pair(200, std::string(R"({"kind":"NodeList","items":[]})"));
+  });
+  KubeApi api(server.address());
+  EXPECT_NO_THROW(api.ListNodes());
+  EXPECT_EQ(calls.load(), 2) << "the read was tried again";
+  calls = 0;
+  EXPECT_EQ(ErrorCodeOf([&] { api.AnnotateNode("n1", {{"a", "b"}}); }), ErrorCode::kUnavailable);
+  EXPECT_EQ(calls.load(), 1) << "a write that met a 5xx may have been done: not repeated";
+}
+
+TEST(KubeApi, NamesThatAreNotKubernetesNamesNeverReachTheApiServer) {
+  ChunkedApiServer server(
+      [](const std::string&) { return std::make_pair(200, std::string("{}")); });
+  KubeApi api(server.address());
+  for (const std::string& name :
+       {std::string("x HTTP/1.1\r\n\r\nDELETE /api/v1/namespaces/kube-system/pods/coredns"),
+        std::string("../nodes/n1"), std::string("a?b"), std::string("a b"), std::string("A"),
+        std::string(254, 'a'), std::string("")}) {
+    EXPECT_EQ(ErrorCodeOf([&] { api.GetPod("default", name); }), ErrorCode::kBadInput) << name;
+    EXPECT_EQ(ErrorCodeOf([&] { api.Bind("default", name, "u", "n1"); }), ErrorCode::kBadInput);
+    EXPECT_EQ(ErrorCodeOf([&] { api.Bind("default", "p", "u", name); }), ErrorCode::kBadInput);
+    EXPECT_EQ(ErrorCodeOf([&] { api.GetPod(name, "p"); }), ErrorCode::kBadInput);
+  }
+  EXPECT_EQ(ErrorCodeOf([&] { api.GetPod(std::string(64, 'a'), "p"); }), ErrorCode::kBadInput)
+      << "a namespace is a label: 63 at most";
+  EXPECT_TRUE(server.heads().empty()) << server.heads()[0];
+  EXPECT_NO_THROW(api.GetPod("kube-system", "coredns-5d78c9869d-abcde.x"));
+}
+
+TEST(KubeApi, TheExtenderRefusesASmuggledBindWith400AndSendsNothing) {
+  ChunkedApiServer server(
+      [](const std::string&) { return std::make_pair(200, std::string("{}")); });
+  KubeApi api(server.address());
+  Extender extender(ExtenderConfig{}, &api);
+  json args = {{"PodName", "x\r\nDELETE /api/v1/namespaces/kube-system/pods/coredns"},
+               {"PodNamespace", "default"},
+               {"PodUID", "0b5c9e2a-0000-4000-8000-000000000001"},
+               {"Node", "node-a"}};
+  agent::HttpRequest request;
+  request.method = "POST";
+  request.path = "/gpumux/bind";
+  request.body = args.dump();
+  agent::HttpResponse answer = extender.Handle(request);
+  EXPECT_EQ(answer.status, 400) << answer.body;
+  EXPECT_NE(answer.body.find("PodName"), std::string::npos) << answer.body;
+  args["PodName"] = "p";
+  args["PodNamespace"] = "../kube-system";
+  request.body = args.dump();
+  EXPECT_EQ(extender.Handle(request).status, 400);
+  args["PodNamespace"] = "default";
+  args["PodUID"] = "a\"b";
+  request.body = args.dump();
+  EXPECT_EQ(extender.Handle(request).status, 400);
+  EXPECT_TRUE(server.heads().empty()) << "nothing was sent to the API server";
+}
+
+// In a pod: HTTPS to KUBERNETES_SERVICE_HOST:PORT, the server's certificate checked against the
+// service account's CA, answers chunked. The server is `openssl s_server -HTTP`, which sends each
+// file as a whole HTTP answer.
+TEST(KubeApi, InClusterSpeaksHttpsCheckedAgainstTheServiceAccountsCa) {
+  if (std::system("command -v openssl >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "needs the openssl program (scripts/install-deps.sh installs it)";
+  auto dir = fs::temp_directory_path() / ("gpumux_kubeapi_tls_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "sa");
+  fs::create_directories(dir / "www" / "api" / "v1");
+  std::string make_cert = "cd " + dir.string() +
+                          " && openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "
+                          "/CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout key.pem "
+                          "-out sa/ca.crt >/dev/null 2>&1";
+  ASSERT_EQ(std::system(make_cert.c_str()), 0);
+  std::ofstream(dir / "sa" / "token") << "in-cluster-token";
+  std::string list = PodList(100).dump();  // ListNodes reads any list's items
+  std::string chunked = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                        "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+  for (size_t at = 0; at < list.size(); at += 1000) {
+    std::string chunk = list.substr(at, 1000);
+    char size[32];
+    std::snprintf(size, sizeof(size), "%zx\r\n", chunk.size());
+    chunked += size + chunk + "\r\n";
+  }
+  chunked += "0\r\n\r\n";
+  std::ofstream(dir / "www" / "api" / "v1" / "nodes", std::ios::binary) << chunked;
+  // A free port, then the server on it.
+  int probe = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  bind(probe, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  getsockname(probe, reinterpret_cast<sockaddr*>(&addr), &len);
+  int port = ntohs(addr.sin_port);
+  close(probe);
+  std::string serve = "cd " + (dir / "www").string() + " && exec openssl s_server -quiet -HTTP -cert ../sa/ca.crt -key ../key.pem -accept 127.0.0.1:" +
+                      std::to_string(port) + " >/dev/null 2>&1";
+  pid_t server = fork();
+  if (server == 0) {
+    execl("/bin/sh", "sh", "-c", serve.c_str(), nullptr);
+    _exit(127);
+  }
+  setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
+  setenv("KUBERNETES_SERVICE_PORT", std::to_string(port).c_str(), 1);
+  setenv("GPUMUX_SERVICE_ACCOUNT_DIR", (dir / "sa").c_str(), 1);
+  KubeApi api("in-cluster");
+  EXPECT_EQ(api.address(), "https://127.0.0.1:" + std::to_string(port));
+  json nodes;
+  for (int i = 0; i < 50 && nodes.is_null(); ++i) {  // s_server takes a moment to listen
+    try {
+      nodes = api.ListNodes();
+    } catch (const Error& e) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  EXPECT_EQ(nodes.size(), 100u);
+  // Another CA does not vouch for that server.
+  std::ofstream(dir / "sa" / "ca.crt") << "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+  EXPECT_EQ(ErrorCodeOf([&] { KubeApi("in-cluster").ListNodes(); }), ErrorCode::kUnavailable);
+  kill(server, SIGTERM);
+  waitpid(server, nullptr, 0);
+  unsetenv("KUBERNETES_SERVICE_HOST");
+  unsetenv("KUBERNETES_SERVICE_PORT");
+  unsetenv("GPUMUX_SERVICE_ACCOUNT_DIR");
+  fs::remove_all(dir);
+}
+
+TEST(KubeApi, AKubeconfigGivesServerCaAndCredentialsOfItsCurrentContext) {
+  auto path = fs::temp_directory_path() / ("gpumux_kubeconfig_" + std::to_string(getpid()));
+  std::ofstream(path) << R"(apiVersion: v1
+kind: Config
+current-context: prod
+contexts:
+  - name: dev
+    context: {cluster: dev, user: dev}
+  - name: prod
+    context: {cluster: prod, user: admin}
+clusters:
+  - name: dev
+    cluster: {server: "https://dev:6443"}
+  - name: prod
+    cluster:
+      server: https://10.0.0.1:6443
+      certificate-authority-data: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==
+users:
+  - name: dev
+    user: {token: nope}
+  - name: admin
+    user:
+      token: s3cret
+      client-key: keys/admin.key
+)";
+  KubeEndpoint e = ResolveApiServer("kubeconfig:" + path.string());
+  EXPECT_EQ(e.server, "https://10.0.0.1:6443");
+  EXPECT_EQ(e.ca_pem, "-----BEGIN CERTIFICATE-----\n");
+  EXPECT_EQ(e.token, "s3cret");
+  EXPECT_EQ(e.client_key_file, path.parent_path().string() + "/keys/admin.key")
+      << "relative to the kubeconfig";
+  std::ofstream(path) << "current-context: gone\ncontexts: []\n";
+  EXPECT_EQ(ErrorCodeOf([&] { ResolveApiServer("kubeconfig:" + path.string()); }),
+            ErrorCode::kBadInput);
+  fs::remove(path);
+  EXPECT_EQ(ResolveApiServer("127.0.0.1:8001").server, "http://127.0.0.1:8001");
+  EXPECT_EQ(ErrorCodeOf([] { ResolveApiServer("nonsense"); }), ErrorCode::kBadInput);
+}
+
+}  // namespace
+}  // namespace gpumux::k8s
