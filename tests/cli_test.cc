@@ -221,7 +221,8 @@ TEST(Cli, BadFilesExitTwoNamingWhatIsWrongWithinBounds) {
   const std::string fleet = "fleet:\n  - {gpu: H100, count: 2}\n";
   std::string utf8 =
       WriteTemp("gpumux_cli_utf8.yaml", fleet +
-                                            "tenants:\n  - name: \"a\xff\xfe" "b\"\n"
+                                            "tenants:\n  - name: \"a\xff\xfe"
+                                            "b\"\n"
                                             "    workload: {kind: generic, memory: 1 GB, "
                                             "bandwidth: 1 GB/s}\n");
   expect(Gpumux("plan " + utf8 + " --json"), "'name': not valid UTF-8");

@@ -361,9 +361,9 @@ TEST_F(KubernetesTest, ThePluginRegistersWhileTheApiServerIsDownAndPublishesItsG
   api_.reset();  // the API server is down
   kubelet_ = std::make_unique<FakeKubelet>(sockets_);
   kubelet_->Start();
-  StartProgram(GPUMUX_K8S_DEVICE_PLUGIN, {"--kubelet-dir", sockets_.string(), "--state-dir",
-                                          (dir_ / "k8s-state").string(), "--apiserver",
-                                          "unix:" + api_socket});
+  StartProgram(GPUMUX_K8S_DEVICE_PLUGIN,
+               {"--kubelet-dir", sockets_.string(), "--state-dir", (dir_ / "k8s-state").string(),
+                "--apiserver", "unix:" + api_socket});
   EXPECT_EQ(kubelet_->WaitForRegistrations(3), 3u) << Log();
   EXPECT_NE(Log().find("cannot annotate the node"), std::string::npos) << Log();
   api_ = std::make_unique<FakeApiServer>(api_socket);

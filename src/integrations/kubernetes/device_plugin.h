@@ -95,7 +95,7 @@ class DevicePlugin {
   std::mutex mu_;
   std::condition_variable changed_;
   uint64_t version_ = 0;
-  std::string published_;  // the annotation last written
+  std::string published_;       // the annotation last written
   std::string annotate_error_;  // why the last write failed (logged once per reason)
   NodeGpus slots_;
   std::map<std::string, std::vector<PluginDevice>> devices_;

@@ -6,9 +6,9 @@
 #include <CLI/CLI.hpp>
 
 #include "base/error.h"
-#include "integrations/kubernetes/kube_api.h"
 #include "integrations/kubernetes/device_plugin.h"
 #include "integrations/kubernetes/device_plugin_server.h"
+#include "integrations/kubernetes/kube_api.h"
 #include "integrations/kubernetes/node_loop.h"
 #include "node/agent/log.h"
 
@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--node", config.node_name, "this node's name (default: $NODE_NAME)");
   app.add_option("--apiserver", config.apiserver,
-                 "the API server: in-cluster (the pod's service account), kubeconfig:PATH, a URL, HOST:PORT "
+                 "the API server: in-cluster (the pod's service account), kubeconfig:PATH, a URL, "
+                 "HOST:PORT "
                  "(plain HTTP) or unix:PATH")
       ->capture_default_str();
   app.add_option("--state-dir", config.state_dir, "where the allocation record is kept")

@@ -7,9 +7,9 @@
 #include <CLI/CLI.hpp>
 
 #include "base/error.h"
-#include "integrations/kubernetes/kube_api.h"
 #include "integrations/kubernetes/dra_driver.h"
 #include "integrations/kubernetes/dra_plugin_server.h"
+#include "integrations/kubernetes/kube_api.h"
 #include "integrations/kubernetes/node_loop.h"
 #include "node/agent/log.h"
 
@@ -25,7 +25,8 @@ int main(int argc, char** argv) {
   app.add_option("--agent", config.agent_socket, "gpumuxd's socket")->capture_default_str();
   app.add_option("--node", config.node_name, "this node's name (default: $NODE_NAME)");
   app.add_option("--apiserver", config.apiserver,
-                 "the API server: in-cluster (the pod's service account), kubeconfig:PATH, a URL, HOST:PORT "
+                 "the API server: in-cluster (the pod's service account), kubeconfig:PATH, a URL, "
+                 "HOST:PORT "
                  "(plain HTTP) or unix:PATH")
       ->capture_default_str();
   app.add_option("--cdi-dir", config.cdi_dir, "where CDI specs go")->capture_default_str();

@@ -76,8 +76,9 @@ std::vector<std::string> Extender::Candidates(const json& args, bool* full_nodes
   return names;
 }
 
-void Extender::SetNode(const std::string& name, const NodeGpus& gpus) {
+bool Extender::SetNode(const std::string& name, const NodeGpus& gpus) {
   std::lock_guard lock(mu_);
+  if (!nodes_.count(name) && nodes_.size() >= config_.max_nodes) return false;
   NodeGpus& node = nodes_[name];
   NodeGpus fresh = gpus;
   for (Slot& s : fresh.slots()) {
@@ -89,6 +90,12 @@ void Extender::SetNode(const std::string& name, const NodeGpus& gpus) {
     }
   }
   node = std::move(fresh);
+  return true;
+}
+
+size_t Extender::node_count() {
+  std::lock_guard lock(mu_);
+  return nodes_.size();
 }
 
 NodeGpus Extender::NodeState(const std::string& name) {
@@ -194,8 +201,8 @@ json Extender::Bind(const json& args) {
   CheckDnsSubdomain("PodName", name);
   CheckDnsLabel("PodNamespace", ns);
   CheckDnsSubdomain("Node", node);
-  if (uid.empty() || uid.size() > 128 || uid.find_first_not_of("0123456789abcdefABCDEF-") !=
-                                             std::string::npos)
+  if (uid.empty() || uid.size() > 128 ||
+      uid.find_first_not_of("0123456789abcdefABCDEF-") != std::string::npos)
     throw BadInput("PodUID: '" + Quoted(uid) + "' is not a UID (hexadecimal digits and '-')");
   if (!api_) return ErrorBody("gpumux: no API server to bind through (--apiserver)");
   std::optional<PodRequest> pod;

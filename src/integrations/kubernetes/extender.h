@@ -37,6 +37,10 @@ namespace gpumux::k8s {
 struct ExtenderConfig {
   std::string policy = "gpumux";  // a fleet policy name (fleet::PolicyNames())
   size_t recent_pods = 1000;      // placed pods whose shares make the target workload
+  // The most nodes a filter with full Nodes may teach it (memory keyed by request content is
+  // bounded); nodes past it are known only from the API server (Resync). Kubernetes supports
+  // 5,000 nodes per cluster.
+  size_t max_nodes = 50'000;
 };
 
 class Extender {
@@ -55,8 +59,10 @@ class Extender {
 
   // Re-reads nodes and placed pods from the API server. Throws Error (unavailable).
   void Resync();
-  // Sets a node's slots (as Resync or a filter with full Nodes does), keeping their use.
-  void SetNode(const std::string& name, const NodeGpus& gpus);
+  // Sets a node's slots (as Resync or a filter with full Nodes does), keeping their use. A node
+  // not known yet is not learnt once `max_nodes` are (returns false).
+  bool SetNode(const std::string& name, const NodeGpus& gpus);
+  size_t node_count();
   // The node's slots and their use now (empty if unknown). For tests and the bench.
   NodeGpus NodeState(const std::string& name);
 

@@ -9,9 +9,9 @@
 #include <CLI/CLI.hpp>
 
 #include "base/error.h"
-#include "integrations/kubernetes/kube_api.h"
 #include "fleet/policy.h"
 #include "integrations/kubernetes/extender.h"
+#include "integrations/kubernetes/kube_api.h"
 #include "node/agent/http_server.h"
 #include "node/agent/log.h"
 
@@ -25,7 +25,8 @@ int main(int argc, char** argv) {
   CLI::App app{"gpumux's kube-scheduler extender: filter, prioritize and bind verbs"};
   app.add_option("--listen", listen, "HOST:PORT to serve kube-scheduler on")->capture_default_str();
   app.add_option("--apiserver", apiserver,
-                 "the API server: in-cluster (the pod's service account), kubeconfig:PATH, a URL, HOST:PORT "
+                 "the API server: in-cluster (the pod's service account), kubeconfig:PATH, a URL, "
+                 "HOST:PORT "
                  "(plain HTTP) or unix:PATH")
       ->capture_default_str();
   app.add_option("--policy", config.policy, "fleet policy that scores nodes")

@@ -185,6 +185,53 @@ TEST(PodRequest, RefusesWhatGpumuxCannotHonourNamingTheField) {
   assigned["metadata"]["annotations"] = {{kAssignedAnnotation, "gpu0"}};
   refused(assigned, "gpumux.io/assigned");
   refused(json::array(), "expected a v1.Pod");
+  // What gpumuxd would refuse at Allocate is refused here, so the extender never binds it.
+  json high_capped = Pod("u", 2, 30);
+  high_capped["metadata"]["annotations"] = {{kPriorityAnnotation, "high"}};
+  refused(high_capped, "a high-priority tenant's launches never wait");
+  // 2,201 containers of 999,999 GiB: more than an int holds in all, and more than any GPU.
+  json huge = Pod("u", 999999);
+  json container = huge["spec"]["containers"][0];
+  for (int i = 1; i < 2201; ++i) huge["spec"]["containers"].push_back(container);
+  refused(huge, "in all, more than any GPU holds");
+  json split = Pod("u", 2, 60);
+  split["spec"]["containers"].push_back(split["spec"]["containers"][0]);
+  refused(split, "120 gpumux.io/gpu-compute in all");
+}
+
+TEST(Extender, APodTheNodeWouldRefuseIsRefusedAtFilterWithTheReason) {
+  Extender extender({}, nullptr);
+  json args = Fixture("extender_args_nodes.json");
+  args["Pod"]["metadata"]["annotations"] = {{kPriorityAnnotation, "high"}};
+  for (json& c : args["Pod"]["spec"]["containers"])
+    c["resources"]["limits"][kComputeResource] = "20";
+  agent::HttpRequest request;
+  request.method = "POST";
+  request.path = "/gpumux/filter";
+  request.body = args.dump();
+  agent::HttpResponse answer = extender.Handle(request);
+  EXPECT_EQ(answer.status, 400)
+      << "kube-scheduler then leaves the pod unscheduled, with the reason";
+  EXPECT_NE(answer.body.find("high-priority"), std::string::npos) << answer.body;
+}
+
+TEST(Extender, WhatFiltersTeachItOfNodesIsBounded) {
+  ExtenderConfig config;
+  config.max_nodes = 100;
+  Extender extender(config, nullptr);
+  json args = Fixture("extender_args_nodes.json");
+  json node = args["Nodes"]["items"][0];
+  for (int batch = 0; batch < 10; ++batch) {
+    args["Nodes"]["items"] = json::array();
+    for (int i = 0; i < 100; ++i) {
+      node["metadata"]["name"] = "n-" + std::to_string(batch) + "-" + std::to_string(i);
+      args["Nodes"]["items"].push_back(node);
+    }
+    extender.Filter(args);
+  }
+  EXPECT_EQ(extender.node_count(), 100u) << "1,000 distinct names, 100 kept";
+  EXPECT_FALSE(extender.NodeState("n-0-5").slots().empty()) << "the first learnt are kept";
+  EXPECT_TRUE(extender.NodeState("n-9-5").slots().empty()) << "past the bound none is learnt";
 }
 
 }  // namespace

@@ -7,9 +7,9 @@
 
 #include <cctype>
 #include <cerrno>
-#include <cstring>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <thread>
 
@@ -147,8 +147,7 @@ KubeEndpoint FromKubeconfig(const std::string& path) {
     throw BadInput(path + ": no " + std::string(list) + " entry named '" + name + "'");
   };
   try {
-    if (!root.IsMap() || !root["current-context"])
-      throw BadInput(path + ": no current-context");
+    if (!root.IsMap() || !root["current-context"]) throw BadInput(path + ": no current-context");
     YAML::Node context = find("contexts", root["current-context"].as<std::string>())["context"];
     YAML::Node cluster = find("clusters", context["cluster"].as<std::string>())["cluster"];
     YAML::Node user = find("users", context["user"].as<std::string>())["user"];
@@ -409,9 +408,10 @@ json KubeApi::GetResourceClaim(const std::string& ns, const std::string& name) c
 void KubeApi::ApplyResourceSlice(const json& slice) const {
   std::string name = slice.at("metadata").at("name");
   CheckDnsSubdomain("slice name", name);
-  Call("PATCH",
-       "/apis/resource.k8s.io/v1/resourceslices/" + Escape(name) + "?fieldManager=gpumux&force=true",
-       slice, "application/apply-patch+yaml");
+  Call(
+      "PATCH",
+      "/apis/resource.k8s.io/v1/resourceslices/" + Escape(name) + "?fieldManager=gpumux&force=true",
+      slice, "application/apply-patch+yaml");
 }
 
 void KubeApi::Bind(const std::string& ns, const std::string& name, const std::string& uid,
@@ -423,8 +423,7 @@ void KubeApi::Bind(const std::string& ns, const std::string& name, const std::st
                   {"kind", "Binding"},
                   {"metadata", {{"name", name}, {"namespace", ns}, {"uid", uid}}},
                   {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}}}};
-  Call("POST", "/api/v1/namespaces/" + Escape(ns) + "/pods/" + Escape(name) + "/binding",
-       binding);
+  Call("POST", "/api/v1/namespaces/" + Escape(ns) + "/pods/" + Escape(name) + "/binding", binding);
 }
 
 }  // namespace gpumux::k8s

@@ -10,8 +10,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -77,8 +77,8 @@ class ChunkedApiServer {
         heads_.push_back(head);
       }
       auto [status, body] = answer_(head);
-      std::string out = "HTTP/1.1 " + std::to_string(status) +
-                        " X\r\nContent-Type: application/json\r\n";
+      std::string out =
+          "HTTP/1.1 " + std::to_string(status) + " X\r\nContent-Type: application/json\r\n";
       if (body.size() > 4096) {
         out += "Transfer-Encoding: chunked\r\n\r\n";
         for (size_t at = 0; at < body.size(); at += 32768) {
@@ -230,8 +230,9 @@ TEST(KubeApi, InClusterSpeaksHttpsCheckedAgainstTheServiceAccountsCa) {
   ASSERT_EQ(std::system(make_cert.c_str()), 0);
   std::ofstream(dir / "sa" / "token") << "in-cluster-token";
   std::string list = PodList(100).dump();  // ListNodes reads any list's items
-  std::string chunked = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                        "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+  std::string chunked =
+      "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+      "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
   for (size_t at = 0; at < list.size(); at += 1000) {
     std::string chunk = list.substr(at, 1000);
     char size[32];
@@ -250,7 +251,9 @@ TEST(KubeApi, InClusterSpeaksHttpsCheckedAgainstTheServiceAccountsCa) {
   getsockname(probe, reinterpret_cast<sockaddr*>(&addr), &len);
   int port = ntohs(addr.sin_port);
   close(probe);
-  std::string serve = "cd " + (dir / "www").string() + " && exec openssl s_server -quiet -HTTP -cert ../sa/ca.crt -key ../key.pem -accept 127.0.0.1:" +
+  std::string serve = "cd " + (dir / "www").string() +
+                      " && exec openssl s_server -quiet -HTTP -cert ../sa/ca.crt -key ../key.pem "
+                      "-accept 127.0.0.1:" +
                       std::to_string(port) + " >/dev/null 2>&1";
   pid_t server = fork();
   if (server == 0) {
@@ -272,7 +275,8 @@ TEST(KubeApi, InClusterSpeaksHttpsCheckedAgainstTheServiceAccountsCa) {
   }
   EXPECT_EQ(nodes.size(), 100u);
   // Another CA does not vouch for that server.
-  std::ofstream(dir / "sa" / "ca.crt") << "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+  std::ofstream(dir / "sa" / "ca.crt")
+      << "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
   EXPECT_EQ(ErrorCodeOf([&] { KubeApi("in-cluster").ListNodes(); }), ErrorCode::kUnavailable);
   kill(server, SIGTERM);
   waitpid(server, nullptr, 0);

@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "integrations/kubernetes/json_member.h"
+#include "node/ledger/ledger.h"
 
 namespace gpumux::k8s {
 
@@ -135,6 +136,31 @@ PodRequest ParsePod(const json& pod) {
       whole += r.whole_gpus;
       shares = shares || r.memory_gib > 0;
       p.containers.push_back(std::move(r));
+    }
+  }
+  // What the containers ask together, without overflow: all of it lands on one GPU.
+  int64_t memory = 0, compute = 0;
+  for (const ContainerRequest& c : p.containers) {
+    memory += c.memory_gib;
+    compute += c.compute_percent;
+  }
+  if (memory > kMaxPodMemoryGib)
+    throw BadInput(where + ": asks " + std::to_string(memory) + " " + kMemoryResource +
+                   " in all, more than any GPU holds (" + std::to_string(kMaxPodMemoryGib) + ")");
+  if (compute > 100)
+    throw BadInput(where + ": asks " + std::to_string(compute) + " " + kComputeResource +
+                   " in all, more than the 100% of one GPU");
+  // Each container becomes a gpumuxd tenant: the rules gpumuxd admits it by (node::CheckTenant)
+  // are checked here, so that the extender never binds a pod the node would refuse.
+  for (const ContainerRequest& c : p.containers) {
+    node::TenantLimits limits;
+    limits.memory = uint64_t(c.memory_gib) << 30;
+    if (c.compute_percent > 0) limits.cap_permille = uint32_t(c.compute_percent) * 10;
+    if (!p.priority.empty()) limits.priority = node::ParsePriority(p.priority);
+    try {
+      node::CheckTenant("k8s-pod", limits);
+    } catch (const Error& e) {
+      throw e.Within(where + ": container " + std::to_string(c.index));
     }
   }
   if (whole > 1)

@@ -59,9 +59,14 @@ struct PodRequest {
   bool whole_gpu() const;
 };
 
+// The most gpu-memory (GiB) one pod may ask in all: more than any GPU holds.
+inline constexpr int64_t kMaxPodMemoryGib = 4096;
+
 // Reads a v1.Pod. Throws Error (bad input) naming the field for a request gpumux cannot honour:
 // a non-integer or negative quantity, more than one whole GPU, whole GPUs mixed with shares,
-// compute without memory, more than 100% compute, or an unknown priority.
+// compute without memory, more than 100% compute (in a container or the pod), more than
+// kMaxPodMemoryGib, an unknown priority, or a container gpumuxd would not admit as a tenant
+// (node::CheckTenant: a high-priority one with a compute cap).
 PodRequest ParsePod(const nlohmann::json& pod);
 
 }  // namespace gpumux::k8s

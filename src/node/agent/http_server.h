@@ -34,7 +34,7 @@ struct HttpServerLimits {
   int max_connections = 1024;      // open at once, all callers
   int max_connections_per_uid =
       32;  // open at once by one uid, root on the tenants' socket included (TCP callers share one)
-  int workers = 4;  // threads that run the handler
+  int workers = 4;                // threads that run the handler
   size_t chunk_answers_over = 0;  // bytes; 0: every answer has a Content-Length (FormatResponse)
 };
 
