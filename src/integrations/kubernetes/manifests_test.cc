@@ -79,8 +79,12 @@ const json& Container(const json& workload, const std::string& name) {
 }
 
 TEST(Manifests, EveryObjectIsWellFormedAndItsWorkloadsHangTogether) {
-  const std::set<std::string> cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding",
-                                                "DeviceClass"};
+  const std::set<std::string> cluster_scoped = {"Namespace",
+                                                "ClusterRole",
+                                                "ClusterRoleBinding",
+                                                "DeviceClass",
+                                                "ValidatingAdmissionPolicy",
+                                                "ValidatingAdmissionPolicyBinding"};
   std::vector<json> objects = Objects();
   ASSERT_GE(objects.size(), 10u);
   std::set<std::string> service_accounts;
@@ -200,6 +204,29 @@ TEST(Manifests, TheDraClassesSelectGpumuxDevicesByModeAndTheExampleClaimUsesOne)
   EXPECT_EQ(Flag(driver, "--registry-dir"), DraDriverConfig().registry_dir);
   EXPECT_EQ(Flag(driver, "--plugin-dir"), DraDriverConfig().plugin_dir);
   EXPECT_EQ(Flag(driver, "--cdi-dir"), DraDriverConfig().cdi_dir);
+}
+
+// A pod cannot choose its own GPU: the policy refuses gpumux.io/assigned from anyone but the
+// extender's service account (the one scheduler.yaml runs it as), and is bound to deny.
+TEST(Manifests, OnlyTheExtendersServiceAccountMaySetTheAssignedAnnotation) {
+  std::vector<json> objects = Objects();
+  const json& policy = Find(objects, "ValidatingAdmissionPolicy", "gpumux-assigned-annotation");
+  EXPECT_EQ(policy["apiVersion"], "admissionregistration.k8s.io/v1");
+  EXPECT_EQ(policy["spec"]["failurePolicy"], "Fail");
+  const json& rule = policy["spec"]["matchConstraints"]["resourceRules"][0];
+  EXPECT_EQ(rule["resources"], json{"pods"});
+  EXPECT_EQ(rule["operations"], json({"CREATE", "UPDATE"}));
+  std::string cel = policy["spec"]["validations"][0]["expression"];
+  const json& deployment = Find(objects, "Deployment", "gpumux-scheduler");
+  std::string account =
+      "system:serviceaccount:" + deployment["metadata"]["namespace"].get<std::string>() + ":" +
+      deployment["spec"]["template"]["spec"]["serviceAccountName"].get<std::string>();
+  EXPECT_NE(cel.find("'" + account + "'"), std::string::npos) << cel;
+  EXPECT_NE(cel.find(std::string("'") + kAssignedAnnotation + "'"), std::string::npos) << cel;
+  const json& binding =
+      Find(objects, "ValidatingAdmissionPolicyBinding", "gpumux-assigned-annotation");
+  EXPECT_EQ(binding["spec"]["policyName"], policy["metadata"]["name"]);
+  EXPECT_EQ(binding["spec"]["validationActions"], json{"Deny"});
 }
 
 }  // namespace
