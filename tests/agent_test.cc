@@ -11,7 +11,9 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -344,6 +346,73 @@ TEST_F(AgentTest, TheGpuTimeTheGovernorMeasuresIsTheTimeTheTenantUsed) {
   EXPECT_GT(after["held_launches"].get<uint64_t>(), 0u);
 }
 
+// Per-pod metrics: a tenant admitted with its pod's namespace, name and container (or its Slurm
+// job) carries them on every metric, across a restart; and every query of the Grafana dashboard in
+// deploy/grafana names a metric and labels gpumuxd exports.
+TEST_F(AgentTest, MetricsCarryThePodAndTheDashboardAsksOnlyWhatGpumuxdExports) {
+  StartAgent();
+  Call("POST", "/v1/tenants",
+       {{"id", "k1"},
+        {"gpu", 0},
+        {"memory", "1GiB"},
+        {"pod_namespace", "ml"},
+        {"pod", "llama-0"},
+        {"container", "server"}},
+       201);
+  Call("POST", "/v1/tenants", {{"id", "s1"}, {"gpu", 0}, {"memory", "1GiB"}, {"job", "1234"}}, 201);
+  Call("POST", "/v1/tenants", {{"id", "bad"}, {"gpu", 0}, {"memory", "1GiB"}, {"pod", "a\"b"}},
+       400);
+  for (int restart = 0; restart < 2; ++restart) {
+    std::string text = CallUnix(socket_, "GET", "/metrics").second;
+    EXPECT_NE(text.find("gpumux_tenant_memory_quota_bytes{gpu=\"0\",tenant=\"k1\",namespace="
+                        "\"ml\",pod=\"llama-0\",container=\"server\"} 1073741824"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("gpumux_tenant_gpu_time_seconds_total{gpu=\"0\",tenant=\"s1\",job="
+                        "\"1234\"} 0"),
+              std::string::npos)
+        << text;
+    if (restart == 0) {
+      StopAgent(SIGTERM);
+      StartAgent();
+    }
+  }
+  // What gpumuxd exports: metric families and label names.
+  std::string text = CallUnix(socket_, "GET", "/metrics").second;
+  std::set<std::string> families, labels;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("# TYPE ", 0) == 0) families.insert(line.substr(7, line.find(' ', 7) - 7));
+    if (line.empty() || line[0] == '#') continue;
+    std::regex label("([a-z_]+)=\"");
+    for (std::sregex_iterator m(line.begin(), line.end(), label), end; m != end; ++m)
+      labels.insert((*m)[1]);
+  }
+  std::ifstream in(std::string(GPUMUX_SOURCE_DIR) + "/deploy/grafana/gpumux-pods.json");
+  json dashboard = json::parse(in);
+  int queries = 0;
+  for (const json& panel : dashboard["panels"]) {
+    for (const json& target : panel["targets"]) {
+      std::string expr = target["expr"];
+      ++queries;
+      std::regex metric("gpumux_[a-z_]+");
+      for (std::sregex_iterator m(expr.begin(), expr.end(), metric), end; m != end; ++m)
+        EXPECT_TRUE(families.count(m->str())) << panel["title"] << ": no metric " << m->str();
+      // Labels in "by (...)" and in selectors "{name=...}".
+      std::regex by("by \\(([a-z_, ]+)\\)"), selector("[{,]([a-z_]+)(=|!=|=~|!~)\"");
+      for (std::sregex_iterator m(expr.begin(), expr.end(), by), end; m != end; ++m) {
+        std::string names = (*m)[1];
+        std::regex word("[a-z_]+");
+        for (std::sregex_iterator w(names.begin(), names.end(), word); w != end; ++w)
+          EXPECT_TRUE(labels.count(w->str())) << panel["title"] << ": no label " << w->str();
+      }
+      for (std::sregex_iterator m(expr.begin(), expr.end(), selector), end; m != end; ++m)
+        EXPECT_TRUE(labels.count((*m)[1])) << panel["title"] << ": no label " << (*m)[1];
+    }
+  }
+  EXPECT_GE(queries, 8);
+}
+
 TEST_F(AgentTest, MetricsPassPromtool) {
   StartAgent();
   // Ids are letters, digits and "._-" (quotes and newlines are refused at admission), so labels
@@ -373,8 +442,8 @@ TEST_F(AgentTest, ANewMigLayoutKeepsNoRoomFromTheOldOne) {
   // Instance 0 becomes a 9.5 GiB 1g.10gb: two 5 GiB quotas no longer fit in it.
   Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"1g.10gb"}}}, 200);
   Call("POST", "/v1/tenants", {{"id", "a"}, {"gpu", 0}, {"instance", 0}, {"memory", "5GiB"}}, 201);
-  json over =
-      Call("POST", "/v1/tenants", {{"id", "b"}, {"gpu", 0}, {"instance", 0}, {"memory", "5GiB"}}, 409);
+  json over = Call("POST", "/v1/tenants",
+                   {{"id", "b"}, {"gpu", 0}, {"instance", 0}, {"memory", "5GiB"}}, 409);
   EXPECT_NE(over["error"].get<std::string>().find("quotas would sum"), std::string::npos) << over;
 }
 

@@ -392,6 +392,10 @@ TEST_F(KubernetesTest, ReRegistersWhenTheKubeletRestartsAndKeepsTenantsWhenItRes
   StopProgram(SIGKILL);
   std::string tenant0 = "k8s-cccccccc-0000-4000-8000-000000000003-0";
   EXPECT_EQ(Tenant(tenant0)["quota_bytes"].get<uint64_t>(), 8 * kGiB);
+  // Its metrics' labels: the pod's namespace, name and container.
+  EXPECT_EQ(Tenant(tenant0)["pod_namespace"], "default");
+  EXPECT_EQ(Tenant(tenant0)["pod"], "train");
+  EXPECT_EQ(Tenant(tenant0)["container"], "c0");
   StartPlugin();
   EXPECT_EQ(kubelet_->WaitForRegistrations(9), 9u) << Log();
   auto [second, c0_compute] = Allocate(kCompute, 50);

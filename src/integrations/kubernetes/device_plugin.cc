@@ -166,7 +166,10 @@ ContainerAnswer DevicePlugin::Allocate(const std::string& resource,
       // Only the pod's processes may draw on its memory, not another pod's of the same uid
       // (every root container's, say).
       {"cgroup", PodCgroup(c->pod.uid)},
-      {"source", "kubernetes:" + c->pod.ns + "/" + c->pod.name + "/" + c->container.name}};
+      {"source", "kubernetes:" + c->pod.ns + "/" + c->pod.name + "/" + c->container.name},
+      {"pod_namespace", c->pod.ns},
+      {"pod", c->pod.name},
+      {"container", c->container.name}};
   if (where.instance >= 0) request["instance"] = where.instance;
   if (c->container.whole_gpus > 0) {
     request["memory"] = uint64_t(slot->memory_gib) * kGiB;

@@ -191,7 +191,8 @@ std::vector<PreparedDevice> DraDriver::Prepare(const std::string& ns, const std:
 
   json admit = {{"id", ClaimTenantId(uid)},
                 {"gpu", slot->gpu},
-                {"source", "kubernetes claim " + ns + "/" + name}};
+                {"source", "kubernetes claim " + ns + "/" + name},
+                {"pod_namespace", ns}};
   if (slot->instance >= 0) admit["instance"] = slot->instance;
   if (parameters.contains("memory"))
     admit["memory"] = QuantityBytes(parameters["memory"], where + ": parameters.memory");
@@ -210,8 +211,10 @@ std::vector<PreparedDevice> DraDriver::Prepare(const std::string& ns, const std:
   // several pods is held to its owner uid.)
   const json& consumers = Member(Member(claim, "status"), "reservedFor");
   if (consumers.is_array() && consumers.size() == 1 && Member(consumers[0], "resource") == "pods" &&
-      Member(consumers[0], "uid").is_string())
+      Member(consumers[0], "uid").is_string()) {
     admit["cgroup"] = PodCgroup(consumers[0]["uid"]);
+    if (Member(consumers[0], "name").is_string()) admit["pod"] = consumers[0]["name"];
+  }
   admit["owner_uid"] = parameters.contains("owner_uid") ? parameters["owner_uid"] : json(0);
 
   agent::Admission admitted = agent_.Admit(admit);

@@ -124,6 +124,7 @@ bool Admit(spank_t sp) {
   spank_get_item(sp, S_JOB_ID, &job);
   request["owner_uid"] = uid;
   request["source"] = "slurm job " + std::to_string(job);
+  request["job"] = std::to_string(job);
   gpumux::agent::Admission admitted;
   try {
     admitted = gpumux::agent::AgentClient(g.socket).Admit(request);

@@ -272,7 +272,8 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
   {
     RequestBody body(r.body);
     body.AllowOnly({"id", "gpu", "instance", "device", "join", "shards", "mps_percent", "memory",
-                    "compute", "weight", "priority", "owner_uid", "source", "cgroup"});
+                    "compute", "weight", "priority", "owner_uid", "source", "cgroup",
+                    "pod_namespace", "pod", "container", "job"});
     t.id = id_from_path.empty() ? body.Text("id", 63).value_or("") : id_from_path;
     if (t.id.empty()) throw BadInput("id: give the tenant's id");
     node::CheckTenantId(t.id);
@@ -335,6 +336,17 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
                                     "0123456789._:/-") != std::string::npos)
         throw BadInput("cgroup: expected 1 to 128 letters, digits, '.', '_', ':', '/' or '-'");
       t.cgroup = *cgroup;
+    }
+    // Labels of its metrics: names as Kubernetes and Slurm make them.
+    for (auto [key, field] :
+         {std::pair{"pod_namespace", &t.labels.pod_namespace}, std::pair{"pod", &t.labels.pod},
+          std::pair{"container", &t.labels.container}, std::pair{"job", &t.labels.job}}) {
+      if (auto value = body.Text(key, 253)) {
+        if (value->find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                     "0123456789._-") != std::string::npos)
+          throw BadInput(std::string(key) + ": expected letters, digits, '.', '_' or '-'");
+        *field = *value;
+      }
     }
     if (t.source.empty()) t.source = "api";
     if (t.limits.memory == 0)
@@ -588,6 +600,11 @@ HttpResponse Agent::ListTenants(const HttpRequest& r, const std::string& only_id
               {"owner_uid", t.owner},
               {"source", t.source}};
     if (!t.cgroup.empty()) j["cgroup"] = t.cgroup;
+    for (auto [key, value] :
+         {std::pair{"pod_namespace", &t.labels.pod_namespace}, std::pair{"pod", &t.labels.pod},
+          std::pair{"container", &t.labels.container}, std::pair{"job", &t.labels.job}}) {
+      if (!value->empty()) j[key] = *value;
+    }
     if (const Slot* slot = SlotOf(t.gpu, t.instance)) {
       for (const node::TenantUsage& u : snapshots[slot]) {
         if (u.id != t.id) continue;
@@ -665,11 +682,13 @@ uint64_t Agent::Reclaim() {
 }
 
 std::string Agent::MetricsText() {
+  std::map<std::string, TenantLabels> labels;
+  for (const TenantRecord& t : store_.All()) labels[t.id] = t.labels;
   std::vector<GpuMetrics> gpus;
   for (const Gpu& g : gpus_) {
     for (const Slot& slot : g.slots) {
       gpus.push_back({node::DeviceStem(slot.device).substr(3), slot.device.name, slot.device.memory,
-                      slot.Usage()});
+                      slot.Usage(), labels});
     }
   }
   return FormatMetrics(gpus, NowNs());

@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <set>
 
 namespace gpumux::agent {
 namespace {
@@ -44,16 +45,25 @@ class Statement {
     t.source = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, 7));
     t.instance = sqlite3_column_int(stmt_, 8);
     t.cgroup = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, 9));
+    t.labels = {Column(10), Column(11), Column(12), Column(13)};
     return t;
   }
 
  private:
+  std::string Column(int i) const {
+    const unsigned char* text = sqlite3_column_text(stmt_, i);
+    return text ? reinterpret_cast<const char*>(text) : "";
+  }
   sqlite3* db_;
   sqlite3_stmt* stmt_ = nullptr;
 };
 
 constexpr const char* kColumns =
-    "id, gpu, memory, cap_permille, weight, priority, owner, source, instance, cgroup";
+    "id, gpu, memory, cap_permille, weight, priority, owner, source, instance, cgroup, "
+    "label_namespace, label_pod, label_container, label_job";
+// Columns added after the first release, with what older rows hold.
+constexpr const char* kAddedColumns[] = {"cgroup", "label_namespace", "label_pod",
+                                         "label_container", "label_job"};
 
 }  // namespace
 
@@ -73,13 +83,17 @@ AgentStore::AgentStore(const std::string& path) {
         "INTEGER NOT NULL, "
         "source TEXT NOT NULL, instance INTEGER NOT NULL DEFAULT -1, cgroup TEXT NOT NULL DEFAULT "
         "'')");
-    // A store written before tenants had a cgroup gets the column (empty: any process).
-    bool has_cgroup = false;
+    // A store written before a column existed gets it, empty (a cgroup: any process; labels:
+    // none).
+    std::set<std::string> present;
     {
       Statement columns(db_, "PRAGMA table_info(tenants)");
-      while (columns.Step()) has_cgroup = has_cgroup || columns.Text(1) == "cgroup";
+      while (columns.Step()) present.insert(columns.Text(1));
     }
-    if (!has_cgroup) Exec("ALTER TABLE tenants ADD COLUMN cgroup TEXT NOT NULL DEFAULT ''");
+    for (const char* column : kAddedColumns) {
+      if (!present.count(column))
+        Exec(std::string("ALTER TABLE tenants ADD COLUMN ") + column + " TEXT NOT NULL DEFAULT ''");
+    }
     Exec(
         "CREATE TABLE IF NOT EXISTS gpus (gpu INTEGER PRIMARY KEY, mode INTEGER NOT NULL, layout "
         "TEXT NOT NULL)");
@@ -101,10 +115,9 @@ void AgentStore::Exec(const std::string& sql) {
 }
 
 void AgentStore::Put(const TenantRecord& t) {
-  Statement(db_,
-            "INSERT OR REPLACE INTO tenants (id, gpu, memory, cap_permille, weight, priority, "
-            "owner, source, instance, cgroup) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+  Statement(db_, (std::string("INSERT OR REPLACE INTO tenants (") + kColumns +
+                  ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+                     .c_str())
       .Bind(1, t.id)
       .Bind(2, t.gpu)
       .Bind(3, int64_t(t.limits.memory))
@@ -115,6 +128,10 @@ void AgentStore::Put(const TenantRecord& t) {
       .Bind(8, t.source)
       .Bind(9, t.instance)
       .Bind(10, t.cgroup)
+      .Bind(11, t.labels.pod_namespace)
+      .Bind(12, t.labels.pod)
+      .Bind(13, t.labels.container)
+      .Bind(14, t.labels.job)
       .Step();
 }
 

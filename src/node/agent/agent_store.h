@@ -18,6 +18,12 @@ struct sqlite3;
 
 namespace gpumux::agent {
 
+// Who a tenant is in the cluster, for its metrics' labels (empty: not given): a Kubernetes
+// container's namespace, pod and container; a Slurm job's id.
+struct TenantLabels {
+  std::string pod_namespace, pod, container, job;
+};
+
 struct TenantRecord {
   std::string id;
   int gpu = 0;
@@ -28,6 +34,7 @@ struct TenantRecord {
   // When set, only processes whose /proc/PID/cgroup names it may draw on the tenant's memory
   // ("pod<UID>" for a Kubernetes pod's containers).
   std::string cgroup;
+  TenantLabels labels;
 };
 
 class AgentStore {

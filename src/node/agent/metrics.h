@@ -1,14 +1,17 @@
 // gpumuxd's Prometheus metrics, in the text exposition format (version 0.0.4): per GPU (or MIG
-// instance) its memory
-// and tenant count; per tenant (labels gpu, tenant) its quota, memory used, compute cap, GPU time
-// and its share of wall time since admission, launches held by its share, allocations refused for
-// its quota, and memory and processes reclaimed from dead processes.
+// instance) its memory and tenant count; per tenant (labels gpu, tenant, and where they were given
+// at admission namespace, pod and container of a Kubernetes container, job of a Slurm job) its
+// quota, memory used, compute cap, GPU time and its share of wall time since admission, launches
+// held by its share, allocations refused for its quota, and memory and processes reclaimed from
+// dead processes.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "node/agent/agent_store.h"
 #include "node/ledger/ledger.h"
 
 namespace gpumux::agent {
@@ -18,6 +21,7 @@ struct GpuMetrics {
   std::string name;
   uint64_t capacity;
   std::vector<node::TenantUsage> tenants;
+  std::map<std::string, TenantLabels> labels;  // by tenant id; each left out when empty
 };
 
 // `now_ns` on the node's monotonic clock (for the GPU-time share).
