@@ -508,12 +508,17 @@ class DraTest : public KubernetesNodeTest {
 
   // A ResourceClaim as the scheduler leaves it: allocated `device` of `driver` for request "gpu",
   // with opaque `parameters` (none if null) and the capacity it consumed (none if null).
+  static constexpr const char* kShareId = "5ba7e000-0000-4000-8000-000000000002";
   void PutClaim(const std::string& name, const std::string& uid, const std::string& device,
                 const json& parameters, const json& consumed = nullptr,
                 const std::string& driver = "gpu.gpumux.io") {
     json result = {{"request", "gpu"}, {"driver", driver}, {"pool", "node-a"}, {"device", device}};
     json reserved_for = {{{"resource", "pods"}, {"name", "p-" + name}, {"uid", kPodUid}}};
-    if (!consumed.is_null()) result["consumedCapacity"] = consumed;
+    // Capacity consumed: one share of a device others may share too (1.34+), with its shareID.
+    if (!consumed.is_null()) {
+      result["consumedCapacity"] = consumed;
+      result["shareID"] = kShareId;
+    }
     json allocation = {{"devices", {{"results", {result}}}}};
     if (!parameters.is_null())
       allocation["devices"]["config"] = {
@@ -614,6 +619,7 @@ TEST_F(DraTest, RegistersPublishesItsGpusAndPreparesAClaimAsATenantAtItsQuota) {
   EXPECT_EQ(prepared.devices(0).pool_name(), "node-a");
   EXPECT_EQ(prepared.devices(0).device_name(), "gpu-1");
   EXPECT_EQ(prepared.devices(0).request_names(0), "gpu");
+  EXPECT_FALSE(prepared.devices(0).has_share_id()) << "a device the claim has alone";
   ASSERT_EQ(prepared.devices(0).cdi_device_ids_size(), 1);
   EXPECT_EQ(prepared.devices(0).cdi_device_ids(0), "gpumux.io/tenant=" + uid);
   json spec = Cdi(uid);
@@ -637,7 +643,10 @@ TEST_F(DraTest, RegistersPublishesItsGpusAndPreparesAClaimAsATenantAtItsQuota) {
   // Without parameters, the capacity the allocation consumed is the quota.
   std::string uid2 = "c1a1c1a1-0000-4000-8000-000000000002";
   PutClaim("eval", uid2, "gpu-1", nullptr, {{"memory", "5Gi"}});
-  ASSERT_EQ(Prepare("eval", uid2).error(), "");
+  auto shared = Prepare("eval", uid2);
+  ASSERT_EQ(shared.error(), "");
+  ASSERT_EQ(shared.devices_size(), 1);
+  EXPECT_EQ(shared.devices(0).share_id(), kShareId) << "the kubelet is told which share it is";
   EXPECT_EQ(Tenant("k8s-claim-" + uid2)["quota_bytes"].get<uint64_t>(), 5 * kGiB);
   EXPECT_EQ(FillAsCdi(Cdi(uid2)), 5 * kGiB);
   EXPECT_EQ(Tenant("k8s-claim-" + uid)["used_bytes"].get<uint64_t>(), 0u) << "the neighbour";

@@ -231,7 +231,8 @@ std::vector<PreparedDevice> DraDriver::Prepare(const std::string& ns, const std:
   return {{request.empty() ? std::vector<std::string>() : std::vector<std::string>{request},
            config_.node_name,
            device,
-           {std::string(kCdiKind) + "=" + uid}}};
+           {std::string(kCdiKind) + "=" + uid},
+           MemberText(result, "shareID")}};
 }
 
 void DraDriver::Unprepare(const std::string& uid) {

@@ -40,6 +40,9 @@ struct PreparedDevice {
   std::vector<std::string> request_names;
   std::string pool, device;
   std::vector<std::string> cdi_device_ids;
+  // The allocation's shareID (Kubernetes 1.34+, DRAConsumableCapacity): set when several claims
+  // share the device, each its own share; empty otherwise.
+  std::string share_id;
 };
 
 class DraDriver {

@@ -59,6 +59,7 @@ class DraService final : public dra::DRAPlugin::Service {
           device->set_pool_name(d.pool);
           device->set_device_name(d.device);
           for (const auto& id : d.cdi_device_ids) device->add_cdi_device_ids(id);
+          if (!d.share_id.empty()) device->set_share_id(d.share_id);
         }
         agent::Log("info", "claim prepared",
                    {{"claim", claim.namespace_() + "/" + claim.name()}, {"uid", claim.uid()}});
