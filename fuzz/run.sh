@@ -6,7 +6,7 @@
 #   fuzz/run.sh SECONDS [HARNESS...]        e.g. fuzz/run.sh 5 http_request api_body
 set -euo pipefail
 cd "$(dirname "$0")/.."
-all=(http_request api_body catalog_yaml plan_yaml trace_csv ledger_open extender_args)
+all=(http_request api_body catalog_yaml plan_yaml trace_csv ledger_open extender_args watch_stream)
 cxx=$(command -v clang++-14 || command -v clang++ || true)
 if [ -z "$cxx" ] || ! echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' |
      "$cxx" -x c++ -fsanitize=fuzzer - -o /tmp/gpumux-fuzz-probe 2>/dev/null; then

@@ -1,6 +1,10 @@
 // The stand-ins for Kubernetes in the Kubernetes integration's end-to-end tests (Debian 12 has no
 // kubelet or API server): a fake API server (pods and nodes in memory, and any other object by its
-// path, over HTTP on a Unix socket, answering the calls KubeApi makes as the real one does) and a
+// path, over HTTP on a Unix socket, answering the calls KubeApi makes as the real one does: answers
+// over 4 KiB chunked; lists in pages with limit and continue, each object and list with a
+// resourceVersion; watches from a resourceVersion with the events since, a BOOKMARK, and ERROR 410
+// Gone for a version older than it keeps (Compact); it ends each watch stream once it has sent
+// what it has, as a server may end one at any time) and a
 // fake kubelet (the device plugin API's Registration service on kubelet.sock, and a client of the
 // plugin's sockets, built from the same .proto as the plugin).
 #pragma once
@@ -42,16 +46,38 @@ class FakeApiServer {
                       {"kind", "Node"},
                       {"metadata", {{"name", name}, {"uid", "node-uid-" + name}}},
                       {"status", {{"allocatable", {{"cpu", "64"}, {"memory", "512Gi"}}}}}});
+    Changed("nodes", "ADDED", nodes_.back());
   }
   void AddPod(const json& pod) {
     std::lock_guard lock(mu_);
     pods_.push_back(pod);
+    Changed("pods", "ADDED", pods_.back());
   }
   void DeletePod(const std::string& name) {
     std::lock_guard lock(mu_);
-    pods_.erase(std::remove_if(pods_.begin(), pods_.end(),
-                               [&](const json& p) { return p["metadata"]["name"] == name; }),
-                pods_.end());
+    for (auto it = pods_.begin(); it != pods_.end(); ++it) {
+      if ((*it)["metadata"]["name"] != name) continue;
+      json gone = *it;
+      pods_.erase(it);
+      Changed("pods", "DELETED", gone);
+      return;
+    }
+  }
+  // Forgets the events kept so far: a watch from an older version is then answered 410 Gone.
+  void Compact() {
+    std::lock_guard lock(mu_);
+    events_.clear();
+    compacted_ = version_;
+  }
+  // Lists of a whole kind (no field selector: the cluster, not one node's pods) served so far.
+  int lists() {
+    std::lock_guard lock(mu_);
+    return lists_;
+  }
+  // Watches of "pods" or "nodes" served so far.
+  int watches(const std::string& kind) {
+    std::lock_guard lock(mu_);
+    return watches_[kind];
   }
   json Pod(const std::string& name) {
     std::lock_guard lock(mu_);
@@ -97,7 +123,8 @@ class FakeApiServer {
       parts.push_back(r.path.substr(at, slash - at));
       at = slash == std::string::npos ? r.path.size() + 1 : slash + 1;
     }
-    if (r.method == "GET" && r.path == "/api/v1/pods") return {200, json{{"items", pods_}}.dump()};
+    if (r.method == "GET" && (r.path == "/api/v1/pods" || r.path == "/api/v1/nodes"))
+      return ListOrWatch(r.path == "/api/v1/pods" ? "pods" : "nodes", Query(r.query));
     if (r.path.rfind("/apis/", 0) == 0) {
       auto it = objects_.find(r.path);
       if (r.method == "GET")
@@ -112,12 +139,11 @@ class FakeApiServer {
         return {200, object.dump()};
       }
     }
-    if (r.method == "GET" && r.path == "/api/v1/nodes")
-      return {200, json{{"items", nodes_}}.dump()};
     if (parts.size() == 4 && parts[2] == "nodes" && r.method == "PATCH") {
       json* node = Find(nodes_, parts[3]);
       if (!node) return Status(404, "nodes \"" + parts[3] + "\" not found");
       node->merge_patch(json::parse(r.body));
+      Changed("nodes", "MODIFIED", *node);
       return {200, node->dump()};
     }
     if (parts.size() >= 6 && parts[2] == "namespaces" && parts[4] == "pods") {
@@ -126,6 +152,7 @@ class FakeApiServer {
       if (parts.size() == 6 && r.method == "GET") return {200, pod->dump()};
       if (parts.size() == 6 && r.method == "PATCH") {
         pod->merge_patch(json::parse(r.body));
+        Changed("pods", "MODIFIED", *pod);
         return {200, pod->dump()};
       }
       if (parts.size() == 7 && parts[6] == "binding" && r.method == "POST") {
@@ -133,11 +160,89 @@ class FakeApiServer {
           return Status(409, "pod " + parts[5] + " is already assigned to node " +
                                  (*pod)["spec"]["nodeName"].get<std::string>());
         (*pod)["spec"]["nodeName"] = json::parse(r.body)["target"]["name"];
+        Changed("pods", "MODIFIED", *pod);
         ++bindings_;
         return Status(201, "bound");
       }
     }
     return Status(404, "no such path " + r.path);
+  }
+
+  // A change to an object of `kind`: a new resourceVersion for it, and an event kept for watches.
+  void Changed(const std::string& kind, const std::string& type, json& object) {
+    object["metadata"]["resourceVersion"] = std::to_string(++version_);
+    events_.push_back({version_, kind, {{"type", type}, {"object", object}}});
+  }
+  static std::map<std::string, std::string> Query(const std::string& query) {
+    std::map<std::string, std::string> out;
+    for (size_t at = 0; at <= query.size() && !query.empty();) {
+      size_t amp = std::min(query.find('&', at), query.size());
+      std::string pair = query.substr(at, amp - at), value;
+      size_t eq = pair.find('=');
+      std::string raw = eq == std::string::npos ? "" : pair.substr(eq + 1);
+      for (size_t i = 0; i < raw.size(); ++i) {  // percent-decoding
+        if (raw[i] == '%' && i + 2 < raw.size()) {
+          value += char(std::stoi(raw.substr(i + 1, 2), nullptr, 16));
+          i += 2;
+        } else {
+          value += raw[i];
+        }
+      }
+      out[pair.substr(0, eq)] = value;
+      at = amp + 1;
+    }
+    return out;
+  }
+  // GET /api/v1/{pods,nodes}: a page of the list, or a watch's events since a version.
+  agent::HttpResponse ListOrWatch(const std::string& kind, std::map<std::string, std::string> q) {
+    json& all = kind == "pods" ? pods_ : nodes_;
+    std::string node;  // fieldSelector=spec.nodeName=NAME, the one selector KubeApi sends
+    if (auto f = q.find("fieldSelector"); f != q.end() && f->second.rfind("spec.nodeName=", 0) == 0)
+      node = f->second.substr(14);
+    auto selected = [&](const json& o) {
+      return node.empty() || o.value("/spec/nodeName"_json_pointer, std::string()) == node;
+    };
+    if (q["watch"] == "true") {
+      ++watches_[kind];
+      int64_t from = std::stoll(q["resourceVersion"].empty() ? "0" : q["resourceVersion"]);
+      std::string stream;
+      if (from < compacted_) {
+        stream = json{{"type", "ERROR"},
+                      {"object",
+                       {{"kind", "Status"},
+                        {"code", 410},
+                        {"reason", "Expired"},
+                        {"message", "too old resource version"}}}}
+                     .dump() +
+                 "\n";
+        return {200, stream};
+      }
+      for (const auto& [version, of, e] : events_)
+        if (of == kind && version > from && selected(e["object"])) stream += e.dump() + "\n";
+      stream += json{{"type", "BOOKMARK"},
+                     {"object",
+                      {{"kind", kind == "pods" ? "Pod" : "Node"},
+                       {"metadata", {{"resourceVersion", std::to_string(version_)}}}}}}
+                    .dump() +
+                "\n";
+      return {200, stream};
+    }
+    if (node.empty()) ++lists_;
+    size_t offset = q["continue"].empty() ? 0 : std::stoul(q["continue"]);
+    size_t limit = q["limit"].empty() ? all.size() : std::stoul(q["limit"]);
+    json items = json::array();
+    size_t i = 0, taken = 0;
+    for (; i < all.size() && taken < limit; ++i) {
+      if (i < offset || !selected(all[i])) continue;
+      items.push_back(all[i]);
+      ++taken;
+    }
+    json meta = {{"resourceVersion", std::to_string(version_)}};
+    if (i < all.size()) meta["continue"] = std::to_string(i);
+    return {200, json{{"kind", kind == "pods" ? "PodList" : "NodeList"},
+                      {"metadata", meta},
+                      {"items", items}}
+                     .dump()};
   }
 
   static agent::HttpServerLimits GoLimits() {
@@ -153,6 +258,15 @@ class FakeApiServer {
   json pods_ = json::array(), nodes_ = json::array();
   std::map<std::string, json> objects_;
   int bindings_ = 0;
+  int64_t version_ = 1, compacted_ = 0;
+  struct Event {
+    int64_t version;
+    std::string kind;  // "pods" or "nodes"
+    json event;
+  };
+  std::vector<Event> events_;
+  int lists_ = 0;
+  std::map<std::string, int> watches_;
 };
 
 // The kubelet's device manager as far as a plugin sees it.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <optional>
+#include <thread>
 
 #include "base/error.h"
 #include "base/input_file.h"
@@ -49,6 +51,16 @@ Extender::Extender(ExtenderConfig config, const KubeApi* api)
   const auto& names = fleet::PolicyNames();  // an unknown policy is refused now, not at a pod
   if (std::find(names.begin(), names.end(), config_.policy) == names.end())
     throw BadInput("policy: unknown fleet policy '" + config_.policy + "'");
+  if (api_) {
+    nodes_informer_ =
+        std::make_unique<Informer>(api_, "/api/v1/nodes",
+                                   Informer::Handlers{[this](const json& n) { OnNode(n); },
+                                                      [this](const json& n) { OnNodeGone(n); }});
+    pods_informer_ =
+        std::make_unique<Informer>(api_, "/api/v1/pods",
+                                   Informer::Handlers{[this](const json& p) { OnPod(p); },
+                                                      [this](const json& p) { OnPodGone(p); }});
+  }
 }
 
 std::vector<std::string> Extender::Candidates(const json& args, bool* full_nodes) {
@@ -244,34 +256,89 @@ json Extender::Bind(const json& args) {
 }
 
 void Extender::Resync() {
-  json nodes = api_->ListNodes(), pods = api_->ListPods();
-  std::map<std::string, NodeGpus> fresh_nodes;
-  for (const json& node : nodes) {
-    std::string name = node.value("/metadata/name"_json_pointer, std::string());
-    try {
-      fresh_nodes[name] = NodeGpus::FromNode(node);
-    } catch (const Error&) {
-      // A node whose annotation is broken offers no gpumux GPU until its plugin writes it again.
-    }
-  }
-  std::map<std::string, Placement> fresh_placed;
-  auto now = std::chrono::steady_clock::now();
-  for (const json& item : pods) {
-    try {
-      PodRequest pod = ParsePod(item);
-      if (!pod.assigned || pod.node.empty() || pod.finished() || !pod.asks_gpumux()) continue;
-      fresh_placed[pod.uid] = {pod, pod.node, *pod.assigned, now};
-    } catch (const Error&) {
-      // A pod gpumux cannot read is not one it placed.
-    }
+  if (!api_) throw Unavailable("no API server to read nodes and pods from (--apiserver)");
+  nodes_informer_->List();  // nodes first: a placed pod counts on a node it knows
+  pods_informer_->List();
+}
+
+void Extender::Watch(const std::atomic<bool>& stop) {
+  if (!api_) return;
+  std::thread nodes([&] { nodes_informer_->Run(stop); });
+  pods_informer_->Run(stop);
+  nodes.join();
+}
+
+void Extender::OnNode(const json& item) {
+  std::string name = item.value("/metadata/name"_json_pointer, std::string());
+  std::optional<NodeGpus> gpus;
+  try {
+    gpus = NodeGpus::FromNode(item);
+  } catch (const Error&) {
+    // A node whose annotation is broken offers no gpumux GPU until its plugin writes it again.
   }
   std::lock_guard lock(mu_);
-  for (auto& [uid, p] : placed_) {
-    if (!fresh_placed.count(uid) && now - p.when < kUnconfirmedBindKept) fresh_placed[uid] = p;
+  if (!gpus) {
+    nodes_.erase(name);
+    return;
   }
-  nodes_ = std::move(fresh_nodes);
-  placed_ = std::move(fresh_placed);
-  for (const auto& [uid, p] : placed_) Count(p, +1);
+  bool fresh = !nodes_.count(name);
+  if (fresh && nodes_.size() >= config_.max_nodes) return;
+  NodeGpus& node = nodes_[name];
+  NodeGpus next = *gpus;
+  for (Slot& s : next.slots()) {
+    if (Slot* old = node.Find(s.id)) {
+      s.used_memory_gib = old->used_memory_gib;
+      s.used_compute_percent = old->used_compute_percent;
+      s.pods = old->pods;
+      s.held_whole = old->held_whole;
+    }
+  }
+  node = std::move(next);
+  if (fresh) {  // pods placed on it before it was known now count
+    for (const auto& [uid, p] : placed_)
+      if (p.node == name) Count(p, +1);
+  }
+}
+
+void Extender::OnNodeGone(const json& item) {
+  std::lock_guard lock(mu_);
+  nodes_.erase(item.value("/metadata/name"_json_pointer, std::string()));
+}
+
+void Extender::OnPod(const json& item) {
+  std::optional<PodRequest> pod;
+  try {
+    pod = ParsePod(item);
+  } catch (const Error&) {
+    // A pod gpumux cannot read is not one it placed.
+  }
+  std::string uid = item.value("/metadata/uid"_json_pointer, std::string());
+  auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(mu_);
+  auto it = placed_.find(uid);
+  if (pod && pod->assigned && !pod->node.empty() && !pod->finished() && pod->asks_gpumux()) {
+    Placement p{*pod, pod->node, *pod->assigned, now};
+    if (it != placed_.end()) {
+      if (it->second.node == p.node && it->second.slot == p.slot) return;
+      Count(it->second, -1);
+    }
+    placed_[uid] = p;
+    Count(p, +1);
+  } else if (it != placed_.end()) {
+    // A bind the API server has not shown yet (its annotation) is kept for a while.
+    bool unconfirmed = pod && !pod->finished() && now - it->second.when < kUnconfirmedBindKept;
+    if (unconfirmed) return;
+    Count(it->second, -1);
+    placed_.erase(it);
+  }
+}
+
+void Extender::OnPodGone(const json& item) {
+  std::lock_guard lock(mu_);
+  auto it = placed_.find(item.value("/metadata/uid"_json_pointer, std::string()));
+  if (it == placed_.end()) return;
+  Count(it->second, -1);
+  placed_.erase(it);
 }
 
 agent::HttpResponse Extender::Handle(const agent::HttpRequest& r) {

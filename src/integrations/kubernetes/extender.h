@@ -19,14 +19,17 @@
 // Thread-safety: every call may come from any thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "integrations/kubernetes/informer.h"
 #include "integrations/kubernetes/kube_api.h"
 #include "integrations/kubernetes/node_gpus.h"
 #include "integrations/kubernetes/pod_request.h"
@@ -57,8 +60,18 @@ class Extender {
   // body is answered 400 with the reason, and changes nothing.
   agent::HttpResponse Handle(const agent::HttpRequest& request);
 
-  // Re-reads nodes and placed pods from the API server. Throws Error (unavailable).
+  // Lists nodes and pods from the API server (in pages) and brings its model to them: nodes'
+  // slots, and the pods placed on them. Throws Error (unavailable).
   void Resync();
+  // Keeps the model current from then on: watches nodes and pods (informer.h), listing again
+  // when the server says 410 Gone, until `stop`. Resync first. Blocks; filter, prioritize and bind
+  // answer from the model meanwhile, never from a list.
+  void Watch(const std::atomic<bool>& stop);
+  // A node or pod as the API server has it now, or one that is gone (its metadata).
+  void OnNode(const nlohmann::json& node);
+  void OnNodeGone(const nlohmann::json& node);
+  void OnPod(const nlohmann::json& pod);
+  void OnPodGone(const nlohmann::json& pod);
   // Sets a node's slots (as Resync or a filter with full Nodes does), keeping their use. A node
   // not known yet is not learnt once `max_nodes` are (returns false).
   bool SetNode(const std::string& name, const NodeGpus& gpus);
@@ -80,6 +93,7 @@ class Extender {
 
   ExtenderConfig config_;
   const KubeApi* api_;
+  std::unique_ptr<Informer> nodes_informer_, pods_informer_;  // when there is an API server
   std::mutex mu_;
   std::map<std::string, NodeGpus> nodes_;
   std::map<std::string, Placement> placed_;  // by pod UID

@@ -20,7 +20,6 @@ int main(int argc, char** argv) {
   k8s::ExtenderConfig config;
   // kube-scheduler calls it from the same pod: nothing else needs to reach it.
   std::string listen = "127.0.0.1:8888", apiserver = "in-cluster";
-  double resync_s = 10;
   std::string root;
   CLI::App app{"gpumux's kube-scheduler extender: filter, prioritize and bind verbs"};
   app.add_option("--listen", listen, "HOST:PORT to serve kube-scheduler on")->capture_default_str();
@@ -32,9 +31,6 @@ int main(int argc, char** argv) {
   app.add_option("--policy", config.policy, "fleet policy that scores nodes")
       ->capture_default_str()
       ->check(CLI::IsMember(fleet::PolicyNames()));
-  app.add_option("--resync", resync_s, "seconds between re-reads of nodes and pods")
-      ->capture_default_str()
-      ->check(CLI::Range(0.1, 3600.0));
   app.add_option("--root", root,
                  "make this folder the root before anything else, as chroot would, keeping the "
                  "pod's service account (for a program run from the node's install)");
@@ -49,20 +45,8 @@ int main(int argc, char** argv) {
     server.ListenTcp(listen);
     server.StopOnTerminationSignals();
     std::atomic<bool> done{false};
-    std::thread resync([&] {
-      std::string last_error;
-      while (!done) {
-        try {
-          extender.Resync();
-          last_error.clear();
-        } catch (const Error& e) {
-          if (e.what() != last_error) agent::Log("warn", "resync failed", {{"reason", e.what()}});
-          last_error = e.what();
-        }
-        for (int i = 0; i < int(resync_s * 20) && !done; ++i)
-          std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
-    });
+    // Nodes and pods listed once, then watched: the verbs answer from the model, never a list.
+    std::thread watch([&] { extender.Watch(done); });
     agent::Log(
         "info", "scheduler extender serving",
         {{"listen", listen.substr(0, listen.rfind(':') + 1) + std::to_string(server.tcp_port())},
@@ -70,7 +54,7 @@ int main(int argc, char** argv) {
          {"apiserver", apiserver}});
     server.Serve([&](const agent::HttpRequest& r) { return extender.Handle(r); });
     done = true;
-    resync.join();
+    watch.join();
   } catch (const Error& e) {
     agent::Log("error", "scheduler extender failed", {{"reason", e.what()}});
     return ExitCode(e.code());

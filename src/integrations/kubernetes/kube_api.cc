@@ -11,10 +11,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string_view>
 #include <thread>
 
 #include "base/error.h"
 #include "base/input_file.h"
+#include "integrations/kubernetes/watch_stream.h"
 
 namespace gpumux::k8s {
 
@@ -186,11 +188,36 @@ void InitCurlOnce() {
   if (!done) throw Unavailable("libcurl could not be initialised");
 }
 
+// Where an answer goes: into `answer`, or (a watch) piece by piece to `sink` once the status is
+// 200; `stop` ends the transfer when set.
+struct Transfer {
+  CURL* curl = nullptr;
+  std::string answer;
+  std::function<bool(std::string_view)> sink;
+  const std::atomic<bool>* stop = nullptr;
+  bool stopped = false;
+};
+
 size_t Collect(char* data, size_t size, size_t n, void* into) {
-  auto* answer = static_cast<std::string*>(into);
-  if (answer->size() + size * n > kMaxAnswerBytes) return 0;  // libcurl then fails the transfer
-  answer->append(data, size * n);
+  auto* t = static_cast<Transfer*>(into);
+  if (t->sink) {
+    long status = 0;
+    curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
+    if (status == 200) {
+      if (t->sink(std::string_view(data, size * n))) return size * n;
+      t->stopped = true;
+      return 0;  // libcurl then ends the transfer
+    }
+  }
+  if (t->answer.size() + size * n > kMaxAnswerBytes) return 0;  // libcurl then fails it
+  t->answer.append(data, size * n);
   return size * n;
+}
+
+int Progress(void* from, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto* t = static_cast<Transfer*>(from);
+  if (t->stop && t->stop->load()) t->stopped = true;
+  return t->stopped ? 1 : 0;
 }
 
 struct CurlDeleter {
@@ -199,9 +226,11 @@ struct CurlDeleter {
 };
 
 // One request; returns (status, body), or throws Error (unavailable) for a transport failure.
+// With `stream`, a 200 answer goes to stream->sink as it arrives (and is not returned).
 std::pair<long, std::string> Perform(const KubeEndpoint& e, const std::string& method,
                                      const std::string& path, const std::string& body,
-                                     const std::string& content_type) {
+                                     const std::string& content_type, Transfer* stream = nullptr,
+                                     long timeout_ms = kCallTimeoutMs) {
   InitCurlOnce();
   std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
   if (!curl) throw Unavailable("libcurl: no handle");
@@ -217,7 +246,7 @@ std::pair<long, std::string> Perform(const KubeEndpoint& e, const std::string& m
   curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, kConnectTimeoutMs);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, kCallTimeoutMs);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
   curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
   curl_slist* raw_headers = nullptr;
   raw_headers = curl_slist_append(raw_headers, ("Content-Type: " + content_type).c_str());
@@ -250,10 +279,18 @@ std::pair<long, std::string> Perform(const KubeEndpoint& e, const std::string& m
     curl_easy_setopt(c, CURLOPT_SSLKEY_BLOB, &key);
     curl_easy_setopt(c, CURLOPT_SSLKEYTYPE, "PEM");
   }
-  std::string answer;
+  Transfer own;
+  Transfer* t = stream ? stream : &own;
+  t->curl = c;
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Collect);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &answer);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, t);
+  if (t->stop) {
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, Progress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, t);
+  }
   CURLcode rc = curl_easy_perform(c);
+  if (t->stopped) return {200, ""};
   if (rc != CURLE_OK) {
     throw Unavailable("API server " + e.server + ": " + method + " " + path + ": " +
                       curl_easy_strerror(rc) +
@@ -261,7 +298,25 @@ std::pair<long, std::string> Perform(const KubeEndpoint& e, const std::string& m
   }
   long status = 0;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-  return {status, std::move(answer)};
+  return {status, std::move(t->answer)};
+}
+
+// The refusal an answer of `status` >= 300 stands for.
+Error Refusal(const std::string& method, const std::string& path, long status,
+              const std::string& raw) {
+  json parsed = json::parse(raw, nullptr, false);
+  std::string message =
+      parsed.is_object() && parsed.contains("message") && parsed["message"].is_string()
+          ? parsed["message"].get<std::string>()
+          : raw.substr(0, 200);
+  return Error(ErrorCodeForHttpStatus(int(status)), "API server: " + method + " " + path + ": " +
+                                                        std::to_string(status) + " " +
+                                                        Quoted(message, 300));
+}
+
+// `path` with `query` joined to any query it has.
+std::string WithQuery(const std::string& path, const std::string& query) {
+  return path + (path.find('?') == std::string::npos ? "?" : "&") + query;
 }
 
 std::string Escape(const std::string& s) {
@@ -346,18 +401,39 @@ json KubeApi::Call(const std::string& method, const std::string& path, const jso
     std::this_thread::sleep_for(std::chrono::milliseconds(100 << (2 * (attempt - 1))));
   }
   auto [status, raw] = answer;
+  if (status >= 300) throw Refusal(method, path, status, raw);
   json parsed = json::parse(raw, nullptr, false);
-  if (status >= 300) {
-    std::string message =
-        parsed.is_object() && parsed.contains("message") && parsed["message"].is_string()
-            ? parsed["message"].get<std::string>()
-            : raw.substr(0, 200);
-    throw Error(ErrorCodeForHttpStatus(int(status)), "API server: " + method + " " + path + ": " +
-                                                         std::to_string(status) + " " +
-                                                         Quoted(message, 300));
-  }
   if (parsed.is_discarded()) throw Unavailable("API server: " + path + ": answer is not JSON");
   return parsed;
+}
+
+json KubeApi::ListPage(const std::string& path, int limit,
+                       const std::string& continue_token) const {
+  std::string query = "limit=" + std::to_string(limit);
+  if (!continue_token.empty()) query += "&continue=" + Escape(continue_token);
+  json page = Call("GET", WithQuery(path, query));
+  Items(page, path);
+  return page;
+}
+
+KubeApi::WatchEnd KubeApi::Watch(const std::string& path, const std::string& resource_version,
+                                 int timeout_s, const std::function<bool(const json&)>& event,
+                                 const std::atomic<bool>& stop) const {
+  std::string url = WithQuery(
+      path, "watch=true&allowWatchBookmarks=true&resourceVersion=" + Escape(resource_version) +
+                "&timeoutSeconds=" + std::to_string(timeout_s));
+  WatchStream stream(event, kMaxAnswerBytes);
+  Transfer t;
+  t.stop = &stop;
+  t.sink = [&](std::string_view piece) { return stream.Feed(piece); };
+  auto [status, raw] =
+      Perform(endpoint_, "GET", url, "", "application/json", &t, (timeout_s + 30) * 1000L);
+  if (status == 410) return WatchEnd::kExpired;
+  if (status >= 300) throw Refusal("GET", url, status, raw);
+  if (stream.expired()) return WatchEnd::kExpired;
+  if (!stream.failure().empty())
+    throw Unavailable("API server: watch " + path + ": " + stream.failure());
+  return t.stopped ? WatchEnd::kStopped : WatchEnd::kClosed;
 }
 
 json KubeApi::ListPods(const std::string& node) const {

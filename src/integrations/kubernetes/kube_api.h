@@ -15,6 +15,8 @@
 // has its own connection.
 #pragma once
 
+#include <atomic>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -78,6 +80,23 @@ class KubeApi {
   // binds). The API refuses (409) a pod that is already bound.
   void Bind(const std::string& ns, const std::string& name, const std::string& uid,
             const std::string& node) const;
+
+  // One page of the list at `path` (which may carry a query, e.g. a fieldSelector): GET with
+  // limit=`limit` and, after the first page, continue=`continue_token`. The list object: items,
+  // metadata.resourceVersion, metadata.continue (empty on the last page).
+  nlohmann::json ListPage(const std::string& path, int limit,
+                          const std::string& continue_token) const;
+  // How a watch ended.
+  enum class WatchEnd { kClosed, kExpired, kStopped };
+  // Watches the list at `path` from `resource_version` (watch=true, allowWatchBookmarks=true,
+  // timeoutSeconds=`timeout_s`): calls `event` with each event ({"type": ADDED, MODIFIED, DELETED
+  // or BOOKMARK, "object"}) as it arrives, parsed as the answer streams in. Returns kClosed when
+  // the server ends the stream, kExpired for 410 Gone (the version is older than the server
+  // keeps: list again), kStopped once `stop` is set or `event` returns false. Throws Error as the
+  // other calls do, and for an ERROR event other than 410.
+  WatchEnd Watch(const std::string& path, const std::string& resource_version, int timeout_s,
+                 const std::function<bool(const nlohmann::json&)>& event,
+                 const std::atomic<bool>& stop) const;
 
   const std::string& address() const { return endpoint_.server; }
 

@@ -23,6 +23,7 @@
 #include "base/error.h"
 #include "base/error_test_support.h"
 #include "integrations/kubernetes/extender.h"
+#include "integrations/kubernetes/watch_stream.h"
 
 namespace gpumux::k8s {
 namespace {
@@ -323,6 +324,35 @@ users:
   fs::remove(path);
   EXPECT_EQ(ResolveApiServer("127.0.0.1:8001").server, "http://127.0.0.1:8001");
   EXPECT_EQ(ErrorCodeOf([] { ResolveApiServer("nonsense"); }), ErrorCode::kBadInput);
+}
+
+TEST(WatchStream, EventsCutAnywhereArriveWholeAndAnErrorEndsTheStream) {
+  std::vector<std::string> names;
+  WatchStream stream(
+      [&](const json& e) {
+        names.push_back(e["object"]["metadata"].value("name", "(bookmark)"));
+        return true;
+      },
+      1 << 20);
+  std::string body = R"({"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"5"}}})"
+                     "\nnot json\n"
+                     R"({"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"9"}}})"
+                     "\n"
+                     R"({"type":"DELETED","object":{"metadata":{"name":"b"}}})"
+                     "\n";
+  for (size_t at = 0; at < body.size(); at += 7) ASSERT_TRUE(stream.Feed(body.substr(at, 7)));
+  EXPECT_EQ(names, (std::vector<std::string>{"a", "(bookmark)", "b"}));
+  EXPECT_FALSE(
+      stream.Feed(R"({"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired"}})"
+                  "\n"));
+  EXPECT_TRUE(stream.expired());
+  WatchStream failing([](const json&) { return true; }, 1 << 20);
+  EXPECT_FALSE(failing.Feed(R"({"type":"ERROR","object":{"code":500}})"
+                            "\n"));
+  EXPECT_FALSE(failing.expired());
+  EXPECT_NE(failing.failure().find("500"), std::string::npos);
+  WatchStream bounded([](const json&) { return true; }, 16);
+  EXPECT_FALSE(bounded.Feed(std::string(100, 'x'))) << "a line past the bound, unfinished";
 }
 
 }  // namespace

@@ -116,6 +116,7 @@ bool ToRequest(const HttpMessage& message, HttpRequest* request, std::string* er
   }
   request->method = method;
   request->path = target.substr(0, target.find('?'));
+  request->query = target.find('?') == std::string::npos ? "" : target.substr(target.find('?') + 1);
   request->body = message.body;
   return true;
 }

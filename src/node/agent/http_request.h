@@ -26,6 +26,7 @@ struct HttpRequest {
   // Came on the tenants' socket (the one mounted into containers): its caller is never an
   // operator, root included.
   bool tenant_socket = false;
+  std::string query{};  // after the '?' of the target, as sent (not decoded); empty if none
 };
 
 struct HttpResponse {
