@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <deque>
 #include <optional>
+#include <set>
+#include <string_view>
 #include <thread>
 
 #include "base/error.h"
@@ -155,22 +158,33 @@ json Extender::Filter(const json& args) {
   return result;
 }
 
+void Extender::Remember(const std::string& uid) {
+  recent_.push_back(uid);
+  if (recent_.size() <= 4 * config_.recent_pods) return;
+  // Keep the newest placement of each pod still placed, in order: the bound is a small multiple
+  // of what is read, so remembering costs O(1) amortised.
+  std::deque<std::string> kept;
+  std::set<std::string> seen;
+  for (auto it = recent_.rbegin(); it != recent_.rend() && kept.size() < config_.recent_pods; ++it)
+    if (placed_.count(*it) && seen.insert(*it).second) kept.push_front(*it);
+  recent_ = std::move(kept);
+}
+
 std::vector<int> Extender::RecentMilli() const {
-  std::vector<const Placement*> recent;
-  for (const auto& [uid, p] : placed_) recent.push_back(&p);
-  if (recent.size() > config_.recent_pods) {
-    std::nth_element(recent.begin(), recent.begin() + config_.recent_pods, recent.end(),
-                     [](auto* a, auto* b) { return a->when > b->when; });
-    recent.resize(config_.recent_pods);
-  }
+  // Hot path of prioritize and bind: O(recent_pods), whatever the number of pods placed.
   std::vector<int> milli;
-  for (const Placement* p : recent) {
-    auto node = nodes_.find(p->node);
+  std::set<std::string_view> seen;
+  for (auto it = recent_.rbegin(); it != recent_.rend() && milli.size() < config_.recent_pods;
+       ++it) {
+    auto placed = placed_.find(*it);
+    if (placed == placed_.end() || !seen.insert(*it).second) continue;
+    const Placement& p = placed->second;
+    auto node = nodes_.find(p.node);
     const Slot* slot = nullptr;
     if (node != nodes_.end())
       for (const Slot& s : node->second.slots())
-        if (s.id == p->slot) slot = &s;
-    milli.push_back(PodMilli(p->pod, slot ? slot->memory_gib : 0));
+        if (s.id == p.slot) slot = &s;
+    milli.push_back(PodMilli(p.pod, slot ? slot->memory_gib : 0));
   }
   return milli;
 }
@@ -242,6 +256,7 @@ json Extender::Bind(const json& args) {
     placement.slot = it->second.slots()[choice.slot].id;
     Count(placement, +1);
     placed_[uid] = placement;
+    Remember(uid);
   }
   try {
     if (pod->asks_gpumux())
@@ -324,6 +339,7 @@ void Extender::OnPod(const json& item) {
     }
     placed_[uid] = p;
     Count(p, +1);
+    Remember(uid);
   } else if (it != placed_.end()) {
     // A bind the API server has not shown yet (its annotation) is kept for a while.
     bool unconfirmed = pod && !pod->finished() && now - it->second.when < kUnconfirmedBindKept;

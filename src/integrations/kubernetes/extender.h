@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -89,7 +90,10 @@ class Extender {
   // The candidate nodes of ExtenderArgs as names, learning slots from full Nodes when given.
   std::vector<std::string> Candidates(const nlohmann::json& args, bool* full_nodes);
   void Count(const Placement& p, int sign);  // with mu_ held
-  std::vector<int> RecentMilli() const;      // with mu_ held
+  // The shares of the last `recent_pods` pods placed (the target workload), newest first; with
+  // mu_ held.
+  std::vector<int> RecentMilli() const;
+  void Remember(const std::string& uid);  // a pod just placed; with mu_ held
 
   ExtenderConfig config_;
   const KubeApi* api_;
@@ -97,6 +101,7 @@ class Extender {
   std::mutex mu_;
   std::map<std::string, NodeGpus> nodes_;
   std::map<std::string, Placement> placed_;  // by pod UID
+  std::deque<std::string> recent_;           // UIDs of placements, oldest first (Remember)
   std::map<std::string, PodRequest> seen_;   // pods filtered lately, by UID (bind has no pod)
 };
 
