@@ -192,8 +192,8 @@ TEST_F(ApplyTest, PlansGpumuxdWouldRefuseMidwayChangeNothing) {
     EXPECT_TRUE(code == 2 || code == 3) << code << ": " << out;
     EXPECT_EQ(out.find("was refused"), std::string::npos) << "refused before any call: " << out;
     EXPECT_NE(out.find("gpumux: "), std::string::npos) << "and says why: " << out;
-    for (const json& g : Call("GET", "/v1/gpus", json(), 200)["gpus"])
-      EXPECT_EQ(g["mode"], "timeslice") << plan.dump() << " changed " << g;
+    json gpus = Call("GET", "/v1/gpus", json(), 200)["gpus"];  // kept: the loop reads into it
+    for (const json& g : gpus) EXPECT_EQ(g["mode"], "timeslice") << plan.dump() << " changed " << g;
     EXPECT_TRUE(Call("GET", "/v1/tenants", json(), 200)["tenants"].empty()) << plan.dump();
   }
 }
