@@ -3,6 +3,7 @@
 #pragma once
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -68,6 +69,9 @@ class AgentTest : public NodeTest {
                  (dir_ / "state.db").string(), "--runtime-dir", (dir_ / "run").string()});
     agent_ = fork();
     if (agent_ == 0) {
+      // A test that dies (a sanitizer report, an abort) takes its gpumuxd along, rather than
+      // leaving it holding ctest's output pipe until the run's timeout.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
       std::string log = (dir_ / "agent.log").string();
       freopen(log.c_str(), "a", stderr);
       for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);

@@ -2,6 +2,7 @@
 // (kubernetes_fixture.h) around the real programs: gpumuxd on simulated H100s, the built
 // gpumux-k8s-device-plugin, and the scheduler extender answering kube-scheduler's JSON over HTTP.
 #include <gtest/gtest.h>
+#include <sys/prctl.h>
 
 #include <algorithm>
 #include <fstream>
@@ -77,6 +78,7 @@ class KubernetesNodeTest : public AgentTest {
     if (api_) args.insert(args.end(), {"--apiserver", api_->address()});
     program_ = fork();
     if (program_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);  // goes with the test, however the test ends
       std::string log = (dir_ / "program.log").string();
       freopen(log.c_str(), "a", stderr);
       std::vector<char*> argv = {const_cast<char*>(binary)};
