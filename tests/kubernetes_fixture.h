@@ -74,7 +74,12 @@ class FakeApiServer {
     std::lock_guard lock(mu_);
     return lists_;
   }
-  // Watches of "pods" or "nodes" served so far.
+  // Lists of one node's pods (fieldSelector spec.nodeName) served so far.
+  int node_lists() {
+    std::lock_guard lock(mu_);
+    return node_lists_;
+  }
+  // Watches of all "pods" or "nodes" (no field selector) served so far.
   int watches(const std::string& kind) {
     std::lock_guard lock(mu_);
     return watches_[kind];
@@ -203,7 +208,7 @@ class FakeApiServer {
       return node.empty() || o.value("/spec/nodeName"_json_pointer, std::string()) == node;
     };
     if (q["watch"] == "true") {
-      ++watches_[kind];
+      if (node.empty()) ++watches_[kind];
       int64_t from = std::stoll(q["resourceVersion"].empty() ? "0" : q["resourceVersion"]);
       std::string stream;
       if (from < compacted_) {
@@ -227,7 +232,7 @@ class FakeApiServer {
                 "\n";
       return {200, stream};
     }
-    if (node.empty()) ++lists_;
+    ++(node.empty() ? lists_ : node_lists_);
     size_t offset = q["continue"].empty() ? 0 : std::stoul(q["continue"]);
     size_t limit = q["limit"].empty() ? all.size() : std::stoul(q["limit"]);
     json items = json::array();
@@ -265,7 +270,7 @@ class FakeApiServer {
     json event;
   };
   std::vector<Event> events_;
-  int lists_ = 0;
+  int lists_ = 0, node_lists_ = 0;
   std::map<std::string, int> watches_;
 };
 

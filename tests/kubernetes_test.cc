@@ -376,6 +376,26 @@ TEST_F(KubernetesTest, ThePluginRegistersWhileTheApiServerIsDownAndPublishesItsG
   EXPECT_TRUE(api_->Node("node-a")["metadata"].contains("annotations")) << Log();
 }
 
+// The device plugin reads its node's pods from a watch: its polls (every 0.1 s here) list nothing.
+TEST_F(KubernetesTest, ThePluginWatchesItsNodesPodsInsteadOfListingThemAtEachPoll) {
+  ASSERT_NO_FATAL_FAILURE(StartStack(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  int lists = api_->node_lists();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_EQ(api_->node_lists(), lists) << "ten polls, no list";
+  // A pod that goes: the watch says so, a list made then confirms it, and its tenant goes.
+  api_->AddPod(PendingPod("short", "dddddddd-0000-4000-8000-000000000009", {{{kMemory, 2}}}));
+  ASSERT_EQ(Schedule("short"), "");
+  auto [status, container] = Allocate(kMemory, 2);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  std::string tenant = container.envs().at("GPUMUX_TENANT");
+  EXPECT_FALSE(Tenant(tenant).is_null());
+  api_->DeletePod("short");
+  for (int i = 0; i < 100 && !Tenant(tenant).is_null(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_TRUE(Tenant(tenant).is_null()) << "the tenant of the pod that went is removed";
+}
+
 // The informer as client-go's: a list in pages, then a watch from the list's version; events as
 // they come; after 410 Gone a fresh list, which reports what went missing meanwhile.
 TEST_F(KubernetesTest, AnInformerListsInPagesWatchesAndListsAgainAfterGone) {

@@ -43,6 +43,26 @@ DevicePlugin::DevicePlugin(DevicePluginConfig config)
       record_((std::filesystem::create_directories(config_.state_dir),
                config_.state_dir + "/allocations.json")) {
   if (config_.node_name.empty()) throw BadInput("node: give this node's name (--node)");
+  if (api_) {
+    CheckDnsSubdomain("node", config_.node_name);
+    auto uid = [](const json& pod) {
+      return pod.value("/metadata/uid"_json_pointer, std::string());
+    };
+    pods_informer_ = std::make_unique<Informer>(
+        api_.get(), "/api/v1/pods?fieldSelector=spec.nodeName%3D" + config_.node_name,
+        Informer::Handlers{[this, uid](const json& pod) {
+                             std::lock_guard lock(pods_mu_);
+                             pods_[uid(pod)] = pod;
+                           },
+                           [this, uid](const json& pod) {
+                             std::lock_guard lock(pods_mu_);
+                             pods_.erase(uid(pod));
+                           }});
+  }
+}
+
+void DevicePlugin::WatchPods(const std::atomic<bool>& stop) {
+  if (pods_informer_) pods_informer_->Run(stop);
 }
 
 bool DevicePlugin::Refresh() {
@@ -122,9 +142,17 @@ void DevicePlugin::WakeAll() {
   changed_.notify_all();
 }
 
-std::vector<PodRequest> DevicePlugin::NodePods() const {
+json DevicePlugin::NodePodItems(bool fresh) const {
   if (!api_) throw Unavailable("no API server to find the pod by (--apiserver)");
-  json items = api_->ListPods(config_.node_name);
+  if (fresh || !pods_informer_->synced()) return api_->ListPods(config_.node_name);
+  json items = json::array();
+  std::lock_guard lock(pods_mu_);
+  for (const auto& [uid, pod] : pods_) items.push_back(pod);
+  return items;
+}
+
+std::vector<PodRequest> DevicePlugin::NodePods(bool fresh) const {
+  json items = NodePodItems(fresh);
   // Oldest first: the kubelet admits pods in the order they came.
   std::stable_sort(items.begin(), items.end(), [](const json& a, const json& b) {
     return a.value("/metadata/creationTimestamp"_json_pointer, std::string()) <
@@ -145,6 +173,12 @@ std::vector<PodRequest> DevicePlugin::NodePods() const {
 ContainerAnswer DevicePlugin::Allocate(const std::string& resource,
                                        const std::vector<std::string>& ids) {
   std::vector<PodRequest> pods = NodePods();
+  {
+    // The kubelet allocates once the pod is bound here, which the watch may not have shown yet.
+    std::lock_guard lock(mu_);
+    if (!record_.Find(pods, resource, int(ids.size()))) pods.clear();
+  }
+  if (pods.empty()) pods = NodePods(/*fresh=*/true);
   std::lock_guard lock(mu_);  // finding the container and recording it are one step
   auto c = record_.Find(pods, resource, int(ids.size()));
   if (!c) {
@@ -215,14 +249,29 @@ std::vector<std::string> DevicePlugin::Preferred(const std::string& resource,
 
 std::vector<std::string> DevicePlugin::RemoveTenantsOfGonePods() {
   if (!api_) return {};
-  std::set<std::string> live;
-  for (const json& item : api_->ListPods(config_.node_name)) {
-    std::string phase = item.value("/status/phase"_json_pointer, std::string());
-    if (phase != "Succeeded" && phase != "Failed")
-      live.insert(item.value("/metadata/uid"_json_pointer, std::string()));
-  }
-  std::vector<std::string> removed;
+  auto live_pods = [&](bool fresh) {
+    std::set<std::string> live;
+    for (const json& item : NodePodItems(fresh)) {
+      std::string phase = item.value("/status/phase"_json_pointer, std::string());
+      if (phase != "Succeeded" && phase != "Failed")
+        live.insert(item.value("/metadata/uid"_json_pointer, std::string()));
+    }
+    return live;
+  };
   json tenants = agent_.Tenants()["tenants"];  // a copy: the range must outlive the loop
+  auto gone = [&](const std::set<std::string>& live) {
+    for (const json& t : tenants) {
+      auto owner = OwnerOfTenant(MemberText(t, "id"));
+      if (owner && owner->kind == TenantOwner::kPodContainer && !live.count(owner->uid))
+        return true;
+    }
+    return false;
+  };
+  // The watched pods say which may be gone; a tenant is removed only when a list made now agrees
+  // (the watch may not have shown a pod admitted a moment ago).
+  if (!gone(live_pods(/*fresh=*/false))) return {};
+  std::set<std::string> live = live_pods(/*fresh=*/true);
+  std::vector<std::string> removed;
   for (const json& t : tenants) {
     std::string id = MemberText(t, "id");
     auto owner = OwnerOfTenant(id);

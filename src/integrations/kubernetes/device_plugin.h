@@ -16,6 +16,7 @@
 // Thread-safety: every call may come from any thread (one lock inside).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "integrations/kubernetes/container_edits.h"
+#include "integrations/kubernetes/informer.h"
 #include "integrations/kubernetes/kube_api.h"
 #include "integrations/kubernetes/node_gpus.h"
 #include "integrations/kubernetes/pod_tenants.h"
@@ -66,6 +68,10 @@ class DevicePlugin {
   bool Refresh();
   // Removes the tenants of this node's pods that are gone or finished. Returns their ids.
   std::vector<std::string> RemoveTenantsOfGonePods();
+  // Keeps this node's pods (fieldSelector spec.nodeName) from a list and a watch (informer.h)
+  // until `stop`; Allocate and RemoveTenantsOfGonePods then read them instead of listing (Allocate
+  // still lists when the pod it looks for has not reached the watch yet). Blocks.
+  void WatchPods(const std::atomic<bool>& stop);
 
   // The devices of `resource` now and their version (bumped by every change).
   std::vector<PluginDevice> Devices(const std::string& resource, uint64_t* version);
@@ -86,12 +92,18 @@ class DevicePlugin {
   const DevicePluginConfig& config() const { return config_; }
 
  private:
-  // This node's pods that ask gpumux, oldest first.
-  std::vector<PodRequest> NodePods() const;
+  // This node's pods as the API server has them: from the watch once it has listed them, unless
+  // `fresh` (or no watch runs), else listed now. Throws Error (unavailable).
+  nlohmann::json NodePodItems(bool fresh) const;
+  // Those that ask gpumux, oldest first.
+  std::vector<PodRequest> NodePods(bool fresh = false) const;
 
   DevicePluginConfig config_;
   agent::AgentClient agent_;
   std::unique_ptr<KubeApi> api_;
+  std::unique_ptr<Informer> pods_informer_;  // when there is an API server
+  mutable std::mutex pods_mu_;
+  std::map<std::string, nlohmann::json> pods_;  // this node's pods by UID, from the informer
   std::mutex mu_;
   std::condition_variable changed_;
   uint64_t version_ = 0;

@@ -1,7 +1,9 @@
 // gpumux-k8s-device-plugin: the Kubernetes device plugin of a node whose GPUs gpumuxd owns (see
 // device_plugin.h). Runs in the gpumux DaemonSet beside gpumuxd (deploy/kubernetes/).
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 
@@ -47,12 +49,16 @@ int main(int argc, char** argv) {
                {{"node", config.node_name},
                 {"agent", config.agent_socket},
                 {"kubelet_dir", config.kubelet_dir}});
+    std::atomic<bool> stop_watching{false};
+    std::thread watch([&] { plugin.WatchPods(stop_watching); });
     k8s::RunUntilSignalled(std::chrono::milliseconds(int64_t(poll_s * 1000)), [&] {
       plugin.Refresh();
       if (server.Watch()) agent::Log("info", "registered with the kubelet");
       for (const std::string& id : plugin.RemoveTenantsOfGonePods())
         agent::Log("info", "tenant of a pod that is gone removed", {{"tenant", id}});
     });
+    stop_watching = true;
+    watch.join();
     server.Stop();
     agent::Log("info", "device plugin stopped");
   } catch (const Error& e) {
