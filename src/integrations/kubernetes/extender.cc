@@ -93,10 +93,14 @@ std::vector<std::string> Extender::Candidates(const json& args, bool* full_nodes
 
 bool Extender::SetNode(const std::string& name, const NodeGpus& gpus) {
   std::lock_guard lock(mu_);
-  if (!nodes_.count(name) && nodes_.size() >= config_.max_nodes) return false;
+  return PutNode(name, gpus) != NodeChange::kRefused;
+}
+
+Extender::NodeChange Extender::PutNode(const std::string& name, NodeGpus gpus) {
+  bool fresh = !nodes_.count(name);
+  if (fresh && nodes_.size() >= config_.max_nodes) return NodeChange::kRefused;
   NodeGpus& node = nodes_[name];
-  NodeGpus fresh = gpus;
-  for (Slot& s : fresh.slots()) {
+  for (Slot& s : gpus.slots()) {
     if (Slot* old = node.Find(s.id)) {
       s.used_memory_gib = old->used_memory_gib;
       s.used_compute_percent = old->used_compute_percent;
@@ -104,8 +108,8 @@ bool Extender::SetNode(const std::string& name, const NodeGpus& gpus) {
       s.held_whole = old->held_whole;
     }
   }
-  node = std::move(fresh);
-  return true;
+  node = std::move(gpus);
+  return fresh ? NodeChange::kLearnt : NodeChange::kUpdated;
 }
 
 size_t Extender::node_count() {
@@ -296,20 +300,7 @@ void Extender::OnNode(const json& item) {
     nodes_.erase(name);
     return;
   }
-  bool fresh = !nodes_.count(name);
-  if (fresh && nodes_.size() >= config_.max_nodes) return;
-  NodeGpus& node = nodes_[name];
-  NodeGpus next = *gpus;
-  for (Slot& s : next.slots()) {
-    if (Slot* old = node.Find(s.id)) {
-      s.used_memory_gib = old->used_memory_gib;
-      s.used_compute_percent = old->used_compute_percent;
-      s.pods = old->pods;
-      s.held_whole = old->held_whole;
-    }
-  }
-  node = std::move(next);
-  if (fresh) {  // pods placed on it before it was known now count
+  if (PutNode(name, *gpus) == NodeChange::kLearnt) {  // pods placed on it before now count
     for (const auto& [uid, p] : placed_)
       if (p.node == name) Count(p, +1);
   }

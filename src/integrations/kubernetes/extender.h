@@ -90,6 +90,10 @@ class Extender {
   // The candidate nodes of ExtenderArgs as names, learning slots from full Nodes when given.
   std::vector<std::string> Candidates(const nlohmann::json& args, bool* full_nodes);
   void Count(const Placement& p, int sign);  // with mu_ held
+  // Sets a node's slots keeping their use (with mu_ held); a node not known yet is refused once
+  // `max_nodes` are.
+  enum class NodeChange { kRefused, kLearnt, kUpdated };
+  NodeChange PutNode(const std::string& name, NodeGpus gpus);
   // The shares of the last `recent_pods` pods placed (the target workload), newest first; with
   // mu_ held.
   std::vector<int> RecentMilli() const;

@@ -31,6 +31,18 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
+// `body` in chunked transfer coding (RFC 9112 7.1), in chunks of `piece` bytes, and its end.
+std::string Chunked(const std::string& body, size_t piece) {
+  std::string out;
+  for (size_t at = 0; at < body.size(); at += piece) {
+    std::string chunk = body.substr(at, piece);
+    char size[32];
+    std::snprintf(size, sizeof(size), "%zx\r\n", chunk.size());
+    out += size + chunk + "\r\n";
+  }
+  return out + "0\r\n\r\n";
+}
+
 // An API server as the wire sees it, written from what a Go net/http server sends: answers over a
 // few KiB go out with Transfer-Encoding: chunked, in chunks of up to 32 KiB, and the connection may
 // be kept open. `answer` gets each request's head and returns status and body.
@@ -81,14 +93,7 @@ class ChunkedApiServer {
       std::string out =
           "HTTP/1.1 " + std::to_string(status) + " X\r\nContent-Type: application/json\r\n";
       if (body.size() > 4096) {
-        out += "Transfer-Encoding: chunked\r\n\r\n";
-        for (size_t at = 0; at < body.size(); at += 32768) {
-          std::string chunk = body.substr(at, 32768);
-          char size[32];
-          std::snprintf(size, sizeof(size), "%zx\r\n", chunk.size());
-          out += size + chunk + "\r\n";
-        }
-        out += "0\r\n\r\n";
+        out += "Transfer-Encoding: chunked\r\n\r\n" + Chunked(body, 32768);
       } else {
         out += "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
       }
@@ -234,13 +239,7 @@ TEST(KubeApi, InClusterSpeaksHttpsCheckedAgainstTheServiceAccountsCa) {
   std::string chunked =
       "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
       "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
-  for (size_t at = 0; at < list.size(); at += 1000) {
-    std::string chunk = list.substr(at, 1000);
-    char size[32];
-    std::snprintf(size, sizeof(size), "%zx\r\n", chunk.size());
-    chunked += size + chunk + "\r\n";
-  }
-  chunked += "0\r\n\r\n";
+  chunked += Chunked(list, 1000);
   std::ofstream(dir / "www" / "api" / "v1" / "nodes", std::ios::binary) << chunked;
   // A free port, then the server on it.
   int probe = socket(AF_INET, SOCK_STREAM, 0);
