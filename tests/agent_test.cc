@@ -137,7 +137,8 @@ TEST_F(AgentTest, LimitsRewrittenInTheLedgerAreRestored) {
   StartAgent();
   json t = Call("POST", "/v1/tenants",
                 {{"id", "sneaky"}, {"gpu", 0}, {"memory", "1GiB"}, {"compute", "20%"}}, 201);
-  // What a hostile tenant process could do: rewrite its limits in the shared ledger.
+  // What root (or a ledger written before tenants were read-only) could do: rewrite limits in the
+  // view ledger.
   gpumux::node::Ledger ledger =
       gpumux::node::Ledger::Open(t["env"]["GPUMUX_LEDGER"].get<std::string>());
   ledger.AddTenant("sneaky", {70 * kGiB});

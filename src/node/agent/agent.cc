@@ -122,7 +122,7 @@ void Agent::BuildSlots(Gpu& g, const std::vector<node::Device>& devices) {
 }
 
 void Agent::RebuildSharedLedger(Slot& slot) {
-  Log("warn", "shared ledger overwritten outside gpumuxd; made anew (memory grants are unaffected)",
+  Log("warn", "view ledger overwritten outside gpumuxd; made anew (memory grants are unaffected)",
       {{"ledger", slot.ledger_path}});
   unlink(slot.ledger_path.c_str());
   slot.ledger = std::make_unique<node::Ledger>(
@@ -661,7 +661,7 @@ uint64_t Agent::Reclaim() {
     if (!slot) continue;
     if (!slot->ledger->FindTenant(t.id)) {
       slot->ledger->AddTenant(t.id, t.limits, false);
-      Log("warn", "tenant's slot in the shared ledger was wiped outside gpumuxd; restored",
+      Log("warn", "tenant's slot in the view ledger was wiped outside gpumuxd; restored",
           {{"tenant", t.id}});
       continue;
     }

@@ -130,7 +130,7 @@ class Agent {
   void BuildSlots(Gpu& g, const std::vector<node::Device>& devices);
   // The slot a tenant is on; null if there is none such (a GPU or instance that is gone).
   Slot* SlotOf(int gpu, int instance);
-  // Makes a slot's shared ledger anew, with its tenants' limits, after someone overwrote its
+  // Makes a slot's view ledger anew, with its tenants' limits, after something overwrote its
   // header.
   void RebuildSharedLedger(Slot& slot);
   // The GPU and instance (-1: the whole GPU) of the device with this UUID ("GPU-..." or "MIG-...").

@@ -1,6 +1,8 @@
 // gpumuxd: the node agent. Owns the node's GPUs' ledgers, admits tenants through its API on a Unix
-// socket, keeps them in SQLite, reclaims dead processes' memory twice a second, and serves
-// Prometheus metrics. See agent.h for the API and README "gpumuxd" for installing it.
+// socket, keeps them in SQLite, reclaims dead processes' memory twice a second, measures GPU time
+// and sets every tenant's launch gate once a millisecond, and serves Prometheus metrics. One per
+// runtime directory and socket (a lock; a second exits 2). See agent.h for the API and README
+// "gpumuxd" for installing it.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>

@@ -4,9 +4,9 @@
 // It wraps the driver API's allocation family and memory queries, reached in any of the three ways
 // programs reach the driver: direct symbol binding, dlsym() on a dlopen'ed libcuda, and
 // cuGetProcAddress (which the CUDA runtime uses for every entry point). Each allocation is reserved
-// in the GPU's shared ledger before the driver is called and released if the driver fails, so a
-// tenant is refused at exactly its quota however many processes and threads it runs; memory queries
-// report the quota as the device's size, so frameworks size their pools to it.
+// (in `gpumux run`'s ledger, or as gpumuxd's grant) before the driver is called and released if the
+// driver fails, so a tenant is refused at exactly its quota however many processes and threads it
+// runs; memory queries report the quota as the device's size, so frameworks size their pools to it.
 //
 // Every launch passes the compute governor's gate (governor.h): one relaxed atomic load when the
 // tenant is within its share; held (sleeping) while it is over its cap or weighted share, or while
