@@ -167,6 +167,16 @@ void Agent::Apply(const TenantRecord& t) {
     a.file = std::make_unique<node::ActivityReader>(ActivityPath(t.id), t.owner);
 }
 
+void Agent::Unapply(Slot& slot, const std::string& id) {
+  for (node::Ledger* ledger : {slot.ledger.get(), slot.authority.get()}) {
+    if (std::optional<int> s = ledger->FindTenant(id)) ledger->RemoveTenant(*s);
+  }
+  if (auto a = activity_.find(id); a != activity_.end()) {
+    if (a->second.file) a->second.file->Remove();
+    activity_.erase(a);
+  }
+}
+
 bool Agent::IsOperator(const HttpRequest& r) const {
   if (!r.has_credentials || r.tenant_socket) return false;
   if (r.uid == 0) return true;
@@ -338,14 +348,12 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
       t.cgroup = *cgroup;
     }
     // Labels of its metrics: names as Kubernetes and Slurm make them.
-    for (auto [key, field] :
-         {std::pair{"pod_namespace", &t.labels.pod_namespace}, std::pair{"pod", &t.labels.pod},
-          std::pair{"container", &t.labels.container}, std::pair{"job", &t.labels.job}}) {
-      if (auto value = body.Text(key, 253)) {
+    for (const TenantLabels::Field& f : TenantLabels::kFields) {
+      if (auto value = body.Text(f.api_key, 253)) {
         if (value->find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
                                      "0123456789._-") != std::string::npos)
-          throw BadInput(std::string(key) + ": expected letters, digits, '.', '_' or '-'");
-        *field = *value;
+          throw BadInput(std::string(f.api_key) + ": expected letters, digits, '.', '_' or '-'");
+        t.labels.*f.value = *value;
       }
     }
     if (t.source.empty()) t.source = "api";
@@ -384,13 +392,7 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
         if (existing) {
           Apply(*existing);
         } else {
-          for (node::Ledger* ledger : {slot->authority.get(), slot->ledger.get()}) {
-            if (std::optional<int> s = ledger->FindTenant(t.id)) ledger->RemoveTenant(*s);
-          }
-          if (auto a = activity_.find(t.id); a != activity_.end()) {
-            if (a->second.file) a->second.file->Remove();
-            activity_.erase(a);
-          }
+          Unapply(*slot, t.id);
         }
         if (e.code() != ErrorCode::kDoesNotFit) throw;
         Log("info", "tenant refused",
@@ -509,13 +511,7 @@ HttpResponse Agent::Remove(const std::string& id) {
     }
   }
   store_.Remove(id);
-  for (node::Ledger* ledger : {slot->ledger.get(), slot->authority.get()}) {
-    if (std::optional<int> s = ledger->FindTenant(id)) ledger->RemoveTenant(*s);
-  }
-  if (auto a = activity_.find(id); a != activity_.end()) {
-    if (a->second.file) a->second.file->Remove();
-    activity_.erase(a);
-  }
+  Unapply(*slot, id);
   Log("info", "tenant removed", {{"tenant", id}, {"gpu", std::to_string(t->gpu)}});
   return Json(200, {{"removed", id}});
 }
@@ -600,10 +596,8 @@ HttpResponse Agent::ListTenants(const HttpRequest& r, const std::string& only_id
               {"owner_uid", t.owner},
               {"source", t.source}};
     if (!t.cgroup.empty()) j["cgroup"] = t.cgroup;
-    for (auto [key, value] :
-         {std::pair{"pod_namespace", &t.labels.pod_namespace}, std::pair{"pod", &t.labels.pod},
-          std::pair{"container", &t.labels.container}, std::pair{"job", &t.labels.job}}) {
-      if (!value->empty()) j[key] = *value;
+    for (const TenantLabels::Field& f : TenantLabels::kFields) {
+      if (!(t.labels.*f.value).empty()) j[f.api_key] = t.labels.*f.value;
     }
     if (const Slot* slot = SlotOf(t.gpu, t.instance)) {
       for (const node::TenantUsage& u : snapshots[slot]) {

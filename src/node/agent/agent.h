@@ -151,6 +151,8 @@ class Agent {
   HttpResponse Grant(const HttpRequest& r, bool give_back);
   // Writes the record's limits into its GPU's ledgers and readies its activity file. Throws Error.
   void Apply(const TenantRecord& t);
+  // Takes tenant `id` out of `slot`'s ledgers and removes its activity file (what Apply made).
+  void Unapply(Slot& slot, const std::string& id);
   // Ticks the compute shares of one device's tenants at `now_ns` (with mu_ held).
   void TickSlot(Slot& slot, uint64_t now_ns);
   std::string MetricsText();  // Prometheus text of every GPU and tenant; with mu_ held

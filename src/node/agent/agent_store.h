@@ -22,6 +22,17 @@ namespace gpumux::agent {
 // container's namespace, pod and container; a Slurm job's id.
 struct TenantLabels {
   std::string pod_namespace, pod, container, job;
+
+  // Each label: its key in gpumuxd's API, its name on a metric, and where it is kept.
+  struct Field {
+    const char* api_key;
+    const char* metric_label;
+    std::string TenantLabels::*value;
+  };
+  static constexpr Field kFields[] = {{"pod_namespace", "namespace", &TenantLabels::pod_namespace},
+                                      {"pod", "pod", &TenantLabels::pod},
+                                      {"container", "container", &TenantLabels::container},
+                                      {"job", "job", &TenantLabels::job}};
 };
 
 struct TenantRecord {

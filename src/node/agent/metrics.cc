@@ -71,11 +71,10 @@ std::string FormatMetrics(const std::vector<GpuMetrics>& gpus, uint64_t now_ns) 
         for (const node::TenantUsage& u : g.tenants) {
           out << tf.f.name << "{gpu=\"" << g.id << "\",tenant=\"" << EscapeQuoted(u.id) << '"';
           if (auto l = g.labels.find(u.id); l != g.labels.end()) {
-            for (auto [name, value] :
-                 {std::pair{"namespace", &l->second.pod_namespace},
-                  std::pair{"pod", &l->second.pod}, std::pair{"container", &l->second.container},
-                  std::pair{"job", &l->second.job}}) {
-              if (!value->empty()) out << ',' << name << "=\"" << EscapeQuoted(*value) << '"';
+            for (const TenantLabels::Field& f : TenantLabels::kFields) {
+              const std::string& value = l->second.*f.value;
+              if (!value.empty())
+                out << ',' << f.metric_label << "=\"" << EscapeQuoted(value) << '"';
             }
           }
           out << "} " << tf.value(u) << '\n';

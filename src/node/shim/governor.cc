@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -89,20 +90,25 @@ class GpuTimeMeter {
 void Governor::Start(node::Ledger* ledger, int process, int gpu_index) {
   ledger_ = ledger;
   process_ = process;
-  running_.store(true);
-  std::thread([this, gpu_index] {
-    Run(gpu_index);
-    running_.store(false);
-  }).detach();
+  Launch([this, gpu_index] { Run(gpu_index); });
 }
 
 void Governor::Follow(const node::Ledger* view, int tenant, node::ActivityWriter* activity) {
   activity_ = activity;
+  Launch([this, view, tenant] { RunFollowing(view, tenant); });
+}
+
+void Governor::Launch(std::function<void()> loop) {
   running_.store(true);
-  std::thread([this, view, tenant] {
-    RunFollowing(view, tenant);
+  std::thread([this, loop = std::move(loop)] {
+    loop();
     running_.store(false);
   }).detach();
+}
+
+bool Governor::TakeActivity() {
+  return launched_.exchange(false, std::memory_order_relaxed) ||
+         waiting_.load(std::memory_order_relaxed);
 }
 
 void Governor::Stop() {
@@ -142,8 +148,7 @@ void Governor::Run(int gpu_index) {
     } else {
       used = meter.Used();  // the simulated GPU's samples are current: nothing is unmeasured
     }
-    bool wants = launched_.exchange(false, std::memory_order_relaxed) ||
-                 waiting_.load(std::memory_order_relaxed);
+    bool wants = TakeActivity();
     node::ComputeVerdict v = ledger_->ComputeTick(process_, now, used, wants, unmeasured);
     gate_closed_.store(v.hold, std::memory_order_relaxed);
     if (!warned && !meter.seen_self() && wants && now - started > 2'000'000'000ull) {
@@ -170,9 +175,7 @@ void Governor::Run(int gpu_index) {
 void Governor::RunFollowing(const node::Ledger* view, int tenant) {
   while (!stopped_.load()) {
     uint64_t now = NowNs();
-    bool active = launched_.exchange(false, std::memory_order_relaxed) ||
-                  waiting_.load(std::memory_order_relaxed);
-    if (active && activity_) activity_->Tick();
+    if (TakeActivity() && activity_) activity_->Tick();
     gate_closed_.store(view->Gate(tenant), std::memory_order_relaxed);
     SleepUntilNs(now + kTickNs);
   }

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 
 #include "node/ledger/activity.h"
 #include "node/ledger/ledger.h"
@@ -49,6 +50,10 @@ class Governor {
 
  private:
   void WaitForTurn();
+  // Runs `loop` on a detached thread, `running_` while it is inside.
+  void Launch(std::function<void()> loop);
+  // Whether this process launched since the last call, or has a launch waiting at the gate.
+  bool TakeActivity();
   void Run(int gpu_index);
   void RunFollowing(const node::Ledger* view, int tenant);
 
