@@ -8,6 +8,7 @@
 namespace gpumux::fleet {
 
 Cluster::Cluster(const std::vector<NodeSpec>& nodes) : specs_(nodes) {
+  nodes_.reserve(nodes.size());
   for (const NodeSpec& spec : nodes) {
     NodeState n;
     n.cpu_left = n.cpu_capacity = spec.cpu_milli;

@@ -199,4 +199,70 @@ double NodeCapacityFragmentationAfter(const NodeState& n, const TargetWorkload& 
   return CapacityFragmentation(After(n, shape, gpu), target);
 }
 
+void NodeFragmentationAfterEachGpu(const NodeState& n, const TargetWorkload& target,
+                                   const Shape& shape, PerGpu* after) {
+  // Hot path. Fragmentation() of the view after placing on g, with the classes in the same order
+  // (so the sums are the same, bit for bit): only GPU g's term differs from the view before.
+  const FreeView v = After(n, shape, 0);  // its cpu_left and total are those after any GPU
+  after->fill(0);
+  if (v.total == 0) return;
+  const TargetWorkload::ForModel& classes = target.for_model(v.model);
+  for (int g = 0; g < v.gpus; ++g) (*after)[size_t(g)] = classes.unusable_weight * v.total;
+  for (const TargetClass& c : classes.usable) {
+    const Shape& s = c.shape;
+    if (v.cpu_left < s.cpu_milli) {  // the shape does not fit on any GPU: all free milli
+      for (int g = 0; g < v.gpus; ++g) (*after)[size_t(g)] += c.weight * v.total;
+      continue;
+    }
+    int fitting = 0, too_small = 0;  // over the GPUs before the placement
+    for (int g = 0; g < n.gpus; ++g) {
+      if (n.gpu_left[g] >= s.gpu_milli)
+        ++fitting;
+      else
+        too_small += n.gpu_left[g];
+    }
+    for (int g = 0; g < n.gpus; ++g) {
+      int before = n.gpu_left[g], now = before - shape.gpu_milli;
+      if (now < 0) continue;  // the pod does not fit there
+      int fit = fitting - (before >= s.gpu_milli) + (now >= s.gpu_milli);
+      int small = too_small - (before < s.gpu_milli ? before : 0) + (now < s.gpu_milli ? now : 0);
+      (*after)[size_t(g)] += c.weight * (fit >= s.num_gpu ? small : v.total);
+    }
+  }
+}
+
+void NodeCapacityFragmentationAfterEachGpu(const NodeState& n, const TargetWorkload& target,
+                                           const Shape& shape, PerGpu* after) {
+  // Hot path; as above, for CapacityFragmentation().
+  const FreeView v = After(n, shape, 0);  // its cpu_left and total are those after any GPU
+  after->fill(0);
+  if (v.total == 0) return;
+  const TargetWorkload::ForModel& classes = target.for_model(v.model);
+  for (int g = 0; g < v.gpus; ++g) (*after)[size_t(g)] = classes.unusable_weight * v.total;
+  for (const TargetClass& c : classes.usable) {
+    const Shape& s = c.shape;
+    int64_t by_cpu = s.cpu_milli > 0 ? v.cpu_left / s.cpu_milli : int64_t(1) << 40;
+    // Before the placement, per GPU: pods of the class its room holds, or whether it is free.
+    std::array<int, kMaxGpusPerNode> held;
+    int64_t count = 0;
+    for (int g = 0; g < n.gpus; ++g) {
+      held[size_t(g)] = s.shares_gpu() ? n.gpu_left[g] / s.gpu_milli : n.gpu_left[g] == kMilli;
+      count += held[size_t(g)];
+    }
+    for (int g = 0; g < n.gpus; ++g) {
+      int before = n.gpu_left[g], now = before - shape.gpu_milli;
+      if (now < 0) continue;  // the pod does not fit there
+      int64_t usable;
+      if (s.shares_gpu()) {
+        int64_t by_gpu = count - held[size_t(g)] + now / s.gpu_milli;
+        usable = std::min(by_gpu, by_cpu) * s.gpu_milli;
+      } else {
+        int64_t free = count - (before == kMilli) + (now == kMilli);
+        usable = std::min<int64_t>(free / s.num_gpu, by_cpu) * s.total_gpu_milli();
+      }
+      (*after)[size_t(g)] += c.weight * double(v.total - usable);
+    }
+  }
+}
+
 }  // namespace gpumux::fleet

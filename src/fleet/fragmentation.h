@@ -15,6 +15,7 @@
 // so a pod that may go anywhere is steered away from the GPUs that constrained shapes need.
 #pragma once
 
+#include <array>
 #include <vector>
 
 #include "fleet/cluster.h"
@@ -105,5 +106,16 @@ double NodeStrandedGpuAfter(const NodeState& node, const TargetWorkload& target,
 double NodeCapacityFragmentation(const NodeState& node, const TargetWorkload& target);
 double NodeCapacityFragmentationAfter(const NodeState& node, const TargetWorkload& target,
                                       const Shape& shape, int gpu);
+
+// NodeFragmentationAfter and NodeCapacityFragmentationAfter of a GPU-sharing `shape` on each GPU
+// of the node at once: after[g] for every g < node.gpus (meaningless where the pod does not fit,
+// gpu_left[g] < shape.gpu_milli). Equal to the one-GPU calls bit for bit: a placement changes one
+// GPU's term, so each class's counts are taken once per node and adjusted per GPU, O(GPUs x
+// classes) instead of O(GPUs^2 x classes). Hot path of FGD and gpumux scoring, no allocation.
+using PerGpu = std::array<double, kMaxGpusPerNode>;
+void NodeFragmentationAfterEachGpu(const NodeState& node, const TargetWorkload& target,
+                                   const Shape& shape, PerGpu* after);
+void NodeCapacityFragmentationAfterEachGpu(const NodeState& node, const TargetWorkload& target,
+                                           const Shape& shape, PerGpu* after);
 
 }  // namespace gpumux::fleet

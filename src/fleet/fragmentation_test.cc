@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "fleet/test_support.h"
 
 namespace gpumux::fleet {
@@ -96,6 +98,58 @@ TEST_F(FragmentationTest, StrandedGpuIsWhatTheFreeCpuCannotFeedInTheWorkloadsMix
   // A workload of CPU-only pods needs no CPU for GPUs: nothing is stranded.
   TargetWorkload cpu_only = TargetWorkload::FromPods(cluster_, {Pod("c", 4, 0, 0)}, 1.0);
   EXPECT_DOUBLE_EQ(NodeStrandedGpu(cluster_.node(0), cpu_only), 0);
+}
+
+TEST(FragmentationEachGpu, EqualsTheOneGpuMeasuresBitForBitOnRandomNodes) {
+  // Nodes of 1-8 GPUs of two models, filled at random with sharing, whole and CPU-only pods; the
+  // target mixes sharing shapes of many sizes, multi-GPU and CPU-only shapes and a model-bound one.
+  std::mt19937 rng(5);
+  std::vector<NodeSpec> nodes;
+  for (int i = 0; i < 200; ++i)
+    nodes.push_back(Node("n" + std::to_string(i), 8 + int(rng() % 96), 1 + int(rng() % 8),
+                         i % 3 ? "G2" : "T4"));
+  Cluster cluster(nodes);
+  std::vector<PodSpec> pods;
+  for (int i = 0; i < 60; ++i) {
+    int kind = int(rng() % 6);
+    pods.push_back(kind == 0   ? Pod("cpu", 1 + int(rng() % 8), 0, 0)
+                   : kind == 1 ? Pod("whole", 4, 1 + int(rng() % 2), 1000)
+                   : kind == 2 ? Pod("t4", 2, 1, 100 + int(rng() % 9) * 100, {"T4"})
+                               : Pod("share", 1 + int(rng() % 4), 1, 1 + int(rng() % 999)));
+  }
+  for (int n = 0; n < cluster.size(); ++n) {
+    for (int k = 0; k < 12; ++k) {
+      Shape s = cluster.ShapeOf(pods[rng() % pods.size()]);
+      if (!cluster.Fits(n, s)) continue;
+      int gpu = -1;
+      for (int g = 0; g < cluster.node(n).gpus && s.shares_gpu(); ++g)
+        if (cluster.node(n).gpu_left[g] >= s.gpu_milli && (gpu < 0 || rng() % 2)) gpu = g;
+      cluster.Place(n, s, gpu);
+    }
+  }
+  for (auto weighting : {ClassWeight::kPopularity, ClassWeight::kScarcity}) {
+    TargetWorkload target = TargetWorkload::FromPods(cluster, pods, 0.99, weighting);
+    int compared = 0;
+    for (int n = 0; n < cluster.size(); ++n) {
+      for (const PodSpec& pod : pods) {
+        Shape s = cluster.ShapeOf(pod);
+        if (!s.shares_gpu() || !cluster.Fits(n, s)) continue;
+        PerGpu fragmentation, capacity;
+        NodeFragmentationAfterEachGpu(cluster.node(n), target, s, &fragmentation);
+        NodeCapacityFragmentationAfterEachGpu(cluster.node(n), target, s, &capacity);
+        for (int g = 0; g < cluster.node(n).gpus; ++g) {
+          if (cluster.node(n).gpu_left[g] < s.gpu_milli) continue;
+          ASSERT_EQ(fragmentation[size_t(g)], NodeFragmentationAfter(cluster.node(n), target, s, g))
+              << "node " << n << " GPU " << g;
+          ASSERT_EQ(capacity[size_t(g)],
+                    NodeCapacityFragmentationAfter(cluster.node(n), target, s, g))
+              << "node " << n << " GPU " << g;
+          ++compared;
+        }
+      }
+    }
+    EXPECT_GT(compared, 5000);
+  }
 }
 
 }  // namespace

@@ -19,13 +19,12 @@ class FgdPolicy : public Policy {
     const NodeState& n = cluster.node(node);
     double before = NodeFragmentation(n, target_);
     if (!s.shares_gpu()) return {Quantise(before - NodeFragmentationAfter(n, target_, s, -1)), -1};
+    PerGpu after;
+    NodeFragmentationAfterEachGpu(n, target_, s, &after);
     NodeScore best{-1, -1};
     for (int g = 0; g < n.gpus; ++g) {
       if (n.gpu_left[g] < s.gpu_milli) continue;
-      bool seen = false;  // GPUs with equal free milli give equal scores; the first one wins
-      for (int h = 0; h < g && !seen; ++h) seen = n.gpu_left[h] == n.gpu_left[g];
-      if (seen) continue;
-      double score = Quantise(before - NodeFragmentationAfter(n, target_, s, g));
+      double score = Quantise(before - after[size_t(g)]);
       if (best.gpu < 0 || score > best.score) best = {score, g};
     }
     return best;

@@ -72,17 +72,21 @@ class GpumuxPolicy : public Policy {
     const double lost = NodeFragmentation(n, scarce_) + NodeStrandedGpu(n, scarce_);
     const double stranded_after = NodeStrandedGpuAfter(n, scarce_, s);  // the same on every GPU
     const double capacity = NodeCapacityFragmentation(n, wide_);
-    auto score = [&](int gpu) {
-      double loss = NodeFragmentationAfter(n, scarce_, s, gpu) + stranded_after - lost;
-      double kept =
-          std::floor((capacity - NodeCapacityFragmentationAfter(n, wide_, s, gpu)) / resolution_);
+    auto score = [&](int gpu, double fragmentation_after, double capacity_after) {
+      double loss = fragmentation_after + stranded_after - lost;
+      double kept = std::floor((capacity - capacity_after) / resolution_);
       return NodeScore{Combine(loss, kept), gpu, loss, kept};
     };
-    if (!s.shares_gpu()) return score(-1);
+    if (!s.shares_gpu())
+      return score(-1, NodeFragmentationAfter(n, scarce_, s, -1),
+                   NodeCapacityFragmentationAfter(n, wide_, s, -1));
+    PerGpu fragmentation_after, capacity_after;
+    NodeFragmentationAfterEachGpu(n, scarce_, s, &fragmentation_after);
+    NodeCapacityFragmentationAfterEachGpu(n, wide_, s, &capacity_after);
     NodeScore best{0, -1};
     for (int g = 0; g < n.gpus; ++g) {
       if (n.gpu_left[g] < s.gpu_milli) continue;
-      NodeScore sc = score(g);
+      NodeScore sc = score(g, fragmentation_after[size_t(g)], capacity_after[size_t(g)]);
       if (best.gpu < 0 || sc.score > best.score) best = sc;
     }
     return best;

@@ -123,11 +123,11 @@ NodeGpus Extender::NodeState(const std::string& name) {
   return it == nodes_.end() ? NodeGpus() : it->second;
 }
 
-json Extender::Filter(const json& args) {
+FilterResult Extender::Filter(const json& args) {
   PodRequest pod = ParsePod(Key(args, "Pod"));
   bool full = false;
   std::vector<std::string> names = Candidates(args, &full);
-  json passed = json::array(), failed = json::object();
+  FilterResult result;
   std::vector<bool> fits(names.size());
   {
     std::lock_guard lock(mu_);
@@ -136,20 +136,21 @@ json Extender::Filter(const json& args) {
       seen_[pod.uid] = pod;
     }
     for (size_t i = 0; i < names.size(); ++i) {
-      std::string why = "no gpumux GPU (the gpumux device plugin publishes them on the node)";
+      // Hot path: one lookup and a scan of the node's slots; the reason only where it fails.
       auto it = nodes_.find(names[i]);  // a node not seen yet has none
-      fits[i] =
-          !pod.asks_gpumux() || (it != nodes_.end() && !it->second.FittingSlots(pod, &why).empty());
-      if (fits[i])
-        passed.push_back(names[i]);
-      else
-        failed[names[i]] = "gpumux: " + why;
+      const NodeGpus* node = it == nodes_.end() ? nullptr : &it->second;
+      fits[i] = !pod.asks_gpumux() ||
+                (node && std::any_of(node->slots().begin(), node->slots().end(),
+                                     [&](const Slot& s) { return s.Fits(pod); }));
+      if (fits[i]) continue;
+      std::string why = "no gpumux GPU (the gpumux device plugin publishes them on the node)";
+      if (node) node->FittingSlots(pod, &why);
+      result.failed.emplace_back(names[i], "gpumux: " + why);
     }
   }
-  json result = {{"FailedNodes", failed}, {"Error", ""}};
   if (!full) {
-    result["NodeNames"] = passed;
-    result["Nodes"] = nullptr;
+    for (size_t i = 0; i < names.size(); ++i)
+      if (fits[i]) result.node_names.push_back(std::move(names[i]));
     return result;
   }
   // Candidates named the nodes in the order of Nodes.items.
@@ -157,9 +158,53 @@ json Extender::Filter(const json& args) {
   const json& nodes = Key(Key(args, "Nodes"), "items");
   for (size_t i = 0; i < nodes.size(); ++i)
     if (fits[i]) items.push_back(nodes[i]);
-  result["Nodes"] = {{"items", items}};
-  result["NodeNames"] = nullptr;
+  result.nodes = {{"items", items}};
   return result;
+}
+
+namespace {
+
+// `text` as a JSON string. Hot path of the answers' writers: node names need no escaping.
+void AppendJsonString(std::string* out, const std::string& text) {
+  bool plain = std::all_of(text.begin(), text.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_';
+  });
+  if (plain) {
+    *out += '"';
+    *out += text;
+    *out += '"';
+  } else {
+    *out += json(text).dump(-1, ' ', false, json::error_handler_t::replace);
+  }
+}
+
+}  // namespace
+
+std::string FilterResult::Json() const {
+  // Hot path (one name per candidate node): written as text, not built as a json value.
+  std::string out = "{\"Nodes\":";
+  out += nodes.is_null() ? "null" : nodes.dump(-1, ' ', false, json::error_handler_t::replace);
+  out += ",\"NodeNames\":";
+  if (nodes.is_null()) {
+    out.reserve(out.size() + node_names.size() * 16);
+    out += '[';
+    for (size_t i = 0; i < node_names.size(); ++i) {
+      if (i) out += ',';
+      AppendJsonString(&out, node_names[i]);
+    }
+    out += ']';
+  } else {
+    out += "null";
+  }
+  out += ",\"FailedNodes\":{";
+  for (size_t i = 0; i < failed.size(); ++i) {
+    if (i) out += ',';
+    AppendJsonString(&out, failed[i].first);
+    out += ':';
+    AppendJsonString(&out, failed[i].second);
+  }
+  out += "},\"Error\":\"\"}";
+  return out;
 }
 
 void Extender::Remember(const std::string& uid) {
@@ -193,13 +238,14 @@ std::vector<int> Extender::RecentMilli() const {
   return milli;
 }
 
-json Extender::Prioritize(const json& args) {
+std::vector<HostPriority> Extender::Prioritize(const json& args) {
   PodRequest pod = ParsePod(Key(args, "Pod"));
   bool full = false;
   std::vector<std::string> names = Candidates(args, &full);
-  json list = json::array();
+  std::vector<HostPriority> list;
+  list.reserve(names.size());
   if (!pod.asks_gpumux()) {
-    for (const auto& name : names) list.push_back({{"Host", name}, {"Score", 0}});
+    for (auto& name : names) list.push_back({std::move(name), 0});
     return list;
   }
   std::lock_guard lock(mu_);
@@ -211,10 +257,25 @@ json Extender::Prioritize(const json& args) {
     nodes.push_back(it == nodes_.end() ? &kNone : &it->second);
   }
   std::vector<NodeChoice> choices = ChooseSlots(nodes, pod, config_.policy, RecentMilli());
-  for (size_t i = 0; i < names.size(); ++i) {
-    list.push_back({{"Host", names[i]}, {"Score", int64_t(std::lround(choices[i].score))}});
-  }
+  for (size_t i = 0; i < names.size(); ++i)
+    list.push_back({std::move(names[i]), int64_t(std::lround(choices[i].score))});
   return list;
+}
+
+std::string HostPriorityListJson(const std::vector<HostPriority>& list) {
+  // Hot path (one entry per candidate node): written as text, not built as a json value.
+  std::string out = "[";
+  out.reserve(list.size() * 32 + 2);
+  for (const HostPriority& p : list) {
+    if (out.size() > 1) out += ',';
+    out += "{\"Host\":";
+    AppendJsonString(&out, p.host);
+    out += ",\"Score\":";
+    out += std::to_string(p.score);
+    out += '}';
+  }
+  out += ']';
+  return out;
 }
 
 void Extender::Count(const Placement& p, int sign) {
@@ -356,10 +417,9 @@ agent::HttpResponse Extender::Handle(const agent::HttpRequest& r) {
   json args = json::parse(r.body, nullptr, false);
   try {
     if (args.is_discarded()) throw BadInput("the body is not JSON");
-    json answer = verb == "filter"       ? Filter(args)
-                  : verb == "prioritize" ? Prioritize(args)
-                                         : Bind(args);
-    return {200, answer.dump(-1, ' ', false, json::error_handler_t::replace)};
+    if (verb == "filter") return {200, Filter(args).Json()};
+    if (verb == "prioritize") return {200, HostPriorityListJson(Prioritize(args))};
+    return {200, Bind(args).dump(-1, ' ', false, json::error_handler_t::replace)};
   } catch (const json::exception& e) {
     // A field of the wrong JSON type somewhere in a pod or node: bad input as much as any.
     return {400, json{{"Error", verb + ": " + e.what()}}.dump(-1, ' ', false,

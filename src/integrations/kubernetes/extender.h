@@ -26,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -47,6 +48,22 @@ struct ExtenderConfig {
   size_t max_nodes = 50'000;
 };
 
+// kube-scheduler's ExtenderFilterResult.
+struct FilterResult {
+  std::vector<std::string> node_names;  // the nodes that pass, when the args named them (NodeNames)
+  nlohmann::json nodes;  // or, when the args carried full Nodes: {"items": [those that pass]}
+  std::vector<std::pair<std::string, std::string>> failed;  // node, why not
+  std::string Json() const;  // as kube-scheduler reads it
+};
+
+// One entry of kube-scheduler's HostPriorityList.
+struct HostPriority {
+  std::string host;
+  int64_t score = 0;  // 0..10
+};
+// The list as kube-scheduler reads it: [{"Host": ..., "Score": ...}, ...].
+std::string HostPriorityListJson(const std::vector<HostPriority>& list);
+
 class Extender {
  public:
   // `api` may be null (tests of filter and prioritize alone): bind then fails with that reason.
@@ -54,8 +71,8 @@ class Extender {
 
   // The verbs on parsed bodies. Throw Error (bad input) for a body that is not what
   // kube-scheduler sends, naming the field.
-  nlohmann::json Filter(const nlohmann::json& args);
-  nlohmann::json Prioritize(const nlohmann::json& args);
+  FilterResult Filter(const nlohmann::json& args);
+  std::vector<HostPriority> Prioritize(const nlohmann::json& args);  // in the candidates' order
   nlohmann::json Bind(const nlohmann::json& args);
   // HTTP: POST /filter, /prioritize, /bind (any prefix before the verb); GET /healthz. A malformed
   // body is answered 400 with the reason, and changes nothing.
@@ -103,8 +120,8 @@ class Extender {
   const KubeApi* api_;
   std::unique_ptr<Informer> nodes_informer_, pods_informer_;  // when there is an API server
   std::mutex mu_;
-  std::map<std::string, NodeGpus> nodes_;
-  std::map<std::string, Placement> placed_;  // by pod UID
+  std::unordered_map<std::string, NodeGpus> nodes_;
+  std::unordered_map<std::string, Placement> placed_;  // by pod UID
   std::deque<std::string> recent_;           // UIDs of placements, oldest first (Remember)
   std::map<std::string, PodRequest> seen_;   // pods filtered lately, by UID (bind has no pod)
 };

@@ -37,9 +37,14 @@ NodeGpus Gpus(std::vector<int> memory_gib) {
   return NodeGpus(slots);
 }
 
+// The filter's answer as kube-scheduler reads it.
+json FilterJson(Extender& extender, const json& args) {
+  return json::parse(extender.Filter(args).Json());
+}
+
 TEST(Extender, FiltersFullNodesByTheRoomOfOneGpuAndSaysWhyNot) {
   Extender extender({}, nullptr);
-  json result = extender.Filter(Fixture("extender_args_nodes.json"));
+  json result = FilterJson(extender, Fixture("extender_args_nodes.json"));
   ASSERT_EQ(result["Nodes"]["items"].size(), 1u) << result;
   EXPECT_EQ(result["Nodes"]["items"][0]["metadata"]["name"], "gpu-node-1");
   EXPECT_TRUE(result["NodeNames"].is_null());
@@ -54,7 +59,7 @@ TEST(Extender, FiltersFullNodesByTheRoomOfOneGpuAndSaysWhyNot) {
 TEST(Extender, FiltersNodeNamesFromWhatItKnowsOfTheNodes) {
   Extender extender({}, nullptr);
   extender.Filter(Fixture("extender_args_nodes.json"));  // learns the nodes' GPUs
-  json result = extender.Filter(Fixture("extender_args_node_names.json"));
+  json result = FilterJson(extender, Fixture("extender_args_node_names.json"));
   EXPECT_EQ(result["NodeNames"], json{"gpu-node-1"}) << result;
   EXPECT_NE(result["FailedNodes"]["gpu-node-2"].get<std::string>().find(
                 "a MIG instance takes no compute share"),
@@ -66,15 +71,20 @@ TEST(Extender, MatchesKeysWithoutRegardToCaseAsGoDoes) {
   Extender extender({}, nullptr);
   extender.SetNode("n", Gpus({80}));
   json args = {{"pod", Pod("u1", 10)}, {"nodenames", {"n"}}};
-  EXPECT_EQ(extender.Filter(args)["NodeNames"], json{"n"});
+  EXPECT_EQ(FilterJson(extender, args)["NodeNames"], json{"n"});
 }
 
 TEST(Extender, PassesPodsThatAskNoGpumuxResourceEverywhere) {
   Extender extender({}, nullptr);
   json pod = Pod("u1", 1);
   pod["spec"]["containers"][0]["resources"] = {{"limits", {{"cpu", "1"}}}};
-  json result = extender.Filter({{"Pod", pod}, {"NodeNames", {"a", "b"}}});
-  EXPECT_EQ(result["NodeNames"], json({"a", "b"}));
+  // Names are kube-scheduler's, so written back as JSON whatever they hold.
+  json names = {"a", "b\"\n\\<\u00e9"};
+  json result = FilterJson(extender, {{"Pod", pod}, {"NodeNames", names}});
+  EXPECT_EQ(result["NodeNames"], names);
+  agent::HttpResponse scores =
+      extender.Handle({"POST", "/prioritize", json{{"Pod", pod}, {"NodeNames", names}}.dump()});
+  EXPECT_EQ(json::parse(scores.body)[1]["Host"], names[1]) << scores.body;
 }
 
 TEST(Extender, ScoresNodesAsTheFleetPolicyDoes) {
@@ -113,8 +123,10 @@ TEST(Extender, PrioritizeAnswersAHostPriorityListInKubeSchedulersRange) {
   extender.SetNode("used", used);
   extender.SetNode("empty", Gpus({80, 80}));
   extender.SetNode("full", Gpus({10}));
-  json scores =
-      extender.Prioritize({{"Pod", Pod("u", 60)}, {"NodeNames", {"empty", "used", "full"}}});
+  json args = {{"Pod", Pod("u", 60)}, {"NodeNames", {"empty", "used", "full"}}};
+  agent::HttpResponse answer = extender.Handle({"POST", "/scheduler/prioritize", args.dump()});
+  ASSERT_EQ(answer.status, 200) << answer.body;
+  json scores = json::parse(answer.body);
   ASSERT_EQ(scores.size(), 3u);
   for (size_t i = 0; i < 3; ++i) {
     EXPECT_EQ(scores[i]["Host"], json({"empty", "used", "full"})[i]);

@@ -1,6 +1,7 @@
 #include "integrations/kubernetes/policy_scores.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "fleet/cluster.h"
@@ -19,18 +20,26 @@ int UsedMilli(const Slot& s) {
   return std::min(fleet::kMilli, int(std::ceil(std::max(memory, compute) * fleet::kMilli)));
 }
 
-// A node's whole GPUs (not MIG instances) as the fleet model sees them, in the order the Cluster
-// numbers them: GPUs held whole first (Cluster::Place gives whole-GPU pods the lowest free ones).
-std::vector<int> FleetGpus(const NodeGpus& node) {
-  std::vector<int> order;
+// A node's whole GPUs (not MIG instances) as the fleet model sees them: their slot indices in the
+// order the Cluster numbers them, GPUs held whole first (Cluster::Place gives whole-GPU pods the
+// lowest free ones).
+struct FleetGpus {
+  std::array<int, fleet::kMaxGpusPerNode> slot;
+  int count = 0;
+  const int* begin() const { return slot.data(); }
+  const int* end() const { return slot.data() + count; }
+};
+
+FleetGpus FleetGpusOf(const NodeGpus& node) {
+  FleetGpus gpus;
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t i = 0; i < node.slots().size(); ++i) {
       const Slot& s = node.slots()[i];
-      if (!s.is_mig() && s.held_whole == (pass == 0) && order.size() < fleet::kMaxGpusPerNode)
-        order.push_back(int(i));
+      if (!s.is_mig() && s.held_whole == (pass == 0) && gpus.count < fleet::kMaxGpusPerNode)
+        gpus.slot[size_t(gpus.count++)] = int(i);
     }
   }
-  return order;
+  return gpus;
 }
 
 }  // namespace
@@ -49,46 +58,56 @@ std::vector<NodeChoice> ChooseSlots(const std::vector<const NodeGpus*>& nodes,
   // The fleet model of the nodes where a whole GPU (not an instance) fits the pod.
   std::vector<fleet::NodeSpec> specs;
   std::vector<int> fleet_node(nodes.size(), -1);
-  std::vector<std::vector<int>> gpu_slots;  // per fleet node: its GPUs' slot indices
-  std::vector<int> slot_memory;             // per fleet node
+  std::vector<FleetGpus> gpu_slots;  // per fleet node
+  std::vector<int> slot_memory;      // per fleet node
+  specs.reserve(nodes.size());
+  gpu_slots.reserve(nodes.size());
+  slot_memory.reserve(nodes.size());
   for (size_t n = 0; n < nodes.size(); ++n) {
     NodeChoice& c = choices[n];
-    std::vector<int> fitting = nodes[n]->FittingSlots(pod, &c.why_not);
-    c.fits = !fitting.empty();
-    if (!c.fits) continue;
-    bool whole_gpu_fits = std::any_of(fitting.begin(), fitting.end(),
-                                      [&](int i) { return !nodes[n]->slots()[i].is_mig(); });
+    const std::vector<Slot>& slots = nodes[n]->slots();
+    bool whole_gpu_fits = false;
+    for (const Slot& s : slots) {
+      if (s.Fits(pod)) {
+        c.fits = true;
+        whole_gpu_fits = whole_gpu_fits || !s.is_mig();
+      }
+    }
+    if (!c.fits) {
+      nodes[n]->FittingSlots(pod, &c.why_not);  // cold: only to say why
+      continue;
+    }
     if (!whole_gpu_fits) {  // MIG instances only: best fit
-      for (int i : fitting) {
-        const Slot& s = nodes[n]->slots()[i];
+      for (size_t i = 0; i < slots.size(); ++i) {
+        const Slot& s = slots[i];
+        if (!s.Fits(pod)) continue;
         double full = double(s.used_memory_gib + pod.memory_gib()) / s.memory_gib;
-        if (c.slot < 0 || 10 * full > c.score) c = {true, "", i, 10 * full};
+        if (c.slot < 0 || 10 * full > c.score) c = {true, "", int(i), 10 * full};
       }
       continue;
     }
     fleet_node[n] = int(specs.size());
-    gpu_slots.push_back(FleetGpus(*nodes[n]));
-    slot_memory.push_back(nodes[n]->slots()[gpu_slots.back()[0]].memory_gib);
+    gpu_slots.push_back(FleetGpusOf(*nodes[n]));
+    slot_memory.push_back(slots[size_t(gpu_slots.back().slot[0])].memory_gib);
     // CPU and memory are kube-scheduler's to check: the fleet model gets room enough for them.
-    specs.push_back(
-        {"", int64_t(1) << 40, int64_t(1) << 40, int(gpu_slots.back().size()), "gpumux"});
+    specs.push_back({"", int64_t(1) << 40, int64_t(1) << 40, gpu_slots.back().count, "gpumux"});
   }
   if (specs.empty()) return choices;
 
   fleet::Cluster cluster(specs);
   for (size_t n = 0; n < nodes.size(); ++n) {
     if (fleet_node[n] < 0) continue;
-    const std::vector<int>& slots = gpu_slots[fleet_node[n]];
-    for (size_t g = 0; g < slots.size(); ++g) {
-      const Slot& s = nodes[n]->slots()[slots[g]];
+    const FleetGpus& gpus = gpu_slots[size_t(fleet_node[n])];
+    for (int g = 0; g < gpus.count; ++g) {
+      const Slot& s = nodes[n]->slots()[size_t(gpus.slot[size_t(g)])];
       if (s.pods == 0) continue;
       int milli = UsedMilli(s);
       if (milli == fleet::kMilli && !s.held_whole) {
         // Shares that fill the GPU: as 999 + 1, sharing shapes, so they stay on GPU g.
-        cluster.Place(fleet_node[n], {0, 0, 1, milli - 1}, int(g));
+        cluster.Place(fleet_node[n], {0, 0, 1, milli - 1}, g);
         milli = 1;
       }
-      cluster.Place(fleet_node[n], {0, 0, 1, milli}, int(g));
+      cluster.Place(fleet_node[n], {0, 0, 1, milli}, g);
     }
   }
   // The target workload: the shares of recently placed pods and this one, at the first node's size.
@@ -110,10 +129,11 @@ std::vector<NodeChoice> ChooseSlots(const std::vector<const NodeGpus*>& nodes,
     fleet::NodeScore s = modelled ? policy->Score(cluster, f, shape) : fleet::NodeScore{};
     // The policy's GPU; where its milli rounding disagrees with the exact check (or it picks
     // none, as for whole GPUs), the fitting GPU with the least memory left.
-    int slot = s.gpu >= 0 && s.gpu < int(gpu_slots[f].size()) ? gpu_slots[f][s.gpu] : -1;
+    const FleetGpus& gpus = gpu_slots[size_t(f)];
+    int slot = s.gpu >= 0 && s.gpu < gpus.count ? gpus.slot[size_t(s.gpu)] : -1;
     if (slot < 0 || !nodes[n]->slots()[slot].Fits(pod)) {
       slot = -1;
-      for (int i : gpu_slots[f]) {
+      for (int i : gpus) {
         const Slot& candidate = nodes[n]->slots()[i];
         if (candidate.Fits(pod) && (slot < 0 || candidate.memory_gib - candidate.used_memory_gib <
                                                     nodes[n]->slots()[slot].memory_gib -
