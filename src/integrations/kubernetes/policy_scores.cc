@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <thread>
 
 #include "fleet/cluster.h"
 #include "fleet/fragmentation.h"
@@ -44,6 +45,10 @@ FleetGpus FleetGpusOf(const NodeGpus& node) {
 
 }  // namespace
 
+size_t DefaultScoringThreads() {
+  return std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 4);
+}
+
 int PodMilli(const PodRequest& pod, int slot_memory_gib) {
   if (pod.whole_gpu()) return fleet::kMilli;
   double memory = slot_memory_gib > 0 ? double(pod.memory_gib()) / slot_memory_gib : 1.0;
@@ -51,18 +56,86 @@ int PodMilli(const PodRequest& pod, int slot_memory_gib) {
   return std::clamp(int(std::ceil(share * fleet::kMilli)), 1, fleet::kMilli);
 }
 
+namespace {
+
+// What the first pass over the candidates finds: the nodes where a whole GPU (not an instance)
+// fits the pod, which the fleet model scores.
+struct FleetCandidates {
+  std::vector<size_t> node;        // index into the candidates
+  std::vector<FleetGpus> gpus;     // their GPUs
+  std::vector<int> slot_memory;    // their first GPU's memory (GiB)
+};
+
+// Scores the fleet candidates [begin, end) with `policy_name` on a fleet model of those nodes
+// alone: sets each one's slot and Final score in `choices`, and its Score in `raw` (NaN where
+// rounding to milli makes the model refuse what fits exactly). Every node is one GPU model in
+// the fleet model, so a range's target workload and prices are those of the whole: ranges may be
+// scored apart, on different threads, with the same results.
+void ScoreRange(const std::vector<const NodeGpus*>& nodes, const FleetCandidates& fleet_nodes,
+                size_t begin, size_t end, const PodRequest& pod, std::string_view policy_name,
+                const std::vector<fleet::PodSpec>& recent, std::vector<NodeChoice>* choices,
+                std::vector<double>* raw) {
+  std::vector<fleet::NodeSpec> specs;
+  specs.reserve(end - begin);
+  // CPU and memory are kube-scheduler's to check: the fleet model gets room enough for them.
+  for (size_t f = begin; f < end; ++f)
+    specs.push_back({"", int64_t(1) << 40, int64_t(1) << 40, fleet_nodes.gpus[f].count, "gpumux"});
+  fleet::Cluster cluster(specs);
+  for (size_t f = begin; f < end; ++f) {
+    const FleetGpus& gpus = fleet_nodes.gpus[f];
+    for (int g = 0; g < gpus.count; ++g) {
+      const Slot& s = nodes[fleet_nodes.node[f]]->slots()[size_t(gpus.slot[size_t(g)])];
+      if (s.pods == 0) continue;
+      int milli = UsedMilli(s);
+      if (milli == fleet::kMilli && !s.held_whole) {
+        // Shares that fill the GPU: as 999 + 1, sharing shapes, so they stay on GPU g.
+        cluster.Place(int(f - begin), {0, 0, 1, milli - 1}, g);
+        milli = 1;
+      }
+      cluster.Place(int(f - begin), {0, 0, 1, milli}, g);
+    }
+  }
+  auto targets = fleet::TargetWorkloads::FromPods(cluster, recent);
+  auto policy = fleet::MakePolicy(policy_name, targets);
+  for (size_t f = begin; f < end; ++f) {
+    const size_t n = fleet_nodes.node[f];
+    const int local = int(f - begin);
+    fleet::Shape shape{0, 0, 1, PodMilli(pod, fleet_nodes.slot_memory[f])};
+    NodeChoice& c = (*choices)[n];
+    // Where rounding to milli makes the model refuse what fits exactly: scored last (0).
+    bool modelled = cluster.Fits(local, shape);
+    fleet::NodeScore s = modelled ? policy->Score(cluster, local, shape) : fleet::NodeScore{};
+    // The policy's GPU; where its milli rounding disagrees with the exact check (or it picks
+    // none, as for whole GPUs), the fitting GPU with the least memory left.
+    const FleetGpus& gpus = fleet_nodes.gpus[f];
+    const std::vector<Slot>& slots = nodes[n]->slots();
+    int slot = s.gpu >= 0 && s.gpu < gpus.count ? gpus.slot[size_t(s.gpu)] : -1;
+    if (slot < 0 || !slots[size_t(slot)].Fits(pod)) {
+      slot = -1;
+      for (int i : gpus) {
+        const Slot& candidate = slots[size_t(i)];
+        if (candidate.Fits(pod) &&
+            (slot < 0 || candidate.memory_gib - candidate.used_memory_gib <
+                             slots[size_t(slot)].memory_gib - slots[size_t(slot)].used_memory_gib))
+          slot = i;
+      }
+    }
+    c.slot = slot;
+    c.score = modelled ? policy->Final(cluster, local, shape, s) : s.score;
+    (*raw)[f] = modelled ? s.score : std::nan("");
+  }
+}
+
+}  // namespace
+
 std::vector<NodeChoice> ChooseSlots(const std::vector<const NodeGpus*>& nodes,
                                     const PodRequest& pod, std::string_view policy_name,
-                                    const std::vector<int>& recent_milli) {
+                                    const std::vector<int>& recent_milli, size_t max_threads) {
   std::vector<NodeChoice> choices(nodes.size());
-  // The fleet model of the nodes where a whole GPU (not an instance) fits the pod.
-  std::vector<fleet::NodeSpec> specs;
-  std::vector<int> fleet_node(nodes.size(), -1);
-  std::vector<FleetGpus> gpu_slots;  // per fleet node
-  std::vector<int> slot_memory;      // per fleet node
-  specs.reserve(nodes.size());
-  gpu_slots.reserve(nodes.size());
-  slot_memory.reserve(nodes.size());
+  FleetCandidates fleet_nodes;
+  fleet_nodes.node.reserve(nodes.size());
+  fleet_nodes.gpus.reserve(nodes.size());
+  fleet_nodes.slot_memory.reserve(nodes.size());
   for (size_t n = 0; n < nodes.size(); ++n) {
     NodeChoice& c = choices[n];
     const std::vector<Slot>& slots = nodes[n]->slots();
@@ -86,74 +159,44 @@ std::vector<NodeChoice> ChooseSlots(const std::vector<const NodeGpus*>& nodes,
       }
       continue;
     }
-    fleet_node[n] = int(specs.size());
-    gpu_slots.push_back(FleetGpusOf(*nodes[n]));
-    slot_memory.push_back(slots[size_t(gpu_slots.back().slot[0])].memory_gib);
-    // CPU and memory are kube-scheduler's to check: the fleet model gets room enough for them.
-    specs.push_back({"", int64_t(1) << 40, int64_t(1) << 40, gpu_slots.back().count, "gpumux"});
+    fleet_nodes.node.push_back(n);
+    fleet_nodes.gpus.push_back(FleetGpusOf(*nodes[n]));
+    fleet_nodes.slot_memory.push_back(slots[size_t(fleet_nodes.gpus.back().slot[0])].memory_gib);
   }
-  if (specs.empty()) return choices;
+  const size_t count = fleet_nodes.node.size();
+  if (count == 0) return choices;
 
-  fleet::Cluster cluster(specs);
-  for (size_t n = 0; n < nodes.size(); ++n) {
-    if (fleet_node[n] < 0) continue;
-    const FleetGpus& gpus = gpu_slots[size_t(fleet_node[n])];
-    for (int g = 0; g < gpus.count; ++g) {
-      const Slot& s = nodes[n]->slots()[size_t(gpus.slot[size_t(g)])];
-      if (s.pods == 0) continue;
-      int milli = UsedMilli(s);
-      if (milli == fleet::kMilli && !s.held_whole) {
-        // Shares that fill the GPU: as 999 + 1, sharing shapes, so they stay on GPU g.
-        cluster.Place(fleet_node[n], {0, 0, 1, milli - 1}, g);
-        milli = 1;
-      }
-      cluster.Place(fleet_node[n], {0, 0, 1, milli}, g);
-    }
-  }
   // The target workload: the shares of recently placed pods and this one, at the first node's size.
   std::vector<fleet::PodSpec> recent;
   recent.reserve(recent_milli.size() + 1);
   for (int m : recent_milli) recent.push_back({"", 0, 0, 1, m, {}});
-  recent.push_back({"", 0, 0, 1, PodMilli(pod, slot_memory[0]), {}});
-  auto targets = fleet::TargetWorkloads::FromPods(cluster, recent);
-  auto policy = fleet::MakePolicy(policy_name, targets);
+  recent.push_back({"", 0, 0, 1, PodMilli(pod, fleet_nodes.slot_memory[0]), {}});
 
+  // Hot path: thousands of nodes are scored in ranges of at least kNodesPerThread on several
+  // threads (as kube-scheduler scores its nodes in parallel); a few hundred on this one.
+  constexpr size_t kNodesPerThread = 1024;
+  size_t threads =
+      std::max<size_t>(1, std::min(max_threads, (count + kNodesPerThread - 1) / kNodesPerThread));
+  std::vector<double> raw(count);
+  std::vector<std::thread> helpers;
+  for (size_t t = 1; t < threads; ++t)
+    helpers.emplace_back([&, t] {
+      ScoreRange(nodes, fleet_nodes, count * t / threads, count * (t + 1) / threads, pod,
+                 policy_name, recent, &choices, &raw);
+    });
+  ScoreRange(nodes, fleet_nodes, 0, count / threads, pod, policy_name, recent, &choices, &raw);
+  for (std::thread& helper : helpers) helper.join();
+
+  // Onto kube-scheduler's 0..10: the best node 10, the worst 0; those the model refused 0.
   double best = -1e300, worst = 1e300;
-  for (size_t n = 0; n < nodes.size(); ++n) {
-    int f = fleet_node[n];
-    if (f < 0) continue;
-    fleet::Shape shape{0, 0, 1, PodMilli(pod, slot_memory[f])};
-    NodeChoice& c = choices[n];
-    // Where rounding to milli makes the model refuse what fits exactly: scored last (0).
-    bool modelled = cluster.Fits(f, shape);
-    fleet::NodeScore s = modelled ? policy->Score(cluster, f, shape) : fleet::NodeScore{};
-    // The policy's GPU; where its milli rounding disagrees with the exact check (or it picks
-    // none, as for whole GPUs), the fitting GPU with the least memory left.
-    const FleetGpus& gpus = gpu_slots[size_t(f)];
-    int slot = s.gpu >= 0 && s.gpu < gpus.count ? gpus.slot[size_t(s.gpu)] : -1;
-    if (slot < 0 || !nodes[n]->slots()[slot].Fits(pod)) {
-      slot = -1;
-      for (int i : gpus) {
-        const Slot& candidate = nodes[n]->slots()[i];
-        if (candidate.Fits(pod) && (slot < 0 || candidate.memory_gib - candidate.used_memory_gib <
-                                                    nodes[n]->slots()[slot].memory_gib -
-                                                        nodes[n]->slots()[slot].used_memory_gib))
-          slot = i;
-      }
-    }
-    c.slot = slot;
-    c.score = modelled ? policy->Final(cluster, f, shape, s) : s.score;
-    if (!modelled) {
-      fleet_node[n] = -1;  // keeps its score of 0 below
-      continue;
-    }
-    best = std::max(best, s.score);
-    worst = std::min(worst, s.score);
+  for (double r : raw) {
+    if (std::isnan(r)) continue;
+    best = std::max(best, r);
+    worst = std::min(worst, r);
   }
-  // Onto kube-scheduler's 0..10: the best node 10, the worst 0.
-  for (size_t n = 0; n < nodes.size(); ++n) {
-    if (fleet_node[n] < 0) continue;
-    double& score = choices[n].score;
+  for (size_t f = 0; f < count; ++f) {
+    if (std::isnan(raw[f])) continue;
+    double& score = choices[fleet_nodes.node[f]].score;
     score = best > worst ? 10 * (score - worst) / (best - worst) : 10;
   }
   return choices;

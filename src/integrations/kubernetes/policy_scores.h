@@ -7,7 +7,7 @@
 // model has no instances): the fuller the instance after placing the pod, the higher.
 //
 // Hot path of the scheduler extender (one call per pod over every candidate node): no per-node
-// allocation beyond the Cluster it builds. Thread-compatible.
+// allocation beyond the Cluster it builds. Thread-safe (it reads the nodes it is given).
 #pragma once
 
 #include <string>
@@ -29,11 +29,16 @@ struct NodeChoice {
 // The share of one GPU of `slot_memory_gib` that `pod` takes, in milli-GPU (1..1000).
 int PodMilli(const PodRequest& pod, int slot_memory_gib);
 
+// The threads ChooseSlots scores on by default: the machine's cores, at most 4.
+size_t DefaultScoringThreads();
+
 // One choice per node, in order. `recent_milli` are the GPU shares of recently placed pods: the
 // target workload FGD-style policies measure fragmentation against (the pod itself is added).
-// Throws Error (bad input) for an unknown policy name.
+// Thousands of nodes are scored in ranges on up to `max_threads` threads, with the same answer
+// as on one. Throws Error (bad input) for an unknown policy name.
 std::vector<NodeChoice> ChooseSlots(const std::vector<const NodeGpus*>& nodes,
                                     const PodRequest& pod, std::string_view policy,
-                                    const std::vector<int>& recent_milli);
+                                    const std::vector<int>& recent_milli,
+                                    size_t max_threads = DefaultScoringThreads());
 
 }  // namespace gpumux::k8s
