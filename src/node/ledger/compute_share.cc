@@ -11,27 +11,29 @@ namespace gpumux::node {
 
 namespace {
 
-// Water-fills `left` of the GPU among `open` (wanting tenants of one tier) into `share`; returns
-// what is left. Each round gives every open tenant its weighted part of what is left; tenants that
-// reach their cap are fixed there and the rest shared again. At most one round per tenant.
+// Water-fills `left` of the GPU among `open` (wanting tenants of one tier) into `share`, none past
+// limit(i); returns what is left. Each round gives every open tenant its weighted part of what is
+// left; tenants that reach their limit are fixed there and the rest shared again. At most one
+// round per tenant.
+template <typename Limit>
 double WaterFill(const std::vector<ComputeDemand>& tenants, std::vector<size_t> open, double left,
-                 std::vector<double>& share) {
+                 const Limit& limit, std::vector<double>& share) {
   while (!open.empty() && left > 1e-12) {
     double weights = 0;
     for (size_t i : open) weights += tenants[i].weight;
     std::vector<size_t> still_open;
     double given = 0;
     for (size_t i : open) {
-      double cap = std::min(tenants[i].cap_permille, kNoCap) / 1000.0;
+      double most = limit(i);
       double offer = left * tenants[i].weight / weights;
-      if (share[i] + offer >= cap) {
-        given += cap - share[i];
-        share[i] = cap;
+      if (share[i] + offer >= most) {
+        given += std::max(0.0, most - share[i]);
+        share[i] = std::max(share[i], most);
       } else {
         still_open.push_back(i);
       }
     }
-    if (still_open.size() == open.size()) {  // nobody capped: the rest is divided by weight
+    if (still_open.size() == open.size()) {  // nobody reached its limit: divided by weight
       for (size_t i : open) share[i] += left * tenants[i].weight / weights;
       return 0;
     }
@@ -41,7 +43,17 @@ double WaterFill(const std::vector<ComputeDemand>& tenants, std::vector<size_t> 
   return left;
 }
 
+double Cap(const ComputeDemand& t) { return std::min(t.cap_permille, kNoCap) / 1000.0; }
+
 }  // namespace
+
+double DemandOf(double use, double share, bool held_lately) {
+  // Room to grow: small, since room a tenant does not use idles the GPU while a neighbour is
+  // held; it must stay above what "leaves part of its share" asks, or the demand would flap.
+  constexpr double kGrowth = 1.25, kRoom = 0.02, kLeaves = 0.8;
+  if (held_lately || use >= kLeaves * share) return 1.0;
+  return std::min(1.0, use * kGrowth + kRoom);
+}
 
 std::vector<double> FairShares(const std::vector<ComputeDemand>& tenants) {
   std::vector<double> share(tenants.size(), 0.0);
@@ -50,7 +62,13 @@ std::vector<double> FairShares(const std::vector<ComputeDemand>& tenants) {
     if (tenants[i].wants_gpu && tenants[i].weight > 0)
       (tenants[i].best_effort ? second : first).push_back(i);
   }
-  WaterFill(tenants, second, WaterFill(tenants, first, 1.0, share), share);
+  auto demand = [&](size_t i) { return std::min(Cap(tenants[i]), tenants[i].demand); };
+  auto cap = [&](size_t i) { return Cap(tenants[i]); };
+  double left = WaterFill(tenants, first, 1.0, demand, share);
+  left = WaterFill(tenants, second, left, demand, share);
+  // What nobody's demand takes: to every wanting tenant, by tier and weight, up to its cap.
+  left = WaterFill(tenants, first, left, cap, share);
+  WaterFill(tenants, second, left, cap, share);
   return share;
 }
 

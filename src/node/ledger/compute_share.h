@@ -2,11 +2,13 @@
 //
 // Each tenant has a cap (never more than this fraction of GPU time), a weight (its share when
 // tenants contend) and a priority. Among the tenants that want the GPU now, GPU time is divided by
-// weight, no tenant above its cap, and what a capped tenant cannot use goes to the others by weight
-// (water-filling), so the GPU is never idled by the division while someone wants it. Best-effort
-// (low-priority) tenants are a second tier: they share only what the others leave (their caps, or
-// their absence). On top of the division, normal and low tenants yield entirely while a
-// high-priority (latency-sensitive) tenant has work in flight (Ledger::ComputeTick).
+// weight, no tenant above its cap nor above its demand (what it would use: what it used lately,
+// plus room to grow, or its cap while it is being held), and what one cannot use goes to the
+// others by weight (water-filling). Best-effort (low-priority) tenants are a second tier: they
+// share what the others leave (their caps, their demand, or their absence). What is still left
+// once every wanting tenant has its demand goes to them all by weight up to their caps, so the
+// division never idles the GPU while someone wants it. On top of the division, normal and low
+// tenants yield while a high-priority (latency-sensitive) tenant launches (Ledger::ComputeTick).
 #pragma once
 
 #include <cstdint>
@@ -24,7 +26,15 @@ struct ComputeDemand {
   uint32_t weight = 1;
   bool wants_gpu = false;
   bool best_effort = false;  // shares only what the others leave
+  double demand = 1.0;       // fraction of GPU time it would use now (1: unknown, all it may)
 };
+
+// A tenant's demand from what it used lately (`use`, a fraction of GPU time), the share it was
+// given (`share`) and whether it was held for its share lately. A tenant that leaves part of its
+// share unused wants what it uses, with a little room to grow; one that uses about all it is
+// given, or was held, may want more than it gets: all it may (its cap). Using its whole share
+// is how a tenant that contends shows it: its use is bounded by the others then, not by its need.
+double DemandOf(double use, double share, bool held_lately);
 
 // The words of the command line and the API. Throw Error (bad input) saying what is expected.
 Priority ParsePriority(const std::string& text);  // "high", "normal", "low" or "best-effort"

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <unistd.h>
+#include <algorithm>
 #include <filesystem>
 
 #include "base/error_test_support.h"
@@ -43,6 +44,35 @@ TEST(FairShares, CapsHoldAndTheRestGoesToOthersByWeight) {
   // Caps summing below 100% leave the GPU partly idle, on purpose: a cap is a ceiling.
   s = FairShares({{200, 1, true}, {300, 1, true}});
   EXPECT_NEAR(s[0] + s[1], 0.5, 1e-9);
+}
+
+TEST(FairShares, ATenantsDemandBoundsItsShareAndTheRestGoesToTheOthers) {
+  // One uses a quarter, one is held (wants all): together they use the whole GPU.
+  auto s = FairShares({{kNoCap, 1, true, false, 0.25}, {kNoCap, 1, true, false, 1.0}});
+  EXPECT_NEAR(s[0], 0.25, 1e-9);
+  EXPECT_NEAR(s[1], 0.75, 1e-9);
+  // Best-effort gets what the higher tier's demand leaves, not nothing.
+  s = FairShares({{kNoCap, 1, true, false, 0.30}, {kNoCap, 1, true, true, 1.0}});
+  EXPECT_NEAR(s[0], 0.30, 1e-9);
+  EXPECT_NEAR(s[1], 0.70, 1e-9);
+  // Nobody's demand fills the GPU: the rest still goes out, by tier and weight, up to caps.
+  s = FairShares({{500, 1, true, false, 0.2}, {kNoCap, 1, true, false, 0.3},
+                  {kNoCap, 1, true, true, 0.1}});
+  EXPECT_NEAR(s[0] + s[1] + s[2], 1.0, 1e-9) << "the division idles nothing";
+  EXPECT_LE(s[0], 0.5 + 1e-9) << "caps still hold";
+  EXPECT_GE(s[2], 0.1 - 1e-9) << "the best-effort tenant keeps its demand";
+  // Demand never lifts a cap, and a demand above the fair part does not take more than it.
+  s = FairShares({{100, 1, true, false, 1.0}, {kNoCap, 1, true, false, 1.0}});
+  EXPECT_NEAR(s[0], 0.10, 1e-9);
+  s = FairShares({{kNoCap, 1, true, false, 1.0}, {kNoCap, 1, true, false, 0.9}});
+  EXPECT_NEAR(s[0], 0.5, 1e-9);
+}
+
+TEST(Demand, IsWhatItUsesWithLittleRoomOrAllWhenItUsesItsShareOrIsHeld) {
+  EXPECT_NEAR(DemandOf(0.25, 0.5, false), 0.3325, 1e-9) << "it leaves half its share";
+  EXPECT_NEAR(DemandOf(0.25, 0.3325, false), 0.3325, 1e-9) << "stable at that demand";
+  EXPECT_EQ(DemandOf(0.25, 0.25, false), 1.0) << "it uses all it is given";
+  EXPECT_EQ(DemandOf(0.25, 0.5, true), 1.0) << "it was held";
 }
 
 TEST(AccrueCredit, GrowsAtTheShareAndBanksAtMostTheBurst) {
@@ -144,6 +174,96 @@ TEST_F(ComputeTickTest, OthersYieldWhileAHighPriorityTenantLaunches) {
   EXPECT_TRUE(l.ComputeTick(be, now + 1'000'000, 0, true).hold);
   EXPECT_FALSE(l.ComputeTick(be, now + kYieldHoldNs + 1'000'000, 0, true).hold)
       << "resumes once the high tenant is quiet";
+}
+
+// A GPU shared by busy and bursty tenants, ticked every millisecond for `seconds` as gpumuxd ticks
+// them: each millisecond the GPU's time goes to the tenants that have work and are not held, high
+// priority first, then the others in equal parts (as round-robin timeslices share it), a part one
+// does not need going to the others. Returns each tenant's fraction of the GPU's time.
+struct Load {
+  int tenant;
+  double need;               // fraction of each millisecond it would use while it has work
+  int burst_ms = 0;          // 0: always has work; else work for burst_ms of every period_ms
+  int period_ms = 0;
+};
+std::vector<double> ShareOut(Ledger& l, const std::vector<Load>& loads, uint64_t start,
+                             double seconds, std::vector<Priority> priorities) {
+  constexpr uint64_t kMs = 1'000'000;
+  std::vector<uint64_t> ran(loads.size(), 0), last(loads.size(), 0);
+  std::vector<bool> hold(loads.size(), false);
+  int ticks = int(seconds * 1000);
+  for (int i = 1; i <= ticks; ++i) {
+    uint64_t now = start + uint64_t(i) * kMs;
+    auto has_work = [&](size_t k) {
+      return loads[k].burst_ms == 0 || i % loads[k].period_ms < loads[k].burst_ms;
+    };
+    double left = 1.0;
+    for (int pass = 0; pass < 2; ++pass) {  // high priority first
+      std::vector<size_t> open;
+      for (size_t k = 0; k < loads.size(); ++k)
+        if ((priorities[k] == Priority::kHigh) == (pass == 0) && !hold[k] && has_work(k))
+          open.push_back(k);
+      std::sort(open.begin(), open.end(), [&](size_t a, size_t b) {
+        return loads[a].need < loads[b].need;
+      });
+      for (size_t j = 0; j < open.size(); ++j) {  // equal parts; what one leaves, the rest share
+        double take = std::min(loads[open[j]].need, left / double(open.size() - j));
+        ran[open[j]] += uint64_t(take * kMs);
+        left -= take;
+      }
+    }
+    for (size_t k = 0; k < loads.size(); ++k) {
+      hold[k] = l.TenantComputeTick(loads[k].tenant, now, ran[k] - last[k], has_work(k)).hold;
+      last[k] = ran[k];
+    }
+  }
+  std::vector<double> share;
+  for (uint64_t r : ran) share.push_back(double(r) / (seconds * 1e9));
+  return share;
+}
+
+TEST_F(ComputeTickTest, ABusyTenantGetsMostOfWhatALightOneLeaves) {
+  // Equal weights; one needs a quarter of the GPU, the other all it can get. A division by
+  // "wanting" held the busy one at half and idled a quarter. Now the light one's demand is what it
+  // uses plus room to grow (DemandOf: a quarter more, and 2%): that room, 8% here, still idles.
+  Ledger l = Ledger::CreateOrOpen(path_, 1ull << 30, "sim");
+  int light = l.AddTenant("light", {1ull << 20}), busy = l.AddTenant("busy", {1ull << 20});
+  auto s = ShareOut(l, {{light, 0.25}, {busy, 1.0}}, l.Snapshot()[0].added_ns, 10,
+                    {Priority::kNormal, Priority::kNormal});
+  EXPECT_NEAR(s[0], 0.25, 0.01) << "the light one gets all it needs";
+  EXPECT_GT(s[1], 0.65) << "the busy one gets what it leaves, but the light one's room";
+  EXPECT_GT(s[0] + s[1], 0.90) << "the GPU idles at most the room";
+}
+
+TEST_F(ComputeTickTest, ABestEffortTenantKeepsWhatABusyHighPriorityTenantLeaves) {
+  // High priority: work for 5 ms of every 20 ms, all of the GPU meanwhile (a quarter in all).
+  Ledger l = Ledger::CreateOrOpen(path_, 1ull << 30, "sim");
+  int hp = l.AddTenant("hp", {1ull << 20, kNoCap, 1, Priority::kHigh});
+  int be = l.AddTenant("be", {1ull << 20, kNoCap, 1, Priority::kLow});
+  auto s = ShareOut(l, {{hp, 1.0, 5, 20}, {be, 1.0}}, l.Snapshot()[0].added_ns, 10,
+                    {Priority::kHigh, Priority::kLow});
+  EXPECT_NEAR(s[0], 0.25, 0.01) << "high priority gets all its bursts";
+  // Others yield for kYieldHoldNs after each high-priority launch (10 ms of each 15 ms gap here):
+  // a third of what it leaves, where a division by "wanting" left it nothing (0.5% measured).
+  EXPECT_GT(s[1], 0.30 * (1 - s[0])) << "best effort is not starved";
+}
+
+TEST_F(ComputeTickTest, ATenPercentAndANinetyPercentCapHoldWithinOnePoint) {
+  Ledger l = Ledger::CreateOrOpen(path_, 1ull << 30, "sim");
+  int ten = l.AddTenant("ten", {1ull << 20, 100}), ninety = l.AddTenant("ninety", {1ull << 20, 900});
+  auto s = ShareOut(l, {{ten, 1.0}, {ninety, 1.0}}, l.Snapshot()[0].added_ns, 10,
+                    {Priority::kNormal, Priority::kNormal});
+  EXPECT_NEAR(s[0], 0.10, 0.01);
+  EXPECT_NEAR(s[1], 0.90, 0.01);
+}
+
+TEST_F(ComputeTickTest, WeightsStillDivideTwoBusyTenants) {
+  Ledger l = Ledger::CreateOrOpen(path_, 1ull << 30, "sim");
+  int one = l.AddTenant("one", {1ull << 20, kNoCap, 1}), three = l.AddTenant("three", {1ull << 20, kNoCap, 3});
+  auto s = ShareOut(l, {{one, 1.0}, {three, 1.0}}, l.Snapshot()[0].added_ns, 10,
+                    {Priority::kNormal, Priority::kNormal});
+  EXPECT_NEAR(s[0], 0.25, 0.02);
+  EXPECT_NEAR(s[1], 0.75, 0.02);
 }
 
 TEST_F(ComputeTickTest, StrictRefusesCapsOverOneHundredPercent) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cerrno>
 #include <cstring>
 #include <new>
@@ -207,9 +208,11 @@ int Ledger::AddTenant(const std::string& id, const TenantLimits& limits, bool st
       set_limits(s);
       uint64_t now = NowNs();
       for (auto* zero : {&s.used, &s.refused, &s.reclaimed, &s.reclaimed_processes, &s.gpu_ns,
-                         &s.wanted_ns, &s.held})
+                         &s.wanted_ns, &s.held, &s.use_gpu_ns, &s.share_held_ns})
         zero->store(0);
       s.gate.store(0);
+      s.use_ppm.store(0);
+      s.share_ppm.store(0);
       s.credit_ns.store(0);
       s.added_ns.store(now);
       s.accrued_ns.store(now);
@@ -370,27 +373,45 @@ ComputeVerdict Ledger::TenantComputeTick(int my_tenant, uint64_t now_ns, uint64_
     uint64_t wanted = s.wanted_ns.load(std::memory_order_relaxed);
     uint64_t age = now_ns > wanted ? now_ns - wanted : 0;
     auto priority = Priority(s.priority.load(std::memory_order_relaxed));
+    uint64_t held = s.share_held_ns.load(std::memory_order_relaxed);
+    bool held_lately = held != 0 && now_ns - std::min(now_ns, held) < kUseWindowNs;
     demand[t] = {s.cap_permille.load(std::memory_order_relaxed),
                  s.weight.load(std::memory_order_relaxed), wanted != 0 && age < kWantWindowNs,
-                 priority == Priority::kLow};
+                 priority == Priority::kLow,
+                 DemandOf(s.use_ppm.load(std::memory_order_relaxed) / 1e6,
+                          s.share_ppm.load(std::memory_order_relaxed) / 1e6, held_lately)};
     if (priority == Priority::kHigh && wanted != 0 && age < kYieldHoldNs) yield = true;
   }
   demand[my_tenant].wants_gpu = true;  // a process that asks is at least deciding whether to launch
   double share = FairShares(demand)[my_tenant];
-  // Bring the credit up to now: the process that moves accrued_ns forward adds that interval.
+  // Bring the credit and the use up to now: the process that moves accrued_ns forward adds that
+  // interval.
   uint64_t accrued = me.accrued_ns.load();
   if (now_ns > accrued && me.accrued_ns.compare_exchange_strong(accrued, now_ns)) {
+    uint64_t elapsed = now_ns - accrued, used = me.gpu_ns.load();
     int64_t credit = me.credit_ns.load();
     int64_t next;
     uint64_t burst = kBurstNs + uint64_t(share * double(unmeasured_ns));
     do {
-      next = AccrueCredit(credit, me.gpu_ns.load(), share, now_ns - accrued, burst);
+      next = AccrueCredit(credit, used, share, elapsed, burst);
     } while (!me.credit_ns.compare_exchange_weak(credit, next));
+    // An average over about kUseWindowNs (exponential), of the GPU time measured meanwhile.
+    uint64_t before = me.use_gpu_ns.exchange(used);
+    double rate = std::min(1.0, double(used - std::min(used, before)) / double(elapsed));
+    double keep = std::exp(-double(elapsed) / double(kUseWindowNs));
+    double use = me.use_ppm.load() / 1e6;
+    me.use_ppm.store(uint32_t(std::lround(1e6 * (use * keep + rate * (1 - keep)))));
   }
+  me.share_ppm.store(uint32_t(std::lround(share * 1e6)), std::memory_order_relaxed);
   ComputeVerdict v;
   v.share = share;
-  if (my_priority != Priority::kHigh)
-    v.hold = yield || int64_t(me.gpu_ns.load()) > me.credit_ns.load();
+  if (my_priority != Priority::kHigh) {
+    bool over_share = int64_t(me.gpu_ns.load()) > me.credit_ns.load();
+    v.hold = yield || over_share;
+    // Held below its cap: it wants more than the division gives it.
+    if (over_share && share + 1e-9 < std::min(me.cap_permille.load(), kNoCap) / 1000.0)
+      me.share_held_ns.store(now_ns, std::memory_order_relaxed);
+  }
   return v;
 }
 

@@ -44,7 +44,7 @@
 namespace gpumux::node {
 
 inline constexpr uint64_t kLedgerMagic = 0x4c58554d55504725ull;  // "%GPUMUXL"
-inline constexpr uint32_t kLedgerVersion = 3;
+inline constexpr uint32_t kLedgerVersion = 4;
 inline constexpr int kMaxTenants = 64;
 // Every tenant may hold kMaxProcessesPerTenant processes at once however many tenants there are,
 // so that one tenant's full table is never its neighbour's problem.
@@ -71,6 +71,13 @@ struct TenantSlot {
   std::atomic<uint64_t> wanted_ns;   // last time one of its processes launched or wanted to
   std::atomic<uint64_t> held;        // launches held back by its share
   std::atomic<uint32_t> gate;        // 1: its processes hold new launches (gpumuxd's verdict)
+  // For its demand (compute_share.h): what it used lately (GPU time per wall time, in millionths,
+  // averaged over about kUseWindowNs), its last share, gpu_ns when the use was last brought up to
+  // date, and the last time a verdict held it for its share (not its cap, nor a higher priority).
+  std::atomic<uint32_t> use_ppm;
+  std::atomic<uint32_t> share_ppm;  // the share the last verdict gave it, in millionths
+  std::atomic<uint64_t> use_gpu_ns;
+  std::atomic<uint64_t> share_held_ns;
 };
 
 struct ProcessSlot {
@@ -136,6 +143,7 @@ inline constexpr uint64_t kWantWindowNs =
     100'000'000;  // a tenant wants the GPU if it launched within this
 inline constexpr uint64_t kYieldHoldNs =
     10'000'000;  // others yield this long after a high-priority launch
+inline constexpr uint64_t kUseWindowNs = 100'000'000;  // what a tenant used "lately"
 inline constexpr uint64_t kBurstNs = 10'000'000;  // GPU time an idle tenant may bank
 
 class Ledger {
