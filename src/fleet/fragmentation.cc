@@ -199,16 +199,31 @@ double NodeCapacityFragmentationAfter(const NodeState& n, const TargetWorkload& 
   return CapacityFragmentation(After(n, shape, gpu), target);
 }
 
+namespace {
+
+// What both per-GPU measures start from: the view after placing `shape` (its cpu_left and total
+// are those after any GPU) and each GPU's sum begun with the classes that cannot use the node.
+// Null when nothing is free after the placement (every sum 0).
+const TargetWorkload::ForModel* BeginEachGpu(const NodeState& n, const TargetWorkload& target,
+                                             const Shape& shape, FreeView* v, PerGpu* after) {
+  *v = After(n, shape, 0);
+  after->fill(0);
+  if (v->total == 0) return nullptr;
+  const TargetWorkload::ForModel& classes = target.for_model(v->model);
+  for (int g = 0; g < v->gpus; ++g) (*after)[size_t(g)] = classes.unusable_weight * v->total;
+  return &classes;
+}
+
+}  // namespace
+
 void NodeFragmentationAfterEachGpu(const NodeState& n, const TargetWorkload& target,
                                    const Shape& shape, PerGpu* after) {
   // Hot path. Fragmentation() of the view after placing on g, with the classes in the same order
   // (so the sums are the same, bit for bit): only GPU g's term differs from the view before.
-  const FreeView v = After(n, shape, 0);  // its cpu_left and total are those after any GPU
-  after->fill(0);
-  if (v.total == 0) return;
-  const TargetWorkload::ForModel& classes = target.for_model(v.model);
-  for (int g = 0; g < v.gpus; ++g) (*after)[size_t(g)] = classes.unusable_weight * v.total;
-  for (const TargetClass& c : classes.usable) {
+  FreeView v;
+  const TargetWorkload::ForModel* classes = BeginEachGpu(n, target, shape, &v, after);
+  if (!classes) return;
+  for (const TargetClass& c : classes->usable) {
     const Shape& s = c.shape;
     if (v.cpu_left < s.cpu_milli) {  // the shape does not fit on any GPU: all free milli
       for (int g = 0; g < v.gpus; ++g) (*after)[size_t(g)] += c.weight * v.total;
@@ -234,12 +249,10 @@ void NodeFragmentationAfterEachGpu(const NodeState& n, const TargetWorkload& tar
 void NodeCapacityFragmentationAfterEachGpu(const NodeState& n, const TargetWorkload& target,
                                            const Shape& shape, PerGpu* after) {
   // Hot path; as above, for CapacityFragmentation().
-  const FreeView v = After(n, shape, 0);  // its cpu_left and total are those after any GPU
-  after->fill(0);
-  if (v.total == 0) return;
-  const TargetWorkload::ForModel& classes = target.for_model(v.model);
-  for (int g = 0; g < v.gpus; ++g) (*after)[size_t(g)] = classes.unusable_weight * v.total;
-  for (const TargetClass& c : classes.usable) {
+  FreeView v;
+  const TargetWorkload::ForModel* classes = BeginEachGpu(n, target, shape, &v, after);
+  if (!classes) return;
+  for (const TargetClass& c : classes->usable) {
     const Shape& s = c.shape;
     int64_t by_cpu = s.cpu_milli > 0 ? v.cpu_left / s.cpu_milli : int64_t(1) << 40;
     // Before the placement, per GPU: pods of the class its room holds, or whether it is free.
