@@ -21,6 +21,7 @@
 using namespace gpumux::cuda;
 using gpumux::NowNs;
 using gpumux::SleepUntilNs;
+using gpumux::sim::Completion;
 using gpumux::sim::Device;
 
 namespace {
@@ -53,12 +54,23 @@ struct SimGraphExec {
 };
 
 struct SimStream {
-  std::atomic<uint64_t> tail_ns{0};  // when the work queued on it ends
+  std::mutex mu;
+  Completion tail;  // of the work queued on it
   std::atomic<SimGraph*> capture{nullptr};
+  Completion Tail() {
+    std::lock_guard<std::mutex> lock(mu);
+    return tail;
+  }
+  void After(const Completion& c) {
+    std::lock_guard<std::mutex> lock(mu);
+    tail = gpumux::sim::Later(tail, c);
+  }
 };
 
 struct SimEvent {
-  std::atomic<uint64_t> at_ns{0};
+  std::mutex mu;
+  bool recorded = false;
+  Completion at;  // of the work queued before it
 };
 
 bool Ready() { return Device().state != nullptr; }
@@ -81,19 +93,16 @@ CUresult Submit(CUstream stream, uint64_t duration_ns) {
     return kSuccess;
   }
   uint64_t now = NowNs();
-  uint64_t tail = s->tail_ns.load();
+  uint64_t tail = s->Tail().end_ns;
   if (tail > now + kMaxQueuedNs) SleepUntilNs(tail - kMaxQueuedNs), now = NowNs();
-  uint64_t end = gpumux::sim::Execute(std::max(now, tail), duration_ns);
-  uint64_t old = s->tail_ns.load();
-  while (old < end && !s->tail_ns.compare_exchange_weak(old, end)) {
-  }
+  s->After(gpumux::sim::Execute(std::max(now, tail), duration_ns, kMaxQueuedNs));
   return kSuccess;
 }
 
 // Runs `duration_ns` of work on the default stream and waits for it (the synchronous copies).
 CUresult SubmitAndWait(uint64_t duration_ns) {
   CUresult r = Submit(nullptr, duration_ns);
-  if (r == kSuccess) SleepUntilNs(StreamOf(nullptr)->tail_ns.load());
+  if (r == kSuccess) gpumux::sim::WaitDone(StreamOf(nullptr)->Tail());
   return r;
 }
 
@@ -101,6 +110,12 @@ uint64_t TransferNs(double bytes, double bytes_per_second) {
   return uint64_t(bytes / bytes_per_second * 1e9);
 }
 uint64_t DeviceNs(double bytes) { return TransferNs(bytes, Device().state->bandwidth); }
+
+Completion EventAt(CUevent event) {
+  auto* e = reinterpret_cast<SimEvent*>(event);
+  std::lock_guard<std::mutex> lock(e->mu);
+  return e->at;
+}
 
 CUresult Launch(CUfunction f, CUstream stream) {
   if (!f) return kErrorInvalidHandle;
@@ -172,25 +187,21 @@ CUresult cuStreamDestroy_v2(CUstream stream) {
 }
 CUresult cuStreamSynchronize(CUstream stream) {
   if (!Ready()) return kErrorNotInitialized;
-  SleepUntilNs(StreamOf(stream)->tail_ns.load());
+  gpumux::sim::WaitDone(StreamOf(stream)->Tail());
   return kSuccess;
 }
 CUresult cuStreamQuery(CUstream stream) {
   if (!Ready()) return kErrorNotInitialized;
-  return StreamOf(stream)->tail_ns.load() <= NowNs() ? kSuccess : kErrorNotReady;
+  return gpumux::sim::IsDone(StreamOf(stream)->Tail()) ? kSuccess : kErrorNotReady;
 }
 CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int) {
   if (!event) return kErrorInvalidHandle;
-  SimStream* s = StreamOf(stream);
-  uint64_t at = reinterpret_cast<SimEvent*>(event)->at_ns.load(), old = s->tail_ns.load();
-  while (old < at && !s->tail_ns.compare_exchange_weak(old, at)) {
-  }
+  StreamOf(stream)->After(EventAt(event));
   return kSuccess;
 }
 CUresult cuCtxSynchronize() {
   if (!Ready()) return kErrorNotInitialized;
-  int slot = gpumux::sim::ProcessSlot();
-  if (slot >= 0) SleepUntilNs(Device().state->processes[slot].tail_ns.load());
+  gpumux::sim::WaitDone(gpumux::sim::ProcessTail());
   return kSuccess;
 }
 
@@ -205,29 +216,37 @@ CUresult cuEventDestroy_v2(CUevent event) {
   delete reinterpret_cast<SimEvent*>(event);
   return kSuccess;
 }
-// An event completes when the work queued on its stream before it is done.
+// An event completes when the work queued on its stream before it is done (at once if none).
 CUresult cuEventRecord(CUevent event, CUstream stream) {
   if (!event) return kErrorInvalidHandle;
-  reinterpret_cast<SimEvent*>(event)->at_ns.store(
-      std::max(NowNs(), StreamOf(stream)->tail_ns.load()));
+  auto* e = reinterpret_cast<SimEvent*>(event);
+  Completion tail = StreamOf(stream)->Tail();
+  tail.end_ns = std::max(tail.end_ns, NowNs());  // no earlier than its recording
+  std::lock_guard<std::mutex> lock(e->mu);
+  e->at = tail;
+  e->recorded = true;
   return kSuccess;
 }
 CUresult cuEventSynchronize(CUevent event) {
   if (!event) return kErrorInvalidHandle;
-  SleepUntilNs(reinterpret_cast<SimEvent*>(event)->at_ns.load());
+  gpumux::sim::WaitDone(EventAt(event));
   return kSuccess;
 }
 CUresult cuEventQuery(CUevent event) {
   if (!event) return kErrorInvalidHandle;
-  return reinterpret_cast<SimEvent*>(event)->at_ns.load() <= NowNs() ? kSuccess : kErrorNotReady;
+  return gpumux::sim::IsDone(EventAt(event)) ? kSuccess : kErrorNotReady;
 }
 CUresult cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
   if (!ms) return kErrorInvalidValue;
   if (!start || !end) return kErrorInvalidHandle;
-  uint64_t a = reinterpret_cast<SimEvent*>(start)->at_ns.load(),
-           b = reinterpret_cast<SimEvent*>(end)->at_ns.load();
-  if (!a || !b) return kErrorInvalidHandle;  // never recorded
-  *ms = float((double(b) - double(a)) / 1e6);
+  for (CUevent e : {start, end}) {
+    auto* event = reinterpret_cast<SimEvent*>(e);
+    std::lock_guard<std::mutex> lock(event->mu);
+    if (!event->recorded) return kErrorInvalidHandle;
+  }
+  Completion a = EventAt(start), b = EventAt(end);
+  if (!gpumux::sim::IsDone(a) || !gpumux::sim::IsDone(b)) return kErrorNotReady;
+  *ms = float((double(gpumux::sim::DoneAtNs(b)) - double(gpumux::sim::DoneAtNs(a))) / 1e6);
   return kSuccess;
 }
 

@@ -4,19 +4,23 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sched.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <mutex>
 #include <string>
 
+#include "base/clock.h"
 #include "base/process.h"
 
 namespace gpumux::sim {
 namespace {
 
-constexpr uint64_t kStateMagic = 0x324d495358555047ull;  // "GPUXSIM2": layout 2, with the timeline
+constexpr uint64_t kStateMagic = 0x334d495358555047ull;  // "GPUXSIM3": layout 3, round robin
 
 double EnvDouble(const char* name, double fallback) {
   const char* v = std::getenv(name);
@@ -26,9 +30,12 @@ double EnvDouble(const char* name, double fallback) {
 // The device the environment describes (what `gpumux run --sim` and gpumuxd set).
 SimSpec SpecFromEnvironment(uint64_t capacity) {
   const char* mode = std::getenv("GPUMUX_SIM_MODE");
-  return {capacity, EnvDouble("GPUMUX_SIM_BANDWIDTH", 2.0e12),
-          EnvDouble("GPUMUX_SIM_FLOPS", 300e12),
-          mode && std::string(mode) == "mps" ? ShareMode::kMps : ShareMode::kTimeSlice};
+  SimSpec spec{capacity, EnvDouble("GPUMUX_SIM_BANDWIDTH", 2.0e12),
+               EnvDouble("GPUMUX_SIM_FLOPS", 300e12),
+               mode && std::string(mode) == "mps" ? ShareMode::kMps : ShareMode::kTimeSlice};
+  spec.timeslice_ns = uint64_t(EnvDouble("GPUMUX_SIM_TIMESLICE_US", 1024) * 1000);
+  spec.switch_ns = uint64_t(EnvDouble("GPUMUX_SIM_SWITCH_US", 25) * 1000);
+  return spec;
 }
 
 // Written once by the process that creates the state file; later processes use what it holds.
@@ -38,6 +45,37 @@ void Describe(SimState* s, const SimSpec& spec) {
   s->flops = spec.flops;
   s->mode.store(spec.mode);
   s->next_address.store(0x7f0000000000ull);
+  StartSchedule(&s->schedule, spec.timeslice_ns, spec.switch_ns);
+}
+
+// Holds the schedule's lock: one process at a time works the round robin out. A holder that died
+// (its pid is gone) is taken over. Short critical sections: spins.
+class ScheduleLock {
+ public:
+  explicit ScheduleLock(SimState* s) : s_(s) {
+    const int32_t me = getpid();
+    for (int spins = 0;; ++spins) {
+      int32_t holder = 0;
+      if (s_->schedule_lock.compare_exchange_weak(holder, me)) return;
+      if (holder > 0 && spins % 1024 == 1023 && kill(holder, 0) != 0 && errno == ESRCH &&
+          s_->schedule_lock.compare_exchange_strong(holder, me))
+        return;
+      if (spins % 64 == 63) sched_yield();
+    }
+  }
+  ~ScheduleLock() { s_->schedule_lock.store(0); }
+
+ private:
+  SimState* s_;
+};
+
+// Adds the GPU time a process's work ran to what it is charged (a ChargeFn).
+void ChargeProcess(int context, uint64_t ns, void* state) {
+  static_cast<SimState*>(state)->processes[context].gpu_ns.fetch_add(ns);
+}
+
+void AdvanceLocked(SimState* s, uint64_t now_ns) {
+  Advance(&s->schedule, now_ns, ChargeProcess, s);
 }
 
 SimState* MapState(const std::string& path, const SimSpec& spec) {
@@ -96,6 +134,13 @@ int ProcessSlot() {
         s->processes[i].used.store(0);
         s->processes[i].gpu_ns.store(0);
         s->processes[i].tail_ns.store(0);
+        {
+          ScheduleLock lock(s);
+          AdvanceLocked(s, NowNs());
+          SliceContext& c = s->schedule.contexts[i];
+          c.submitted_ns = c.served_ns = 0;
+          c.next_run = 0;
+        }
         s->processes[i].pid.store(getpid());
         return i;
       }
@@ -113,6 +158,11 @@ void ReclaimDeadProcesses(SimState* s) {
     if (start && *start == p.start_time) continue;
     if (!p.pid.compare_exchange_strong(pid, -1)) continue;
     s->used.fetch_sub(p.used.exchange(0));
+    {
+      ScheduleLock lock(s);
+      AdvanceLocked(s, NowNs());
+      Drop(&s->schedule, int(&p - s->processes));  // its queued work dies with it
+    }
     p.pid.store(0);
   }
 }
@@ -167,31 +217,90 @@ uint64_t NewAddress(uint64_t bytes) {
   return Device().state->next_address.fetch_add((bytes + 511) & ~uint64_t(511));
 }
 
-uint64_t Execute(uint64_t ready_ns, uint64_t duration_ns) {
+Completion Execute(uint64_t ready_ns, uint64_t duration_ns, uint64_t max_queued_ns) {
   SimState* s = Device().state;
-  uint64_t end;
-  if (s->mode == ShareMode::kTimeSlice) {
-    uint64_t free_at = s->free_at_ns.load();
-    do {
-      end = std::max(ready_ns, free_at) + duration_ns;
-    } while (!s->free_at_ns.compare_exchange_weak(free_at, end));
-  } else {
-    uint64_t busy = 1;  // this process, plus every other process whose work has not ended
-    for (const SimProcess& p : s->processes) {
-      if (p.pid.load(std::memory_order_relaxed) > 0 && p.pid.load() != getpid() &&
-          p.tail_ns.load() > ready_ns)
-        ++busy;
+  int slot = ProcessSlot();
+  if (s->mode == ShareMode::kTimeSlice && slot >= 0) {
+    const SliceContext& mine = s->schedule.contexts[slot];
+    for (;;) {  // a full command queue blocks the launch
+      uint64_t wait_until;
+      {
+        ScheduleLock lock(s);
+        AdvanceLocked(s, NowNs());
+        uint64_t queued = mine.submitted_ns - mine.served_ns;
+        if (queued <= max_queued_ns) {
+          Completion c{Submit(&s->schedule, slot, duration_ns), 0};
+          uint64_t tail = s->processes[slot].tail_ns.load();  // for MPS's count of busy processes
+          uint64_t end = EarliestDone(s->schedule, slot, c.ticket);
+          while (tail < end && !s->processes[slot].tail_ns.compare_exchange_weak(tail, end)) {
+          }
+          return c;
+        }
+        wait_until = EarliestDone(s->schedule, slot, mine.submitted_ns - max_queued_ns);
+      }
+      SleepUntilNs(std::min(wait_until, NowNs() + 1'000'000));
     }
-    end = ready_ns + duration_ns * busy;
   }
-  if (int slot = ProcessSlot(); slot >= 0) {
+  uint64_t busy = 1;  // this process, plus every other process whose work has not ended
+  for (const SimProcess& p : s->processes) {
+    if (p.pid.load(std::memory_order_relaxed) > 0 && p.pid.load() != getpid() &&
+        p.tail_ns.load() > ready_ns)
+      ++busy;
+  }
+  uint64_t end = ready_ns + duration_ns * busy;
+  if (slot >= 0) {
     SimProcess& me = s->processes[slot];
     me.gpu_ns.fetch_add(duration_ns);
     uint64_t tail = me.tail_ns.load();
     while (tail < end && !me.tail_ns.compare_exchange_weak(tail, end)) {
     }
   }
-  return end;
+  return {0, end};
+}
+
+bool IsDone(const Completion& c) {
+  if (NowNs() < c.end_ns) return false;
+  int slot = ProcessSlot();
+  if (c.ticket == 0 || slot < 0) return true;
+  SimState* s = Device().state;
+  ScheduleLock lock(s);
+  AdvanceLocked(s, NowNs());
+  return Done(s->schedule, slot, c.ticket);
+}
+
+void WaitDone(const Completion& c) {
+  SleepUntilNs(c.end_ns);
+  int slot = ProcessSlot();
+  if (c.ticket == 0 || slot < 0) return;
+  SimState* s = Device().state;
+  for (;;) {
+    uint64_t earliest;
+    {
+      ScheduleLock lock(s);
+      AdvanceLocked(s, NowNs());
+      if (Done(s->schedule, slot, c.ticket)) return;
+      earliest = EarliestDone(s->schedule, slot, c.ticket);
+    }
+    // At least once a millisecond, so that the GPU time of work running is charged as it runs.
+    SleepUntilNs(std::min(earliest, NowNs() + 1'000'000));
+  }
+}
+
+uint64_t DoneAtNs(const Completion& c) {
+  WaitDone(c);
+  int slot = ProcessSlot();
+  if (c.ticket == 0 || slot < 0) return c.end_ns;
+  SimState* s = Device().state;
+  ScheduleLock lock(s);
+  return std::max(c.end_ns, DoneAt(s->schedule, slot, c.ticket));
+}
+
+Completion ProcessTail() {
+  SimState* s = Device().state;
+  int slot = ProcessSlot();
+  if (slot < 0) return {};
+  ScheduleLock lock(s);
+  return {s->schedule.contexts[slot].submitted_ns, s->processes[slot].tail_ns.load()};
 }
 
 }  // namespace gpumux::sim

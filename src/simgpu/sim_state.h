@@ -7,11 +7,12 @@
 //
 // Execution model. Work (a kernel, a copy, a graph) has a duration known when it is submitted (the
 // roofline of its bytes and FLOPs, sim_kernel.h). In time-slice mode the device runs one context's
-// work at a time: work starts when both its stream and the device are free, first come first served
-// across processes (a fair model of the real round robin when kernels are shorter than the slice).
-// In MPS mode processes' work runs concurrently and each piece is stretched by the number of
-// processes with work in flight when it starts (they share the SMs and bandwidth). A process is
-// charged the GPU time its work occupies, when the work is submitted.
+// work at a time, round robin between the processes that have work, one timeslice each, a running
+// kernel preempted at the slice's end (sim_timeslice.h; GPUMUX_SIM_TIMESLICE_US and
+// GPUMUX_SIM_SWITCH_US set the slice and the switch cost); a process is charged GPU time as its
+// work runs. In MPS mode processes' work runs concurrently, never preempted, and each piece is
+// stretched by the number of processes with work in flight when it starts (they share the SMs and
+// bandwidth); a process is charged its work's duration when it submits it.
 #pragma once
 
 #include <sys/types.h>
@@ -21,6 +22,7 @@
 #include <string>
 
 #include "base/share_mode.h"
+#include "simgpu/sim_timeslice.h"
 
 namespace gpumux::sim {
 
@@ -42,9 +44,11 @@ struct SimState {
   std::atomic<ShareMode> mode;
   std::atomic<uint64_t> used;
   std::atomic<uint64_t> next_address;
-  std::atomic<uint64_t> free_at_ns;  // time-slice mode: when the device finishes what it was given
   SimProcess processes[kMaxSimProcesses];
+  std::atomic<int32_t> schedule_lock;  // pid of the process working the schedule out, or 0
+  SliceSchedule schedule;              // time-slice mode; context i is processes[i]
 };
+static_assert(kSliceContexts == kMaxSimProcesses);
 
 struct SimDevice {
   std::string name;
@@ -71,6 +75,8 @@ struct SimSpec {
   uint64_t capacity;
   double bandwidth, flops;
   ShareMode mode;
+  uint64_t timeslice_ns = 1'024'000;  // sim_timeslice.h
+  uint64_t switch_ns = 25'000;
 };
 
 // Creates the state file at `path` (mode 0666: processes of every user share the device) if it
@@ -84,8 +90,27 @@ bool SetSimMode(const std::string& path, ShareMode mode);
 // A fresh device address range of `bytes` (512-byte aligned); never reused.
 uint64_t NewAddress(uint64_t bytes);
 
-// Submits `duration_ns` of work that may start at `ready_ns` (its stream's previous work is done);
-// returns when it ends on the device and charges it to this process. Lock-free.
-uint64_t Execute(uint64_t ready_ns, uint64_t duration_ns);
+// What waiting on submitted work waits for: in time-slice mode this process's schedule ticket
+// (sim_timeslice.h), in MPS mode the time the work ends. Work is done when both are reached; the
+// later of two is the field-wise max (a process's work is done in order).
+struct Completion {
+  uint64_t ticket = 0;
+  uint64_t end_ns = 0;
+};
+inline Completion Later(const Completion& a, const Completion& b) {
+  return {a.ticket > b.ticket ? a.ticket : b.ticket, a.end_ns > b.end_ns ? a.end_ns : b.end_ns};
+}
+
+// Submits `duration_ns` of work of this process that may start at `ready_ns` (its stream's previous
+// work is done; time-slice mode runs a process's work in order anyway). In time-slice mode it first
+// waits while this process has more than `max_queued_ns` of work not done, as a real launch blocks
+// when the command queue is full.
+Completion Execute(uint64_t ready_ns, uint64_t duration_ns, uint64_t max_queued_ns);
+bool IsDone(const Completion& c);
+void WaitDone(const Completion& c);
+// When done work completed (waits until it is done).
+uint64_t DoneAtNs(const Completion& c);
+// All the work this process submitted so far.
+Completion ProcessTail();
 
 }  // namespace gpumux::sim

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Tail latency without starvation, on the simulated GPU (`gpumux run --sim H100`), each figure from
+# one run of this script (ratios against the solo run of the same mix in the same run):
+#   - a high-priority inference-like tenant (a step of short synchronised kernels every few ms;
+#     step latency p50/p99) alone, beside a best-effort training-like tenant (kernels of 1-20 ms back
+#     to back) with gpumux priorities (--priority high / low), and with none (both normal);
+#   - the best-effort tenant's GPU time as a share of what the high-priority one leaves;
+#   - both with the simulated GPU time-sliced (round robin, 1,024 µs slices) and MPS-like;
+#   - caps of 10% and 90% on two busy tenants for 10 s.
+# Mixes: "choose" ones (the design was tuned on them) and "check" ones (reported, not tuned on).
+#   bench/tail_latency.sh [BUILD_DIR] [SECONDS]     (defaults: build/release, 4)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build/release}
+seconds=${2:-4}
+gpumux=$build/gpumux
+tenant=$build/bench/gpumux_latency_tenant
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+field() { python3 -c "import json,sys; print(json.loads(open('$1').read().splitlines()[-1]).get('$2', '-'))" 2>/dev/null || echo -; }
+
+# run MODE NAME LIMITS ARGS [NAME LIMITS ARGS]...: tenants started together on a fresh device.
+run() {
+  local mode=$1; shift
+  local dir=$work/$mode-$RANDOM
+  mkdir -p "$dir"
+  local start  # CLOCK_MONOTONIC, as the tenants read it, 1.5 s ahead (time to start them)
+  start=$(python3 -c "import time; print(time.clock_gettime_ns(time.CLOCK_MONOTONIC) + 1500000000)")
+  while [ $# -gt 0 ]; do
+    GPUMUX_RUNTIME_DIR=$dir GPUMUX_SIM_STATE=$dir/sim.state GPUMUX_SIM_MODE=$mode \
+      "$gpumux" run --sim H100 --tenant "$1" --mem 1GiB $2 -- "$tenant" ${3//START/$start} \
+      >"$work/$1.json" 2>/dev/null &
+    shift 3
+  done
+  wait
+}
+
+echo "| GPU mode | mix | HP solo p50 / p99 | HP + BE, priorities: p99 (× solo) | BE share of what HP leaves | HP + BE, no priorities: p99 (× solo) | BE share |"
+echo "|---|---|---|---|---|---|---|"
+# name|HP args|BE args. HP: period_ms kernels kernel_us; BE: min_ms max_ms.
+mixes=(
+  "choose: 25×200µs/20ms, BE 1-20ms|20 25 200|1 20"
+  "choose: 10×300µs/10ms, BE 5-20ms|10 10 300|5 20"
+  "check: 40×100µs/15ms, BE 1-5ms|15 40 100|1 5"
+  "check: 8×500µs/8ms, BE 10-20ms|8 8 500|10 20"
+)
+for mode in timeslice mps; do
+  for mix in "${mixes[@]}"; do
+    IFS='|' read -r name hp be <<<"$mix"
+    hp_args="hp START $seconds $hp"
+    be_args="be START $seconds $be 7"
+    run $mode hp "--priority high" "$hp_args"
+    solo50=$(field "$work/hp.json" p50_ms); solo99=$(field "$work/hp.json" p99_ms)
+    hp_share=$(field "$work/hp.json" gpu_share)
+    run $mode hp "--priority high" "$hp_args" be "--priority low" "$be_args"
+    pr99=$(field "$work/hp.json" p99_ms); pr_be=$(field "$work/be.json" gpu_share)
+    run $mode hp "--priority normal" "$hp_args" be "--priority normal" "$be_args"
+    np99=$(field "$work/hp.json" p99_ms); np_be=$(field "$work/be.json" gpu_share)
+    python3 - "$mode" "$name" "$solo50" "$solo99" "$hp_share" "$pr99" "$pr_be" "$np99" "$np_be" <<'EOF'
+import sys
+mode, name, s50, s99, hp, p99, pbe, n99, nbe = sys.argv[1:]
+f = lambda x: float(x) if x != '-' else float('nan')
+left = 1 - f(hp)
+print(f"| {mode} | {name} | {f(s50):.2f} / {f(s99):.2f} ms | {f(p99):.2f} ms ({f(p99)/f(s99):.2f}×) "
+      f"| {f(pbe)/left:.0%} | {f(n99):.2f} ms ({f(n99)/f(s99):.2f}×) | {f(nbe)/left:.0%} |")
+EOF
+  done
+done
+
+run timeslice ten "--compute 10%" "be START 10 1 3 1" ninety "--compute 90%" "be START 10 1 3 2"
+echo
+echo "Caps 10% / 90%, both busy for 10 s (time-sliced): $(field "$work/ten.json" gpu_share) / $(field "$work/ninety.json" gpu_share)"
