@@ -732,6 +732,7 @@ void Agent::TickSlot(Slot& slot, uint64_t now_ns) {
     if (std::optional<int> view = slot.ledger->FindTenant(id)) {
       slot.ledger->SetGate(*view, v.hold);
       slot.ledger->SetHeld(*view, held);
+      slot.ledger->CopyRhythm(*view, *slot.authority, t);  // for lower tenants' launch forecasts
     }
   }
 }

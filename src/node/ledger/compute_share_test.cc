@@ -266,6 +266,32 @@ TEST_F(ComputeTickTest, WeightsStillDivideTwoBusyTenants) {
   EXPECT_NEAR(s[1], 0.75, 0.02);
 }
 
+TEST_F(ComputeTickTest, AHighPriorityTenantsRhythmForecastsItsNextBurst) {
+  Ledger l = Ledger::CreateOrOpen(path_, 1ull << 30, "sim");
+  int hp = l.AddTenant("hp", {1ull << 20, kNoCap, 1, Priority::kHigh});
+  int be = l.AddTenant("be", {1ull << 20, kNoCap, 1, Priority::kLow});
+  constexpr uint64_t kMs = 1'000'000;
+  uint64_t t0 = l.Snapshot()[0].added_ns + 100 * kMs;
+  EXPECT_EQ(l.HighPriorityForecast(t0).next_start_ns, 0u) << "no rhythm yet";
+  // Bursts of 5 ms every 20 ms, ticked each millisecond.
+  for (uint64_t ms = 0; ms < 100; ++ms)
+    l.TenantComputeTick(hp, t0 + ms * kMs, 0, ms % 20 < 5);
+  uint64_t now = t0 + 99 * kMs;  // the burst at 100 ms is next
+  BurstForecast f = l.HighPriorityForecast(now);
+  EXPECT_FALSE(f.active) << "quiet since 84 ms";
+  EXPECT_EQ(f.period_ns, 20 * kMs);
+  EXPECT_EQ(f.next_start_ns, t0 + 100 * kMs);
+  EXPECT_TRUE(l.HighPriorityForecast(t0 + 85 * kMs).active) << "1 ms after its last launch";
+  // A burst due but not seen yet stays the next one for a while (its start is seen late)...
+  EXPECT_EQ(l.HighPriorityForecast(t0 + 101 * kMs).next_start_ns, t0 + 100 * kMs);
+  // ...then the following one; and a rhythm not followed for four periods is forgotten.
+  EXPECT_EQ(l.HighPriorityForecast(t0 + 104 * kMs).next_start_ns, t0 + 120 * kMs);
+  EXPECT_EQ(l.HighPriorityForecast(t0 + 170 * kMs).next_start_ns, 0u);
+  // Others yield only while the burst runs once the rhythm is known, not 10 ms after it.
+  EXPECT_TRUE(l.TenantComputeTick(be, t0 + 85 * kMs, 0, true).hold);
+  EXPECT_FALSE(l.TenantComputeTick(be, t0 + 87 * kMs, 0, true).hold);
+}
+
 TEST_F(ComputeTickTest, StrictRefusesCapsOverOneHundredPercent) {
   Ledger l = Ledger::CreateOrOpen(path_, 1ull << 30, "sim");
   l.AddTenant("a", {1, 600}, true);

@@ -208,7 +208,8 @@ int Ledger::AddTenant(const std::string& id, const TenantLimits& limits, bool st
       set_limits(s);
       uint64_t now = NowNs();
       for (auto* zero : {&s.used, &s.refused, &s.reclaimed, &s.reclaimed_processes, &s.gpu_ns,
-                         &s.wanted_ns, &s.held, &s.use_gpu_ns, &s.share_held_ns})
+                         &s.wanted_ns, &s.held, &s.use_gpu_ns, &s.share_held_ns,
+                         &s.burst_start_ns, &s.burst_period_ns})
         zero->store(0);
       s.gate.store(0);
       s.use_ppm.store(0);
@@ -360,7 +361,18 @@ ComputeVerdict Ledger::TenantComputeTick(int my_tenant, uint64_t now_ns, uint64_
   if (gpu_ns) me.gpu_ns.fetch_add(gpu_ns, std::memory_order_relaxed);
   if (wants_gpu) {
     uint64_t last = me.wanted_ns.load();
+    uint64_t before = last;
     while (last < now_ns && !me.wanted_ns.compare_exchange_weak(last, now_ns)) {
+    }
+    if (Priority(me.priority.load()) == Priority::kHigh && last == before &&
+        now_ns - std::min(now_ns, before) > kBurstGapNs) {
+      // A burst begins (this call moved wanted_ns past a quiet spell): learn the rhythm.
+      uint64_t previous = me.burst_start_ns.exchange(now_ns);
+      uint64_t period = me.burst_period_ns.load();
+      if (previous != 0 && now_ns > previous) {
+        uint64_t gap = now_ns - previous;
+        me.burst_period_ns.store(period == 0 || gap > 4 * period ? gap : (3 * period + gap) / 4);
+      }
     }
   }
   // Who wants the GPU now, and is a high-priority tenant at work?
@@ -380,7 +392,12 @@ ComputeVerdict Ledger::TenantComputeTick(int my_tenant, uint64_t now_ns, uint64_
                  priority == Priority::kLow,
                  DemandOf(s.use_ppm.load(std::memory_order_relaxed) / 1e6,
                           s.share_ppm.load(std::memory_order_relaxed) / 1e6, held_lately)};
-    if (priority == Priority::kHigh && wanted != 0 && age < kYieldHoldNs) yield = true;
+    // Others yield while a high-priority tenant launches: kYieldHoldNs after its last launch, or,
+    // once its rhythm is known, until its burst ends (their launches keep clear of its next burst
+    // by themselves: shim/launch_forecast.h).
+    bool rhythm = s.burst_period_ns.load(std::memory_order_relaxed) != 0;
+    if (priority == Priority::kHigh && wanted != 0 && age < (rhythm ? kBurstGapNs : kYieldHoldNs))
+      yield = true;
   }
   demand[my_tenant].wants_gpu = true;  // a process that asks is at least deciding whether to launch
   double share = FairShares(demand)[my_tenant];
@@ -413,6 +430,38 @@ ComputeVerdict Ledger::TenantComputeTick(int my_tenant, uint64_t now_ns, uint64_
       me.share_held_ns.store(now_ns, std::memory_order_relaxed);
   }
   return v;
+}
+
+BurstForecast Ledger::HighPriorityForecast(uint64_t now_ns) const {
+  BurstForecast f;
+  for (const TenantSlot& s : layout_->tenants) {
+    if (s.state.load(std::memory_order_relaxed) != 1 ||
+        Priority(s.priority.load(std::memory_order_relaxed)) != Priority::kHigh)
+      continue;
+    uint64_t wanted = s.wanted_ns.load(std::memory_order_relaxed);
+    if (wanted != 0 && now_ns - std::min(now_ns, wanted) < kBurstGapNs) f.active = true;
+    uint64_t start = s.burst_start_ns.load(std::memory_order_relaxed),
+             period = s.burst_period_ns.load(std::memory_order_relaxed);
+    if (start == 0 || period == 0 || now_ns > start + 4 * period) continue;  // no rhythm (now)
+    // The burst due last: if it has not begun yet (its start is seen up to a tick late, and steps
+    // jitter) it is still the next one for a while.
+    uint64_t due_bursts = (now_ns > start ? now_ns - start : 0) / period;
+    uint64_t due = start + due_bursts * period;
+    uint64_t next = due_bursts >= 1 && now_ns - due < kLateBurstNs ? due : due + period;
+    if (f.next_start_ns == 0 || next < f.next_start_ns) f.next_start_ns = next, f.period_ns = period;
+  }
+  return f;
+}
+
+void Ledger::CopyRhythm(int tenant, const Ledger& authority, int from) {
+  if (!InRange(tenant) || !authority.InRange(from)) return;
+  const TenantSlot& a = authority.layout_->tenants[from];
+  TenantSlot& v = layout_->tenants[tenant];
+  v.wanted_ns.store(a.wanted_ns.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  v.burst_start_ns.store(a.burst_start_ns.load(std::memory_order_relaxed),
+                         std::memory_order_relaxed);
+  v.burst_period_ns.store(a.burst_period_ns.load(std::memory_order_relaxed),
+                          std::memory_order_relaxed);
 }
 
 std::vector<TenantUsage> Ledger::Snapshot() const {

@@ -78,6 +78,18 @@ struct TenantSlot {
   std::atomic<uint32_t> share_ppm;  // the share the last verdict gave it, in millionths
   std::atomic<uint64_t> use_gpu_ns;
   std::atomic<uint64_t> share_held_ns;
+  // A high-priority tenant's rhythm: when its latest burst of launches began (after a quiet spell
+  // of kBurstGapNs), and the average time between burst starts (0 until two were seen).
+  std::atomic<uint64_t> burst_start_ns;
+  std::atomic<uint64_t> burst_period_ns;
+};
+
+// When the high-priority tenants of a GPU will launch next, as their rhythm says (Ledger::
+// HighPriorityForecast).
+struct BurstForecast {
+  bool active = false;         // one launched within kBurstGapNs
+  uint64_t next_start_ns = 0;  // the earliest predicted start of a burst after now; 0: none known
+  uint64_t period_ns = 0;      // that tenant's time between bursts
 };
 
 struct ProcessSlot {
@@ -142,7 +154,10 @@ struct ComputeVerdict {
 inline constexpr uint64_t kWantWindowNs =
     100'000'000;  // a tenant wants the GPU if it launched within this
 inline constexpr uint64_t kYieldHoldNs =
-    10'000'000;  // others yield this long after a high-priority launch
+    10'000'000;  // others yield this long after a high-priority launch, when it has no rhythm
+inline constexpr uint64_t kBurstGapNs = 1'500'000;  // quiet this long, a tenant's burst has ended
+inline constexpr uint64_t kLateBurstNs = 3'000'000;  // a burst not begun this long after it was due
+                                                     // is not coming
 inline constexpr uint64_t kUseWindowNs = 100'000'000;  // what a tenant used "lately"
 inline constexpr uint64_t kBurstNs = 10'000'000;  // GPU time an idle tenant may bank
 
@@ -205,6 +220,9 @@ class Ledger {
   uint64_t TenantUsed(int tenant) const {
     return InRange(tenant) ? layout_->tenants[tenant].used.load() : 0;
   }
+  Priority TenantPriority(int tenant) const {
+    return InRange(tenant) ? Priority(layout_->tenants[tenant].priority.load()) : Priority::kNormal;
+  }
   uint64_t TenantQuota(int tenant) const {
     return InRange(tenant) ? layout_->tenants[tenant].quota.load() : 0;
   }
@@ -241,6 +259,13 @@ class Ledger {
   // `gpu_ns` to tenant slot `tenant`. {true, 0} for a slot out of range or not in use.
   ComputeVerdict TenantComputeTick(int tenant, uint64_t now_ns, uint64_t gpu_ns, bool wants_gpu,
                                    uint64_t unmeasured_ns = 0);
+  // The high-priority tenants' rhythm as of `now_ns`: whether one is in a burst, and when the next
+  // burst is due (bursts learnt by TenantComputeTick; a rhythm not followed for four periods is
+  // forgotten). For lower-priority processes, which keep their work off the GPU meanwhile.
+  BurstForecast HighPriorityForecast(uint64_t now_ns) const;
+  // gpumuxd: copies tenant slot `from` of `authority`'s rhythm into slot `tenant` of this view.
+  void CopyRhythm(int tenant, const Ledger& authority, int from);
+
   // gpumuxd's verdict for a tenant's processes, written into the view they read (SetGate), and
   // read by them on every governor tick (Gate; false for a slot out of range).
   void SetGate(int tenant, bool hold) {

@@ -151,6 +151,7 @@ void Governor::Run(int gpu_index) {
     bool wants = TakeActivity();
     node::ComputeVerdict v = ledger_->ComputeTick(process_, now, used, wants, unmeasured);
     gate_closed_.store(v.hold, std::memory_order_relaxed);
+    if (forecast_) forecast_->Refresh(now);
     if (!warned && !meter.seen_self() && wants && now - started > 2'000'000'000ull) {
       if (meter.unsupported()) {
         std::fprintf(
@@ -177,6 +178,7 @@ void Governor::RunFollowing(const node::Ledger* view, int tenant) {
     uint64_t now = NowNs();
     if (TakeActivity() && activity_) activity_->Tick();
     gate_closed_.store(view->Gate(tenant), std::memory_order_relaxed);
+    if (forecast_) forecast_->Refresh(now);
     SleepUntilNs(now + kTickNs);
   }
   gate_closed_.store(false);

@@ -19,6 +19,7 @@
 
 #include "node/ledger/activity.h"
 #include "node/ledger/ledger.h"
+#include "node/shim/launch_forecast.h"
 
 namespace gpumux::shim {
 
@@ -38,6 +39,8 @@ class Governor {
   // Under gpumuxd: starts the thread that follows tenant slot `tenant`'s gate in `view` (mapped
   // read-only) and publishes into `activity` (null: publishes nothing). Both must outlive it.
   void Follow(const node::Ledger* view, int tenant, node::ActivityWriter* activity);
+  // Refreshes `forecast` (which must outlive the thread) on every tick. Before Start or Follow.
+  void Tick(LaunchForecast* forecast) { forecast_ = forecast; }
   // Stops ticking and waits (up to 50 ms, in case NVML hangs) until the thread has left its loop,
   // so that nothing it touches is torn down under it at exit.
   void Stop();
@@ -60,6 +63,7 @@ class Governor {
   node::Ledger* ledger_ = nullptr;
   int process_ = -1;
   node::ActivityWriter* activity_ = nullptr;
+  LaunchForecast* forecast_ = nullptr;
   std::atomic<bool> launched_{false}, waiting_{false}, gate_closed_{false}, stopped_{false};
   std::atomic<bool> running_{false};  // the thread is inside Run
 };

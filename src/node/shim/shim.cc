@@ -112,6 +112,7 @@ struct Enforcement {
   // Bytes of the memory nodes of each graph not yet instantiated.
   std::unordered_map<CUgraph, uint64_t> graph_bytes;
   gpumux::shim::Governor governor;
+  gpumux::shim::LaunchForecast forecast;
 };
 
 Enforcement& State() {
@@ -159,6 +160,13 @@ void Initialise(Enforcement& e) {
     if (!slot) throw gpumux::NotFound(std::string("tenant '") + tenant + "' is not in the ledger");
     e.tenant = tenant;
     e.tenant_slot = *slot;
+    e.forecast.Start(&*e.ledger, *slot,
+                     {Real<decltype(&cuEventCreate)>("cuEventCreate"),
+                      Real<decltype(&cuEventRecord)>("cuEventRecord"),
+                      Real<decltype(&cuEventQuery)>("cuEventQuery"),
+                      Real<decltype(&cuEventElapsedTime)>("cuEventElapsedTime"),
+                      Real<decltype(&cuEventDestroy_v2)>("cuEventDestroy_v2")});
+    e.governor.Tick(&e.forecast);
     if (agent) {
       if (!e.grant) e.grant.emplace(agent, tenant);
       if (!e.grant->Register()) {
@@ -294,13 +302,20 @@ nvmlReturn_t TenantMemory(nvmlReturn_t r, Memory* m) {
   return r;
 }
 
-// Every launch path calls this before the driver. Hot path: after the first call, one acquire load
-// and the governor's two relaxed loads; no lock, no system call while the tenant is within its
-// share.
-inline void Gate() {
+// Every launch path calls this before the driver, with the work it launches (a function or an
+// executable graph) and its stream. Hot path: after the first call, one acquire load, the
+// governor's two relaxed loads and the launch forecast's one; no lock, no system call while the
+// tenant is within its share and no high-priority neighbour has a rhythm.
+inline void Gate(const void* work, CUstream stream) {
   Enforcement& e = State();
   EnsureInitialised(e);
   e.governor.BeforeLaunch();
+  e.forecast.Before(work, stream);
+}
+// And this after it, with the driver's answer (returned).
+inline CUresult Launched(const void* work, CUstream stream, CUresult r) {
+  State().forecast.After(work, stream, r == kSuccess);
+  return r;
 }
 
 }  // namespace
@@ -470,34 +485,39 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned
                         unsigned int bx, unsigned int by, unsigned int bz,
                         unsigned int shared_bytes, CUstream stream, void** params, void** extra) {
   static auto real = Real<decltype(&cuLaunchKernel)>("cuLaunchKernel");
-  Gate();
-  return CallReal(real, f, gx, gy, gz, bx, by, bz, shared_bytes, stream, params, extra);
+  Gate(f, stream);
+  return Launched(f, stream,
+                  CallReal(real, f, gx, gy, gz, bx, by, bz, shared_bytes, stream, params, extra));
 }
 CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                              unsigned int bx, unsigned int by, unsigned int bz,
                              unsigned int shared_bytes, CUstream stream, void** params,
                              void** extra) {
   static auto real = Real<decltype(&cuLaunchKernel_ptsz)>("cuLaunchKernel_ptsz");
-  Gate();
-  return CallReal(real, f, gx, gy, gz, bx, by, bz, shared_bytes, stream, params, extra);
+  Gate(f, stream);
+  return Launched(f, stream,
+                  CallReal(real, f, gx, gy, gz, bx, by, bz, shared_bytes, stream, params, extra));
 }
 CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
   static auto real = Real<decltype(&cuLaunchKernelEx)>("cuLaunchKernelEx");
-  Gate();
-  return CallReal(real, config, f, params, extra);
+  CUstream stream = config ? config->hStream : nullptr;
+  Gate(f, stream);
+  return Launched(f, stream, CallReal(real, config, f, params, extra));
 }
 CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params,
                                void** extra) {
   static auto real = Real<decltype(&cuLaunchKernelEx_ptsz)>("cuLaunchKernelEx_ptsz");
-  Gate();
-  return CallReal(real, config, f, params, extra);
+  CUstream stream = config ? config->hStream : nullptr;
+  Gate(f, stream);
+  return Launched(f, stream, CallReal(real, config, f, params, extra));
 }
 CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                                    unsigned int bx, unsigned int by, unsigned int bz,
                                    unsigned int shared_bytes, CUstream stream, void** params) {
   static auto real = Real<decltype(&cuLaunchCooperativeKernel)>("cuLaunchCooperativeKernel");
-  Gate();
-  return CallReal(real, f, gx, gy, gz, bx, by, bz, shared_bytes, stream, params);
+  Gate(f, stream);
+  return Launched(f, stream,
+                  CallReal(real, f, gx, gy, gz, bx, by, bz, shared_bytes, stream, params));
 }
 CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
                                         unsigned int gz, unsigned int bx, unsigned int by,
@@ -505,18 +525,19 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned 
                                         void** params) {
   static auto real =
       Real<decltype(&cuLaunchCooperativeKernel_ptsz)>("cuLaunchCooperativeKernel_ptsz");
-  Gate();
-  return CallReal(real, f, gx, gy, gz, bx, by, bz, shared_bytes, stream, params);
+  Gate(f, stream);
+  return Launched(f, stream,
+                  CallReal(real, f, gx, gy, gz, bx, by, bz, shared_bytes, stream, params));
 }
 CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
   static auto real = Real<decltype(&cuGraphLaunch)>("cuGraphLaunch");
-  Gate();
-  return CallReal(real, exec, stream);
+  Gate(exec, stream);
+  return Launched(exec, stream, CallReal(real, exec, stream));
 }
 CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream) {
   static auto real = Real<decltype(&cuGraphLaunch_ptsz)>("cuGraphLaunch_ptsz");
-  Gate();
-  return CallReal(real, exec, stream);
+  Gate(exec, stream);
+  return Launched(exec, stream, CallReal(real, exec, stream));
 }
 
 // Graph memory nodes: noted per graph when added, reserved in the ledger when the graph is

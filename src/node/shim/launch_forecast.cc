@@ -1,0 +1,107 @@
+#include "node/shim/launch_forecast.h"
+
+#include <algorithm>
+
+#include "base/clock.h"
+
+namespace gpumux::shim {
+
+namespace {
+
+constexpr uint64_t kMarginNs = 1'000'000;   // kept clear before a predicted burst
+constexpr uint64_t kRecheckNs = 100'000;    // a held launch looks again this often
+constexpr size_t kMostTimed = 256;          // launches timed at once; more go untimed
+constexpr uint64_t kMostPeriodsHeld = 4;    // then work that fits no gap goes after a burst
+
+// The start event Hold recorded on this thread for the launch After follows.
+thread_local CUevent started = nullptr;
+
+}  // namespace
+
+void LaunchForecast::Start(const node::Ledger* ledger, int tenant, EventCalls events) {
+  ledger_ = ledger;
+  high_priority_ = ledger->TenantPriority(tenant) == node::Priority::kHigh;
+  events_ = events;
+}
+
+void LaunchForecast::Refresh(uint64_t now_ns) {
+  if (!ledger_ || high_priority_ || !events_.record) return;
+  node::BurstForecast f = ledger_->HighPriorityForecast(now_ns);
+  on_.store(f.active || f.next_start_ns != 0, std::memory_order_relaxed);
+}
+
+CUevent LaunchForecast::TakeEvent() {
+  if (!spare_.empty()) {
+    CUevent e = spare_.back();
+    spare_.pop_back();
+    return e;
+  }
+  CUevent e = nullptr;
+  return events_.create(&e, 0) == 0 ? e : nullptr;
+}
+
+void LaunchForecast::Learn() {
+  while (!timed_.empty() && events_.query(timed_.front().end) == 0) {
+    Timed t = timed_.front();
+    timed_.pop_front();
+    float ms = 0;
+    if (events_.elapsed(&ms, t.start, t.end) == 0 && ms >= 0) {
+      auto ns = uint64_t(double(ms) * 1e6);
+      // What it took, less any time the GPU ran others meanwhile: the least seen lately (down at
+      // once, up slowly).
+      uint64_t& d = duration_ns_[t.work];
+      d = d == 0 || ns < d ? ns : d + (ns - d) / 8;
+      longest_ns_ = std::max(longest_ns_, d);
+    }
+    spare_.push_back(t.start);
+    spare_.push_back(t.end);
+  }
+  if (timed_.empty()) busy_until_ns_ = std::min(busy_until_ns_, NowNs());  // all done
+}
+
+void LaunchForecast::Hold(const void* work, CUstream stream) {
+  started = nullptr;
+  node::BurstForecast f;
+  std::unique_lock<std::mutex> lock(mu_);
+  Learn();
+  auto known = duration_ns_.find(work);
+  const uint64_t duration = known != duration_ns_.end() ? known->second : longest_ns_;
+  const uint64_t held_since = NowNs();
+  for (;;) {
+    uint64_t now = NowNs();
+    f = ledger_->HighPriorityForecast(now);
+    uint64_t end = std::max(now, busy_until_ns_) + duration;
+    bool clear = !f.active && (f.next_start_ns == 0 || end + kMarginNs <= f.next_start_ns);
+    // Work that cannot fit between two bursts goes as soon as one ends.
+    bool waited_enough =
+        !f.active && f.period_ns != 0 && now - held_since >= kMostPeriodsHeld * f.period_ns;
+    if (clear || waited_enough) {
+      busy_until_ns_ = end;
+      break;
+    }
+    lock.unlock();
+    SleepUntilNs(now + kRecheckNs);
+    lock.lock();
+    Learn();
+  }
+  if (timed_.size() < kMostTimed && (started = TakeEvent()) != nullptr &&
+      events_.record(started, stream) != 0) {
+    spare_.push_back(started);
+    started = nullptr;
+  }
+}
+
+void LaunchForecast::After(const void* work, CUstream stream, bool launched) {
+  if (!started) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  CUevent end = launched ? TakeEvent() : nullptr;
+  if (end && events_.record(end, stream) == 0) {
+    timed_.push_back({work, started, end});
+  } else {
+    spare_.push_back(started);
+    if (end) spare_.push_back(end);
+  }
+  started = nullptr;
+}
+
+}  // namespace gpumux::shim

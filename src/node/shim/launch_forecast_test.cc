@@ -1,0 +1,122 @@
+// The launch forecast of a best-effort process beside a high-priority tenant with a rhythm, on
+// fake driver events (each launch's kernel runs for the duration the test gives it, one after
+// another on the stream).
+#include "node/shim/launch_forecast.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+
+#include "base/clock.h"
+
+namespace gpumux::shim {
+namespace {
+
+constexpr uint64_t kMs = 1'000'000;
+
+// The fake driver: an event recorded completes when the work queued before it does.
+struct FakeStream {
+  uint64_t busy_until = 0;     // when the queued kernels end
+  uint64_t next_kernel = 0;    // duration of the next kernel launched (set by the test)
+  std::map<CUevent, uint64_t> at;
+  int next_event = 1;
+  int recorded = 0;
+} fake;
+
+EventCalls FakeEvents() {
+  return {[](CUevent* e, unsigned) {
+            *e = reinterpret_cast<CUevent>(uintptr_t(fake.next_event++));
+            return CUresult(0);
+          },
+          [](CUevent e, CUstream) {
+            ++fake.recorded;
+            fake.at[e] = std::max(NowNs(), fake.busy_until);
+            return CUresult(0);
+          },
+          [](CUevent e) { return CUresult(fake.at[e] <= NowNs() ? 0 : 600); },
+          [](float* ms, CUevent a, CUevent b) {
+            *ms = float(double(fake.at[b] - fake.at[a]) / 1e6);
+            return CUresult(0);
+          },
+          [](CUevent) { return CUresult(0); }};
+}
+
+class LaunchForecastTest : public ::testing::Test {
+ protected:
+  LaunchForecastTest()
+      : path_(std::filesystem::temp_directory_path() /
+              ("gpumux_forecast_" + std::to_string(getpid()))) {
+    std::filesystem::remove(path_);
+    ledger_.emplace(node::Ledger::CreateOrOpen(path_, 1ull << 30, "sim"));
+    hp_ = ledger_->AddTenant("hp", {1ull << 20, node::kNoCap, 1, node::Priority::kHigh});
+    be_ = ledger_->AddTenant("be", {1ull << 20, node::kNoCap, 1, node::Priority::kLow});
+    fake = FakeStream();
+  }
+  ~LaunchForecastTest() override { std::filesystem::remove(path_); }
+
+  // The high-priority tenant had bursts of 5 ms every 80 ms over the last 400 ms, the next one
+  // due `due_in` (< 73 ms) from now.
+  void RhythmWithNextBurstIn(uint64_t due_in) {
+    uint64_t now = NowNs(), next = now + due_in;
+    for (uint64_t ms = 400; ms > 0; --ms) {
+      uint64_t t = now - ms * kMs;
+      ledger_->TenantComputeTick(hp_, t, 0, (next - t) % (80 * kMs) > 75 * kMs);
+    }
+  }
+  // Launches a kernel of `duration` through the forecast; returns how long Before held it.
+  uint64_t Launch(LaunchForecast& f, const void* kernel, uint64_t duration) {
+    uint64_t t = NowNs();
+    f.Before(kernel, nullptr);
+    uint64_t held = NowNs() - t;
+    fake.busy_until = std::max(NowNs(), fake.busy_until) + duration;
+    f.After(kernel, nullptr, true);
+    return held;
+  }
+
+  std::filesystem::path path_;
+  std::optional<node::Ledger> ledger_;
+  int hp_, be_;
+};
+
+TEST_F(LaunchForecastTest, IsOffWithoutAHighPriorityRhythm) {
+  LaunchForecast f;
+  f.Start(&*ledger_, be_, FakeEvents());
+  f.Refresh(NowNs());
+  EXPECT_LT(Launch(f, &fake, 5 * kMs), 1 * kMs);
+  EXPECT_EQ(fake.recorded, 0) << "no events, nothing held";
+}
+
+TEST_F(LaunchForecastTest, HoldsAKernelThatWouldStillRunWhenTheNextBurstComes) {
+  RhythmWithNextBurstIn(70 * kMs);
+  LaunchForecast f;
+  f.Start(&*ledger_, be_, FakeEvents());
+  f.Refresh(NowNs());
+  int kernel_a = 0, kernel_b = 0;
+  // Learn the kernels (a kernel never timed counts as the longest seen): B takes 2 ms, A 20 ms.
+  EXPECT_LT(Launch(f, &kernel_b, 2 * kMs), 1 * kMs);
+  SleepUntilNs(fake.busy_until + kMs);
+  EXPECT_LT(Launch(f, &kernel_a, 20 * kMs), 1 * kMs) << "it fits before the burst";
+  SleepUntilNs(fake.busy_until + kMs);
+  // 8 ms before the burst: B fits, A does not and waits until the burst is past.
+  uint64_t burst = ledger_->HighPriorityForecast(NowNs()).next_start_ns;
+  ASSERT_GT(burst, NowNs() + 8 * kMs);
+  SleepUntilNs(burst - 8 * kMs);
+  EXPECT_LT(Launch(f, &kernel_b, 2 * kMs), 1 * kMs) << "2 ms fits before the burst";
+  Launch(f, &kernel_a, 20 * kMs);
+  EXPECT_GE(NowNs(), burst + node::kLateBurstNs) << "A went once the burst was due and did not come";
+  EXPECT_LT(NowNs(), burst + node::kLateBurstNs + 20 * kMs) << "and not a period later";
+}
+
+TEST_F(LaunchForecastTest, AHighPriorityTenantIsNeverHeldByIt) {
+  RhythmWithNextBurstIn(5 * kMs);
+  LaunchForecast f;
+  f.Start(&*ledger_, hp_, FakeEvents());
+  f.Refresh(NowNs());
+  EXPECT_LT(Launch(f, &fake, 50 * kMs), 1 * kMs);
+  EXPECT_EQ(fake.recorded, 0);
+}
+
+}  // namespace
+}  // namespace gpumux::shim
