@@ -3,7 +3,9 @@
 //   latency_tenant hp START_NS SECONDS PERIOD_MS KERNELS KERNEL_US
 //       an inference-like server: every PERIOD_MS a step of KERNELS kernels of KERNEL_US each, each
 //       one synchronised (as a decode step's layers are); reports step latency p50/p99 (from the
-//       step's start to its last kernel's completion) and the GPU time its kernels took
+//       step's start to its last kernel's completion) over the steps after the first 0.5 s (a
+//       server's steady state: gpumux learns a tenant's rhythm from its first bursts), and the
+//       GPU time its kernels took
 //   latency_tenant be START_NS SECONDS MIN_MS MAX_MS SEED
 //       a training-like job: kernels of MIN_MS..MAX_MS (uniform, seeded) back to back, two queued;
 //       reports the GPU time of the kernels that completed in the window
@@ -79,7 +81,9 @@ int main(int argc, char** argv) {
     const int kernels = std::atoi(argv[5]);
     const double kernel_us = std::atof(argv[6]);
     CUfunction f = function("k0");
+    constexpr uint64_t kWarmUpNs = 500'000'000;
     std::vector<double> latency_ms;
+    size_t steps = 0;
     for (uint64_t step = start; step + period <= end; step += period) {
       SleepUntilNs(step);
       uint64_t began = NowNs();
@@ -87,11 +91,12 @@ int main(int argc, char** argv) {
         if (CUresult r = launch(f)) return Fail("cuLaunchKernel", r);
         cuStreamSynchronize(stream);
       }
-      latency_ms.push_back(double(NowNs() - began) / 1e6);
+      ++steps;
+      if (step >= start + kWarmUpNs) latency_ms.push_back(double(NowNs() - began) / 1e6);
     }
-    double gpu_s = double(latency_ms.size()) * kernels * kernel_us / 1e6;
+    double gpu_s = double(steps) * kernels * kernel_us / 1e6;
     std::printf("{\"steps\": %zu, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"gpu_share\": %.4f}\n",
-                latency_ms.size(), Percentile(latency_ms, 0.5), Percentile(latency_ms, 0.99),
+                steps, Percentile(latency_ms, 0.5), Percentile(latency_ms, 0.99),
                 gpu_s / (double(end - start) / 1e9));
     return 0;
   }

@@ -266,6 +266,16 @@ TEST_F(ComputeTickTest, WeightsStillDivideTwoBusyTenants) {
   EXPECT_NEAR(s[1], 0.75, 0.02);
 }
 
+TEST(BurstPeriod, AveragesOnBeatKeepsWholeMultiplesAndFollowsANewRhythm) {
+  constexpr uint64_t kMs = 1'000'000;
+  EXPECT_EQ(NextBurstPeriod(0, 20 * kMs), 20 * kMs);
+  EXPECT_EQ(NextBurstPeriod(20 * kMs, 24 * kMs), 21 * kMs);
+  EXPECT_EQ(NextBurstPeriod(20 * kMs, 40 * kMs), 20 * kMs) << "two bursts ran together";
+  EXPECT_EQ(NextBurstPeriod(20 * kMs, 61 * kMs), 20 * kMs) << "two did not come";
+  EXPECT_EQ(NextBurstPeriod(20 * kMs, 50 * kMs), 50 * kMs) << "a new rhythm";
+  EXPECT_EQ(NextBurstPeriod(20 * kMs, 8 * kMs), 8 * kMs);
+}
+
 TEST_F(ComputeTickTest, AHighPriorityTenantsRhythmForecastsItsNextBurst) {
   Ledger l = Ledger::CreateOrOpen(path_, 1ull << 30, "sim");
   int hp = l.AddTenant("hp", {1ull << 20, kNoCap, 1, Priority::kHigh});

@@ -364,15 +364,15 @@ ComputeVerdict Ledger::TenantComputeTick(int my_tenant, uint64_t now_ns, uint64_
     uint64_t before = last;
     while (last < now_ns && !me.wanted_ns.compare_exchange_weak(last, now_ns)) {
     }
+    // A burst begins when this call moves wanted_ns past a quiet spell: kBurstGapNs, or a quarter
+    // of the period once one is known (a burst stalled on the GPU is not quiet for that long).
+    uint64_t period = me.burst_period_ns.load();
+    uint64_t quiet = std::max(kBurstGapNs, period / 4);
     if (Priority(me.priority.load()) == Priority::kHigh && last == before &&
-        now_ns - std::min(now_ns, before) > kBurstGapNs) {
-      // A burst begins (this call moved wanted_ns past a quiet spell): learn the rhythm.
+        now_ns - std::min(now_ns, before) > quiet) {
       uint64_t previous = me.burst_start_ns.exchange(now_ns);
-      uint64_t period = me.burst_period_ns.load();
-      if (previous != 0 && now_ns > previous) {
-        uint64_t gap = now_ns - previous;
-        me.burst_period_ns.store(period == 0 || gap > 4 * period ? gap : (3 * period + gap) / 4);
-      }
+      if (previous != 0 && now_ns > previous)
+        me.burst_period_ns.store(NextBurstPeriod(period, now_ns - previous));
     }
   }
   // Who wants the GPU now, and is a high-priority tenant at work?
@@ -430,6 +430,17 @@ ComputeVerdict Ledger::TenantComputeTick(int my_tenant, uint64_t now_ns, uint64_
       me.share_held_ns.store(now_ns, std::memory_order_relaxed);
   }
   return v;
+}
+
+uint64_t NextBurstPeriod(uint64_t period_ns, uint64_t gap_ns) {
+  if (period_ns == 0) return gap_ns;
+  double periods = double(gap_ns) / double(period_ns);
+  if (periods >= 0.75 && periods <= 1.25) return (3 * period_ns + gap_ns) / 4;  // on beat
+  // A whole number of periods: bursts that ran together (one delayed into the next) or a burst
+  // that did not come. The rhythm holds.
+  double whole = std::round(periods);
+  if (whole >= 2 && std::abs(periods - whole) < 0.15) return period_ns;
+  return gap_ns;  // a new rhythm
 }
 
 BurstForecast Ledger::HighPriorityForecast(uint64_t now_ns) const {

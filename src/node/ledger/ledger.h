@@ -84,6 +84,11 @@ struct TenantSlot {
   std::atomic<uint64_t> burst_period_ns;
 };
 
+// A high-priority tenant's period between bursts after `gap_ns` between two burst starts were
+// seen (0: none known yet): averaged when the gap is about one period, kept when it is a whole
+// number of periods (bursts that ran together, or one that did not come), else the new gap.
+uint64_t NextBurstPeriod(uint64_t period_ns, uint64_t gap_ns);
+
 // When the high-priority tenants of a GPU will launch next, as their rhythm says (Ledger::
 // HighPriorityForecast).
 struct BurstForecast {
