@@ -17,19 +17,16 @@
 #include <string>
 #include <vector>
 
+#include "abi/client_failure.h"
 #include "abi/driver_api.h"
 #include "abi/primary_context.h"
 #include "base/clock.h"
 
 using gpumux::NowNs;
 using gpumux::SleepUntilNs;
+using gpumux::cuda::ReportFailure;
 
 namespace {
-
-int Fail(const char* what, CUresult r) {
-  std::printf("{\"error\": \"%s\", \"code\": %d}\n", what, r);
-  return 4;
-}
 
 double Percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
@@ -50,7 +47,7 @@ int main(int argc, char** argv) {
   const uint64_t start = std::strtoull(argv[2], nullptr, 10);
   const uint64_t end = start + uint64_t(std::atof(argv[3]) * 1e9);
   const char* bandwidth = std::getenv("GPUMUX_SIM_BANDWIDTH");
-  if (!bandwidth) return Fail("GPUMUX_SIM_BANDWIDTH is not set (run under gpumux run --sim)", 0);
+  if (!bandwidth) return ReportFailure("GPUMUX_SIM_BANDWIDTH is not set (run under gpumux run --sim)", 0);
   auto bytes_for_us = [&](double us) { return std::to_string(std::atof(bandwidth) * us / 1e6); };
   // hp: one kernel "k0"; be: "k1".."kMAX" of 1..MAX ms.
   std::string image = "gpumux-sim-module 1\n";
@@ -61,11 +58,11 @@ int main(int argc, char** argv) {
     for (int ms = min_ms; ms <= max_ms; ++ms)
       image += "kernel k" + std::to_string(ms) + " bytes=" + bytes_for_us(ms * 1000.0) + " flops=0\n";
   }
-  if (CUresult r = gpumux::cuda::UsePrimaryContext()) return Fail("context", r);
+  if (CUresult r = gpumux::cuda::UsePrimaryContext()) return ReportFailure("context", r);
   CUmodule module;
-  if (CUresult r = cuModuleLoadData(&module, image.c_str())) return Fail("cuModuleLoadData", r);
+  if (CUresult r = cuModuleLoadData(&module, image.c_str())) return ReportFailure("cuModuleLoadData", r);
   CUstream stream;
-  if (CUresult r = cuStreamCreate(&stream, 0)) return Fail("cuStreamCreate", r);
+  if (CUresult r = cuStreamCreate(&stream, 0)) return ReportFailure("cuStreamCreate", r);
   auto function = [&](const std::string& name) {
     CUfunction f = nullptr;
     cuModuleGetFunction(&f, module, name.c_str());
@@ -88,7 +85,7 @@ int main(int argc, char** argv) {
       SleepUntilNs(step);
       uint64_t began = NowNs();
       for (int k = 0; k < kernels; ++k) {
-        if (CUresult r = launch(f)) return Fail("cuLaunchKernel", r);
+        if (CUresult r = launch(f)) return ReportFailure("cuLaunchKernel", r);
         cuStreamSynchronize(stream);
       }
       ++steps;
@@ -126,7 +123,7 @@ int main(int argc, char** argv) {
     if (NowNs() <= end) gpu_ms += queue.front().ms;
     cuEventDestroy_v2(queue.front().done);
     queue.erase(queue.begin());
-    if (CUresult r = push()) return Fail("cuLaunchKernel", r);
+    if (CUresult r = push()) return ReportFailure("cuLaunchKernel", r);
   }
   std::printf("{\"gpu_share\": %.4f}\n", gpu_ms / 1e3 / (double(end - start) / 1e9));
   return 0;

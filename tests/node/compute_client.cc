@@ -16,19 +16,16 @@
 #include <string>
 #include <vector>
 
+#include "abi/client_failure.h"
 #include "abi/driver_api.h"
 #include "abi/primary_context.h"
 #include "base/clock.h"
 
 using gpumux::NowNs;
 using gpumux::SleepUntilNs;
+using gpumux::cuda::ReportFailure;
 
 namespace {
-
-int Fail(const char* what, CUresult r) {
-  std::printf("{\"error\": \"%s\", \"code\": %d}\n", what, r);
-  return 4;
-}
 
 // Launches the kernel once by `path` on `stream` (graphs: replays `exec`).
 CUresult LaunchOnce(const std::string& path, CUfunction f, CUstream stream, CUgraphExec exec) {
@@ -55,9 +52,9 @@ int GraphMemory(size_t bytes) {
   CUgraphNode node;
   CUDA_MEM_ALLOC_NODE_PARAMS params{};
   params.bytesize = bytes;
-  if (CUresult r = cuGraphCreate(&graph, 0)) return Fail("cuGraphCreate", r);
+  if (CUresult r = cuGraphCreate(&graph, 0)) return ReportFailure("cuGraphCreate", r);
   if (CUresult r = cuGraphAddMemAllocNode(&node, graph, nullptr, 0, &params))
-    return Fail("cuGraphAddMemAllocNode", r);
+    return ReportFailure("cuGraphAddMemAllocNode", r);
   CUgraphExec exec = nullptr;
   CUresult r = cuGraphInstantiateWithFlags(&exec, graph, 0);
   size_t free_bytes = 0, total = 0;
@@ -73,8 +70,8 @@ int GraphMemory(size_t bytes) {
 
 int main(int argc, char** argv) {
   if (argc < 3) return 2;
-  if (CUresult r = cuInit(0)) return Fail("cuInit", r);
-  if (CUresult r = gpumux::cuda::UsePrimaryContext()) return Fail("the primary context", r);
+  if (CUresult r = cuInit(0)) return ReportFailure("cuInit", r);
+  if (CUresult r = gpumux::cuda::UsePrimaryContext()) return ReportFailure("the primary context", r);
   std::string path = argv[1];
   if (path == "graphmem") return GraphMemory(std::strtoull(argv[2], nullptr, 10));
   if (argc < 6) return 2;
@@ -86,23 +83,23 @@ int main(int argc, char** argv) {
 
   // A bandwidth-bound kernel that runs kernel_ms on this device.
   const char* bandwidth = std::getenv("GPUMUX_SIM_BANDWIDTH");
-  if (!bandwidth) return Fail("GPUMUX_SIM_BANDWIDTH is not set (run under gpumux run --sim)", 0);
+  if (!bandwidth) return ReportFailure("GPUMUX_SIM_BANDWIDTH is not set (run under gpumux run --sim)", 0);
   std::string image = "gpumux-sim-module 1\nkernel step bytes=" +
                       std::to_string(std::atof(bandwidth) * kernel_ms / 1e3) + " flops=0\n";
   CUmodule module;
   CUfunction f;
   CUstream stream;
-  if (CUresult r = cuModuleLoadData(&module, image.c_str())) return Fail("cuModuleLoadData", r);
-  if (CUresult r = cuModuleGetFunction(&f, module, "step")) return Fail("cuModuleGetFunction", r);
-  if (CUresult r = cuStreamCreate(&stream, 0)) return Fail("cuStreamCreate", r);
+  if (CUresult r = cuModuleLoadData(&module, image.c_str())) return ReportFailure("cuModuleLoadData", r);
+  if (CUresult r = cuModuleGetFunction(&f, module, "step")) return ReportFailure("cuModuleGetFunction", r);
+  if (CUresult r = cuStreamCreate(&stream, 0)) return ReportFailure("cuStreamCreate", r);
   CUgraphExec exec = nullptr;
   CUgraph graph = nullptr;
   if (path == "graph") {
     cuStreamBeginCapture_v2(stream, 0);
     cuLaunchKernel(f, 132, 1, 1, 128, 1, 1, 0, stream, nullptr, nullptr);
-    if (CUresult r = cuStreamEndCapture(stream, &graph)) return Fail("cuStreamEndCapture", r);
+    if (CUresult r = cuStreamEndCapture(stream, &graph)) return ReportFailure("cuStreamEndCapture", r);
     if (CUresult r = cuGraphInstantiateWithFlags(&exec, graph, 0))
-      return Fail("cuGraphInstantiate", r);
+      return ReportFailure("cuGraphInstantiate", r);
   }
 
   SleepUntilNs(start);
@@ -114,7 +111,7 @@ int main(int argc, char** argv) {
   cuEventCreate(&done[1], 0);
   if (mode == "busy") {
     for (long i = 0;; ++i) {
-      if (CUresult r = LaunchOnce(path, f, stream, exec)) return Fail("launch", r);
+      if (CUresult r = LaunchOnce(path, f, stream, exec)) return ReportFailure("launch", r);
       cuEventRecord(done[i % 2], stream);
       if (i == 0) continue;
       cuEventSynchronize(done[(i - 1) % 2]);  // the previous kernel; this one stays queued
@@ -125,7 +122,7 @@ int main(int argc, char** argv) {
   }
   while (mode == "latency" && NowNs() < end) {
     uint64_t t0 = NowNs();
-    if (CUresult r = LaunchOnce(path, f, stream, exec)) return Fail("launch", r);
+    if (CUresult r = LaunchOnce(path, f, stream, exec)) return ReportFailure("launch", r);
     cuStreamSynchronize(stream);
     uint64_t t1 = NowNs();
     if (t1 > end) break;  // finished after the window: not counted
