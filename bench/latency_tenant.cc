@@ -47,7 +47,8 @@ int main(int argc, char** argv) {
   const uint64_t start = std::strtoull(argv[2], nullptr, 10);
   const uint64_t end = start + uint64_t(std::atof(argv[3]) * 1e9);
   const char* bandwidth = std::getenv("GPUMUX_SIM_BANDWIDTH");
-  if (!bandwidth) return ReportFailure("GPUMUX_SIM_BANDWIDTH is not set (run under gpumux run --sim)", 0);
+  if (!bandwidth)
+    return ReportFailure("GPUMUX_SIM_BANDWIDTH is not set (run under gpumux run --sim)", 0);
   auto bytes_for_us = [&](double us) { return std::to_string(std::atof(bandwidth) * us / 1e6); };
   // hp: one kernel "k0"; be: "k1".."kMAX" of 1..MAX ms.
   std::string image = "gpumux-sim-module 1\n";
@@ -56,11 +57,13 @@ int main(int argc, char** argv) {
     image += "kernel k0 bytes=" + bytes_for_us(std::atof(argv[6])) + " flops=0\n";
   } else {
     for (int ms = min_ms; ms <= max_ms; ++ms)
-      image += "kernel k" + std::to_string(ms) + " bytes=" + bytes_for_us(ms * 1000.0) + " flops=0\n";
+      image +=
+          "kernel k" + std::to_string(ms) + " bytes=" + bytes_for_us(ms * 1000.0) + " flops=0\n";
   }
   if (CUresult r = gpumux::cuda::UsePrimaryContext()) return ReportFailure("context", r);
   CUmodule module;
-  if (CUresult r = cuModuleLoadData(&module, image.c_str())) return ReportFailure("cuModuleLoadData", r);
+  if (CUresult r = cuModuleLoadData(&module, image.c_str()))
+    return ReportFailure("cuModuleLoadData", r);
   CUstream stream;
   if (CUresult r = cuStreamCreate(&stream, 0)) return ReportFailure("cuStreamCreate", r);
   auto function = [&](const std::string& name) {

@@ -42,11 +42,11 @@ class FakeApiServer {
 
   void AddNode(const std::string& name, const json& annotations = json::object()) {
     std::lock_guard lock(mu_);
-    nodes_.push_back({{"apiVersion", "v1"},
-                      {"kind", "Node"},
-                      {"metadata",
-                       {{"name", name}, {"uid", "node-uid-" + name}, {"annotations", annotations}}},
-                      {"status", {{"allocatable", {{"cpu", "64"}, {"memory", "512Gi"}}}}}});
+    nodes_.push_back(
+        {{"apiVersion", "v1"},
+         {"kind", "Node"},
+         {"metadata", {{"name", name}, {"uid", "node-uid-" + name}, {"annotations", annotations}}},
+         {"status", {{"allocatable", {{"cpu", "64"}, {"memory", "512Gi"}}}}}});
     Changed("nodes", "ADDED", nodes_.back());
   }
   void AddPod(const json& pod) {

@@ -1,11 +1,11 @@
 #include "simgpu/sim_state.h"
 
 #include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sched.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>

@@ -37,9 +37,9 @@ struct SliceContext {
 
 struct SliceSchedule {
   uint64_t slice_ns, switch_ns;
-  uint64_t at_ns;          // how far the schedule is worked out (may pass now by a switch)
-  int32_t current;         // the context the GPU runs or last ran (-1: none yet)
-  uint64_t slice_end_ns;   // when its slice ends
+  uint64_t at_ns;         // how far the schedule is worked out (may pass now by a switch)
+  int32_t current;        // the context the GPU runs or last ran (-1: none yet)
+  uint64_t slice_end_ns;  // when its slice ends
   SliceContext contexts[kSliceContexts];
 };
 

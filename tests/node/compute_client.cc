@@ -71,7 +71,8 @@ int GraphMemory(size_t bytes) {
 int main(int argc, char** argv) {
   if (argc < 3) return 2;
   if (CUresult r = cuInit(0)) return ReportFailure("cuInit", r);
-  if (CUresult r = gpumux::cuda::UsePrimaryContext()) return ReportFailure("the primary context", r);
+  if (CUresult r = gpumux::cuda::UsePrimaryContext())
+    return ReportFailure("the primary context", r);
   std::string path = argv[1];
   if (path == "graphmem") return GraphMemory(std::strtoull(argv[2], nullptr, 10));
   if (argc < 6) return 2;
@@ -83,21 +84,25 @@ int main(int argc, char** argv) {
 
   // A bandwidth-bound kernel that runs kernel_ms on this device.
   const char* bandwidth = std::getenv("GPUMUX_SIM_BANDWIDTH");
-  if (!bandwidth) return ReportFailure("GPUMUX_SIM_BANDWIDTH is not set (run under gpumux run --sim)", 0);
+  if (!bandwidth)
+    return ReportFailure("GPUMUX_SIM_BANDWIDTH is not set (run under gpumux run --sim)", 0);
   std::string image = "gpumux-sim-module 1\nkernel step bytes=" +
                       std::to_string(std::atof(bandwidth) * kernel_ms / 1e3) + " flops=0\n";
   CUmodule module;
   CUfunction f;
   CUstream stream;
-  if (CUresult r = cuModuleLoadData(&module, image.c_str())) return ReportFailure("cuModuleLoadData", r);
-  if (CUresult r = cuModuleGetFunction(&f, module, "step")) return ReportFailure("cuModuleGetFunction", r);
+  if (CUresult r = cuModuleLoadData(&module, image.c_str()))
+    return ReportFailure("cuModuleLoadData", r);
+  if (CUresult r = cuModuleGetFunction(&f, module, "step"))
+    return ReportFailure("cuModuleGetFunction", r);
   if (CUresult r = cuStreamCreate(&stream, 0)) return ReportFailure("cuStreamCreate", r);
   CUgraphExec exec = nullptr;
   CUgraph graph = nullptr;
   if (path == "graph") {
     cuStreamBeginCapture_v2(stream, 0);
     cuLaunchKernel(f, 132, 1, 1, 128, 1, 1, 0, stream, nullptr, nullptr);
-    if (CUresult r = cuStreamEndCapture(stream, &graph)) return ReportFailure("cuStreamEndCapture", r);
+    if (CUresult r = cuStreamEndCapture(stream, &graph))
+      return ReportFailure("cuStreamEndCapture", r);
     if (CUresult r = cuGraphInstantiateWithFlags(&exec, graph, 0))
       return ReportFailure("cuGraphInstantiate", r);
   }

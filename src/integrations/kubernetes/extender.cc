@@ -139,9 +139,9 @@ FilterResult Extender::Filter(const json& args) {
       // Hot path: one lookup and a scan of the node's slots; the reason only where it fails.
       auto it = nodes_.find(names[i]);  // a node not seen yet has none
       const NodeGpus* node = it == nodes_.end() ? nullptr : &it->second;
-      fits[i] = !pod.asks_gpumux() ||
-                (node && std::any_of(node->slots().begin(), node->slots().end(),
-                                     [&](const Slot& s) { return s.Fits(pod); }));
+      fits[i] =
+          !pod.asks_gpumux() || (node && std::any_of(node->slots().begin(), node->slots().end(),
+                                                     [&](const Slot& s) { return s.Fits(pod); }));
       if (fits[i]) continue;
       std::string why = "no gpumux GPU (the gpumux device plugin publishes them on the node)";
       if (node) node->FittingSlots(pod, &why);

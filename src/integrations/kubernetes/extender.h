@@ -53,7 +53,7 @@ struct FilterResult {
   std::vector<std::string> node_names;  // the nodes that pass, when the args named them (NodeNames)
   nlohmann::json nodes;  // or, when the args carried full Nodes: {"items": [those that pass]}
   std::vector<std::pair<std::string, std::string>> failed;  // node, why not
-  std::string Json() const;  // as kube-scheduler reads it
+  std::string Json() const;                                 // as kube-scheduler reads it
 };
 
 // One entry of kube-scheduler's HostPriorityList.
@@ -122,8 +122,8 @@ class Extender {
   std::mutex mu_;
   std::unordered_map<std::string, NodeGpus> nodes_;
   std::unordered_map<std::string, Placement> placed_;  // by pod UID
-  std::deque<std::string> recent_;           // UIDs of placements, oldest first (Remember)
-  std::map<std::string, PodRequest> seen_;   // pods filtered lately, by UID (bind has no pod)
+  std::deque<std::string> recent_;          // UIDs of placements, oldest first (Remember)
+  std::map<std::string, PodRequest> seen_;  // pods filtered lately, by UID (bind has no pod)
 };
 
 }  // namespace gpumux::k8s

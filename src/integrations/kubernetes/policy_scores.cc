@@ -61,9 +61,9 @@ namespace {
 // What the first pass over the candidates finds: the nodes where a whole GPU (not an instance)
 // fits the pod, which the fleet model scores.
 struct FleetCandidates {
-  std::vector<size_t> node;        // index into the candidates
-  std::vector<FleetGpus> gpus;     // their GPUs
-  std::vector<int> slot_memory;    // their first GPU's memory (GiB)
+  std::vector<size_t> node;      // index into the candidates
+  std::vector<FleetGpus> gpus;   // their GPUs
+  std::vector<int> slot_memory;  // their first GPU's memory (GiB)
 };
 
 // Scores the fleet candidates [begin, end) with `policy_name` on a fleet model of those nodes

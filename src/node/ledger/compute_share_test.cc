@@ -56,8 +56,8 @@ TEST(FairShares, ATenantsDemandBoundsItsShareAndTheRestGoesToTheOthers) {
   EXPECT_NEAR(s[0], 0.30, 1e-9);
   EXPECT_NEAR(s[1], 0.70, 1e-9);
   // Nobody's demand fills the GPU: the rest still goes out, by tier and weight, up to caps.
-  s = FairShares({{500, 1, true, false, 0.2}, {kNoCap, 1, true, false, 0.3},
-                  {kNoCap, 1, true, true, 0.1}});
+  s = FairShares(
+      {{500, 1, true, false, 0.2}, {kNoCap, 1, true, false, 0.3}, {kNoCap, 1, true, true, 0.1}});
   EXPECT_NEAR(s[0] + s[1] + s[2], 1.0, 1e-9) << "the division idles nothing";
   EXPECT_LE(s[0], 0.5 + 1e-9) << "caps still hold";
   EXPECT_GE(s[2], 0.1 - 1e-9) << "the best-effort tenant keeps its demand";
@@ -182,8 +182,8 @@ TEST_F(ComputeTickTest, OthersYieldWhileAHighPriorityTenantLaunches) {
 // does not need going to the others. Returns each tenant's fraction of the GPU's time.
 struct Load {
   int tenant;
-  double need;               // fraction of each millisecond it would use while it has work
-  int burst_ms = 0;          // 0: always has work; else work for burst_ms of every period_ms
+  double need;       // fraction of each millisecond it would use while it has work
+  int burst_ms = 0;  // 0: always has work; else work for burst_ms of every period_ms
   int period_ms = 0;
 };
 std::vector<double> ShareOut(Ledger& l, const std::vector<Load>& loads, uint64_t start,
@@ -203,9 +203,8 @@ std::vector<double> ShareOut(Ledger& l, const std::vector<Load>& loads, uint64_t
       for (size_t k = 0; k < loads.size(); ++k)
         if ((priorities[k] == Priority::kHigh) == (pass == 0) && !hold[k] && has_work(k))
           open.push_back(k);
-      std::sort(open.begin(), open.end(), [&](size_t a, size_t b) {
-        return loads[a].need < loads[b].need;
-      });
+      std::sort(open.begin(), open.end(),
+                [&](size_t a, size_t b) { return loads[a].need < loads[b].need; });
       for (size_t j = 0; j < open.size(); ++j) {  // equal parts; what one leaves, the rest share
         double take = std::min(loads[open[j]].need, left / double(open.size() - j));
         ran[open[j]] += uint64_t(take * kMs);
@@ -250,7 +249,8 @@ TEST_F(ComputeTickTest, ABestEffortTenantKeepsWhatABusyHighPriorityTenantLeaves)
 
 TEST_F(ComputeTickTest, ATenPercentAndANinetyPercentCapHoldWithinOnePoint) {
   Ledger l = Ledger::CreateOrOpen(path_, 1ull << 30, "sim");
-  int ten = l.AddTenant("ten", {1ull << 20, 100}), ninety = l.AddTenant("ninety", {1ull << 20, 900});
+  int ten = l.AddTenant("ten", {1ull << 20, 100}),
+      ninety = l.AddTenant("ninety", {1ull << 20, 900});
   auto s = ShareOut(l, {{ten, 1.0}, {ninety, 1.0}}, l.Snapshot()[0].added_ns, 10,
                     {Priority::kNormal, Priority::kNormal});
   EXPECT_NEAR(s[0], 0.10, 0.01);
@@ -259,7 +259,8 @@ TEST_F(ComputeTickTest, ATenPercentAndANinetyPercentCapHoldWithinOnePoint) {
 
 TEST_F(ComputeTickTest, WeightsStillDivideTwoBusyTenants) {
   Ledger l = Ledger::CreateOrOpen(path_, 1ull << 30, "sim");
-  int one = l.AddTenant("one", {1ull << 20, kNoCap, 1}), three = l.AddTenant("three", {1ull << 20, kNoCap, 3});
+  int one = l.AddTenant("one", {1ull << 20, kNoCap, 1}),
+      three = l.AddTenant("three", {1ull << 20, kNoCap, 3});
   auto s = ShareOut(l, {{one, 1.0}, {three, 1.0}}, l.Snapshot()[0].added_ns, 10,
                     {Priority::kNormal, Priority::kNormal});
   EXPECT_NEAR(s[0], 0.25, 0.02);
@@ -284,8 +285,7 @@ TEST_F(ComputeTickTest, AHighPriorityTenantsRhythmForecastsItsNextBurst) {
   uint64_t t0 = l.Snapshot()[0].added_ns + 100 * kMs;
   EXPECT_EQ(l.HighPriorityForecast(t0).next_start_ns, 0u) << "no rhythm yet";
   // Bursts of 5 ms every 20 ms, ticked each millisecond.
-  for (uint64_t ms = 0; ms < 100; ++ms)
-    l.TenantComputeTick(hp, t0 + ms * kMs, 0, ms % 20 < 5);
+  for (uint64_t ms = 0; ms < 100; ++ms) l.TenantComputeTick(hp, t0 + ms * kMs, 0, ms % 20 < 5);
   uint64_t now = t0 + 99 * kMs;  // the burst at 100 ms is next
   BurstForecast f = l.HighPriorityForecast(now);
   EXPECT_FALSE(f.active) << "quiet since 84 ms";
@@ -300,6 +300,31 @@ TEST_F(ComputeTickTest, AHighPriorityTenantsRhythmForecastsItsNextBurst) {
   // Others yield only while the burst runs once the rhythm is known, not 10 ms after it.
   EXPECT_TRUE(l.TenantComputeTick(be, t0 + 85 * kMs, 0, true).hold);
   EXPECT_FALSE(l.TenantComputeTick(be, t0 + 87 * kMs, 0, true).hold);
+}
+
+TEST_F(ComputeTickTest, GpumuxdsViewForecastsAsItsAuthorityDoes) {
+  // Under gpumuxd tenants read the view: the rhythm learnt in the authority is copied there.
+  Ledger authority = Ledger::CreateOrOpen(path_, 1ull << 30, "sim");
+  std::filesystem::path view_path = path_.string() + ".view";
+  std::filesystem::remove(view_path);
+  Ledger view = Ledger::CreateOrOpen(view_path, 1ull << 30, "sim");
+  TenantLimits high{1ull << 20, kNoCap, 1, Priority::kHigh};
+  int a = authority.AddTenant("hp", high), v = view.AddTenant("hp", high);
+  constexpr uint64_t kMs = 1'000'000;
+  uint64_t t0 = authority.Snapshot()[0].added_ns;
+  for (uint64_t ms = 0; ms < 100; ++ms)
+    authority.TenantComputeTick(a, t0 + ms * kMs, 0, ms % 20 < 5);
+  EXPECT_EQ(view.HighPriorityForecast(t0 + 99 * kMs).next_start_ns, 0u) << "nothing copied yet";
+  view.CopyRhythm(v, authority, a);
+  for (uint64_t at : {99, 101, 104}) {
+    BurstForecast want = authority.HighPriorityForecast(t0 + at * kMs),
+                  got = view.HighPriorityForecast(t0 + at * kMs);
+    EXPECT_EQ(got.next_start_ns, want.next_start_ns) << at;
+    EXPECT_EQ(got.period_ns, want.period_ns) << at;
+    EXPECT_EQ(got.active, want.active) << at;
+  }
+  EXPECT_NE(view.HighPriorityForecast(t0 + 99 * kMs).next_start_ns, 0u);
+  std::filesystem::remove(view_path);
 }
 
 TEST_F(ComputeTickTest, StrictRefusesCapsOverOneHundredPercent) {

@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <new>
 
@@ -207,9 +207,9 @@ int Ledger::AddTenant(const std::string& id, const TenantLimits& limits, bool st
       std::memcpy(s.id, id.data(), id.size());
       set_limits(s);
       uint64_t now = NowNs();
-      for (auto* zero : {&s.used, &s.refused, &s.reclaimed, &s.reclaimed_processes, &s.gpu_ns,
-                         &s.wanted_ns, &s.held, &s.use_gpu_ns, &s.share_held_ns,
-                         &s.burst_start_ns, &s.burst_period_ns})
+      for (auto* zero :
+           {&s.used, &s.refused, &s.reclaimed, &s.reclaimed_processes, &s.gpu_ns, &s.wanted_ns,
+            &s.held, &s.use_gpu_ns, &s.share_held_ns, &s.burst_start_ns, &s.burst_period_ns})
         zero->store(0);
       s.gate.store(0);
       s.use_ppm.store(0);
@@ -459,7 +459,8 @@ BurstForecast Ledger::HighPriorityForecast(uint64_t now_ns) const {
     uint64_t due_bursts = (now_ns > start ? now_ns - start : 0) / period;
     uint64_t due = start + due_bursts * period;
     uint64_t next = due_bursts >= 1 && now_ns - due < kLateBurstNs ? due : due + period;
-    if (f.next_start_ns == 0 || next < f.next_start_ns) f.next_start_ns = next, f.period_ns = period;
+    if (f.next_start_ns == 0 || next < f.next_start_ns)
+      f.next_start_ns = next, f.period_ns = period;
   }
   return f;
 }

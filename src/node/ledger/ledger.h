@@ -160,11 +160,11 @@ inline constexpr uint64_t kWantWindowNs =
     100'000'000;  // a tenant wants the GPU if it launched within this
 inline constexpr uint64_t kYieldHoldNs =
     10'000'000;  // others yield this long after a high-priority launch, when it has no rhythm
-inline constexpr uint64_t kBurstGapNs = 1'500'000;  // quiet this long, a tenant's burst has ended
+inline constexpr uint64_t kBurstGapNs = 1'500'000;   // quiet this long, a tenant's burst has ended
 inline constexpr uint64_t kLateBurstNs = 3'000'000;  // a burst not begun this long after it was due
                                                      // is not coming
 inline constexpr uint64_t kUseWindowNs = 100'000'000;  // what a tenant used "lately"
-inline constexpr uint64_t kBurstNs = 10'000'000;  // GPU time an idle tenant may bank
+inline constexpr uint64_t kBurstNs = 10'000'000;       // GPU time an idle tenant may bank
 
 class Ledger {
  public:

@@ -8,10 +8,10 @@ namespace gpumux::shim {
 
 namespace {
 
-constexpr uint64_t kMarginNs = 1'000'000;   // kept clear before a predicted burst
-constexpr uint64_t kRecheckNs = 100'000;    // a held launch looks again this often
-constexpr size_t kMostTimed = 256;          // launches timed at once; more go untimed
-constexpr uint64_t kMostPeriodsHeld = 4;    // then work that fits no gap goes after a burst
+constexpr uint64_t kMarginNs = 1'000'000;  // kept clear before a predicted burst
+constexpr uint64_t kRecheckNs = 100'000;   // a held launch looks again this often
+constexpr size_t kMostTimed = 256;         // launches timed at once; more go untimed
+constexpr uint64_t kMostPeriodsHeld = 4;   // then work that fits no gap goes after a burst
 
 // The start event Hold recorded on this thread for the launch After follows.
 thread_local CUevent started = nullptr;

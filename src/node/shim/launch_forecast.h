@@ -55,7 +55,7 @@ class LaunchForecast {
     CUevent start, end;
   };
   void Hold(const void* work, CUstream stream);
-  void Learn();  // with mu_ held: durations of the timed launches that completed
+  void Learn();         // with mu_ held: durations of the timed launches that completed
   CUevent TakeEvent();  // with mu_ held
 
   std::atomic<bool> on_{false};

@@ -18,8 +18,8 @@ constexpr uint64_t kMs = 1'000'000;
 
 // The fake driver: an event recorded completes when the work queued before it does.
 struct FakeStream {
-  uint64_t busy_until = 0;     // when the queued kernels end
-  uint64_t next_kernel = 0;    // duration of the next kernel launched (set by the test)
+  uint64_t busy_until = 0;   // when the queued kernels end
+  uint64_t next_kernel = 0;  // duration of the next kernel launched (set by the test)
   std::map<CUevent, uint64_t> at;
   int next_event = 1;
   int recorded = 0;
@@ -105,7 +105,8 @@ TEST_F(LaunchForecastTest, HoldsAKernelThatWouldStillRunWhenTheNextBurstComes) {
   SleepUntilNs(burst - 8 * kMs);
   EXPECT_LT(Launch(f, &kernel_b, 2 * kMs), 1 * kMs) << "2 ms fits before the burst";
   Launch(f, &kernel_a, 20 * kMs);
-  EXPECT_GE(NowNs(), burst + node::kLateBurstNs) << "A went once the burst was due and did not come";
+  EXPECT_GE(NowNs(), burst + node::kLateBurstNs)
+      << "A went once the burst was due and did not come";
   EXPECT_LT(NowNs(), burst + node::kLateBurstNs + 20 * kMs) << "and not a period later";
 }
 
