@@ -61,6 +61,8 @@ void LaunchForecast::Learn() {
 
 void LaunchForecast::Hold(const void* work, CUstream stream) {
   started = nullptr;
+  int capturing = 0;
+  if (events_.is_capturing && events_.is_capturing(stream, &capturing) == 0 && capturing) return;
   node::BurstForecast f;
   std::unique_lock<std::mutex> lock(mu_);
   Learn();

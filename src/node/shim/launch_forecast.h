@@ -7,7 +7,9 @@
 // graph) from events recorded around its earlier launches; a kernel never seen counts as the
 // longest seen — and holds the launch while that would be past the next burst's predicted start
 // (Ledger::HighPriorityForecast: the high-priority tenants' rhythm), or while a burst runs. A
-// launch held a whole period (its work cannot fit between two bursts) goes as soon as a burst ends.
+// launch held four periods (its work fits no gap between bursts) goes as soon as a burst ends.
+// Launches into a stream that is capturing a graph run nothing: they are neither held nor timed
+// (an event recorded or queried there would end the capture).
 //
 // Off for high-priority tenants, and while no high-priority tenant has a rhythm: then Before and
 // After cost one relaxed atomic load (Refresh, on the governor's tick, looks at the ledger).
@@ -33,6 +35,7 @@ struct EventCalls {
   CUresult (*query)(CUevent);
   CUresult (*elapsed)(float*, CUevent, CUevent);
   CUresult (*destroy)(CUevent);
+  CUresult (*is_capturing)(CUstream, int*);
 };
 
 class LaunchForecast {

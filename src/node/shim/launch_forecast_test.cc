@@ -23,6 +23,7 @@ struct FakeStream {
   std::map<CUevent, uint64_t> at;
   int next_event = 1;
   int recorded = 0;
+  int capturing = 0;  // the stream is capturing a graph
 } fake;
 
 EventCalls FakeEvents() {
@@ -40,7 +41,11 @@ EventCalls FakeEvents() {
             *ms = float(double(fake.at[b] - fake.at[a]) / 1e6);
             return CUresult(0);
           },
-          [](CUevent) { return CUresult(0); }};
+          [](CUevent) { return CUresult(0); },
+          [](CUstream, int* capturing) {
+            *capturing = fake.capturing;
+            return CUresult(0);
+          }};
 }
 
 class LaunchForecastTest : public ::testing::Test {
@@ -108,6 +113,16 @@ TEST_F(LaunchForecastTest, HoldsAKernelThatWouldStillRunWhenTheNextBurstComes) {
   EXPECT_GE(NowNs(), burst + node::kLateBurstNs)
       << "A went once the burst was due and did not come";
   EXPECT_LT(NowNs(), burst + node::kLateBurstNs + 20 * kMs) << "and not a period later";
+}
+
+TEST_F(LaunchForecastTest, ALaunchIntoAGraphBeingCapturedIsNeitherHeldNorTimed) {
+  RhythmWithNextBurstIn(kMs / 2);  // any launch now would be held, the margin being 1 ms
+  LaunchForecast f;
+  f.Start(&*ledger_, be_, FakeEvents());
+  f.Refresh(NowNs());
+  fake.capturing = 1;
+  EXPECT_LT(Launch(f, &fake, 50 * kMs), 1 * kMs);
+  EXPECT_EQ(fake.recorded, 0) << "an event in a capture would end it";
 }
 
 TEST_F(LaunchForecastTest, AHighPriorityTenantIsNeverHeldByIt) {

@@ -165,7 +165,8 @@ void Initialise(Enforcement& e) {
                       Real<decltype(&cuEventRecord)>("cuEventRecord"),
                       Real<decltype(&cuEventQuery)>("cuEventQuery"),
                       Real<decltype(&cuEventElapsedTime)>("cuEventElapsedTime"),
-                      Real<decltype(&cuEventDestroy_v2)>("cuEventDestroy_v2")});
+                      Real<decltype(&cuEventDestroy_v2)>("cuEventDestroy_v2"),
+                      Real<decltype(&cuStreamIsCapturing)>("cuStreamIsCapturing")});
     e.governor.Tick(&e.forecast);
     if (agent) {
       if (!e.grant) e.grant.emplace(agent, tenant);
