@@ -300,6 +300,11 @@ TEST_F(ComputeTickTest, AHighPriorityTenantsRhythmForecastsItsNextBurst) {
   // Others yield only while the burst runs once the rhythm is known, not 10 ms after it.
   EXPECT_TRUE(l.TenantComputeTick(be, t0 + 85 * kMs, 0, true).hold);
   EXPECT_FALSE(l.TenantComputeTick(be, t0 + 87 * kMs, 0, true).hold);
+  // Then its bursts run together (it launches every 2 ms, slowed): no burst begins, and once four
+  // periods pass without one the rhythm is lost and others yield 10 ms after each launch again.
+  for (uint64_t ms = 100; ms <= 200; ms += 2) l.TenantComputeTick(hp, t0 + ms * kMs, 0, true);
+  EXPECT_EQ(l.HighPriorityForecast(t0 + 203 * kMs).next_start_ns, 0u);
+  EXPECT_TRUE(l.TenantComputeTick(be, t0 + 203 * kMs, 0, true).hold) << "3 ms after its launch";
 }
 
 TEST_F(ComputeTickTest, GpumuxdsViewForecastsAsItsAuthorityDoes) {

@@ -395,7 +395,11 @@ ComputeVerdict Ledger::TenantComputeTick(int my_tenant, uint64_t now_ns, uint64_
     // Others yield while a high-priority tenant launches: kYieldHoldNs after its last launch, or,
     // once its rhythm is known, until its burst ends (their launches keep clear of its next burst
     // by themselves: shim/launch_forecast.h).
-    bool rhythm = s.burst_period_ns.load(std::memory_order_relaxed) != 0;
+    // A rhythm lost (no burst seen begin for four periods: they run together, e.g. slowed by
+    // others' work) is no rhythm: the long yield applies until bursts come apart again.
+    uint64_t period = s.burst_period_ns.load(std::memory_order_relaxed);
+    bool rhythm =
+        period != 0 && now_ns <= s.burst_start_ns.load(std::memory_order_relaxed) + 4 * period;
     if (priority == Priority::kHigh && wanted != 0 && age < (rhythm ? kBurstGapNs : kYieldHoldNs))
       yield = true;
   }
