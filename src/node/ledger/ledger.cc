@@ -20,6 +20,18 @@
 namespace gpumux::node {
 namespace {
 
+// Whether a time noted in a slot (0: never) lies within `window` before `now_ns` (or after it).
+bool Within(uint64_t at_ns, uint64_t now_ns, uint64_t window) {
+  return at_ns != 0 && now_ns - std::min(now_ns, at_ns) < window;
+}
+
+// Whether a high-priority tenant has a rhythm now: a period learnt, and a burst seen begin within
+// the last four periods (bursts that run together that long have lost it).
+bool HasRhythm(const TenantSlot& s, uint64_t now_ns) {
+  uint64_t period = s.burst_period_ns.load(std::memory_order_relaxed);
+  return period != 0 && now_ns <= s.burst_start_ns.load(std::memory_order_relaxed) + 4 * period;
+}
+
 // A slot's id, read within its array whatever bytes another process wrote there.
 std::string SlotId(const TenantSlot& s) { return std::string(s.id, strnlen(s.id, sizeof(s.id))); }
 
@@ -383,24 +395,21 @@ ComputeVerdict Ledger::TenantComputeTick(int my_tenant, uint64_t now_ns, uint64_
     const TenantSlot& s = layout_->tenants[t];
     if (s.state.load(std::memory_order_relaxed) != 1) continue;
     uint64_t wanted = s.wanted_ns.load(std::memory_order_relaxed);
-    uint64_t age = now_ns > wanted ? now_ns - wanted : 0;
     auto priority = Priority(s.priority.load(std::memory_order_relaxed));
-    uint64_t held = s.share_held_ns.load(std::memory_order_relaxed);
-    bool held_lately = held != 0 && now_ns - std::min(now_ns, held) < kUseWindowNs;
+    bool held_lately =
+        Within(s.share_held_ns.load(std::memory_order_relaxed), now_ns, kUseWindowNs);
     demand[t] = {s.cap_permille.load(std::memory_order_relaxed),
-                 s.weight.load(std::memory_order_relaxed), wanted != 0 && age < kWantWindowNs,
+                 s.weight.load(std::memory_order_relaxed), Within(wanted, now_ns, kWantWindowNs),
                  priority == Priority::kLow,
                  DemandOf(s.use_ppm.load(std::memory_order_relaxed) / 1e6,
                           s.share_ppm.load(std::memory_order_relaxed) / 1e6, held_lately)};
     // Others yield while a high-priority tenant launches: kYieldHoldNs after its last launch, or,
     // once its rhythm is known, until its burst ends (their launches keep clear of its next burst
     // by themselves: shim/launch_forecast.h).
-    // A rhythm lost (no burst seen begin for four periods: they run together, e.g. slowed by
-    // others' work) is no rhythm: the long yield applies until bursts come apart again.
-    uint64_t period = s.burst_period_ns.load(std::memory_order_relaxed);
-    bool rhythm =
-        period != 0 && now_ns <= s.burst_start_ns.load(std::memory_order_relaxed) + 4 * period;
-    if (priority == Priority::kHigh && wanted != 0 && age < (rhythm ? kBurstGapNs : kYieldHoldNs))
+    // A rhythm lost (bursts running together, e.g. slowed by others' work) is no rhythm: the long
+    // yield applies until bursts come apart again.
+    if (priority == Priority::kHigh &&
+        Within(wanted, now_ns, HasRhythm(s, now_ns) ? kBurstGapNs : kYieldHoldNs))
       yield = true;
   }
   demand[my_tenant].wants_gpu = true;  // a process that asks is at least deciding whether to launch
@@ -453,11 +462,10 @@ BurstForecast Ledger::HighPriorityForecast(uint64_t now_ns) const {
     if (s.state.load(std::memory_order_relaxed) != 1 ||
         Priority(s.priority.load(std::memory_order_relaxed)) != Priority::kHigh)
       continue;
-    uint64_t wanted = s.wanted_ns.load(std::memory_order_relaxed);
-    if (wanted != 0 && now_ns - std::min(now_ns, wanted) < kBurstGapNs) f.active = true;
+    if (Within(s.wanted_ns.load(std::memory_order_relaxed), now_ns, kBurstGapNs)) f.active = true;
+    if (!HasRhythm(s, now_ns)) continue;
     uint64_t start = s.burst_start_ns.load(std::memory_order_relaxed),
              period = s.burst_period_ns.load(std::memory_order_relaxed);
-    if (start == 0 || period == 0 || now_ns > start + 4 * period) continue;  // no rhythm (now)
     // The burst due last: if it has not begun yet (its start is seen up to a tick late, and steps
     // jitter) it is still the next one for a while.
     uint64_t due_bursts = (now_ns > start ? now_ns - start : 0) / period;
