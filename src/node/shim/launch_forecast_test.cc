@@ -70,46 +70,48 @@ class LaunchForecastTest : public ::testing::Test {
       ledger_->TenantComputeTick(hp_, t, 0, (next - t) % (80 * kMs) > 75 * kMs);
     }
   }
+  // Starts the forecast as the process of tenant slot `tenant` would, on the fake events.
+  void StartAs(int tenant) {
+    forecast_.Start(&*ledger_, tenant, FakeEvents());
+    forecast_.Refresh(NowNs());
+  }
   // Launches a kernel of `duration` through the forecast; returns how long Before held it.
-  uint64_t Launch(LaunchForecast& f, const void* kernel, uint64_t duration) {
+  uint64_t Launch(const void* kernel, uint64_t duration) {
     uint64_t t = NowNs();
-    f.Before(kernel, nullptr);
+    forecast_.Before(kernel, nullptr);
     uint64_t held = NowNs() - t;
     fake.busy_until = std::max(NowNs(), fake.busy_until) + duration;
-    f.After(kernel, nullptr, true);
+    forecast_.After(kernel, nullptr, true);
     return held;
   }
 
   std::filesystem::path path_;
   std::optional<node::Ledger> ledger_;
   int hp_, be_;
+  LaunchForecast forecast_;
 };
 
 TEST_F(LaunchForecastTest, IsOffWithoutAHighPriorityRhythm) {
-  LaunchForecast f;
-  f.Start(&*ledger_, be_, FakeEvents());
-  f.Refresh(NowNs());
-  EXPECT_LT(Launch(f, &fake, 5 * kMs), 1 * kMs);
+  StartAs(be_);
+  EXPECT_LT(Launch(&fake, 5 * kMs), 1 * kMs);
   EXPECT_EQ(fake.recorded, 0) << "no events, nothing held";
 }
 
 TEST_F(LaunchForecastTest, HoldsAKernelThatWouldStillRunWhenTheNextBurstComes) {
   RhythmWithNextBurstIn(70 * kMs);
-  LaunchForecast f;
-  f.Start(&*ledger_, be_, FakeEvents());
-  f.Refresh(NowNs());
+  StartAs(be_);
   int kernel_a = 0, kernel_b = 0;
   // Learn the kernels (a kernel never timed counts as the longest seen): B takes 2 ms, A 20 ms.
-  EXPECT_LT(Launch(f, &kernel_b, 2 * kMs), 1 * kMs);
+  EXPECT_LT(Launch(&kernel_b, 2 * kMs), 1 * kMs);
   SleepUntilNs(fake.busy_until + kMs);
-  EXPECT_LT(Launch(f, &kernel_a, 20 * kMs), 1 * kMs) << "it fits before the burst";
+  EXPECT_LT(Launch(&kernel_a, 20 * kMs), 1 * kMs) << "it fits before the burst";
   SleepUntilNs(fake.busy_until + kMs);
   // 8 ms before the burst: B fits, A does not and waits until the burst is past.
   uint64_t burst = ledger_->HighPriorityForecast(NowNs()).next_start_ns;
   ASSERT_GT(burst, NowNs() + 8 * kMs);
   SleepUntilNs(burst - 8 * kMs);
-  EXPECT_LT(Launch(f, &kernel_b, 2 * kMs), 1 * kMs) << "2 ms fits before the burst";
-  Launch(f, &kernel_a, 20 * kMs);
+  EXPECT_LT(Launch(&kernel_b, 2 * kMs), 1 * kMs) << "2 ms fits before the burst";
+  Launch(&kernel_a, 20 * kMs);
   EXPECT_GE(NowNs(), burst + node::kLateBurstNs)
       << "A went once the burst was due and did not come";
   EXPECT_LT(NowNs(), burst + node::kLateBurstNs + 20 * kMs) << "and not a period later";
@@ -117,20 +119,16 @@ TEST_F(LaunchForecastTest, HoldsAKernelThatWouldStillRunWhenTheNextBurstComes) {
 
 TEST_F(LaunchForecastTest, ALaunchIntoAGraphBeingCapturedIsNeitherHeldNorTimed) {
   RhythmWithNextBurstIn(kMs / 2);  // any launch now would be held, the margin being 1 ms
-  LaunchForecast f;
-  f.Start(&*ledger_, be_, FakeEvents());
-  f.Refresh(NowNs());
+  StartAs(be_);
   fake.capturing = 1;
-  EXPECT_LT(Launch(f, &fake, 50 * kMs), 1 * kMs);
+  EXPECT_LT(Launch(&fake, 50 * kMs), 1 * kMs);
   EXPECT_EQ(fake.recorded, 0) << "an event in a capture would end it";
 }
 
 TEST_F(LaunchForecastTest, AHighPriorityTenantIsNeverHeldByIt) {
   RhythmWithNextBurstIn(5 * kMs);
-  LaunchForecast f;
-  f.Start(&*ledger_, hp_, FakeEvents());
-  f.Refresh(NowNs());
-  EXPECT_LT(Launch(f, &fake, 50 * kMs), 1 * kMs);
+  StartAs(hp_);
+  EXPECT_LT(Launch(&fake, 50 * kMs), 1 * kMs);
   EXPECT_EQ(fake.recorded, 0);
 }
 
