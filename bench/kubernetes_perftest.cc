@@ -34,17 +34,14 @@
 #include "integrations/kubernetes/extender.h"
 #include "kubernetes_fixture.h"
 #include "node/agent/http_client.h"
+#include "percentile.h"
 
 namespace gpumux {
 namespace {
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-double Percentile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, size_t(p * double(v.size())))];
-}
+using bench::Percentile;
 
 void BM_Allocate(benchmark::State& state) {
   auto dir = std::filesystem::temp_directory_path() / ("gkb" + std::to_string(getpid()));

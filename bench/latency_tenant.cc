@@ -21,20 +21,13 @@
 #include "abi/driver_api.h"
 #include "abi/primary_context.h"
 #include "base/clock.h"
+#include "percentile.h"
 
 using gpumux::NowNs;
 using gpumux::SleepUntilNs;
+using gpumux::bench::Percentile;
 using gpumux::cuda::ReportFailure;
 
-namespace {
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, size_t(p * double(v.size())))];
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 7 || (std::string(argv[1]) != "hp" && std::string(argv[1]) != "be")) {
