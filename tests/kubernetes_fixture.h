@@ -1,12 +1,12 @@
 // The stand-ins for Kubernetes in the Kubernetes integration's end-to-end tests (Debian 12 has no
-// kubelet or API server): a fake API server (pods and nodes in memory, and any other object by its
-// path, over HTTP on a Unix socket, answering the calls KubeApi makes as the real one does: answers
-// over 4 KiB chunked; lists in pages with limit and continue, each object and list with a
-// resourceVersion; watches from a resourceVersion with the events since, a BOOKMARK, and ERROR 410
-// Gone for a version older than it keeps (Compact); it ends each watch stream once it has sent
-// what it has, as a server may end one at any time) and a
-// fake kubelet (the device plugin API's Registration service on kubelet.sock, and a client of the
-// plugin's sockets, built from the same .proto as the plugin).
+// kubelet or API server): a fake API server (pods, nodes and ResourceClaims in memory, and any
+// other object by its path, over HTTP on a Unix socket, answering the calls KubeApi makes as the
+// real one does: answers over 4 KiB chunked; lists in pages with limit and continue, each object
+// and list with a resourceVersion; watches from a resourceVersion with the events since, a
+// BOOKMARK, and ERROR 410 Gone for a version older than it keeps (Compact); it ends each watch
+// stream once it has sent what it has, as a server may end one at any time) and a fake kubelet (the
+// device plugin API's Registration service on kubelet.sock, and a client of the plugin's sockets,
+// built from the same .proto as the plugin).
 #pragma once
 
 #include <filesystem>
@@ -80,7 +80,7 @@ class FakeApiServer {
     std::lock_guard lock(mu_);
     return node_lists_;
   }
-  // Watches of all "pods" or "nodes" (no field selector) served so far.
+  // Watches of all "pods", "nodes" or "resourceclaims" (no field selector) served so far.
   int watches(const std::string& kind) {
     std::lock_guard lock(mu_);
     return watches_[kind];
@@ -101,11 +101,26 @@ class FakeApiServer {
     std::lock_guard lock(mu_);
     return bindings_;
   }
-  // Any other object, by its API path ("/apis/resource.k8s.io/v1/namespaces/NS/resourceclaims/N").
-  void Put(const std::string& path, const json& object) {
+  // A ResourceClaim (resource.k8s.io/v1), added or replaced whole (as the scheduler's status update
+  // leaves it), listed and watched at /apis/resource.k8s.io/v1/resourceclaims.
+  void PutClaim(json claim) {
     std::lock_guard lock(mu_);
-    objects_[path] = object;
+    const json& meta = claim["metadata"];
+    json* known = FindNamespaced(claims_, meta["namespace"], meta["name"]);
+    if (known) {
+      *known = std::move(claim);
+      Changed("resourceclaims", "MODIFIED", *known);
+    } else {
+      claims_.push_back(std::move(claim));
+      Changed("resourceclaims", "ADDED", claims_.back());
+    }
   }
+  // GETs of one ResourceClaim served so far.
+  int claim_gets() {
+    std::lock_guard lock(mu_);
+    return claim_gets_;
+  }
+  // Any other object, by its API path ("/apis/resource.k8s.io/v1/resourceslices/N").
   json Get(const std::string& path) {
     std::lock_guard lock(mu_);
     auto it = objects_.find(path);
@@ -121,6 +136,11 @@ class FakeApiServer {
       if (item["metadata"]["name"] == name) return &item;
     return nullptr;
   }
+  json* FindNamespaced(json& list, const std::string& ns, const std::string& name) {
+    for (json& item : list)
+      if (item["metadata"]["namespace"] == ns && item["metadata"]["name"] == name) return &item;
+    return nullptr;
+  }
   agent::HttpResponse Handle(const agent::HttpRequest& r) {
     std::lock_guard lock(mu_);
     std::vector<std::string> parts;
@@ -131,6 +151,16 @@ class FakeApiServer {
     }
     if (r.method == "GET" && (r.path == "/api/v1/pods" || r.path == "/api/v1/nodes"))
       return ListOrWatch(r.path == "/api/v1/pods" ? "pods" : "nodes", Query(r.query));
+    if (r.method == "GET" && r.path == "/apis/resource.k8s.io/v1/resourceclaims")
+      return ListOrWatch("resourceclaims", Query(r.query));
+    if (r.method == "GET" && parts.size() == 7 && parts[3] == "namespaces" &&
+        parts[5] == "resourceclaims") {
+      ++claim_gets_;
+      json* claim = FindNamespaced(claims_, parts[4], parts[6]);
+      if (!claim)
+        return Status(404, "resourceclaims.resource.k8s.io \"" + parts[6] + "\" not found");
+      return {200, claim->dump()};
+    }
     if (r.path.rfind("/apis/", 0) == 0) {
       auto it = objects_.find(r.path);
       if (r.method == "GET")
@@ -199,9 +229,13 @@ class FakeApiServer {
     }
     return out;
   }
-  // GET /api/v1/{pods,nodes}: a page of the list, or a watch's events since a version.
+  // The Kind of an object of a list of `kind` ("pods" → "Pod").
+  static std::string ObjectKind(const std::string& kind) {
+    return kind == "pods" ? "Pod" : kind == "nodes" ? "Node" : "ResourceClaim";
+  }
+  // GET of a whole kind: a page of the list, or a watch's events since a version.
   agent::HttpResponse ListOrWatch(const std::string& kind, std::map<std::string, std::string> q) {
-    json& all = kind == "pods" ? pods_ : nodes_;
+    json& all = kind == "pods" ? pods_ : kind == "nodes" ? nodes_ : claims_;
     std::string node;  // fieldSelector=spec.nodeName=NAME, the one selector KubeApi sends
     if (auto f = q.find("fieldSelector"); f != q.end() && f->second.rfind("spec.nodeName=", 0) == 0)
       node = f->second.substr(14);
@@ -227,7 +261,7 @@ class FakeApiServer {
         if (of == kind && version > from && selected(e["object"])) stream += e.dump() + "\n";
       stream += json{{"type", "BOOKMARK"},
                      {"object",
-                      {{"kind", kind == "pods" ? "Pod" : "Node"},
+                      {{"kind", ObjectKind(kind)},
                        {"metadata", {{"resourceVersion", std::to_string(version_)}}}}}}
                     .dump() +
                 "\n";
@@ -245,10 +279,8 @@ class FakeApiServer {
     }
     json meta = {{"resourceVersion", std::to_string(version_)}};
     if (i < all.size()) meta["continue"] = std::to_string(i);
-    return {200, json{{"kind", kind == "pods" ? "PodList" : "NodeList"},
-                      {"metadata", meta},
-                      {"items", items}}
-                     .dump()};
+    return {200,
+            json{{"kind", ObjectKind(kind) + "List"}, {"metadata", meta}, {"items", items}}.dump()};
   }
 
   static agent::HttpServerLimits GoLimits() {
@@ -261,13 +293,13 @@ class FakeApiServer {
   agent::HttpServer server_;
   std::thread thread_;
   std::mutex mu_;
-  json pods_ = json::array(), nodes_ = json::array();
+  json pods_ = json::array(), nodes_ = json::array(), claims_ = json::array();
   std::map<std::string, json> objects_;
-  int bindings_ = 0;
+  int bindings_ = 0, claim_gets_ = 0;
   int64_t version_ = 1, compacted_ = 0;
   struct Event {
     int64_t version;
-    std::string kind;  // "pods" or "nodes"
+    std::string kind;  // "pods", "nodes" or "resourceclaims"
     json event;
   };
   std::vector<Event> events_;

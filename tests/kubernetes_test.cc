@@ -8,10 +8,12 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <thread>
 
 #include <yaml-cpp/yaml.h>
 
 #include "agent_fixture.h"
+#include "integrations/kubernetes/dra_driver.h"
 #include "integrations/kubernetes/extender.h"
 #include "integrations/kubernetes/informer.h"
 #include "integrations/kubernetes/kube_api.h"
@@ -626,11 +628,15 @@ class DraTest : public KubernetesNodeTest {
   // A ResourceClaim as the scheduler leaves it: allocated `device` of `driver` for request "gpu",
   // with opaque `parameters` (none if null) and the capacity it consumed (none if null).
   static constexpr const char* kShareId = "5ba7e000-0000-4000-8000-000000000002";
+  // (On `pool`, reserved for a pod unless `reserved` is false.)
   void PutClaim(const std::string& name, const std::string& uid, const std::string& device,
                 const json& parameters, const json& consumed = nullptr,
-                const std::string& driver = "gpu.gpumux.io") {
-    json result = {{"request", "gpu"}, {"driver", driver}, {"pool", "node-a"}, {"device", device}};
-    json reserved_for = {{{"resource", "pods"}, {"name", "p-" + name}, {"uid", kPodUid}}};
+                const std::string& driver = "gpu.gpumux.io", const std::string& pool = "node-a",
+                bool reserved = true) {
+    json result = {{"request", "gpu"}, {"driver", driver}, {"pool", pool}, {"device", device}};
+    json reserved_for = json::array();
+    if (reserved)
+      reserved_for.push_back({{"resource", "pods"}, {"name", "p-" + name}, {"uid", kPodUid}});
     // Capacity consumed: one share of a device others may share too (1.34+), with its shareID.
     if (!consumed.is_null()) {
       result["consumedCapacity"] = consumed;
@@ -642,12 +648,11 @@ class DraTest : public KubernetesNodeTest {
           {{"source", "FromClaim"},
            {"requests", {"gpu"}},
            {"opaque", {{"driver", driver}, {"parameters", parameters}}}}};
-    api_->Put("/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/" + name,
-              {{"apiVersion", "resource.k8s.io/v1"},
-               {"kind", "ResourceClaim"},
-               {"metadata", {{"name", name}, {"namespace", "default"}, {"uid", uid}}},
-               {"spec", {{"devices", {{"requests", {{{"name", "gpu"}}}}}}}},
-               {"status", {{"allocation", allocation}, {"reservedFor", reserved_for}}}});
+    api_->PutClaim({{"apiVersion", "resource.k8s.io/v1"},
+                    {"kind", "ResourceClaim"},
+                    {"metadata", {{"name", name}, {"namespace", "default"}, {"uid", uid}}},
+                    {"spec", {{"devices", {{"requests", {{{"name", "gpu"}}}}}}}},
+                    {"status", {{"allocation", allocation}, {"reservedFor", reserved_for}}}});
   }
 
   std::unique_ptr<::k8s::io::kubelet::pkg::apis::dra::v1::DRAPlugin::Stub> Plugin() {
@@ -789,6 +794,59 @@ TEST_F(DraTest, RegistersPublishesItsGpusAndPreparesAClaimAsATenantAtItsQuota) {
   EXPECT_TRUE(Cdi(uid).is_null());
   EXPECT_EQ(Unprepare(uid), "");
   EXPECT_FALSE(Tenant("k8s-claim-" + uid2).is_null());
+}
+
+// The driver keeps this node's allocated claims from a watch and prepares them without asking the
+// API server; it asks for a claim it does not keep, or keeps reserved for no pod.
+TEST_F(DraTest, PreparesTheClaimsItWatchesWithoutAskingTheApiServer) {
+  StartNode(2);
+  PutClaim("kept", "c1a1c1a1-0000-4000-8000-000000000011", "gpu-0", {{"memory", "1Gi"}});
+  PutClaim("elsewhere", "c1a1c1a1-0000-4000-8000-000000000012", "gpu-0", nullptr, nullptr,
+           "gpu.gpumux.io", "node-b");
+  PutClaim("nvidia", "c1a1c1a1-0000-4000-8000-000000000013", "gpu-0", nullptr, nullptr,
+           "gpu.nvidia.com");
+  PutClaim("between", "c1a1c1a1-0000-4000-8000-000000000014", "gpu-1", {{"memory", "1Gi"}}, nullptr,
+           "gpu.gpumux.io", "node-a", /*reserved=*/false);
+  k8s::DraDriver driver({.agent_socket = socket_,
+                         .node_name = "node-a",
+                         .apiserver = api_->address(),
+                         .cdi_dir = (dir_ / "cdi").string()});
+  std::atomic<bool> stop{false};
+  std::thread watch([&] { driver.WatchClaims(stop); });
+  auto kept = [&](size_t n) {
+    for (int i = 0; i < 250 && driver.claims_kept() != n; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return driver.claims_kept();
+  };
+  EXPECT_EQ(kept(2), 2u) << "this node's two gpumux claims, not another node's or driver's";
+
+  ASSERT_EQ(driver.Prepare("default", "c1a1c1a1-0000-4000-8000-000000000011", "kept").size(), 1u);
+  EXPECT_EQ(api_->claim_gets(), 0) << "prepared from the watch";
+  EXPECT_EQ(Tenant("k8s-claim-c1a1c1a1-0000-4000-8000-000000000011")["quota_bytes"], kGiB);
+  ASSERT_EQ(driver.Prepare("default", "c1a1c1a1-0000-4000-8000-000000000014", "between").size(),
+            1u);
+  EXPECT_EQ(api_->claim_gets(), 1) << "a claim reserved for no pod is read afresh";
+  // A claim the watch has not brought yet is read from the API server.
+  PutClaim("new", "c1a1c1a1-0000-4000-8000-000000000015", "gpu-1", {{"memory", "2Gi"}});
+  ASSERT_EQ(driver.Prepare("default", "c1a1c1a1-0000-4000-8000-000000000015", "new").size(), 1u);
+  EXPECT_LE(api_->claim_gets(), 2);
+  EXPECT_EQ(Tenant("k8s-claim-c1a1c1a1-0000-4000-8000-000000000015")["quota_bytes"], 2 * kGiB);
+  // A claim replaced under the same name is refused by its new UID, kept copy or not.
+  EXPECT_THROW(driver.Prepare("default", "c1a1c1a1-0000-4000-8000-0000000000ff", "kept"), Error);
+
+  // Unprepared, its kept copy is forgotten: the claim may be allocated again.
+  EXPECT_EQ(kept(3), 3u);
+  driver.Unprepare("c1a1c1a1-0000-4000-8000-000000000011");
+  EXPECT_EQ(driver.claims_kept(), 2u);
+  int gets = api_->claim_gets();
+  ASSERT_EQ(driver.Prepare("default", "c1a1c1a1-0000-4000-8000-000000000011", "kept").size(), 1u);
+  EXPECT_EQ(api_->claim_gets(), gets + 1);
+  // Moved to another node, it leaves the kept set.
+  PutClaim("new", "c1a1c1a1-0000-4000-8000-000000000015", "gpu-1", nullptr, nullptr,
+           "gpu.gpumux.io", "node-b");
+  EXPECT_EQ(kept(1), 1u);
+  stop = true;
+  watch.join();
 }
 
 TEST_F(DraTest, AMigInstanceIsADeviceOfItsOwnAndALostGpuLeavesTheSlice) {

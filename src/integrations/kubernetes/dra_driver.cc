@@ -63,8 +63,60 @@ int Percent(const json& value, const std::string& where) {
 }  // namespace
 
 DraDriver::DraDriver(DraDriverConfig config)
-    : config_(std::move(config)), agent_(config_.agent_socket), api_(config_.apiserver) {
+    : config_(std::move(config)),
+      agent_(config_.agent_socket),
+      api_(config_.apiserver),
+      claims_informer_(
+          &api_, "/apis/resource.k8s.io/v1/resourceclaims",
+          {[this](const json& claim) {
+             std::string uid = MemberText(Member(claim, "metadata"), "uid");
+             std::lock_guard lock(claims_mu_);
+             if (!ResultsHere(claim).empty())
+               claims_[uid] = {{"metadata", claim["metadata"]}, {"status", claim["status"]}};
+             else
+               claims_.erase(uid);
+           },
+           [this](const json& claim) {
+             std::lock_guard lock(claims_mu_);
+             claims_.erase(MemberText(Member(claim, "metadata"), "uid"));
+           }}) {
   if (config_.node_name.empty()) throw BadInput("node: give this node's name (--node)");
+  CheckDnsSubdomain("node", config_.node_name);
+}
+
+void DraDriver::WatchClaims(const std::atomic<bool>& stop) { claims_informer_.Run(stop); }
+
+size_t DraDriver::claims_kept() const {
+  std::lock_guard lock(claims_mu_);
+  return claims_.size();
+}
+
+std::vector<const json*> DraDriver::ResultsHere(const json& claim) const {
+  const json& results =
+      Member(Member(Member(Member(claim, "status"), "allocation"), "devices"), "results");
+  std::vector<const json*> here;
+  if (results.is_array())
+    for (const json& r : results)
+      if (Member(r, "driver") == kDraDriverName && Member(r, "pool") == config_.node_name)
+        here.push_back(&r);
+  return here;
+}
+
+json DraDriver::Claim(const std::string& ns, const std::string& uid, const std::string& name) {
+  {
+    std::lock_guard lock(claims_mu_);
+    auto it = claims_.find(uid);
+    // The kubelet prepares a claim reserved for the pod it starts; one kept without a reservation
+    // is between pods (perhaps about to be allocated again), so the API server is asked.
+    if (it != claims_.end()) {
+      const json& meta = it->second["metadata"];
+      const json& reserved = Member(it->second["status"], "reservedFor");
+      if (Member(meta, "namespace") == ns && Member(meta, "name") == name && reserved.is_array() &&
+          !reserved.empty())
+        return it->second;
+    }
+  }
+  return api_.GetResourceClaim(ns, name);
 }
 
 std::string DraDriver::CdiPath(const std::string& claim_uid) const {
@@ -135,18 +187,13 @@ bool DraDriver::PublishResourceSlice() {
 
 std::vector<PreparedDevice> DraDriver::Prepare(const std::string& ns, const std::string& uid,
                                                const std::string& name) {
-  json claim = api_.GetResourceClaim(ns, name);
+  json claim = Claim(ns, uid, name);
   std::string where = "ResourceClaim " + ns + "/" + name;
   if (Member(Member(claim, "metadata"), "uid") != uid)
     throw Conflict(where + " has UID " + Member(Member(claim, "metadata"), "uid").dump() +
                    ", not " + uid + " (it was replaced)");
   const json& allocation = Member(Member(claim, "status"), "allocation");
-  const json& results = Member(Member(allocation, "devices"), "results");
-  std::vector<const json*> ours;
-  if (results.is_array())
-    for (const json& r : results)
-      if (Member(r, "driver") == kDraDriverName && Member(r, "pool") == config_.node_name)
-        ours.push_back(&r);
+  std::vector<const json*> ours = ResultsHere(claim);
   if (ours.empty()) return {};
   if (ours.size() > 1)
     throw BadInput(where + ": allocated " + std::to_string(ours.size()) +
@@ -238,6 +285,8 @@ std::vector<PreparedDevice> DraDriver::Prepare(const std::string& ns, const std:
 void DraDriver::Unprepare(const std::string& uid) {
   agent_.Remove(ClaimTenantId(uid), /*missing_ok=*/true);
   std::filesystem::remove(CdiPath(uid));
+  std::lock_guard lock(claims_mu_);
+  claims_.erase(uid);
 }
 
 }  // namespace gpumux::k8s

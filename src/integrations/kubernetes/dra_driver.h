@@ -3,7 +3,11 @@
 //   - publishes this node's ResourceSlice: one device per healthy GPU ("gpu-0") or MIG instance
 //     ("gpu-0-mig-1") that gpumuxd owns, with attributes (index, mode: mig|mps|timeslice, model,
 //     profile, uuid) and capacity (memory, compute), so that DeviceClasses select by sharing mode;
-//   - prepares a claim allocated one of its devices: reads the claim from the API server, admits
+//   - keeps the claims allocated its devices on this node from a list and a watch of every
+//     ResourceClaim (informer.h; a claim has no node field to select on, so the watch sees the
+//     cluster's claims and keeps only this node's);
+//   - prepares a claim allocated one of its devices: reads the claim from that cache (from the API
+//     server when the cache does not have it, or has it reserved for no pod), admits
 //     its gpumuxd tenant (pod_tenants.h: "k8s-claim-<uid>") with the claim's parameters (the opaque
 //     config {"memory", "compute", "priority", "owner_uid"} of the claim or its DeviceClass, else
 //     the capacity the allocation consumed, else the whole device) and writes a CDI spec
@@ -14,12 +18,16 @@
 // Thread-safety: every call may come from any thread.
 #pragma once
 
+#include <atomic>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "integrations/kubernetes/informer.h"
 #include "integrations/kubernetes/kube_api.h"
 #include "node/agent/agent_client.h"
 
@@ -55,13 +63,20 @@ class DraDriver {
   // Error (unavailable).
   bool PublishResourceSlice();
 
+  // Keeps the claims allocated this driver's devices on this node (see above) until `stop`.
+  // Blocks; Prepare reads the API server itself while nothing runs this.
+  void WatchClaims(const std::atomic<bool>& stop);
+  // How many claims the watch keeps now (this node's, allocated).
+  size_t claims_kept() const;
+
   // Prepares claim `uid` (namespace `ns`, name `name`). Returns its devices (none when the claim
   // has no device of this driver on this node). Throws Error: bad input for parameters gpumux
   // cannot honour, does-not-fit when gpumuxd refuses the tenant, conflict for a claim whose UID is
   // not `uid` (replaced since).
   std::vector<PreparedDevice> Prepare(const std::string& ns, const std::string& uid,
                                       const std::string& name);
-  // Removes claim `uid`'s tenant and CDI spec; nothing to remove is no error. Throws Error
+  // Removes claim `uid`'s tenant and CDI spec, and forgets the claim's kept copy (a claim may be
+  // allocated again, elsewhere or differently); nothing to remove is no error. Throws Error
   // (conflict) while the tenant's processes run.
   void Unprepare(const std::string& uid);
 
@@ -69,9 +84,18 @@ class DraDriver {
   std::string CdiPath(const std::string& claim_uid) const;
 
  private:
+  // Claim `uid` as the watch keeps it, if it does and the claim is reserved for a pod; else as the
+  // API server answers now. Throws Error.
+  nlohmann::json Claim(const std::string& ns, const std::string& uid, const std::string& name);
+  // The allocation results of `claim` that are devices of this driver on this node.
+  std::vector<const nlohmann::json*> ResultsHere(const nlohmann::json& claim) const;
+
   DraDriverConfig config_;
   agent::AgentClient agent_;
   KubeApi api_;
+  Informer claims_informer_;
+  mutable std::mutex claims_mu_;
+  std::map<std::string, nlohmann::json> claims_;  // this node's allocated claims by UID
   std::mutex mu_;
   std::string published_;
 };

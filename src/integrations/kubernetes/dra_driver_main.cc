@@ -1,8 +1,10 @@
 // gpumux-k8s-dra-driver: the DRA driver "gpu.gpumux.io" of a node whose GPUs gpumuxd owns (see
 // dra_driver.h), for Kubernetes 1.34+. Runs in the gpumux DaemonSet beside gpumuxd
 // (deploy/kubernetes/dra/).
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 
@@ -49,10 +51,14 @@ int main(int argc, char** argv) {
                {{"node", config.node_name},
                 {"driver", k8s::kDraDriverName},
                 {"agent", config.agent_socket}});
+    std::atomic<bool> stop_watching{false};
+    std::thread watch([&] { driver.WatchClaims(stop_watching); });
     k8s::RunUntilSignalled(std::chrono::milliseconds(int64_t(poll_s * 1000)), [&] {
       server.Watch();
       if (driver.PublishResourceSlice()) agent::Log("info", "ResourceSlice published");
     });
+    stop_watching = true;
+    watch.join();
     server.Stop();
   } catch (const Error& e) {
     agent::Log("error", "DRA driver failed", {{"reason", e.what()}});
