@@ -16,7 +16,27 @@ typedef struct CUstream_st* CUstream;
 typedef struct CUmemPoolHandle_st* CUmemoryPool;
 typedef unsigned long long CUmemGenericAllocationHandle;
 typedef struct CUarray_st* CUarray;
-typedef struct CUmemAllocationProp_st CUmemAllocationProp;  // contents not read
+// Virtual memory: where a cuMemCreate allocation lives, and how it may be shared between processes.
+typedef struct {
+  int type;  // CUmemLocationType
+  int id;    // a device ordinal for a device location
+} CUmemLocation;
+typedef struct CUmemAllocationProp_st {
+  int type;                  // CUmemAllocationType: 1 pinned
+  int requestedHandleTypes;  // CUmemAllocationHandleType flags: 1 a POSIX file descriptor
+  CUmemLocation location;
+  void* win32HandleMetaData;
+  struct {
+    unsigned char compressionType;
+    unsigned char gpuDirectRDMACapable;
+    unsigned short usage;
+    unsigned char reserved[4];
+  } allocFlags;
+} CUmemAllocationProp;
+// A device allocation's handle for another process (cuIpcGetMemHandle): 64 opaque bytes.
+typedef struct {
+  char reserved[64];
+} CUipcMemHandle;
 typedef struct {
   size_t Width;
   size_t Height;
@@ -69,10 +89,19 @@ inline constexpr CUresult kErrorInvalidImage = 200;
 inline constexpr CUresult kErrorInvalidContext = 201;
 inline constexpr CUresult kErrorFileNotFound = 301;
 inline constexpr CUresult kErrorInvalidHandle = 400;
+inline constexpr CUresult kErrorPeerAccessAlreadyEnabled = 704;
+inline constexpr CUresult kErrorPeerAccessNotEnabled = 705;
 inline constexpr CUresult kErrorNotFound = 500;
 inline constexpr CUresult kErrorNotReady = 600;
 inline constexpr CUresult kErrorStreamCaptureUnsupported = 900;
 inline constexpr int kAttributeMultiprocessorCount = 16;
+// CUmemLocationType.
+inline constexpr int kMemLocationDevice = 1;
+inline constexpr int kMemLocationHost = 2;
+inline constexpr int kMemLocationHostNuma = 3;
+inline constexpr int kMemLocationHostNumaCurrent = 4;
+// CUmemAllocationHandleType.
+inline constexpr int kMemHandlePosixFileDescriptor = 1;
 inline constexpr int kProcAddressSuccess = 0;
 inline constexpr int kProcAddressSymbolNotFound = 1;
 

@@ -21,6 +21,10 @@ CUresult cuCtxDestroy_v2(CUcontext ctx);
 CUresult cuCtxSetCurrent(CUcontext ctx);
 CUresult cuCtxGetCurrent(CUcontext* ctx);
 CUresult cuCtxSynchronize();
+CUresult cuCtxGetDevice(CUdevice* dev);
+CUresult cuDeviceCanAccessPeer(int* can, CUdevice dev, CUdevice peer);
+CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags);
+CUresult cuCtxDisablePeerAccess(CUcontext peer);
 
 // Memory.
 CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes);
@@ -52,6 +56,15 @@ CUresult cuMipmappedArrayCreate(CUmipmappedArray* array, const CUDA_ARRAY3D_DESC
                                 unsigned int levels);
 CUresult cuMipmappedArrayDestroy(CUmipmappedArray array);
 CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes);
+// Memory of one process opened by another: IPC handles of device allocations, and shareable
+// (POSIX file descriptor) handles of virtual-memory allocations.
+CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr);
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* dptr, CUipcMemHandle handle, unsigned int flags);
+CUresult cuIpcCloseMemHandle(CUdeviceptr dptr);
+CUresult cuMemExportToShareableHandle(void* shareable, CUmemGenericAllocationHandle handle,
+                                      int handle_type, unsigned long long flags);
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* os_handle,
+                                        int handle_type);
 
 // Copies and memsets.
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes);

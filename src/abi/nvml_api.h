@@ -13,6 +13,7 @@ nvmlReturn_t nvmlShutdown();
 const char* nvmlErrorString(nvmlReturn_t result);
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count);
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device);
+nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index);
 nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length);
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length);
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory);

@@ -1,9 +1,10 @@
 // The simulated driver's execution side: modules and kernels, streams, events, launches (plain, Ex,
 // cooperative, per-thread-stream variants), copies and memsets, and graphs (stream capture, kernel
 // and memory nodes, instantiation, launch). Work runs on the shared device timeline
-// (sim_state.h: Execute) for its roofline duration (sim_kernel.h); synchronising calls sleep until
-// the simulated work is done, so wall-clock time behaves as on a real GPU. Buffer contents are not
-// simulated: copies take time and device-to-host copies write zeros.
+// of its stream's device (sim_state.h: Execute) for its roofline duration (sim_kernel.h);
+// synchronising calls sleep until the simulated work is done, so wall-clock time behaves as on a
+// real GPU. Buffer contents are not simulated: copies take time and device-to-host copies write
+// zeros.
 #include <atomic>
 #include <cstring>
 #include <fstream>
@@ -23,6 +24,7 @@ using gpumux::NowNs;
 using gpumux::SleepUntilNs;
 using gpumux::sim::Completion;
 using gpumux::sim::Device;
+using gpumux::sim::SimDevice;
 
 namespace {
 
@@ -51,9 +53,13 @@ struct SimGraph {
 struct SimGraphExec {
   uint64_t duration_ns;
   uint64_t memory_bytes;
+  int device;  // whose memory its memory nodes took
 };
 
+// A stream is of the device whose context was current when it was made; its work runs there.
 struct SimStream {
+  explicit SimStream(int ordinal) : device(ordinal) {}
+  const int device;
   std::mutex mu;
   Completion tail;  // of the work queued on it
   std::atomic<SimGraph*> capture{nullptr};
@@ -73,13 +79,24 @@ struct SimEvent {
   Completion at;  // of the work queued before it
 };
 
-bool Ready() { return Device().state != nullptr; }
+bool Ready() { return gpumux::sim::DeviceCount() > 0 && Device(0).state != nullptr; }
 
-// The legacy (0x1) and per-thread (0x2) default-stream handles and null are the default stream.
+// The device of the calling thread's current context (device 0 without one).
+const SimDevice& CurrentDevice() {
+  int ordinal = gpumux::sim::CurrentDeviceOrdinal();
+  return Device(ordinal < 0 ? 0 : ordinal);
+}
+
+// The legacy (0x1) and per-thread (0x2) default-stream handles and null are the default stream of
+// the current context's device.
 SimStream* StreamOf(CUstream s) {
-  static SimStream* default_stream = new SimStream();
+  static SimStream** default_streams = [] {
+    auto** streams = new SimStream*[gpumux::sim::kMaxSimDevices];  // never destroyed
+    for (int d = 0; d < gpumux::sim::kMaxSimDevices; ++d) streams[d] = new SimStream(d);
+    return streams;
+  }();
   auto raw = reinterpret_cast<uintptr_t>(s);
-  return raw <= 2 ? default_stream : reinterpret_cast<SimStream*>(s);
+  return raw <= 2 ? default_streams[CurrentDevice().ordinal] : reinterpret_cast<SimStream*>(s);
 }
 
 // Queues `duration_ns` of work on `stream` (or records it in the graph the stream is capturing).
@@ -95,7 +112,7 @@ CUresult Submit(CUstream stream, uint64_t duration_ns) {
   uint64_t now = NowNs();
   uint64_t tail = s->Tail().end_ns;
   if (tail > now + kMaxQueuedNs) SleepUntilNs(tail - kMaxQueuedNs), now = NowNs();
-  s->After(gpumux::sim::Execute(std::max(now, tail), duration_ns, kMaxQueuedNs));
+  s->After(gpumux::sim::Execute(Device(s->device), std::max(now, tail), duration_ns, kMaxQueuedNs));
   return kSuccess;
 }
 
@@ -109,7 +126,7 @@ CUresult SubmitAndWait(uint64_t duration_ns) {
 uint64_t TransferNs(double bytes, double bytes_per_second) {
   return uint64_t(bytes / bytes_per_second * 1e9);
 }
-uint64_t DeviceNs(double bytes) { return TransferNs(bytes, Device().state->bandwidth); }
+uint64_t DeviceNs(double bytes) { return TransferNs(bytes, CurrentDevice().state->bandwidth); }
 
 Completion EventAt(CUevent event) {
   auto* e = reinterpret_cast<SimEvent*>(event);
@@ -130,7 +147,7 @@ CUresult LoadModule(CUmodule* module, const std::string& image) {
   auto kernels = gpumux::sim::ParseModuleImage(image, &error);
   if (!kernels) return kErrorInvalidImage;
   auto* m = new SimModule();
-  const auto* s = Device().state;
+  const auto* s = CurrentDevice().state;
   for (const auto& k : *kernels)
     m->functions.push_back({k, gpumux::sim::KernelDurationNs(k, s->bandwidth, s->flops)});
   *module = reinterpret_cast<CUmodule>(m);
@@ -174,7 +191,7 @@ CUresult cuStreamCreate(CUstream* stream, unsigned int) {
   if (!Ready()) return kErrorNotInitialized;
   if (!gpumux::sim::HasCurrentContext()) return kErrorInvalidContext;
   if (!stream) return kErrorInvalidValue;
-  *stream = reinterpret_cast<CUstream>(new SimStream());
+  *stream = reinterpret_cast<CUstream>(new SimStream(CurrentDevice().ordinal));
   return kSuccess;
 }
 CUresult cuStreamCreateWithPriority(CUstream* stream, unsigned int flags, int) {
@@ -201,7 +218,7 @@ CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int) {
 }
 CUresult cuCtxSynchronize() {
   if (!Ready()) return kErrorNotInitialized;
-  gpumux::sim::WaitDone(gpumux::sim::ProcessTail());
+  gpumux::sim::WaitDone(gpumux::sim::ProcessTail(CurrentDevice()));
   return kSuccess;
 }
 
@@ -372,7 +389,7 @@ CUresult cuGraphAddMemAllocNode(CUgraphNode* node, CUgraph graph, const CUgraphN
   auto* g = reinterpret_cast<SimGraph*>(graph);
   std::lock_guard<std::mutex> lock(g->mu);
   g->memory_bytes += params->bytesize;
-  params->dptr = gpumux::sim::NewAddress(params->bytesize);
+  params->dptr = gpumux::sim::NewAddress(CurrentDevice(), params->bytesize);
   *node = reinterpret_cast<CUgraphNode>(params->dptr);
   return kSuccess;
 }
@@ -391,14 +408,16 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned 
   std::lock_guard<std::mutex> lock(g->mu);
   uint64_t duration = 0;
   for (uint64_t w : g->work_ns) duration += w;
-  if (g->memory_bytes && !gpumux::sim::Take(g->memory_bytes)) return kErrorOutOfMemory;
-  *exec = reinterpret_cast<CUgraphExec>(new SimGraphExec{duration, g->memory_bytes});
+  const SimDevice& device = CurrentDevice();
+  if (g->memory_bytes && !gpumux::sim::Take(device, g->memory_bytes)) return kErrorOutOfMemory;
+  *exec =
+      reinterpret_cast<CUgraphExec>(new SimGraphExec{duration, g->memory_bytes, device.ordinal});
   return kSuccess;
 }
 CUresult cuGraphExecDestroy(CUgraphExec exec) {
   if (!exec) return kErrorInvalidHandle;
   auto* x = reinterpret_cast<SimGraphExec*>(exec);
-  if (x->memory_bytes) gpumux::sim::Give(x->memory_bytes);
+  if (x->memory_bytes) gpumux::sim::Give(Device(x->device), x->memory_bytes);
   delete x;
   return kSuccess;
 }

@@ -1,9 +1,9 @@
-// The simulated GPU's NVML: a stand-in for libnvidia-ml.so.1 that reports the simulated device
-// (sim_state.h): count, handle, name, memory, running processes, device utilisation and per-process
-// utilisation. Utilisation is measured from the GPU time charged to each process, over the time
-// since this caller's previous query (real NVML samples the hardware on its own clock); the
-// simulator charges work when it is submitted, so a short window can read above 100%. Its MIG half
-// is sim_nvml_mig.cc.
+// The simulated GPU's NVML: a stand-in for libnvidia-ml.so.1 that reports the simulated devices
+// (sim_state.h): count, handles, index, name, memory, running processes, device utilisation and
+// per-process utilisation. Utilisation is measured from the GPU time charged to each process, over
+// the time since this caller's previous query (real NVML samples the hardware on its own clock);
+// the simulator charges work when it is submitted, so a short window can read above 100%. Its MIG
+// half is sim_nvml_mig.cc.
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -17,13 +17,18 @@
 
 using namespace gpumux::nvml;
 using gpumux::sim::Device;
-
-using gpumux::sim::IsNvmlHandle;
+using gpumux::sim::DeviceCount;
+using gpumux::sim::DeviceOfHandle;
 using gpumux::sim::NvmlHandle;
+using gpumux::sim::SimDevice;
+
+namespace {
+bool Ready() { return DeviceCount() > 0 && Device(0).state; }
+}  // namespace
 
 extern "C" {
 
-nvmlReturn_t nvmlInit_v2() { return Device().state ? kSuccess : kErrorDriverNotLoaded; }
+nvmlReturn_t nvmlInit_v2() { return Ready() ? kSuccess : kErrorDriverNotLoaded; }
 nvmlReturn_t nvmlInitWithFlags(unsigned int) { return nvmlInit_v2(); }
 nvmlReturn_t nvmlShutdown() { return kSuccess; }
 const char* nvmlErrorString(nvmlReturn_t r) {
@@ -43,24 +48,32 @@ const char* nvmlErrorString(nvmlReturn_t r) {
 }
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) {
   if (!count) return kErrorInvalidArgument;
-  *count = Device().state ? 1 : 0;
-  return Device().state ? kSuccess : kErrorUninitialized;
+  *count = Ready() ? unsigned(DeviceCount()) : 0;
+  return Ready() ? kSuccess : kErrorUninitialized;
 }
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
-  if (!Device().state) return kErrorUninitialized;
-  if (!device || index != 0) return kErrorInvalidArgument;
-  *device = NvmlHandle();
+  if (!Ready()) return kErrorUninitialized;
+  if (!device || index >= unsigned(DeviceCount())) return kErrorInvalidArgument;
+  *device = NvmlHandle(int(index));
+  return kSuccess;
+}
+nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t d, unsigned int* index) {
+  const SimDevice* device = DeviceOfHandle(d);
+  if (!device || !index) return kErrorInvalidArgument;
+  *index = unsigned(device->ordinal);
   return kSuccess;
 }
 nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char* name, unsigned int length) {
-  if (!IsNvmlHandle(d) || !name || length == 0) return kErrorInvalidArgument;
-  std::strncpy(name, Device().name.c_str(), length - 1);
+  const SimDevice* device = DeviceOfHandle(d);
+  if (!device || !name || length == 0) return kErrorInvalidArgument;
+  std::strncpy(name, device->name.c_str(), length - 1);
   name[length - 1] = 0;
   return kSuccess;
 }
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t* m) {
-  if (!IsNvmlHandle(d) || !m) return kErrorInvalidArgument;
-  gpumux::sim::SimState* s = Device().state;
+  const SimDevice* device = DeviceOfHandle(d);
+  if (!device || !m) return kErrorInvalidArgument;
+  gpumux::sim::SimState* s = device->state;
   gpumux::sim::ReclaimDeadProcesses(s);
   m->total = s->capacity;
   m->used = s->used.load();
@@ -81,8 +94,9 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t* m) {
 // Every process that holds memory on the device; call with *count = 0 to learn how many.
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int* count,
                                                      nvmlProcessInfo_t* infos) {
-  if (!IsNvmlHandle(d) || !count) return kErrorInvalidArgument;
-  gpumux::sim::SimState* s = Device().state;
+  const SimDevice* device = DeviceOfHandle(d);
+  if (!device || !count) return kErrorInvalidArgument;
+  gpumux::sim::SimState* s = device->state;
   gpumux::sim::ReclaimDeadProcesses(s);
   unsigned int n = 0;
   for (const auto& p : s->processes) {
@@ -96,12 +110,15 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned in
   return fits ? kSuccess : kErrorInsufficientSize;
 }
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t* u) {
-  if (!IsNvmlHandle(d) || !u) return kErrorInvalidArgument;
+  const SimDevice* device = DeviceOfHandle(d);
+  if (!device || !u) return kErrorInvalidArgument;
   static auto* mu = new std::mutex();  // never destroyed: a governor thread may call during exit
-  static uint64_t last_ns = 0, last_busy = 0;
+  static uint64_t last_ns_of[gpumux::sim::kMaxSimDevices],
+      last_busy_of[gpumux::sim::kMaxSimDevices];
   std::lock_guard<std::mutex> lock(*mu);
+  uint64_t &last_ns = last_ns_of[device->ordinal], &last_busy = last_busy_of[device->ordinal];
   uint64_t busy = 0, now = gpumux::NowNs();
-  for (const auto& p : Device().state->processes) busy += p.pid.load() > 0 ? p.gpu_ns.load() : 0;
+  for (const auto& p : device->state->processes) busy += p.pid.load() > 0 ? p.gpu_ns.load() : 0;
   double share = last_ns && now > last_ns
                      ? double(busy - std::min(busy, last_busy)) / double(now - last_ns)
                      : 0;
@@ -114,16 +131,19 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t* u)
 nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d,
                                              nvmlProcessUtilizationSample_t* samples,
                                              unsigned int* count, unsigned long long) {
-  if (!IsNvmlHandle(d) || !count) return kErrorInvalidArgument;
+  const SimDevice* device = DeviceOfHandle(d);
+  if (!device || !count) return kErrorInvalidArgument;
   struct Seen {
     uint64_t gpu_ns, at_ns;
   };
   static auto* mu = new std::mutex();  // never destroyed: a governor thread may call during exit
-  static auto* seen = new std::unordered_map<uint32_t, Seen>();  // pid -> at the previous query
+  // pid -> at the previous query, per device
+  static auto* seen_of = new std::unordered_map<uint32_t, Seen>[gpumux::sim::kMaxSimDevices];
   std::lock_guard<std::mutex> lock(*mu);
+  auto* seen = &seen_of[device->ordinal];
   uint64_t now = gpumux::NowNs();
   unsigned int n = 0;
-  for (const auto& p : Device().state->processes) {
+  for (const auto& p : device->state->processes) {
     int32_t pid = p.pid.load();
     if (pid <= 0) continue;
     if (samples && n < *count) {

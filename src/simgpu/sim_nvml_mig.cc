@@ -3,7 +3,7 @@
 // lets gpumuxd's NVIDIA backend (node/mig_control.h) run end to end without a GPU.
 //
 // The GPU's MIG geometry comes from GPUMUX_SIM_MIG (node::SimMigDescription writes it from the
-// catalog); what exists is kept in a small text file beside the device state (GPUMUX_SIM_STATE +
+// catalog); what exists is kept in a small text file beside the first device's state (its path +
 // ".mig"), so it outlives the process that made it, as a real GPU's instances do. The driver's
 // rules are enforced: allowed starts, no overlap on the slot axis, compute slices, instance counts,
 // one media-engine profile, MIG mode on, no destroying a GPU instance that holds compute instances.
@@ -99,10 +99,7 @@ struct MigState {
   std::vector<Instance> instances;
 };
 
-std::string StatePath() {
-  const char* state = std::getenv("GPUMUX_SIM_STATE");
-  return std::string(state && *state ? state : "/dev/shm/gpumux-sim") + ".mig";
-}
+std::string StatePath() { return gpumux::sim::Device(0).path + ".mig"; }
 
 MigState Load() {
   MigState s;
@@ -280,7 +277,7 @@ nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gi, nvmlGpuInstanceInfo_t*
   MigState s = Load();
   if (!info || !Untag(gi, kGpuInstanceTag, &id) || !Find(s, id)) return kErrorInvalidArgument;
   const Instance& i = *Find(s, id);
-  info->device = NvmlHandle();
+  info->device = NvmlHandle(0);
   info->id = i.id;
   info->profileId = i.profile;
   info->placement = {i.start, i.size};
@@ -389,8 +386,8 @@ nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t mig, unsigned int* id) {
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char* uuid, unsigned int length) {
   if (!uuid || length < kUuidBufferSize / 2) return kErrorInvalidArgument;
   unsigned id;
-  if (IsNvmlHandle(d)) {
-    std::snprintf(uuid, length, "GPU-5a1e0000-0000-4000-8000-000000000000");
+  if (const gpumux::sim::SimDevice* device = gpumux::sim::DeviceOfHandle(d)) {
+    std::snprintf(uuid, length, "GPU-5a1e0000-0000-4000-8000-%012d", device->ordinal);
     return kSuccess;
   }
   MigState s = Load();

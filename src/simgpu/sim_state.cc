@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "base/clock.h"
 #include "base/process.h"
@@ -104,50 +105,80 @@ SimState* MapState(const std::string& path, const SimSpec& spec) {
 
 }  // namespace
 
-const SimDevice& Device() {
-  static const SimDevice* device = [] {
-    auto* d = new SimDevice();
+namespace {
+
+struct Devices {
+  std::vector<SimDevice> list;
+  SimDevice none;  // what an ordinal out of range gets
+};
+
+const Devices& AllDevices() {
+  static const Devices* devices = [] {
+    auto* d = new Devices();  // never destroyed: callable during exit
     const char* mem = std::getenv("GPUMUX_SIM_MEMORY");
     if (!mem || !*mem) return d;
-    d->memory = std::strtoull(mem, nullptr, 10);
     const char* name = std::getenv("GPUMUX_SIM_NAME");
-    d->name = name ? name : "gpumux simulated GPU";
     const char* sms = std::getenv("GPUMUX_SIM_SMS");
-    d->sms = sms ? std::atoi(sms) : 108;
-    const char* state = std::getenv("GPUMUX_SIM_STATE");
-    d->state = MapState(state && *state ? state : "/dev/shm/gpumux-sim-" + std::to_string(getuid()),
-                        SpecFromEnvironment(d->memory));
+    const char* states = std::getenv("GPUMUX_SIM_STATE");
+    std::string list =
+        states && *states ? states : "/dev/shm/gpumux-sim-" + std::to_string(getuid());
+    for (size_t at = 0; at <= list.size() && int(d->list.size()) < kMaxSimDevices;) {
+      size_t comma = std::min(list.find(',', at), list.size());
+      SimDevice device;
+      device.ordinal = int(d->list.size());
+      device.memory = std::strtoull(mem, nullptr, 10);
+      device.name = name ? name : "gpumux simulated GPU";
+      device.sms = sms ? std::atoi(sms) : 108;
+      device.path = list.substr(at, comma - at);
+      device.state = MapState(device.path, SpecFromEnvironment(device.memory));
+      d->list.push_back(std::move(device));
+      at = comma + 1;
+    }
     return d;
   }();
-  return *device;
+  return *devices;
 }
 
-int ProcessSlot() {
-  static int slot = [] {
-    SimState* s = Device().state;
-    auto start = gpumux::ProcessStartTime(getpid());
-    if (!s || !start) return -1;
-    for (int i = 0; i < kMaxSimProcesses; ++i) {
-      int32_t expected = 0;
-      if (s->processes[i].pid.compare_exchange_strong(expected, -1)) {
-        s->processes[i].start_time = *start;
-        s->processes[i].used.store(0);
-        s->processes[i].gpu_ns.store(0);
-        s->processes[i].tail_ns.store(0);
-        {
-          ScheduleLock lock(s);
-          AdvanceLocked(s, NowNs());
-          SliceContext& c = s->schedule.contexts[i];
-          c.submitted_ns = c.served_ns = 0;
-          c.next_run = 0;
+}  // namespace
+
+int DeviceCount() { return int(AllDevices().list.size()); }
+
+const SimDevice& Device(int ordinal) {
+  const Devices& d = AllDevices();
+  return ordinal >= 0 && ordinal < int(d.list.size()) ? d.list[ordinal] : d.none;
+}
+
+int ProcessSlot(const SimDevice& device) {
+  static std::once_flag once[kMaxSimDevices];
+  static int slots[kMaxSimDevices];
+  if (device.ordinal < 0 || device.ordinal >= kMaxSimDevices) return -1;
+  std::call_once(once[device.ordinal], [&device] {
+    slots[device.ordinal] = [&device] {
+      SimState* s = device.state;
+      auto start = gpumux::ProcessStartTime(getpid());
+      if (!s || !start) return -1;
+      for (int i = 0; i < kMaxSimProcesses; ++i) {
+        int32_t expected = 0;
+        if (s->processes[i].pid.compare_exchange_strong(expected, -1)) {
+          s->processes[i].start_time = *start;
+          s->processes[i].used.store(0);
+          s->processes[i].gpu_ns.store(0);
+          s->processes[i].tail_ns.store(0);
+          {
+            ScheduleLock lock(s);
+            AdvanceLocked(s, NowNs());
+            SliceContext& c = s->schedule.contexts[i];
+            c.submitted_ns = c.served_ns = 0;
+            c.next_run = 0;
+          }
+          s->processes[i].pid.store(getpid());
+          return i;
         }
-        s->processes[i].pid.store(getpid());
-        return i;
       }
-    }
-    return -1;
-  }();
-  return slot;
+      return -1;
+    }();
+  });
+  return slots[device.ordinal];
 }
 
 void ReclaimDeadProcesses(SimState* s) {
@@ -167,8 +198,8 @@ void ReclaimDeadProcesses(SimState* s) {
   }
 }
 
-bool Take(uint64_t bytes) {
-  SimState* s = Device().state;
+bool Take(const SimDevice& device, uint64_t bytes) {
+  SimState* s = device.state;
   uint64_t used = s->used.load();
   do {
     if (used + bytes > s->capacity) {
@@ -177,14 +208,14 @@ bool Take(uint64_t bytes) {
       if (used + bytes > s->capacity) return false;
     }
   } while (!s->used.compare_exchange_weak(used, used + bytes));
-  if (int slot = ProcessSlot(); slot >= 0) s->processes[slot].used.fetch_add(bytes);
+  if (int slot = ProcessSlot(device); slot >= 0) s->processes[slot].used.fetch_add(bytes);
   return true;
 }
 
-void Give(uint64_t bytes) {
-  SimState* s = Device().state;
+void Give(const SimDevice& device, uint64_t bytes) {
+  SimState* s = device.state;
   s->used.fetch_sub(bytes);
-  if (int slot = ProcessSlot(); slot >= 0) s->processes[slot].used.fetch_sub(bytes);
+  if (int slot = ProcessSlot(device); slot >= 0) s->processes[slot].used.fetch_sub(bytes);
 }
 
 }  // namespace gpumux::sim
@@ -213,13 +244,17 @@ bool SetSimMode(const std::string& path, ShareMode mode) {
   return ok;
 }
 
-uint64_t NewAddress(uint64_t bytes) {
-  return Device().state->next_address.fetch_add((bytes + 511) & ~uint64_t(511));
+uint64_t NewAddress(const SimDevice& device, uint64_t bytes) {
+  // Each device's range in its own top bits: unique within the process whatever each device's
+  // file has handed out (simulated addresses are never dereferenced).
+  return (uint64_t(device.ordinal) << 56) +
+         device.state->next_address.fetch_add((bytes + 511) & ~uint64_t(511));
 }
 
-Completion Execute(uint64_t ready_ns, uint64_t duration_ns, uint64_t max_queued_ns) {
-  SimState* s = Device().state;
-  int slot = ProcessSlot();
+Completion Execute(const SimDevice& device, uint64_t ready_ns, uint64_t duration_ns,
+                   uint64_t max_queued_ns) {
+  SimState* s = device.state;
+  int slot = ProcessSlot(device);
   if (s->mode == ShareMode::kTimeSlice && slot >= 0) {
     const SliceContext& mine = s->schedule.contexts[slot];
     for (;;) {  // a full command queue blocks the launch
@@ -229,9 +264,10 @@ Completion Execute(uint64_t ready_ns, uint64_t duration_ns, uint64_t max_queued_
         AdvanceLocked(s, NowNs());
         uint64_t queued = mine.submitted_ns - mine.served_ns;
         if (queued <= max_queued_ns) {
-          Completion c{Submit(&s->schedule, slot, duration_ns), 0};
+          Completion c;
+          c.ticket[device.ordinal] = Submit(&s->schedule, slot, duration_ns);
           uint64_t tail = s->processes[slot].tail_ns.load();  // for MPS's count of busy processes
-          uint64_t end = EarliestDone(s->schedule, slot, c.ticket);
+          uint64_t end = EarliestDone(s->schedule, slot, c.ticket[device.ordinal]);
           while (tail < end && !s->processes[slot].tail_ns.compare_exchange_weak(tail, end)) {
           }
           return c;
@@ -255,52 +291,73 @@ Completion Execute(uint64_t ready_ns, uint64_t duration_ns, uint64_t max_queued_
     while (tail < end && !me.tail_ns.compare_exchange_weak(tail, end)) {
     }
   }
-  return {0, end};
+  Completion c;
+  c.end_ns = end;
+  return c;
 }
+
+namespace {
+
+// Calls `f(device, slot, ticket)` for each device `c` waits on in time-slice mode.
+template <typename F>
+void ForEachTicket(const Completion& c, F f) {
+  for (int d = 0; d < kMaxSimDevices; ++d) {
+    if (c.ticket[d] == 0) continue;
+    const SimDevice& device = Device(d);
+    int slot = ProcessSlot(device);
+    if (device.state && slot >= 0) f(device.state, slot, c.ticket[d]);
+  }
+}
+
+}  // namespace
 
 bool IsDone(const Completion& c) {
   if (NowNs() < c.end_ns) return false;
-  int slot = ProcessSlot();
-  if (c.ticket == 0 || slot < 0) return true;
-  SimState* s = Device().state;
-  ScheduleLock lock(s);
-  AdvanceLocked(s, NowNs());
-  return Done(s->schedule, slot, c.ticket);
+  bool done = true;
+  ForEachTicket(c, [&](SimState* s, int slot, uint64_t ticket) {
+    ScheduleLock lock(s);
+    AdvanceLocked(s, NowNs());
+    done = done && Done(s->schedule, slot, ticket);
+  });
+  return done;
 }
 
 void WaitDone(const Completion& c) {
   SleepUntilNs(c.end_ns);
-  int slot = ProcessSlot();
-  if (c.ticket == 0 || slot < 0) return;
-  SimState* s = Device().state;
-  for (;;) {
-    uint64_t earliest;
-    {
-      ScheduleLock lock(s);
-      AdvanceLocked(s, NowNs());
-      if (Done(s->schedule, slot, c.ticket)) return;
-      earliest = EarliestDone(s->schedule, slot, c.ticket);
+  ForEachTicket(c, [](SimState* s, int slot, uint64_t ticket) {
+    for (;;) {
+      uint64_t earliest;
+      {
+        ScheduleLock lock(s);
+        AdvanceLocked(s, NowNs());
+        if (Done(s->schedule, slot, ticket)) return;
+        earliest = EarliestDone(s->schedule, slot, ticket);
+      }
+      // At least once a millisecond, so that the GPU time of work running is charged as it runs.
+      SleepUntilNs(std::min(earliest, NowNs() + 1'000'000));
     }
-    // At least once a millisecond, so that the GPU time of work running is charged as it runs.
-    SleepUntilNs(std::min(earliest, NowNs() + 1'000'000));
-  }
+  });
 }
 
 uint64_t DoneAtNs(const Completion& c) {
   WaitDone(c);
-  int slot = ProcessSlot();
-  if (c.ticket == 0 || slot < 0) return c.end_ns;
-  SimState* s = Device().state;
-  ScheduleLock lock(s);
-  return std::max(c.end_ns, DoneAt(s->schedule, slot, c.ticket));
+  uint64_t at = c.end_ns;
+  ForEachTicket(c, [&](SimState* s, int slot, uint64_t ticket) {
+    ScheduleLock lock(s);
+    at = std::max(at, DoneAt(s->schedule, slot, ticket));
+  });
+  return at;
 }
 
-Completion ProcessTail() {
-  SimState* s = Device().state;
-  int slot = ProcessSlot();
-  if (slot < 0) return {};
+Completion ProcessTail(const SimDevice& device) {
+  SimState* s = device.state;
+  int slot = ProcessSlot(device);
+  Completion c;
+  if (!s || slot < 0) return c;
   ScheduleLock lock(s);
-  return {s->schedule.contexts[slot].submitted_ns, s->processes[slot].tail_ns.load()};
+  c.ticket[device.ordinal] = s->schedule.contexts[slot].submitted_ns;
+  c.end_ns = s->processes[slot].tail_ns.load();
+  return c;
 }
 
 }  // namespace gpumux::sim

@@ -1,7 +1,9 @@
-// The simulated GPU's device state, shared by every process that uses it (and by the simulated
-// driver and NVML libraries): capacity, memory in use, which process holds how much, and the
-// device's execution timeline. Lives in a memory-mapped file named by GPUMUX_SIM_STATE; described
-// by GPUMUX_SIM_NAME, GPUMUX_SIM_MEMORY, GPUMUX_SIM_SMS, GPUMUX_SIM_BANDWIDTH (bytes/s),
+// The simulated GPUs' device state, shared by every process that uses them (and by the simulated
+// driver and NVML libraries): per device, capacity, memory in use, which process holds how much,
+// and the device's execution timeline. Each device lives in a memory-mapped file; GPUMUX_SIM_STATE
+// names them, comma-separated, in the order of their ordinals (a process sees as many devices as it
+// names, as CUDA_VISIBLE_DEVICES orders real ones); they are of one kind, described by
+// GPUMUX_SIM_NAME, GPUMUX_SIM_MEMORY, GPUMUX_SIM_SMS, GPUMUX_SIM_BANDWIDTH (bytes/s),
 // GPUMUX_SIM_FLOPS (FLOP/s) and GPUMUX_SIM_MODE (timeslice or mps); `gpumux run --sim KIND` sets
 // them from the catalog.
 //
@@ -27,6 +29,7 @@
 namespace gpumux::sim {
 
 inline constexpr int kMaxSimProcesses = 1024;
+inline constexpr int kMaxSimDevices = 8;
 
 struct SimProcess {
   std::atomic<int32_t> pid;
@@ -51,24 +54,29 @@ struct SimState {
 static_assert(kSliceContexts == kMaxSimProcesses);
 
 struct SimDevice {
+  int ordinal = 0;
   std::string name;
   uint64_t memory = 0;
   int sms = 0;
-  SimState* state = nullptr;  // null if the environment describes no device
+  std::string path;           // its state file
+  SimState* state = nullptr;  // null if the environment describes no such device
 };
 
-// The device this process sees, mapped on first call. Thread-safe.
-const SimDevice& Device();
+// How many devices this process sees (0 if the environment describes none). Thread-safe.
+int DeviceCount();
+// Device `ordinal`, mapped on first call; one with no state for an ordinal out of range.
+// Thread-safe.
+const SimDevice& Device(int ordinal);
 
-// This process's slot in the state (registered on first call), or -1.
-int ProcessSlot();
+// This process's slot in `device`'s state (registered on first call), or -1.
+int ProcessSlot(const SimDevice& device);
 
 // Returns the memory of processes that died without freeing it, as the driver does at exit.
 void ReclaimDeadProcesses(SimState* state);
 
-// Reserves `bytes` of device memory for this process; false when the device is full.
-bool Take(uint64_t bytes);
-void Give(uint64_t bytes);
+// Reserves `bytes` of `device`'s memory for this process; false when the device is full.
+bool Take(const SimDevice& device, uint64_t bytes);
+void Give(const SimDevice& device, uint64_t bytes);
 
 // What describes a simulated device when its state file is created.
 struct SimSpec {
@@ -87,30 +95,37 @@ bool CreateSimState(const std::string& path, const SimSpec& spec);
 // the file does not exist or is not a simulated device's state. For gpumuxd's simulated backend.
 bool SetSimMode(const std::string& path, ShareMode mode);
 
-// A fresh device address range of `bytes` (512-byte aligned); never reused.
-uint64_t NewAddress(uint64_t bytes);
+// A fresh address range of `bytes` (512-byte aligned) on `device`; never reused, and never one of
+// another device's in this process (one unified address space).
+uint64_t NewAddress(const SimDevice& device, uint64_t bytes);
 
-// What waiting on submitted work waits for: in time-slice mode this process's schedule ticket
-// (sim_timeslice.h), in MPS mode the time the work ends. Work is done when both are reached; the
-// later of two is the field-wise max (a process's work is done in order).
+// What waiting on submitted work waits for: in time-slice mode this process's schedule ticket on
+// each device (sim_timeslice.h), in MPS mode the time the work ends. Work is done when all are
+// reached; the later of two is the field-wise max (a process's work on a device is done in order),
+// so a stream that waits on another device's event waits on both devices.
 struct Completion {
-  uint64_t ticket = 0;
+  uint64_t ticket[kMaxSimDevices] = {};
   uint64_t end_ns = 0;
 };
 inline Completion Later(const Completion& a, const Completion& b) {
-  return {a.ticket > b.ticket ? a.ticket : b.ticket, a.end_ns > b.end_ns ? a.end_ns : b.end_ns};
+  Completion c;
+  for (int d = 0; d < kMaxSimDevices; ++d)
+    c.ticket[d] = a.ticket[d] > b.ticket[d] ? a.ticket[d] : b.ticket[d];
+  c.end_ns = a.end_ns > b.end_ns ? a.end_ns : b.end_ns;
+  return c;
 }
 
-// Submits `duration_ns` of work of this process that may start at `ready_ns` (its stream's previous
-// work is done; time-slice mode runs a process's work in order anyway). In time-slice mode it first
-// waits while this process has more than `max_queued_ns` of work not done, as a real launch blocks
-// when the command queue is full.
-Completion Execute(uint64_t ready_ns, uint64_t duration_ns, uint64_t max_queued_ns);
+// Submits `duration_ns` of this process's work on `device` that may start at `ready_ns` (its
+// stream's previous work is done; time-slice mode runs a process's work in order anyway). In
+// time-slice mode it first waits while this process has more than `max_queued_ns` of work not done
+// there, as a real launch blocks when the command queue is full.
+Completion Execute(const SimDevice& device, uint64_t ready_ns, uint64_t duration_ns,
+                   uint64_t max_queued_ns);
 bool IsDone(const Completion& c);
 void WaitDone(const Completion& c);
 // When done work completed (waits until it is done).
 uint64_t DoneAtNs(const Completion& c);
-// All the work this process submitted so far.
-Completion ProcessTail();
+// All the work this process submitted so far on `device`.
+Completion ProcessTail(const SimDevice& device);
 
 }  // namespace gpumux::sim

@@ -171,8 +171,10 @@ int main(int argc, char** argv) {
     std::vector<CUmemGenericAllocationHandle> handles;
     std::vector<CUarray> arrays;
     std::vector<CUmipmappedArray> mipmapped;
-    unsigned long long prop_storage[8] = {0};
-    auto* prop = reinterpret_cast<const CUmemAllocationProp*>(prop_storage);
+    CUmemAllocationProp pinned_on_device_0{};
+    pinned_on_device_0.type = 1;  // pinned
+    pinned_on_device_0.location = {gpumux::cuda::kMemLocationDevice, 0};
+    const CUmemAllocationProp* prop = &pinned_on_device_0;
     size_t total = 0;
     CUresult last = 0;
     for (int i = 0; last == 0; ++i) {

@@ -13,12 +13,18 @@
 // a higher-priority tenant has work in flight.
 //
 // Configured by `gpumux run`: GPUMUX_LEDGER (ledger file), GPUMUX_TENANT (tenant id) and GPUMUX_GPU
-// (NVML index, for GPU-time measurement). Without them the shim passes every call through. Under
-// gpumuxd (GPUMUX_AGENT: its socket) the ledger is a view mapped read-only, memory comes as
-// grants, the process registers with gpumuxd before its first call goes through, and the
-// governor follows the gate gpumuxd sets, publishing launch activity into GPUMUX_ACTIVITY. If they
-// are set but the ledger cannot be used, or gpumuxd does not register the process, it fails
-// closed: allocations return CUDA_ERROR_NOT_INITIALIZED and one line says why.
+// (NVML index, for GPU-time measurement). A tenant of several GPUs has one ledger per GPU, both
+// lists comma-separated in the order of the device ordinals the program sees: each allocation is
+// charged on the GPU of the current context (cuMemCreate: the GPU it is located on; memory located
+// on the host is not charged), and memory queries (cuMemGetInfo, cuDeviceTotalMem, NVML by index)
+// answer for the GPU asked about. Memory another process allocated and this one opens (IPC
+// handles, imported shareable handles) is not allocated here and stays charged to its maker.
+// Without them the shim passes every call through. Under gpumuxd (GPUMUX_AGENT: its socket) the
+// ledger is a view mapped read-only, memory comes as grants, the process registers with gpumuxd
+// before its first call goes through, and the governor follows the gate gpumuxd sets, publishing
+// launch activity into GPUMUX_ACTIVITY. If they are set but the ledger cannot be used, or gpumuxd
+// does not register the process, it fails closed: allocations return CUDA_ERROR_NOT_INITIALIZED and
+// one line says why.
 //
 // Covered: cuMemAlloc, cuMemAllocPitch, cuMemAllocManaged, cuMemAllocAsync,
 // cuMemAllocFromPoolAsync, cuMemCreate (virtual memory), cuArrayCreate, cuArray3DCreate,
@@ -94,25 +100,48 @@ CUresult CallReal(Fn fn, Args... args) {
   return fn ? fn(args...) : kErrorNotInitialized;
 }
 
-struct Enforcement {
-  enum class Mode { kUnset, kPassThrough, kEnforce, kBroken };
-  std::atomic<Mode> mode{Mode::kUnset};
+// One GPU of the tenant: its ledger (or gpumuxd's view of it), the tenant's slot there, and this
+// process's registration, governor and launch forecast on it.
+struct TenantGpu {
   std::optional<gpumux::node::Ledger> ledger;
   // Under gpumuxd: memory comes as grants from it (memory_grant.h); the ledger then holds only
   // compute state and a view of the tenant's usage. Without: reservations in the ledger.
   std::optional<gpumux::shim::MemoryGrant> grant;
-  std::optional<gpumux::node::ActivityWriter> activity;  // under gpumuxd
-  std::string tenant;
   int tenant_slot = -1;
-  int process = -1;  // in the ledger; -1 under gpumuxd, which keeps processes itself
-  std::mutex mu;     // guards sizes, graph_bytes and initialisation
-  // This process's reserved allocations by kind of handle (device pointer, VMM handle, array,
-  // executable graph).
-  std::unordered_map<uint64_t, uint64_t> sizes[4];
-  // Bytes of the memory nodes of each graph not yet instantiated.
-  std::unordered_map<CUgraph, uint64_t> graph_bytes;
+  int process = -1;    // in the ledger; -1 under gpumuxd, which keeps processes itself
+  int nvml_index = 0;  // NVML's index of the GPU (GPUMUX_GPU)
   gpumux::shim::Governor governor;
   gpumux::shim::LaunchForecast forecast;
+};
+
+// The most GPUs one tenant spans (GPUMUX_LEDGER lists one ledger per GPU).
+constexpr int kMaxTenantGpus = 8;
+
+// Which of the tenant's GPUs a call is for, besides an index into Enforcement::gpus.
+constexpr int kCurrentGpu = -1;  // the GPU of the calling thread's current context
+constexpr int kNotTenants = -2;  // a GPU that is not the tenant's, or no GPU could be told
+
+// An allocation this process reserved: its bytes and the tenant GPU they are charged to.
+struct Held {
+  uint64_t bytes;
+  int gpu;
+};
+
+struct Enforcement {
+  enum class Mode { kUnset, kPassThrough, kEnforce, kBroken };
+  std::atomic<Mode> mode{Mode::kUnset};
+  // The tenant's GPUs in the order the program sees them (device ordinal i is gpus[i]), one
+  // unless the tenant spans several.
+  TenantGpu gpus[kMaxTenantGpus];
+  int gpu_count = 0;                                     // set once, before mode becomes kEnforce
+  std::optional<gpumux::node::ActivityWriter> activity;  // under gpumuxd
+  std::string tenant;
+  std::mutex mu;  // guards sizes, graph_bytes and initialisation
+  // This process's reserved allocations by kind of handle (device pointer, VMM handle, array,
+  // executable graph).
+  std::unordered_map<uint64_t, Held> sizes[4];
+  // Bytes of the memory nodes of each graph not yet instantiated.
+  std::unordered_map<CUgraph, uint64_t> graph_bytes;
 };
 
 Enforcement& State() {
@@ -123,10 +152,13 @@ Enforcement& State() {
 void AtExit() {
   Enforcement& e = State();
   std::lock_guard<std::mutex> lock(e.mu);
-  e.governor.Stop();
-  if (e.mode == Enforcement::Mode::kEnforce && e.process >= 0)
-    e.ledger->UnregisterProcess(e.process);
-  if (e.grant) e.grant->ReturnAll();
+  for (int g = 0; g < e.gpu_count; ++g) {
+    TenantGpu& gpu = e.gpus[g];
+    gpu.governor.Stop();
+    if (e.mode == Enforcement::Mode::kEnforce && gpu.process >= 0)
+      gpu.ledger->UnregisterProcess(gpu.process);
+    if (gpu.grant) gpu.grant->ReturnAll();
+  }
 }
 
 void AfterFork() {
@@ -136,52 +168,79 @@ void AfterFork() {
   new (&e.mu) std::mutex();
   for (auto& m : e.sizes) m.clear();
   e.graph_bytes.clear();
-  e.governor.Forget();
-  if (e.grant) e.grant->Forget();
+  for (int g = 0; g < e.gpu_count; ++g) {
+    e.gpus[g].governor.Forget();
+    if (e.gpus[g].grant) e.gpus[g].grant->Forget();
+  }
   if (e.mode.load() == Enforcement::Mode::kEnforce) e.mode.store(Enforcement::Mode::kUnset);
+}
+
+// "a,b,c" → {"a", "b", "c"}.
+std::vector<std::string> SplitList(const char* text) {
+  std::vector<std::string> items;
+  std::string s = text ? text : "";
+  for (size_t at = 0; !s.empty();) {
+    size_t comma = s.find(',', at);
+    items.push_back(s.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return items;
 }
 
 // Sets the mode on first use. Called with e.mu held.
 void Initialise(Enforcement& e) {
   if (e.mode != Enforcement::Mode::kUnset) return;
-  const char* path = std::getenv("GPUMUX_LEDGER");
+  const char* paths = std::getenv("GPUMUX_LEDGER");
   const char* tenant = std::getenv("GPUMUX_TENANT");
-  if (!path || !tenant) {
+  if (!paths || !tenant) {
     e.mode = Enforcement::Mode::kPassThrough;
     return;
   }
   try {
     const char* agent = std::getenv("GPUMUX_AGENT");
-    if (!e.ledger) {
-      e.ledger.emplace(agent ? gpumux::node::Ledger::OpenReadOnly(path)
-                             : gpumux::node::Ledger::Open(path));
-    }
-    std::optional<int> slot = e.ledger->FindTenant(tenant);
-    if (!slot) throw gpumux::NotFound(std::string("tenant '") + tenant + "' is not in the ledger");
+    std::vector<std::string> ledgers = SplitList(paths);
+    std::vector<std::string> indices = SplitList(std::getenv("GPUMUX_GPU"));
+    if (int(ledgers.size()) > kMaxTenantGpus)
+      throw gpumux::BadInput("GPUMUX_LEDGER lists more than 8 GPUs");
+    if (agent && ledgers.size() > 1)
+      throw gpumux::BadInput("a gpumuxd tenant is on one GPU (GPUMUX_LEDGER lists several)");
     e.tenant = tenant;
-    e.tenant_slot = *slot;
-    e.forecast.Start(&*e.ledger, *slot,
-                     {Real<decltype(&cuEventCreate)>("cuEventCreate"),
-                      Real<decltype(&cuEventRecord)>("cuEventRecord"),
-                      Real<decltype(&cuEventQuery)>("cuEventQuery"),
-                      Real<decltype(&cuEventElapsedTime)>("cuEventElapsedTime"),
-                      Real<decltype(&cuEventDestroy_v2)>("cuEventDestroy_v2"),
-                      Real<decltype(&cuStreamIsCapturing)>("cuStreamIsCapturing")});
-    e.governor.Tick(&e.forecast);
-    if (agent) {
-      if (!e.grant) e.grant.emplace(agent, tenant);
-      if (!e.grant->Register()) {
-        throw gpumux::PermissionDenied("gpumuxd (" + std::string(agent) +
-                                       ") did not register this process under tenant '" + tenant +
-                                       "'");
+    e.gpu_count = int(ledgers.size());
+    for (int g = 0; g < e.gpu_count; ++g) {
+      TenantGpu& gpu = e.gpus[g];
+      if (!gpu.ledger) {
+        gpu.ledger.emplace(agent ? gpumux::node::Ledger::OpenReadOnly(ledgers[g])
+                                 : gpumux::node::Ledger::Open(ledgers[g]));
       }
-      const char* activity = std::getenv("GPUMUX_ACTIVITY");
-      if (activity && !e.activity) e.activity.emplace(activity);
-      e.governor.Follow(&*e.ledger, *slot, e.activity ? &*e.activity : nullptr);
-    } else {
-      e.process = e.ledger->RegisterProcess(*slot);
-      const char* gpu = std::getenv("GPUMUX_GPU");
-      e.governor.Start(&*e.ledger, e.process, gpu ? std::atoi(gpu) : 0);
+      std::optional<int> slot = gpu.ledger->FindTenant(tenant);
+      if (!slot)
+        throw gpumux::NotFound(std::string("tenant '") + tenant + "' is not in the ledger " +
+                               ledgers[g]);
+      gpu.tenant_slot = *slot;
+      gpu.nvml_index = size_t(g) < indices.size() ? std::atoi(indices[g].c_str()) : g;
+      gpu.forecast.Start(&*gpu.ledger, *slot,
+                         {Real<decltype(&cuEventCreate)>("cuEventCreate"),
+                          Real<decltype(&cuEventRecord)>("cuEventRecord"),
+                          Real<decltype(&cuEventQuery)>("cuEventQuery"),
+                          Real<decltype(&cuEventElapsedTime)>("cuEventElapsedTime"),
+                          Real<decltype(&cuEventDestroy_v2)>("cuEventDestroy_v2"),
+                          Real<decltype(&cuStreamIsCapturing)>("cuStreamIsCapturing")});
+      gpu.governor.Tick(&gpu.forecast);
+      if (agent) {
+        if (!gpu.grant) gpu.grant.emplace(agent, tenant);
+        if (!gpu.grant->Register()) {
+          throw gpumux::PermissionDenied("gpumuxd (" + std::string(agent) +
+                                         ") did not register this process under tenant '" + tenant +
+                                         "'");
+        }
+        const char* activity = std::getenv("GPUMUX_ACTIVITY");
+        if (activity && !e.activity) e.activity.emplace(activity);
+        gpu.governor.Follow(&*gpu.ledger, *slot, e.activity ? &*e.activity : nullptr);
+      } else {
+        gpu.process = gpu.ledger->RegisterProcess(*slot);
+        gpu.governor.Start(&*gpu.ledger, gpu.process, gpu.nvml_index);
+      }
     }
     e.mode = Enforcement::Mode::kEnforce;
     static std::once_flag hooks;
@@ -203,9 +262,23 @@ void EnsureInitialised(Enforcement& e) {
   Initialise(e);
 }
 
+// The tenant GPU that `which` names (kCurrentGpu: the current context's device, asked of the
+// driver only when the tenant spans several), or kNotTenants. Hot path: one comparison for a tenant
+// of one GPU.
+int TenantGpuIndex(Enforcement& e, int which) {
+  if (which == kCurrentGpu) {
+    if (e.gpu_count == 1) return 0;
+    static auto get_device = Real<decltype(&cuCtxGetDevice)>("cuCtxGetDevice");
+    CUdevice dev = -1;
+    if (!get_device || get_device(&dev) != kSuccess) return kNotTenants;
+    which = dev;
+  }
+  return which >= 0 && which < e.gpu_count ? which : kNotTenants;
+}
+
 // One line per refusal, at most one a second per process (a program that retries in a loop would
 // flood its log otherwise); the next line counts what was not printed.
-void LogRefusal(Enforcement& e, const char* what, uint64_t bytes) {
+void LogRefusal(Enforcement& e, int g, const char* what, uint64_t bytes) {
   static std::atomic<int64_t> last_second{-1};
   static std::atomic<uint64_t> unlogged{0};
   int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
@@ -216,53 +289,65 @@ void LogRefusal(Enforcement& e, const char* what, uint64_t bytes) {
     ++unlogged;
     return;
   }
-  int t = e.tenant_slot;
   uint64_t skipped = unlogged.exchange(0);
+  std::string where = e.gpu_count > 1 ? " on its GPU " + std::to_string(g) : "";
+  if (g == kNotTenants) {
+    std::fprintf(stderr, "gpumux: tenant '%s' refused %s of %llu bytes: not on one of its GPUs\n",
+                 e.tenant.c_str(), what, (unsigned long long)bytes);
+    return;
+  }
+  const TenantGpu& gpu = e.gpus[g];
   std::fprintf(
       stderr,
-      "gpumux: tenant '%s' refused %s of %llu bytes: %llu of its %llu-byte quota in use%s\n",
-      e.tenant.c_str(), what, (unsigned long long)bytes,
-      (unsigned long long)e.ledger->TenantUsed(t), (unsigned long long)e.ledger->TenantQuota(t),
+      "gpumux: tenant '%s' refused %s of %llu bytes%s: %llu of its %llu-byte quota in use%s\n",
+      e.tenant.c_str(), what, (unsigned long long)bytes, where.c_str(),
+      (unsigned long long)gpu.ledger->TenantUsed(gpu.tenant_slot),
+      (unsigned long long)gpu.ledger->TenantQuota(gpu.tenant_slot),
       skipped ? (" (" + std::to_string(skipped) + " more refused since the last line)").c_str()
               : "");
 }
 
 enum Kind { kPointer = 0, kVmmHandle = 1, kArray = 2, kGraphExec = 3 };
 
-// Hot path: reserves `bytes` for this process's tenant before the driver is called.
-bool Reserve(Enforcement& e, uint64_t bytes) {
-  if (e.grant) return e.grant->Take(bytes);
-  if (e.ledger->TryReserve(e.process, bytes)) return true;
+// Hot path: reserves `bytes` on tenant GPU `g` for this process before the driver is called.
+bool Reserve(Enforcement& e, int g, uint64_t bytes) {
+  TenantGpu& gpu = e.gpus[g];
+  if (gpu.grant) return gpu.grant->Take(bytes);
+  if (gpu.ledger->TryReserve(gpu.process, bytes)) return true;
   // Dead processes of this tenant may still hold reservations: reclaim once and retry.
-  return e.ledger->ReclaimDead() != 0 && e.ledger->TryReserve(e.process, bytes);
+  return gpu.ledger->ReclaimDead() != 0 && gpu.ledger->TryReserve(gpu.process, bytes);
 }
 
-void Unreserve(Enforcement& e, uint64_t bytes) {
-  if (e.grant) {
-    e.grant->Give(bytes);
+void Unreserve(Enforcement& e, int g, uint64_t bytes) {
+  TenantGpu& gpu = e.gpus[g];
+  if (gpu.grant) {
+    gpu.grant->Give(bytes);
   } else {
-    e.ledger->Release(e.process, bytes);
+    gpu.ledger->Release(gpu.process, bytes);
   }
 }
 
-// Reserves, calls the driver (`allocate`), and records the new handle (`handle()`) or rolls back.
+// Reserves on the tenant GPU `which` names, calls the driver (`allocate`), and records the new
+// handle (`handle()`) or rolls back.
 template <typename Call, typename Handle>
-CUresult Guarded(Kind kind, uint64_t bytes, const char* what, Call allocate, Handle handle) {
+CUresult Guarded(Kind kind, int which, uint64_t bytes, const char* what, Call allocate,
+                 Handle handle) {
   Enforcement& e = State();
   EnsureInitialised(e);
   if (e.mode == Enforcement::Mode::kPassThrough) return allocate();
   if (e.mode == Enforcement::Mode::kBroken) return kErrorNotInitialized;
-  if (!Reserve(e, bytes)) {
-    LogRefusal(e, what, bytes);
+  int g = TenantGpuIndex(e, which);
+  if (g == kNotTenants || !Reserve(e, g, bytes)) {
+    LogRefusal(e, g, what, bytes);
     return kErrorOutOfMemory;
   }
   CUresult r = allocate();
   if (r != kSuccess) {
-    Unreserve(e, bytes);
+    Unreserve(e, g, bytes);
     return r;
   }
   std::lock_guard<std::mutex> lock(e.mu);
-  e.sizes[kind][handle()] = bytes;
+  e.sizes[kind][handle()] = {bytes, g};
   return r;
 }
 
@@ -270,33 +355,53 @@ CUresult Guarded(Kind kind, uint64_t bytes, const char* what, Call allocate, Han
 void Forget(Kind kind, uint64_t handle) {
   Enforcement& e = State();
   if (e.mode != Enforcement::Mode::kEnforce) return;
-  uint64_t bytes = 0;
+  Held held;
   {
     std::lock_guard<std::mutex> lock(e.mu);
     auto it = e.sizes[kind].find(handle);
     if (it == e.sizes[kind].end()) return;
-    bytes = it->second;
+    held = it->second;
     e.sizes[kind].erase(it);
   }
-  Unreserve(e, bytes);
+  Unreserve(e, held.gpu, held.bytes);
 }
 
-// The tenant's quota and usage, if this process is enforcing.
-bool TenantView(uint64_t* quota, uint64_t* used) {
+// The tenant's quota and usage on the GPU `which` names, if this process is enforcing and it is
+// one of the tenant's.
+bool TenantView(int which, uint64_t* quota, uint64_t* used) {
   Enforcement& e = State();
   EnsureInitialised(e);
   if (e.mode != Enforcement::Mode::kEnforce) return false;
-  int t = e.tenant_slot;
-  *quota = e.ledger->TenantQuota(t);
-  *used = e.ledger->TenantUsed(t);
+  int g = TenantGpuIndex(e, which);
+  if (g == kNotTenants) return false;
+  const TenantGpu& gpu = e.gpus[g];
+  *quota = gpu.ledger->TenantQuota(gpu.tenant_slot);
+  *used = gpu.ledger->TenantUsed(gpu.tenant_slot);
   return true;
+}
+
+// The tenant GPU an NVML device is (by NVML's index), or kNotTenants. A tenant of one GPU whose
+// NVML cannot tell the index is taken to ask of that GPU.
+int TenantGpuOfNvml(nvmlDevice_t device) {
+  Enforcement& e = State();
+  EnsureInitialised(e);
+  if (e.mode != Enforcement::Mode::kEnforce) return kNotTenants;
+  static auto get_index = Real<decltype(&nvmlDeviceGetIndex)>("nvmlDeviceGetIndex");
+  unsigned int index = 0;
+  if (!get_index || get_index(device, &index) != gpumux::nvml::kSuccess)
+    return e.gpu_count == 1 ? 0 : kNotTenants;
+  for (int g = 0; g < e.gpu_count; ++g)
+    if (e.gpus[g].nvml_index == int(index)) return g;
+  return kNotTenants;
 }
 
 // NVML memory info as the tenant sees it: its quota as the total, its usage as used.
 template <typename Memory>
-nvmlReturn_t TenantMemory(nvmlReturn_t r, Memory* m) {
+nvmlReturn_t TenantMemory(nvmlDevice_t device, nvmlReturn_t r, Memory* m) {
   uint64_t quota, used;
-  if (r != gpumux::nvml::kSuccess || !TenantView(&quota, &used)) return r;
+  if (r != gpumux::nvml::kSuccess) return r;
+  int g = TenantGpuOfNvml(device);
+  if (g == kNotTenants || !TenantView(g, &quota, &used)) return r;
   m->total = std::min<unsigned long long>(m->total, quota);
   m->used = used;
   m->free = used >= m->total ? 0 : m->total - used;
@@ -304,18 +409,24 @@ nvmlReturn_t TenantMemory(nvmlReturn_t r, Memory* m) {
 }
 
 // Every launch path calls this before the driver, with the work it launches (a function or an
-// executable graph) and its stream. Hot path: after the first call, one acquire load, the
-// governor's two relaxed loads and the launch forecast's one; no lock, no system call while the
-// tenant is within its share and no high-priority neighbour has a rhythm.
-inline void Gate(const void* work, CUstream stream) {
+// executable graph) and its stream; it returns the tenant GPU it gated on, for Launched. Hot path:
+// after the first call, one acquire load, the governor's two relaxed loads and the launch
+// forecast's one; no lock, no system call while the tenant is within its share and no
+// high-priority neighbour has a rhythm (and, for a tenant of several GPUs, the driver's current
+// device).
+inline int Gate(const void* work, CUstream stream) {
   Enforcement& e = State();
   EnsureInitialised(e);
-  e.governor.BeforeLaunch();
-  e.forecast.Before(work, stream);
+  if (e.mode.load(std::memory_order_relaxed) != Enforcement::Mode::kEnforce) return kNotTenants;
+  int g = TenantGpuIndex(e, kCurrentGpu);
+  if (g == kNotTenants) return g;
+  e.gpus[g].governor.BeforeLaunch();
+  e.gpus[g].forecast.Before(work, stream);
+  return g;
 }
 // And this after it, with the driver's answer (returned).
-inline CUresult Launched(const void* work, CUstream stream, CUresult r) {
-  State().forecast.After(work, stream, r == kSuccess);
+inline CUresult Launched(int g, const void* work, CUstream stream, CUresult r) {
+  if (g != kNotTenants) State().gpus[g].forecast.After(work, stream, r == kSuccess);
   return r;
 }
 
@@ -327,7 +438,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
   static auto real = Real<decltype(&cuMemAlloc_v2)>("cuMemAlloc_v2");
   if (!dptr) return CallReal(real, dptr, bytes);
   return Guarded(
-      kPointer, bytes, "cuMemAlloc", [&] { return CallReal(real, dptr, bytes); },
+      kPointer, kCurrentGpu, bytes, "cuMemAlloc", [&] { return CallReal(real, dptr, bytes); },
       [&] { return *dptr; });
 }
 
@@ -338,7 +449,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size
   // The pitch is the driver's to choose; reserve for the widest row it may pick (512-byte aligned).
   uint64_t bytes = uint64_t((width + 511) & ~size_t(511)) * height;
   return Guarded(
-      kPointer, bytes, "cuMemAllocPitch",
+      kPointer, kCurrentGpu, bytes, "cuMemAllocPitch",
       [&] { return CallReal(real, dptr, pitch, width, height, element); }, [&] { return *dptr; });
 }
 
@@ -346,16 +457,16 @@ CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytes, unsigned int flags) 
   static auto real = Real<decltype(&cuMemAllocManaged)>("cuMemAllocManaged");
   if (!dptr) return CallReal(real, dptr, bytes, flags);
   return Guarded(
-      kPointer, bytes, "cuMemAllocManaged", [&] { return CallReal(real, dptr, bytes, flags); },
-      [&] { return *dptr; });
+      kPointer, kCurrentGpu, bytes, "cuMemAllocManaged",
+      [&] { return CallReal(real, dptr, bytes, flags); }, [&] { return *dptr; });
 }
 
 CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream stream) {
   static auto real = Real<decltype(&cuMemAllocAsync)>("cuMemAllocAsync");
   if (!dptr) return CallReal(real, dptr, bytes, stream);
   return Guarded(
-      kPointer, bytes, "cuMemAllocAsync", [&] { return CallReal(real, dptr, bytes, stream); },
-      [&] { return *dptr; });
+      kPointer, kCurrentGpu, bytes, "cuMemAllocAsync",
+      [&] { return CallReal(real, dptr, bytes, stream); }, [&] { return *dptr; });
 }
 
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool,
@@ -363,7 +474,7 @@ CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes, CUmemoryPool p
   static auto real = Real<decltype(&cuMemAllocFromPoolAsync)>("cuMemAllocFromPoolAsync");
   if (!dptr) return CallReal(real, dptr, bytes, pool, stream);
   return Guarded(
-      kPointer, bytes, "cuMemAllocFromPoolAsync",
+      kPointer, kCurrentGpu, bytes, "cuMemAllocFromPoolAsync",
       [&] { return CallReal(real, dptr, bytes, pool, stream); }, [&] { return *dptr; });
 }
 
@@ -373,8 +484,8 @@ CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUstream stream) 
   static auto real = Real<decltype(&cuMemAllocAsync_ptsz)>("cuMemAllocAsync_ptsz");
   if (!dptr) return CallReal(real, dptr, bytes, stream);
   return Guarded(
-      kPointer, bytes, "cuMemAllocAsync", [&] { return CallReal(real, dptr, bytes, stream); },
-      [&] { return *dptr; });
+      kPointer, kCurrentGpu, bytes, "cuMemAllocAsync",
+      [&] { return CallReal(real, dptr, bytes, stream); }, [&] { return *dptr; });
 }
 
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool,
@@ -382,24 +493,28 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUmemoryP
   static auto real = Real<decltype(&cuMemAllocFromPoolAsync_ptsz)>("cuMemAllocFromPoolAsync_ptsz");
   if (!dptr) return CallReal(real, dptr, bytes, pool, stream);
   return Guarded(
-      kPointer, bytes, "cuMemAllocFromPoolAsync",
+      kPointer, kCurrentGpu, bytes, "cuMemAllocFromPoolAsync",
       [&] { return CallReal(real, dptr, bytes, pool, stream); }, [&] { return *dptr; });
 }
 
+// Charged to the GPU the allocation is located on; memory located on the host (CUDA 12.2+) holds
+// none of a GPU's and is not charged.
 CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t bytes,
                      const CUmemAllocationProp* prop, unsigned long long flags) {
   static auto real = Real<decltype(&cuMemCreate)>("cuMemCreate");
-  if (!handle) return CallReal(real, handle, bytes, prop, flags);
+  if (!handle || !prop || prop->location.type != kMemLocationDevice)
+    return CallReal(real, handle, bytes, prop, flags);
   return Guarded(
-      kVmmHandle, bytes, "cuMemCreate", [&] { return CallReal(real, handle, bytes, prop, flags); },
-      [&] { return *handle; });
+      kVmmHandle, prop->location.id, bytes, "cuMemCreate",
+      [&] { return CallReal(real, handle, bytes, prop, flags); }, [&] { return *handle; });
 }
 
 CUresult cuArrayCreate_v2(CUarray* array, const CUDA_ARRAY_DESCRIPTOR* desc) {
   static auto real = Real<decltype(&cuArrayCreate_v2)>("cuArrayCreate_v2");
   if (!array || !desc) return CallReal(real, array, desc);
   return Guarded(
-      kArray, ArrayBytes(*desc), "cuArrayCreate", [&] { return CallReal(real, array, desc); },
+      kArray, kCurrentGpu, ArrayBytes(*desc), "cuArrayCreate",
+      [&] { return CallReal(real, array, desc); },
       [&] { return reinterpret_cast<uint64_t>(*array); });
 }
 
@@ -407,7 +522,8 @@ CUresult cuArray3DCreate_v2(CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc)
   static auto real = Real<decltype(&cuArray3DCreate_v2)>("cuArray3DCreate_v2");
   if (!array || !desc) return CallReal(real, array, desc);
   return Guarded(
-      kArray, Array3DBytes(*desc), "cuArray3DCreate", [&] { return CallReal(real, array, desc); },
+      kArray, kCurrentGpu, Array3DBytes(*desc), "cuArray3DCreate",
+      [&] { return CallReal(real, array, desc); },
       [&] { return reinterpret_cast<uint64_t>(*array); });
 }
 
@@ -416,7 +532,7 @@ CUresult cuMipmappedArrayCreate(CUmipmappedArray* array, const CUDA_ARRAY3D_DESC
   static auto real = Real<decltype(&cuMipmappedArrayCreate)>("cuMipmappedArrayCreate");
   if (!array || !desc) return CallReal(real, array, desc, levels);
   return Guarded(
-      kArray, Array3DBytes(*desc, levels), "cuMipmappedArrayCreate",
+      kArray, kCurrentGpu, Array3DBytes(*desc, levels), "cuMipmappedArrayCreate",
       [&] { return CallReal(real, array, desc, levels); },
       [&] { return reinterpret_cast<uint64_t>(*array); });
 }
@@ -467,7 +583,7 @@ CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
   static auto real = Real<decltype(&cuMemGetInfo_v2)>("cuMemGetInfo_v2");
   CUresult r = CallReal(real, free_bytes, total_bytes);
   uint64_t quota, used;
-  if (r != kSuccess || !TenantView(&quota, &used)) return r;
+  if (r != kSuccess || !TenantView(kCurrentGpu, &quota, &used)) return r;
   *total_bytes = std::min<uint64_t>(*total_bytes, quota);
   *free_bytes = std::min<uint64_t>(*free_bytes, used >= quota ? 0 : quota - used);
   return r;
@@ -477,7 +593,7 @@ CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
   static auto real = Real<decltype(&cuDeviceTotalMem_v2)>("cuDeviceTotalMem_v2");
   CUresult r = CallReal(real, bytes, dev);
   uint64_t quota, used;
-  if (r == kSuccess && TenantView(&quota, &used)) *bytes = std::min<uint64_t>(*bytes, quota);
+  if (r == kSuccess && TenantView(dev, &quota, &used)) *bytes = std::min<uint64_t>(*bytes, quota);
   return r;
 }
 
@@ -486,8 +602,8 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned
                         unsigned int bx, unsigned int by, unsigned int bz,
                         unsigned int shared_bytes, CUstream stream, void** params, void** extra) {
   static auto real = Real<decltype(&cuLaunchKernel)>("cuLaunchKernel");
-  Gate(f, stream);
-  return Launched(f, stream,
+  int g = Gate(f, stream);
+  return Launched(g, f, stream,
                   CallReal(real, f, gx, gy, gz, bx, by, bz, shared_bytes, stream, params, extra));
 }
 CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
@@ -495,29 +611,29 @@ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, uns
                              unsigned int shared_bytes, CUstream stream, void** params,
                              void** extra) {
   static auto real = Real<decltype(&cuLaunchKernel_ptsz)>("cuLaunchKernel_ptsz");
-  Gate(f, stream);
-  return Launched(f, stream,
+  int g = Gate(f, stream);
+  return Launched(g, f, stream,
                   CallReal(real, f, gx, gy, gz, bx, by, bz, shared_bytes, stream, params, extra));
 }
 CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
   static auto real = Real<decltype(&cuLaunchKernelEx)>("cuLaunchKernelEx");
   CUstream stream = config ? config->hStream : nullptr;
-  Gate(f, stream);
-  return Launched(f, stream, CallReal(real, config, f, params, extra));
+  int g = Gate(f, stream);
+  return Launched(g, f, stream, CallReal(real, config, f, params, extra));
 }
 CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params,
                                void** extra) {
   static auto real = Real<decltype(&cuLaunchKernelEx_ptsz)>("cuLaunchKernelEx_ptsz");
   CUstream stream = config ? config->hStream : nullptr;
-  Gate(f, stream);
-  return Launched(f, stream, CallReal(real, config, f, params, extra));
+  int g = Gate(f, stream);
+  return Launched(g, f, stream, CallReal(real, config, f, params, extra));
 }
 CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                                    unsigned int bx, unsigned int by, unsigned int bz,
                                    unsigned int shared_bytes, CUstream stream, void** params) {
   static auto real = Real<decltype(&cuLaunchCooperativeKernel)>("cuLaunchCooperativeKernel");
-  Gate(f, stream);
-  return Launched(f, stream,
+  int g = Gate(f, stream);
+  return Launched(g, f, stream,
                   CallReal(real, f, gx, gy, gz, bx, by, bz, shared_bytes, stream, params));
 }
 CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
@@ -526,19 +642,19 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned 
                                         void** params) {
   static auto real =
       Real<decltype(&cuLaunchCooperativeKernel_ptsz)>("cuLaunchCooperativeKernel_ptsz");
-  Gate(f, stream);
-  return Launched(f, stream,
+  int g = Gate(f, stream);
+  return Launched(g, f, stream,
                   CallReal(real, f, gx, gy, gz, bx, by, bz, shared_bytes, stream, params));
 }
 CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
   static auto real = Real<decltype(&cuGraphLaunch)>("cuGraphLaunch");
-  Gate(exec, stream);
-  return Launched(exec, stream, CallReal(real, exec, stream));
+  int g = Gate(exec, stream);
+  return Launched(g, exec, stream, CallReal(real, exec, stream));
 }
 CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream) {
   static auto real = Real<decltype(&cuGraphLaunch_ptsz)>("cuGraphLaunch_ptsz");
-  Gate(exec, stream);
-  return Launched(exec, stream, CallReal(real, exec, stream));
+  int g = Gate(exec, stream);
+  return Launched(g, exec, stream, CallReal(real, exec, stream));
 }
 
 // Graph memory nodes: noted per graph when added, reserved in the ledger when the graph is
@@ -574,7 +690,8 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned 
   }
   if (!exec || bytes == 0) return CallReal(real, exec, graph, flags);
   return Guarded(
-      kGraphExec, bytes, "graph memory", [&] { return CallReal(real, exec, graph, flags); },
+      kGraphExec, kCurrentGpu, bytes, "graph memory",
+      [&] { return CallReal(real, exec, graph, flags); },
       [&] { return reinterpret_cast<uint64_t>(*exec); });
 }
 CUresult cuGraphExecDestroy(CUgraphExec exec) {
@@ -587,12 +704,12 @@ CUresult cuGraphExecDestroy(CUgraphExec exec) {
 // NVML: the tenant sees its quota as the device's memory, and only its own processes.
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* m) {
   static auto real = Real<decltype(&nvmlDeviceGetMemoryInfo)>("nvmlDeviceGetMemoryInfo");
-  return TenantMemory(real ? real(device, m) : gpumux::nvml::kErrorDriverNotLoaded, m);
+  return TenantMemory(device, real ? real(device, m) : gpumux::nvml::kErrorDriverNotLoaded, m);
 }
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* m) {
   static auto real = Real<decltype(&nvmlDeviceGetMemoryInfo_v2)>("nvmlDeviceGetMemoryInfo_v2");
-  return TenantMemory(real ? real(device, m) : gpumux::nvml::kErrorDriverNotLoaded, m);
+  return TenantMemory(device, real ? real(device, m) : gpumux::nvml::kErrorDriverNotLoaded, m);
 }
 
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count,
@@ -610,9 +727,12 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
   while ((r = real(device, &n, all.data())) == gpumux::nvml::kErrorInsufficientSize)
     all.resize(n), n = unsigned(all.size());
   if (r != gpumux::nvml::kSuccess) return r;
-  int tenant = e.tenant_slot;
+  int g = TenantGpuOfNvml(device);
+  if (g == kNotTenants) g = 0;  // on another GPU it still sees only its own processes
+  const TenantGpu& gpu = e.gpus[g];
+  int tenant = gpu.tenant_slot;
   std::vector<pid_t> mine;
-  for (const auto& u : e.ledger->Snapshot()) {
+  for (const auto& u : gpu.ledger->Snapshot()) {
     if (u.slot == tenant)
       for (auto [pid, bytes] : u.processes) mine.push_back(pid);
   }
