@@ -10,10 +10,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "base/clock.h"
+#include "base/comma_list.h"
 #include "base/error.h"
 #include "cli/commands.h"
 #include "cli/report.h"
@@ -27,8 +29,8 @@ namespace gpumux {
 namespace {
 
 struct RunOptions {
-  int gpu = 0;
-  std::string mem;
+  std::string gpus = "0";  // "0", or "0,1" for a tenant of several GPUs
+  std::string mem;         // one quota for each GPU, or one per GPU ("10GiB,20GiB")
   std::string compute;
   unsigned weight = 1;
   std::string priority = "normal";
@@ -65,55 +67,99 @@ void RemoveIfIdle(node::Ledger& ledger, int tenant, const std::string& id) {
   }
 }
 
+// "0,1" → {0, 1}: distinct GPU indices. Throws Error (bad input) naming `flag`.
+std::vector<int> ParseGpuList(const std::string& text, const std::string& flag) {
+  std::vector<int> gpus;
+  for (const std::string& item : SplitCommas(text)) {
+    char* end = nullptr;
+    long n = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end || n < 0 || n > 1023)
+      throw BadInput(fmt::format("{}: expected GPU indices such as 0 or 0,1, got '{}'", flag, text));
+    if (std::find(gpus.begin(), gpus.end(), int(n)) != gpus.end())
+      throw BadInput(fmt::format("{}: GPU {} is named twice in '{}'", flag, n, text));
+    gpus.push_back(int(n));
+  }
+  return gpus;
+}
+
 int RunTenant(const RunOptions& o) {
   if (o.command.empty()) throw BadInput("give the command to run after --");
+  std::vector<int> indices = ParseGpuList(o.gpus, "--gpu");
+  std::vector<std::string> mems = SplitCommas(o.mem);
+  if (mems.size() != 1 && mems.size() != indices.size())
+    throw BadInput(fmt::format("--mem: give one quota for every GPU or one for each of the {} "
+                               "GPUs of --gpu {}, not {}",
+                               indices.size(), o.gpus, mems.size()));
   std::string sim = o.sim;
   if (sim.empty() && std::getenv("GPUMUX_SIM")) sim = std::getenv("GPUMUX_SIM");
-  node::Device device;
+  std::optional<Catalog> catalog;
   if (!sim.empty()) {
-    Catalog catalog = Catalog::LoadBundled();
-    for (const std::string& path : o.catalogs) catalog.AddFile(path);
-    device = node::SimulatedDevice(catalog.FindGpu(sim), o.gpu);
-  } else {
-    device = node::RealDevice(o.gpu);
+    catalog = Catalog::LoadBundled();
+    for (const std::string& path : o.catalogs) catalog->AddFile(path);
   }
-  node::TenantLimits limits;
-  limits.weight = o.weight;
-  try {  // the parsers name the value and what they expected; the flag goes in front
-    limits.memory = uint64_t(ParseBytes(o.mem));
-  } catch (const Error& e) {
-    throw e.Within("--mem");
-  }
+  node::TenantLimits shared;
+  shared.weight = o.weight;
   try {
-    if (!o.compute.empty()) limits.cap_permille = node::ParseComputeCap(o.compute);
-    limits.priority = node::ParsePriority(o.priority);
+    if (!o.compute.empty()) shared.cap_permille = node::ParseComputeCap(o.compute);
+    shared.priority = node::ParsePriority(o.priority);
   } catch (const Error& e) {
     throw Error(e.code(), std::string("--") + e.what());
-  }
-  if (limits.memory == 0) throw BadInput("--mem must be more than 0 bytes");
-  if (limits.memory > device.memory) {
-    throw BadInput(fmt::format("--mem {} is more than GPU {}'s {} ({})",
-                               FormatBytes(double(limits.memory)), o.gpu,
-                               FormatBytes(double(device.memory)), device.name));
   }
   std::string id =
       o.tenant.empty()
           ? fmt::format("{}-{}", std::filesystem::path(o.command[0]).filename().string(), getpid())
           : o.tenant;
-  node::CheckTenant(id, limits);  // before any ledger is made
-  std::string path = node::LedgerPath(o.gpu);
-  node::Ledger ledger = node::Ledger::CreateOrOpen(path, device.memory, device.name);
-  if (ledger.gpu_name() != device.name || ledger.capacity() != device.memory) {
-    throw BadInput(fmt::format(
-        "{} is the ledger of a {} ({}), not of this {} ({}); remove it if the GPU changed", path,
-        ledger.gpu_name(), FormatBytes(double(ledger.capacity())), device.name,
-        FormatBytes(double(device.memory))));
+  // Each GPU: the device, the tenant's limits there (its quota), and its ledger.
+  std::vector<node::Device> devices;
+  std::vector<node::TenantLimits> limits;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    devices.push_back(catalog ? node::SimulatedDevice(catalog->FindGpu(sim), indices[i])
+                              : node::RealDevice(indices[i]));
+    node::TenantLimits l = shared;
+    try {  // the parsers name the value and what they expected; the flag goes in front
+      l.memory = uint64_t(ParseBytes(mems[mems.size() == 1 ? 0 : i]));
+    } catch (const Error& e) {
+      throw e.Within("--mem");
+    }
+    if (l.memory == 0) throw BadInput("--mem must be more than 0 bytes");
+    if (l.memory > devices[i].memory) {
+      throw BadInput(fmt::format("--mem {} is more than GPU {}'s {} ({})",
+                                 FormatBytes(double(l.memory)), indices[i],
+                                 FormatBytes(double(devices[i].memory)), devices[i].name));
+    }
+    node::CheckTenant(id, l);  // before any ledger is made
+    limits.push_back(l);
   }
-  ledger.ReclaimDead();
-  int tenant = ledger.AddTenant(id, limits, o.strict);
+  std::vector<std::string> paths;
+  std::vector<node::Ledger> ledgers;
+  std::vector<int> slots;
+  // Admitted on every GPU or on none: a refusal on one removes it from those before.
+  auto admitted = [&] {
+    for (size_t i = 0; i < slots.size(); ++i) RemoveIfIdle(ledgers[i], slots[i], id);
+  };
+  try {
+    for (size_t i = 0; i < devices.size(); ++i) {
+      const node::Device& device = devices[i];
+      paths.push_back(node::LedgerPath(device.index));
+      ledgers.push_back(node::Ledger::CreateOrOpen(paths[i], device.memory, device.name));
+      node::Ledger& ledger = ledgers[i];
+      if (ledger.gpu_name() != device.name || ledger.capacity() != device.memory) {
+        throw BadInput(fmt::format(
+            "{} is the ledger of a {} ({}), not of this {} ({}); remove it if the GPU changed",
+            paths[i], ledger.gpu_name(), FormatBytes(double(ledger.capacity())), device.name,
+            FormatBytes(double(device.memory))));
+      }
+      ledger.ReclaimDead();
+      slots.push_back(ledger.AddTenant(id, limits[i], o.strict));
+    }
+  } catch (const Error&) {
+    admitted();
+    throw;
+  }
 
-  std::vector<std::pair<std::string, std::string>> env = node::TenantEnvironment(
-      device, path, id, node::RuntimeLibraryDir(), EnvOr("LD_PRELOAD"), EnvOr("LD_LIBRARY_PATH"));
+  std::vector<std::pair<std::string, std::string>> env =
+      node::TenantEnvironment(devices, paths, id, node::RuntimeLibraryDir(), EnvOr("LD_PRELOAD"),
+                              EnvOr("LD_LIBRARY_PATH"));
   g_child = fork();
   if (g_child < 0) throw Internal(fmt::format("cannot start '{}': fork failed", o.command[0]));
   if (g_child == 0) {
@@ -130,7 +176,7 @@ int RunTenant(const RunOptions& o) {
   int status = 0;
   while (waitpid(g_child, &status, 0) < 0 && errno == EINTR) {
   }
-  RemoveIfIdle(ledger, tenant, id);
+  admitted();
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return WEXITSTATUS(status);
 }
@@ -238,10 +284,13 @@ Command AddRunCommand(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("run",
                                      "Run a command as a tenant of a shared GPU, with a memory "
                                      "quota and a compute share enforced by the shim");
-  sub->add_option("--gpu", o->gpu, "GPU index")
-      ->check(CLI::NonNegativeNumber)
+  sub->add_option("--gpu", o->gpus,
+                  "GPU index, or several (0,1) for a tenant that spans GPUs (tensor parallelism): "
+                  "the program sees them as devices 0, 1, …")
       ->capture_default_str();
-  sub->add_option("--mem", o->mem, "memory quota, e.g. 24GiB")->required();
+  sub->add_option("--mem", o->mem,
+                  "memory quota on each GPU, e.g. 24GiB; or one per GPU of --gpu (10GiB,20GiB)")
+      ->required();
   sub->add_option("--compute", o->compute, "cap on GPU time, e.g. 40% (default: none)");
   sub->add_option("--weight", o->weight,
                   "share of GPU time when tenants contend, relative to others' weights")

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "base/error.h"
 #include "node/nvml_library.h"
 
 namespace gpumux::node {
@@ -71,29 +72,48 @@ Device RealDevice(int index) {
 }
 
 std::vector<std::pair<std::string, std::string>> TenantEnvironment(
-    const Device& device, const std::string& ledger_path, const std::string& tenant,
-    const std::string& bin_dir, const std::string& inherited_preload,
+    const std::vector<Device>& devices, const std::vector<std::string>& ledger_paths,
+    const std::string& tenant, const std::string& bin_dir, const std::string& inherited_preload,
     const std::string& inherited_library_path) {
+  if (devices.empty() || devices.size() != ledger_paths.size())
+    throw BadInput("a tenant needs one ledger for each of its GPUs");
+  std::string ledgers, gpus, states, uuids;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const Device& d = devices[i];
+    const std::string& ledger = ledger_paths[i];
+    if (ledger.find(',') != std::string::npos)
+      throw BadInput("ledger path '" + ledger +
+                     "' holds a comma; choose a GPUMUX_RUNTIME_DIR without one");
+    if (d.simulated != devices[0].simulated || d.name != devices[0].name)
+      throw BadInput("a tenant's GPUs must be of one kind (" + devices[0].name + ", " + d.name +
+                     ")");
+    std::string sep = i == 0 ? "" : ",";
+    ledgers += sep + ledger;
+    // NVML's index of the GPU, for the governor: the simulated NVML sees the tenant's devices in
+    // order; a real one sees the node's.
+    gpus += sep + std::to_string(d.simulated ? int(i) : d.index);
+    states += sep + ledger.substr(0, ledger.rfind('/')) + "/sim-" + DeviceStem(d) + ".state";
+    uuids += sep + d.uuid;
+  }
   std::vector<std::pair<std::string, std::string>> env = {
       {"LD_PRELOAD", Joined(bin_dir + "/libgpumux.so", inherited_preload)},
-      {"GPUMUX_LEDGER", ledger_path},
+      {"GPUMUX_LEDGER", ledgers},
       {"GPUMUX_TENANT", tenant},
-      {"GPUMUX_GPU", std::to_string(device.index)},
+      {"GPUMUX_GPU", gpus},
   };
-  if (device.simulated) {
-    std::string dir = ledger_path.substr(0, ledger_path.rfind('/'));
-    for (auto& kv : SimulatedGpuEnvironment(device, dir + "/sim-" + DeviceStem(device) + ".state",
-                                            bin_dir, inherited_library_path)) {
+  if (devices[0].simulated) {
+    Device kind = devices[0];
+    if (devices.size() > 1) kind.mig.reset();  // MIG is simulated on a tenant's only GPU
+    for (auto& kv : SimulatedGpuEnvironment(kind, states, bin_dir, inherited_library_path))
       env.push_back(std::move(kv));
-    }
-  } else if (!device.uuid.empty()) {
-    env.push_back({"CUDA_VISIBLE_DEVICES", device.uuid});
+  } else if (!devices[0].uuid.empty()) {
+    env.push_back({"CUDA_VISIBLE_DEVICES", uuids});
   }
   return env;
 }
 
 std::vector<std::pair<std::string, std::string>> SimulatedGpuEnvironment(
-    const Device& device, const std::string& state_path, const std::string& bin_dir,
+    const Device& device, const std::string& state_paths, const std::string& bin_dir,
     const std::string& inherited_library_path) {
   char number[32];
   std::vector<std::pair<std::string, std::string>> env;
@@ -105,7 +125,7 @@ std::vector<std::pair<std::string, std::string>> SimulatedGpuEnvironment(
   env.push_back({"GPUMUX_SIM_BANDWIDTH", number});
   std::snprintf(number, sizeof(number), "%.6g", device.flops);
   env.push_back({"GPUMUX_SIM_FLOPS", number});
-  env.push_back({"GPUMUX_SIM_STATE", state_path});
+  env.push_back({"GPUMUX_SIM_STATE", state_paths});
   if (device.mig) {
     // "slots=8 compute=7 sms=132|1g.10gb id=19 g=1 size=1 mib=9984 sms=16 max=7 starts=0,1,2|..."
     const MigGeometry& geo = *device.mig;

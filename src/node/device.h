@@ -47,20 +47,23 @@ int RealDeviceCount();
 // <prefix>/lib/gpumux next to <prefix>/bin (an installed tree).
 std::string RuntimeLibraryDir();
 
-// Environment variables that run a program as `tenant` of `device` under the shim found in
-// `bin_dir` (libgpumux.so, and simgpu/ for a simulated device), with the device's ledger at
-// `ledger_path`; LD_PRELOAD and LD_LIBRARY_PATH are prepended to `inherited_*`. A real device is
-// the only one the program sees (CUDA_VISIBLE_DEVICES is its UUID).
+// Environment variables that run a program as `tenant` of `devices` under the shim found in
+// `bin_dir` (libgpumux.so, and simgpu/ for simulated devices), with device i's ledger at
+// `ledger_paths[i]`; LD_PRELOAD and LD_LIBRARY_PATH are prepended to `inherited_*`. The program
+// sees exactly `devices`, as ordinals 0, 1, … in that order (real ones through
+// CUDA_VISIBLE_DEVICES, their UUIDs; simulated ones of one kind, each with its state file beside
+// its ledger). Throws Error (bad input) for no device, a ledger path with a comma (the shim reads a
+// comma-separated list), or simulated devices of different kinds.
 std::vector<std::pair<std::string, std::string>> TenantEnvironment(
-    const Device& device, const std::string& ledger_path, const std::string& tenant,
-    const std::string& bin_dir, const std::string& inherited_preload = "",
-    const std::string& inherited_library_path = "");
+    const std::vector<Device>& devices, const std::vector<std::string>& ledger_paths,
+    const std::string& tenant, const std::string& bin_dir,
+    const std::string& inherited_preload = "", const std::string& inherited_library_path = "");
 
-// Environment variables that make the simulated libraries in `bin_dir`/simgpu stand for `device`,
-// with its state file at `state_path`: its size and speed, and its MIG geometry when it has one
-// (simgpu/sim_nvml_mig.cc reads it).
+// Environment variables that make the simulated libraries in `bin_dir`/simgpu stand for devices of
+// `device`'s kind, with their state files at `state_paths` (comma-separated, one per device): its
+// size and speed, and its MIG geometry when it has one (simgpu/sim_nvml_mig.cc reads it).
 std::vector<std::pair<std::string, std::string>> SimulatedGpuEnvironment(
-    const Device& device, const std::string& state_path, const std::string& bin_dir,
+    const Device& device, const std::string& state_paths, const std::string& bin_dir,
     const std::string& inherited_library_path = "");
 
 }  // namespace gpumux::node

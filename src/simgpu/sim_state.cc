@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/comma_list.h"
 #include "base/process.h"
 
 namespace gpumux::sim {
@@ -122,17 +123,16 @@ const Devices& AllDevices() {
     const char* states = std::getenv("GPUMUX_SIM_STATE");
     std::string list =
         states && *states ? states : "/dev/shm/gpumux-sim-" + std::to_string(getuid());
-    for (size_t at = 0; at <= list.size() && int(d->list.size()) < kMaxSimDevices;) {
-      size_t comma = std::min(list.find(',', at), list.size());
+    for (const std::string& path : SplitCommas(list)) {
+      if (int(d->list.size()) == kMaxSimDevices) break;
       SimDevice device;
       device.ordinal = int(d->list.size());
       device.memory = std::strtoull(mem, nullptr, 10);
       device.name = name ? name : "gpumux simulated GPU";
       device.sms = sms ? std::atoi(sms) : 108;
-      device.path = list.substr(at, comma - at);
+      device.path = path;
       device.state = MapState(device.path, SpecFromEnvironment(device.memory));
       d->list.push_back(std::move(device));
-      at = comma + 1;
     }
     return d;
   }();

@@ -415,7 +415,7 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
   const Gpu& gpu = gpus_[size_t(t.gpu)];
   const Slot& slot = *SlotOf(t.gpu, t.instance);
   for (const auto& [k, v] :
-       node::TenantEnvironment(slot.device, slot.ledger_path, t.id, config_.bin_dir))
+       node::TenantEnvironment({slot.device}, {slot.ledger_path}, t.id, config_.bin_dir))
     env[k] = v;
   env["GPUMUX_ACTIVITY"] = ActivityPath(t.id);
   for (const auto& [k, v] : backend_->ClientEnvironment(slot.device, gpu.mode, t.limits))

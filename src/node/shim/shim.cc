@@ -51,6 +51,7 @@
 
 #include "abi/driver_api.h"
 #include "abi/nvml_api.h"
+#include "base/comma_list.h"
 #include "node/ledger/activity.h"
 #include "node/ledger/ledger.h"
 #include "node/shim/governor.h"
@@ -175,19 +176,6 @@ void AfterFork() {
   if (e.mode.load() == Enforcement::Mode::kEnforce) e.mode.store(Enforcement::Mode::kUnset);
 }
 
-// "a,b,c" → {"a", "b", "c"}.
-std::vector<std::string> SplitList(const char* text) {
-  std::vector<std::string> items;
-  std::string s = text ? text : "";
-  for (size_t at = 0; !s.empty();) {
-    size_t comma = s.find(',', at);
-    items.push_back(s.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
-    if (comma == std::string::npos) break;
-    at = comma + 1;
-  }
-  return items;
-}
-
 // Sets the mode on first use. Called with e.mu held.
 void Initialise(Enforcement& e) {
   if (e.mode != Enforcement::Mode::kUnset) return;
@@ -199,8 +187,8 @@ void Initialise(Enforcement& e) {
   }
   try {
     const char* agent = std::getenv("GPUMUX_AGENT");
-    std::vector<std::string> ledgers = SplitList(paths);
-    std::vector<std::string> indices = SplitList(std::getenv("GPUMUX_GPU"));
+    std::vector<std::string> ledgers = gpumux::SplitCommas(paths);
+    std::vector<std::string> indices = gpumux::SplitCommas(std::getenv("GPUMUX_GPU") ? std::getenv("GPUMUX_GPU") : "");
     if (int(ledgers.size()) > kMaxTenantGpus)
       throw gpumux::BadInput("GPUMUX_LEDGER lists more than 8 GPUs");
     if (agent && ledgers.size() > 1)
