@@ -56,6 +56,29 @@ TEST(Explain, ModelShapeShowsTheExactFiguresBesideTheRuleOfThumb) {
   EXPECT_NE(text.out.find("params x bytes"), std::string::npos) << text.out;
 }
 
+TEST(Explain, AModelTooBigForOneGpuSaysHowManyItNeedsAndItsRateThere) {
+  Result r = Gpumux("explain --gpu H100 --model Llama-3-70B --context 4096 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j["memory_fraction"].get<double>(), 1.0);
+  EXPECT_EQ(j["gpus_needed"], 2);
+  const auto& tp = j["tensor_parallel"];
+  EXPECT_EQ(tp["degree"], 2);
+  EXPECT_NEAR(tp["weight_bytes"].get<double>(), j["weight_bytes"].get<double>() / 2, 1);
+  EXPECT_LT(tp["memory_fraction"].get<double>(), 1.0);
+  EXPECT_NEAR(tp["tokens_per_second"].get<double>(), 2 * j["tokens_per_second"].get<double>(),
+              0.01 * j["tokens_per_second"].get<double>())
+      << "each GPU reads half of every step's bytes";
+  Result text = Gpumux("explain --gpu H100 --model Llama-3-70B");
+  EXPECT_NE(text.out.find("needs 2 GPUs"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("TP = 2, per GPU"), std::string::npos) << text.out;
+  Result small = Gpumux("explain --gpu H100 --model Llama-2-13B --json");
+  EXPECT_EQ(nlohmann::json::parse(small.out)["gpus_needed"], 1);
+  EXPECT_FALSE(nlohmann::json::parse(small.out).contains("tensor_parallel"));
+  Result huge = Gpumux("explain --gpu H100 --params 2e12 --json");
+  EXPECT_TRUE(nlohmann::json::parse(huge.out)["gpus_needed"].is_null()) << "more than 8";
+}
+
 TEST(Explain, SharingVerdictInNumbers) {
   Result ok = Gpumux(
       "explain --gpu H100 --params 13e9 --efficiency 1 --tenants 2 --min-tokens-per-second 50");

@@ -143,6 +143,20 @@ int RunExplain(const ExplainOptions& o) {
     rough_demand = SoloDemand(*rough, gpu);
   }
 
+  // A model too big for one GPU: the fewest GPUs of this kind that hold it (tensor parallelism),
+  // and what each of them holds and does.
+  std::optional<int> gpus_needed = 1;
+  std::optional<Workload> shard;
+  std::optional<Demand> shard_demand;
+  if (main.memory_bytes() > gpu.memory_bytes) {
+    gpus_needed = MinTensorParallel(main, gpu.memory_bytes, shape);
+    if (gpus_needed) {
+      shard = TensorParallelShard(main, *gpus_needed,
+                                  shape ? std::min(*gpus_needed, shape->kv_heads) : 0);
+      shard_demand = SoloDemand(*shard, gpu);
+    }
+  }
+
   Slo slo;
   slo.min_rate = o.min_tokens_per_second;
   slo.max_ms_per_token = o.max_ms_per_token;
@@ -159,6 +173,13 @@ int RunExplain(const ExplainOptions& o) {
     j["compute_efficiency"] = o.compute_efficiency;
     j["catalog_uncertain_fields"] = gpu.uncertain;
     if (rough) j["rule_of_thumb"] = Breakdown(*rough, *rough_demand);
+    j["gpus_needed"] = gpus_needed ? nlohmann::json(*gpus_needed) : nlohmann::json(nullptr);
+    if (shard) {
+      j["tensor_parallel"] = Breakdown(*shard, *shard_demand);
+      j["tensor_parallel"]["degree"] = *gpus_needed;
+      j["tensor_parallel"]["note"] =
+          "per GPU; the all-reduces between the GPUs are not modelled: tokens/s is an upper bound";
+    }
     if (sharing) {
       nlohmann::json s = {{"tenants", sharing->tenants},
                           {"slo", slo.Describe("tok/s")},
@@ -189,6 +210,24 @@ int RunExplain(const ExplainOptions& o) {
   std::vector<std::string> b = rough ? Column(main, demand) : std::vector<std::string>(a.size());
   for (size_t i = 0; i < a.size(); ++i) rows.push_back({labels[i], a[i], b[i]});
   fmt::print("{}", FormatTable(rows));
+  if (shard) {
+    fmt::print(
+        "\n  needs {} GPUs: {} is {} of one {}'s memory. With tensor parallelism {}, each GPU:\n",
+        *gpus_needed, FormatBytes(main.memory_bytes()), FormatPercent(demand.memory_fraction),
+        gpu.name, *gpus_needed);
+    std::vector<std::vector<std::string>> tp_rows = {
+        {"", fmt::format("TP = {}, per GPU", *gpus_needed)}};
+    std::vector<std::string> c = Column(*shard, *shard_demand);
+    for (size_t i = 0; i < c.size(); ++i) tp_rows.push_back({labels[i], c[i]});
+    fmt::print("{}", FormatTable(tp_rows));
+    fmt::print(
+        "  (tokens/s is the job's, every GPU doing its part of each step; an upper bound: the\n"
+        "  all-reduces between the GPUs, two per layer and step, are not in the model)\n");
+  } else if (!gpus_needed) {
+    fmt::print("\n  needs more than {} {} GPUs: {} is {} of one's memory\n",
+               kTensorParallelDegrees[std::size(kTensorParallelDegrees) - 1], gpu.name,
+               FormatBytes(main.memory_bytes()), FormatPercent(demand.memory_fraction));
+  }
   if (!gpu.uncertain.empty()) {
     fmt::print("\n  note: the catalog marks these {} figures uncertain: {}\n", gpu.name,
                fmt::join(gpu.uncertain, ", "));

@@ -121,6 +121,29 @@ Workload GenericJob(double memory_bytes, double bandwidth, double flops, DType d
   return w;
 }
 
+Workload TensorParallelShard(const Workload& w, int tp, int kv_split) {
+  if (tp < 1) throw BadInput(fmt::format("tensor parallelism {} is not 1 or more", tp));
+  if (tp == 1) return w;
+  if (kv_split <= 0 || kv_split > tp) kv_split = tp;
+  Workload s = w;
+  s.weight_bytes = w.weight_bytes / tp;
+  s.kv_cache_bytes = w.kv_cache_bytes / kv_split;
+  s.bytes_per_step = w.bytes_per_step / tp;
+  s.flops_per_step = w.flops_per_step / tp;
+  s.description = fmt::format("{}, TP = {} (per GPU)", w.description, tp);
+  return s;
+}
+
+std::optional<int> MinTensorParallel(const Workload& w, double gpu_memory_bytes,
+                                     const ModelShape* shape) {
+  for (int tp : kTensorParallelDegrees) {
+    if (shape && shape->heads % tp != 0) continue;
+    int kv_split = shape ? std::min(tp, shape->kv_heads) : tp;
+    if (TensorParallelShard(w, tp, kv_split).memory_bytes() <= gpu_memory_bytes) return tp;
+  }
+  return std::nullopt;
+}
+
 Demand SoloDemand(const Workload& w, const GpuKind& gpu) {
   double peak = gpu.PeakFlops(w.compute_dtype);
   StepTimes t = StepTimesOn(w, gpu.bandwidth, peak);

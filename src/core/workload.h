@@ -75,6 +75,20 @@ Workload LlmPrefill(const LlmSpec& spec);
 // that pace when the GPU can give it; slower when it cannot.
 Workload GenericJob(double memory_bytes, double bandwidth, double flops, DType dtype);
 
+// Tensor parallelism: one GPU's part of `w` spread over `tp` GPUs of one node, each holding and
+// reading 1/tp of the weights and doing 1/tp of the FLOPs; the KV cache splits by attention head,
+// so it splits `kv_split` ways (min(tp, KV heads): a GQA model with fewer KV heads than GPUs keeps
+// copies) — 0 means tp. Runtime and activation memory (other_bytes) stays whole on each. The
+// all-reduces between the GPUs (two per layer per step) are not modelled: the rate is an upper
+// bound. Throws Error (bad input) for tp < 1.
+Workload TensorParallelShard(const Workload& w, int tp, int kv_split = 0);
+// The tensor-parallel degrees gpumux considers: a node's GPUs split by powers of two.
+inline constexpr int kTensorParallelDegrees[] = {1, 2, 4, 8};
+// The smallest of kTensorParallelDegrees whose shard of `w` fits in `gpu_memory_bytes` and, when
+// `shape` is given, divides its attention heads; nullopt if none does.
+std::optional<int> MinTensorParallel(const Workload& w, double gpu_memory_bytes,
+                                     const ModelShape* shape);
+
 // The "demand vector": what a workload uses of one GPU when it runs there alone.
 struct Demand {
   double memory_bytes = 0;

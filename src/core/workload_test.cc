@@ -47,6 +47,32 @@ TEST_F(WorkloadTest, Llama2ThirteenWithKvCacheIsMoreExact) {
   EXPECT_LT(d.tokens_per_second, 128) << "KV reads slow it below the rule of thumb";
 }
 
+TEST_F(WorkloadTest, TensorParallelShardsHoldAndReadTheirPartAndKvHeadsLimitTheKvSplit) {
+  LlmSpec spec;
+  spec.shape = &catalog_.FindModel("Llama-3-70B");
+  spec.context = 4096;
+  Workload w = LlmDecode(spec);
+  ASSERT_GT(w.memory_bytes(), h100_.memory_bytes);
+  EXPECT_EQ(MinTensorParallel(w, h100_.memory_bytes, spec.shape), 2);
+  Workload half = TensorParallelShard(w, 2, 2);
+  EXPECT_DOUBLE_EQ(half.weight_bytes, w.weight_bytes / 2);
+  EXPECT_DOUBLE_EQ(half.kv_cache_bytes, w.kv_cache_bytes / 2);
+  EXPECT_DOUBLE_EQ(half.bytes_per_step, w.bytes_per_step / 2);
+  EXPECT_DOUBLE_EQ(half.flops_per_step, w.flops_per_step / 2);
+  EXPECT_NEAR(SoloDemand(half, h100_).tokens_per_second, 2 * SoloDemand(w, h100_).tokens_per_second,
+              1e-9);
+  // Eight GPUs of a model with two KV heads: each keeps a copy of half the cache.
+  EXPECT_DOUBLE_EQ(TensorParallelShard(w, 8, 2).kv_cache_bytes, w.kv_cache_bytes / 2);
+  EXPECT_DOUBLE_EQ(TensorParallelShard(w, 1).memory_bytes(), w.memory_bytes());
+  EXPECT_THROW(TensorParallelShard(w, 0), Error);
+  // A degree must divide the attention heads: 12 heads skip 8.
+  ModelShape twelve = *spec.shape;
+  twelve.heads = 12;
+  EXPECT_EQ(MinTensorParallel(w, w.memory_bytes() / 5, &twelve), std::nullopt);
+  EXPECT_EQ(MinTensorParallel(w, w.memory_bytes() / 5, nullptr), 8);
+  EXPECT_EQ(MinTensorParallel(w, w.memory_bytes() / 3.5, &twelve), 4);
+}
+
 TEST_F(WorkloadTest, ReferenceDecodeCeilingsAtContext2048) {
   // Reference §4.4, H100 SXM at η = 1.0 and 0.7 (tokens/s, batch 1, ctx 2048).
   struct Row {
