@@ -67,7 +67,8 @@ void PrintText(const PlanFile& file, const Plan& plan, bool verbose) {
   fmt::print("\n{} GPU{} saved ({}), ${:.2f}/hour{}\n", saved, saved == 1 ? "" : "s",
              plan.baseline.gpus > 0 ? FormatPercent(double(saved) / plan.baseline.gpus) : "-",
              plan.baseline.price_per_hour - plan.shared.price_per_hour,
-             plan.exact ? "; GPU count proven minimal" : "; heuristic plan (large input)");
+             plan.exact ? "; GPU count proven minimal"
+                        : "; heuristic plan (a large input, or tenants that span GPUs)");
 }
 
 nlohmann::json ToJson(const PlanFile& file, const Plan& plan, const NodePlan& node) {

@@ -130,6 +130,7 @@ Workload TensorParallelShard(const Workload& w, int tp, int kv_split) {
   s.kv_cache_bytes = w.kv_cache_bytes / kv_split;
   s.bytes_per_step = w.bytes_per_step / tp;
   s.flops_per_step = w.flops_per_step / tp;
+  s.tensor_parallel = w.tensor_parallel * tp;
   s.description = fmt::format("{}, TP = {} (per GPU)", w.description, tp);
   return s;
 }

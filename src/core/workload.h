@@ -38,6 +38,9 @@ struct Workload {
   double paced_steps_per_second = 0;    // the job's own pace; 0 = as fast as the hardware allows
   double bandwidth_efficiency = kDefaultBandwidthEfficiency;  // η
   double compute_efficiency = kDefaultComputeEfficiency;      // η_c
+  // GPUs of one node the job spans (tensor parallelism); the figures above are then one GPU's part
+  // (TensorParallelShard).
+  int tensor_parallel = 1;
 
   double memory_bytes() const { return weight_bytes + kv_cache_bytes + other_bytes; }
   // Tokens (or steps) one sequence gains per second when steps take `step_seconds`.

@@ -18,6 +18,13 @@ struct Bin {
   size_t kind = 0;
   std::vector<size_t> classes;  // one entry per tenant (its class)
   std::vector<const TenantLoad*> loads;
+  // For the tenants that are one GPU's part of a tensor-parallel job, by their index in `classes`:
+  // which job of the class (its instance) and which part; entries past its end, or with part -1,
+  // are whole tenants.
+  struct Part {
+    int instance = -1, part = -1;
+  };
+  std::vector<Part> parts;
 };
 
 // Sum of what the tenants of a bin need at their SLO rate, as fractions of one GPU: a cheap
@@ -69,6 +76,8 @@ class Planner {
 
   Plan Run() {
     Plan plan;
+    bool spread = std::any_of(in_.classes.begin(), in_.classes.end(),
+                              [](const TenantClass& tc) { return Parts(tc) > 1; });
     std::vector<int> remaining(in_.classes.size());
     size_t tenants = 0;
     for (size_t c = 0; c < in_.classes.size(); ++c) {
@@ -83,7 +92,7 @@ class Planner {
       tenants += tc.count;
     }
     std::vector<Bin> bins;
-    if (tenants <= kExactTenantLimit) {
+    if (tenants <= kExactTenantLimit && !spread) {
       bins = Exact(remaining, &plan);
       plan.exact = true;
     } else {
@@ -95,6 +104,9 @@ class Planner {
   }
 
  private:
+  // GPUs one tenant of the class spans (tensor parallelism), each holding one part.
+  static int Parts(const TenantClass& tc) { return tc.tenant.work.tensor_parallel; }
+
   std::string TenantName(size_t c, int i) const {
     const TenantClass& tc = in_.classes[c];
     return tc.count == 1 ? tc.tenant.name : fmt::format("{}#{}", tc.tenant.name, i + 1);
@@ -174,6 +186,16 @@ class Planner {
     std::vector<int> inventory;
     for (const FleetEntry& f : in_.fleet) inventory.push_back(f.count);
     for (size_t c : order) {
+      if (Parts(in_.classes[c]) > 1) {
+        for (; remaining[c] > 0; --remaining[c]) {
+          int instance = in_.classes[c].count - remaining[c];
+          if (!PlaceParts(c, instance, &open, &inventory, &out.cost)) {
+            out.unplaced.push_back({c, remaining[c]});
+            break;
+          }
+        }
+        continue;
+      }
       size_t b = 0;  // GPUs before b have refused this class
       while (remaining[c] > 0) {
         for (; b < open.size(); ++b) {
@@ -188,7 +210,7 @@ class Planner {
           --inventory[*k];
           out.cost.gpus += 1;
           out.cost.price += in_.fleet[*k].price_per_hour;
-          open.push_back({Bin{*k, {}, {}}, {}, 0});
+          open.push_back({Bin{*k, {}, {}, {}}, {}, 0});
           TryAdd(&open.back(), c);  // holds it alone by construction
         }
         --remaining[c];
@@ -218,6 +240,54 @@ class Planner {
       bin.loads.pop_back();
     }
     ++ob->refusals;
+    return false;
+  }
+
+  // Takes back the last tenant TryAdd added to the GPU.
+  void Undo(OpenBin* ob) const {
+    Bin& bin = ob->bin;
+    ob->need.Add(*bin.loads.back(), in_.fleet[bin.kind].gpu->memory_bytes, -1);
+    bin.loads.pop_back();
+    bin.classes.pop_back();
+    if (bin.parts.size() > bin.classes.size()) bin.parts.pop_back();
+  }
+
+  // Places job `instance` of tensor-parallel class `c`: its parts on as many distinct GPUs of one
+  // kind (one node's, as far as the fleet is a list of kinds), first those open that take one
+  // (first fit), then new ones; all or none. Returns whether it did.
+  bool PlaceParts(size_t c, int instance, std::vector<OpenBin>* open, std::vector<int>* inventory,
+                  Cost* cost) const {
+    const size_t parts = size_t(Parts(in_.classes[c]));
+    // Every kind that holds a part, in NewGpuKind's order (open GPUs of a kind with none left
+    // count too).
+    std::vector<int> untried(in_.fleet.size(), 1);
+    while (std::optional<size_t> k = NewGpuKind(c, untried)) {
+      untried[*k] = 0;
+      std::vector<size_t> taken;
+      for (size_t b = 0; b < open->size() && taken.size() < parts; ++b) {
+        OpenBin& ob = (*open)[b];
+        if (ob.bin.kind == *k && ob.refusals < kMaxRefusals && TryAdd(&ob, c)) taken.push_back(b);
+      }
+      size_t fresh = parts - taken.size();
+      if (fresh > size_t((*inventory)[*k])) {
+        for (size_t b : taken) Undo(&(*open)[b]);
+        continue;
+      }
+      for (size_t i = 0; i < fresh; ++i) {
+        --(*inventory)[*k];
+        cost->gpus += 1;
+        cost->price += in_.fleet[*k].price_per_hour;
+        open->push_back({Bin{*k, {}, {}, {}}, {}, 0});
+        TryAdd(&open->back(), c);  // holds a part alone by construction
+        taken.push_back(open->size() - 1);
+      }
+      for (size_t i = 0; i < parts; ++i) {
+        Bin& bin = (*open)[taken[i]].bin;
+        bin.parts.resize(bin.classes.size());
+        bin.parts.back() = {instance, int(i)};
+      }
+      return true;
+    }
     return false;
   }
 
@@ -287,7 +357,7 @@ class Planner {
     for (size_t k = 0; k < in_.fleet.size(); ++k) {
       if (inventory_[k] == 0 || !alone_[c][k]) continue;
       --inventory_[k];
-      bins_.push_back({k, {c}, {&loads_[c][k]}});
+      bins_.push_back({k, {c}, {&loads_[c][k]}, {}});
       assigned_[i] = int(bins_.size() - 1);
       Branch(i + 1, {cost.unplaced, cost.gpus + 1, cost.price + in_.fleet[k].price_per_hour});
       bins_.pop_back();
@@ -306,9 +376,13 @@ class Planner {
       const GpuKind& gpu = *in_.fleet[bin.kind].gpu;
       std::vector<Tenant> named;
       named.reserve(bin.classes.size());
-      for (size_t c : bin.classes) {
+      for (size_t i = 0; i < bin.classes.size(); ++i) {
+        size_t c = bin.classes[i];
         named.push_back(in_.classes[c].tenant);
-        named.back().name = TenantName(c, next_index[c]++);
+        // A tensor-parallel job's part: "<job>.tp<part>" (a tenant id gpumuxd takes).
+        Bin::Part p = i < bin.parts.size() ? bin.parts[i] : Bin::Part{};
+        named.back().name = p.part >= 0 ? fmt::format("{}.tp{}", TenantName(c, p.instance), p.part)
+                                        : TenantName(c, next_index[c]++);
       }
       std::vector<TenantLoad> loads;
       loads.reserve(named.size());
@@ -346,9 +420,10 @@ class Planner {
     double mem_cap = 0, bw_cap = 0, flops_cap = 0, mem = 0, bw = 0, flops = 0;
     Utilisation& u = plan->baseline;
     for (size_t c = 0; c < in_.classes.size(); ++c) {
+      const int parts = Parts(in_.classes[c]);
       for (int i = 0; i < in_.classes[c].count; ++i) {
         size_t k = 0;
-        while (k < in_.fleet.size() && !(inventory[k] > 0 && alone_[c][k])) ++k;
+        while (k < in_.fleet.size() && !(inventory[k] >= parts && alone_[c][k])) ++k;
         if (k == in_.fleet.size()) {
           plan->baseline_unplaced.push_back(
               {TenantName(c, i),
@@ -357,17 +432,17 @@ class Planner {
                    : "no GPU left in the fleet that can hold it"});
           continue;
         }
-        --inventory[k];
+        inventory[k] -= parts;
         const GpuKind& gpu = *in_.fleet[k].gpu;
         const TenantLoad& l = loads_[c][k];
-        ++u.gpus;
-        u.price_per_hour += in_.fleet[k].price_per_hour;
-        mem += l.memory;
-        bw += l.solo_step_rate() * in_.classes[c].tenant.work.bytes_per_step;
-        flops += l.solo_step_rate() * in_.classes[c].tenant.work.flops_per_step;
-        mem_cap += gpu.memory_bytes;
-        bw_cap += gpu.bandwidth;
-        flops_cap += gpu.PeakFlops(DType::kBf16);
+        u.gpus += parts;
+        u.price_per_hour += parts * in_.fleet[k].price_per_hour;
+        mem += parts * l.memory;
+        bw += parts * l.solo_step_rate() * in_.classes[c].tenant.work.bytes_per_step;
+        flops += parts * l.solo_step_rate() * in_.classes[c].tenant.work.flops_per_step;
+        mem_cap += parts * gpu.memory_bytes;
+        bw_cap += parts * gpu.bandwidth;
+        flops_cap += parts * gpu.PeakFlops(DType::kBf16);
       }
     }
     if (u.gpus > 0) {
@@ -407,9 +482,10 @@ double GpuLowerBound(const PlanInput& input) {
       b = std::min(b, l.min_step_rate * l.bandwidth_use);
       c = std::min(c, l.min_step_rate * l.compute_use);
     }
-    mem += tc.count * m;
-    bw += tc.count * b;
-    compute += tc.count * c;
+    double gpus_each = tc.count * tc.tenant.work.tensor_parallel;  // every part counts
+    mem += gpus_each * m;
+    bw += gpus_each * b;
+    compute += gpus_each * c;
   }
   return std::max({mem, bw, compute});
 }

@@ -1,7 +1,11 @@
 // Fleet planning: tenants and a fleet of GPU kinds -> the fewest GPUs that meet every SLO (then the
 // lowest $/hour), each GPU with its strategy and layout, beside the one-job-per-GPU baseline.
 //
-// Exact for up to kExactTenantLimit tenants (branch and bound over assignments); above that
+// A tenant whose workload spans several GPUs (tensor_parallel N, each part of it on one) is placed
+// as N parts on N distinct GPUs of one kind, all or none; its parts are named "<tenant>.tp<k>".
+//
+// Exact for up to kExactTenantLimit tenants without such parts (branch and bound over
+// assignments); above that, or with them,
 // first-fit decreasing over tenant classes under three orderings (largest demand, tightest SLO,
 // most memory), keeping the best: fast (10,000 tenants well under a second, bench/) but not
 // guaranteed optimal. A tenant that fits no GPU kind alone is reported

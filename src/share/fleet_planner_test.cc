@@ -210,5 +210,45 @@ TEST_F(FleetPlannerTest, PackingScenarioSavesAGpuAtFiftyButNotAtHundred) {
   }
 }
 
+// A 70B model over two GPUs: each job's two parts on two distinct GPUs of one kind, all or none;
+// what no GPU holds beside a part fills GPUs of its own; the baseline gives each job two GPUs.
+TEST_F(FleetPlannerTest, TensorParallelJobsTakeDistinctGpusOfOneKindAllOrNone) {
+  const GpuKind& h100 = catalog_.FindGpu("H100-SXM5-80GB");
+  const GpuKind& a100 = catalog_.FindGpu("A100-40GB");
+  LlmSpec spec;
+  spec.shape = &catalog_.FindModel("Llama-3-70B");
+  spec.context = 4096;
+  Tenant big{"chat-70b", TensorParallelShard(LlmDecode(spec), 2, 2), {}};
+  big.slo.min_rate = 20;
+  LlmSpec small;
+  small.params = 1.5e9;
+  Tenant side{"classify", LlmDecode(small), {}};
+  side.slo.min_rate = 30;
+  PlanInput in;
+  in.fleet = {{&a100, 8, 1.0}, {&h100, 3, 3.0}};  // A100-40GB holds no part; three H100s
+  in.classes = {{big, 2}, {side, 2}};
+  Plan plan = PlanFleet(in);
+  EXPECT_FALSE(plan.exact);
+  ExpectWithinCapacity(in, plan);
+  std::map<std::string, size_t> gpu_of;  // tenant -> planned GPU
+  for (size_t g = 0; g < plan.gpus.size(); ++g)
+    for (const std::string& name : plan.gpus[g].tenant_names) gpu_of[name] = g;
+  ASSERT_TRUE(gpu_of.count("chat-70b#1.tp0") && gpu_of.count("chat-70b#1.tp1"));
+  EXPECT_NE(gpu_of["chat-70b#1.tp0"], gpu_of["chat-70b#1.tp1"]) << "two parts, two GPUs";
+  EXPECT_EQ(plan.gpus[gpu_of["chat-70b#1.tp0"]].fleet_index, 1u) << "on H100s";
+  EXPECT_EQ(plan.gpus[gpu_of["chat-70b#1.tp1"]].fleet_index, 1u);
+  // Three H100s hold one job's two parts, not the second's: it is unplaced whole.
+  EXPECT_FALSE(gpu_of.count("chat-70b#2.tp0") || gpu_of.count("chat-70b#2.tp1"));
+  ASSERT_EQ(plan.unplaced.size(), 1u);
+  EXPECT_EQ(plan.unplaced[0].name, "chat-70b#2");
+  EXPECT_TRUE(gpu_of.count("classify#1") && gpu_of.count("classify#2"));
+  // One job per GPU: a 70B job takes two H100s; the second finds one left.
+  EXPECT_EQ(plan.baseline.gpus, 2 + 2);
+  ASSERT_EQ(plan.baseline_unplaced.size(), 1u);
+  EXPECT_EQ(plan.baseline_unplaced[0].name, "chat-70b#2");
+  // Every part counts in the lower bound: four parts of 71 GB need four 80 GB GPUs at least.
+  EXPECT_GE(GpuLowerBound(in), 4 * 71e9 / h100.memory_bytes - 1e-9);
+}
+
 }  // namespace
 }  // namespace gpumux

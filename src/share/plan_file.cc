@@ -62,7 +62,7 @@ Workload ReadWorkload(const std::string& path, const YAML::Node& node, const Cat
       f.Fail("kind", fmt::format("'{}' is not one of llm-decode, llm-prefill, generic", kind));
     }
     f.AllowOnly({"kind", "model", "params", "dtype", "kv_dtype", "batch", "context", "efficiency",
-                 "compute_efficiency"});
+                 "compute_efficiency", "tp"});
     LlmSpec spec;
     if (f.Has("model") == f.Has("params"))
       f.Fail("model", "give exactly one of 'model' and 'params'");
@@ -84,7 +84,14 @@ Workload ReadWorkload(const std::string& path, const YAML::Node& node, const Cat
       f.Fail("context", "prefill needs a context (prompt length) of at least 1 token");
     spec.bandwidth_efficiency = ReadEfficiency(f, "efficiency", kDefaultBandwidthEfficiency);
     spec.compute_efficiency = ReadEfficiency(f, "compute_efficiency", kDefaultComputeEfficiency);
-    return kind == "llm-decode" ? LlmDecode(spec) : LlmPrefill(spec);
+    Workload whole = kind == "llm-decode" ? LlmDecode(spec) : LlmPrefill(spec);
+    // Tensor parallelism: the job spans `tp` GPUs of one node, each holding and doing its part.
+    int tp = f.Has("tp") ? f.Integer("tp", 1, 8) : 1;
+    if (tp & (tp - 1)) f.Fail("tp", fmt::format("{} is not 1, 2, 4 or 8", tp));
+    if (spec.shape && spec.shape->heads % tp != 0)
+      f.Fail("tp", fmt::format("{} does not divide {}'s {} attention heads", tp, spec.shape->name,
+                               spec.shape->heads));
+    return TensorParallelShard(whole, tp, spec.shape ? std::min(tp, spec.shape->kv_heads) : 0);
   } catch (const Error& e) {
     // Errors from the workload constructors lack the location; those from YamlFields have it.
     std::string msg = e.what();

@@ -75,9 +75,24 @@ TEST(PlanFile, RefusesBadInputWithFileLineAndField) {
                 {"exactly one of 'model' and 'params'"});
 }
 
+TEST(PlanFile, ATensorParallelWorkloadIsOneGpusPartAndItsDegreeIsChecked) {
+  Catalog catalog = Catalog::LoadBundled();
+  std::string text = kPlan;
+  std::string whole = "model: Llama-2-13B, context: 4096", split = whole + ", tp: 2";
+  text.replace(text.find(whole), whole.size(), split);
+  PlanFile plan = LoadPlanFile(WriteFile(text), catalog);
+  const Workload& part = plan.input.classes[0].tenant.work;
+  EXPECT_EQ(part.tensor_parallel, 2);
+  EXPECT_NEAR(part.weight_bytes, 26.03e9 / 2, 0.02e9);
+  ExpectRefused("context: 4096,", "context: 4096, tp: 3,", {"'tp'", "not 1, 2, 4 or 8"});
+  ExpectRefused("context: 4096,", "context: 4096, tp: 16,", {"'tp'"});
+  ExpectRefused("compute: 20 TFLOPS", "compute: 20 TFLOPS, tp: 2", {"unknown field 'tp'"});
+}
+
 TEST(PlanFile, BundledExamplesLoad) {
   Catalog catalog = Catalog::LoadBundled();
-  for (const char* name : {"p5-48xlarge.yaml", "mixed-inference-fleet.yaml"}) {
+  for (const char* name :
+       {"p5-48xlarge.yaml", "mixed-inference-fleet.yaml", "tensor-parallel.yaml"}) {
     std::string path = std::string(GPUMUX_SOURCE_DIR) + "/examples/" + name;
     EXPECT_NO_THROW(LoadPlanFile(path, catalog)) << path;
   }
