@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "agent_fixture.h"
+#include "node/shim/memory_grant.h"
 #include "base/clock.h"
 #include "core/catalog.h"
 #include "node/agent/http_client.h"
@@ -99,6 +100,44 @@ TEST_F(AgentTest, ARestartLosesNothingAndRunningTenantsKeepRunning) {
   EXPECT_EQ(json::parse(buf)["allocated"].get<uint64_t>(), kGiB)
       << "the tenant ran on while the agent was down";
   Call("DELETE", "/v1/tenants/steady", json(), 200);
+}
+
+// A tensor-parallel job as one gpumuxd tenant over two GPUs: its program sees both, is held to the
+// quota on each, draws credit on the GPU it allocates on, and the tenant survives a restart whole.
+TEST_F(AgentTest, ATenantOverTwoGpusIsHeldToItsQuotaOnEachAndKeptWhole) {
+  StartAgentOn({"--sim", "H100", "--gpus", "2"}, {});
+  json a = Call("POST", "/v1/tenants", {{"id", "tp"}, {"gpus", {0, 1}}, {"memory", "1GiB"}}, 201);
+  EXPECT_EQ(a["gpus"], json::array({0, 1}));
+  auto [code, out] =
+      Sh(Env(a) + GPUMUX_LLM_CLIENT + std::string(" fill-each ") + std::to_string(64 * kMiB));
+  ASSERT_EQ(code, 0) << out;
+  json j = json::parse(out);
+  EXPECT_EQ(j["allocated"], json::array({kGiB, kGiB})) << j;
+  EXPECT_EQ(j["used_after_each_fill"][0], json::array({kGiB, 0})) << "nothing charged on GPU 1";
+  for (const json& used : j["used_at_end"])  // freed: the process keeps two batches of credit
+    EXPECT_LE(used.get<uint64_t>(), 2 * gpumux::shim::kGrantBatchBytes) << j;
+  json t = Call("GET", "/v1/tenants/tp", json(), 200);
+  EXPECT_EQ(t["gpus"], json::array({0, 1}));
+  EXPECT_EQ(t["used_bytes"], 0) << "its credit on both GPUs went back when it exited";
+  EXPECT_EQ(t["per_gpu"].size(), 2u) << t;
+  // What cannot be: a GPU twice, one the node lacks, both ways of naming GPUs at once, a
+  // neighbour's GPU list changed by a repeated POST.
+  Call("POST", "/v1/tenants", {{"id", "x"}, {"gpus", {0, 0}}, {"memory", "1GiB"}}, 400);
+  Call("POST", "/v1/tenants", {{"id", "x"}, {"gpus", {0, 5}}, {"memory", "1GiB"}}, 400);
+  Call("POST", "/v1/tenants", {{"id", "x"}, {"gpus", {0, 1}}, {"gpu", 0}, {"memory", "1GiB"}}, 400);
+  Call("POST", "/v1/tenants", {{"id", "tp"}, {"gpus", {1}}, {"memory", "1GiB"}}, 409);
+  // All or none: GPU 1 nearly full refuses a two-GPU tenant, and GPU 0 keeps nothing of it.
+  Call("POST", "/v1/tenants", {{"id", "full"}, {"gpu", 1}, {"memory", "78GiB"}}, 201);
+  Call("POST", "/v1/tenants", {{"id", "big"}, {"gpus", {0, 1}}, {"memory", "2GiB"}}, 409);
+  EXPECT_EQ(Call("GET", "/v1/tenants", json(), 200)["tenants"].size(), 2u);
+  Call("DELETE", "/v1/tenants/full", json(), 200);
+  // Its GPUs stay time-sliced while it is there.
+  Call("PUT", "/v1/gpus/1", {{"mode", "mps"}}, 409);
+  StopAgent(SIGKILL);
+  StartAgentOn({"--sim", "H100", "--gpus", "2"}, {});
+  EXPECT_EQ(Call("GET", "/v1/tenants/tp", json(), 200)["gpus"], json::array({0, 1}));
+  Call("DELETE", "/v1/tenants/tp", json(), 200);
+  Call("PUT", "/v1/gpus/1", {{"mode", "mps"}}, 200);
 }
 
 TEST_F(AgentTest, OnlyOperatorsChangeTenantsAndOthersReadOnlyTheirOwn) {

@@ -1,6 +1,10 @@
 #include "integrations/slurm/step_request.h"
 
 #include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "base/comma_list.h"
 
 namespace gpumux::slurm {
 
@@ -9,13 +13,23 @@ std::optional<nlohmann::json> StepRequest(const StepGrant& grant, const std::str
                 !grant.compute.empty();
   if (grant.step_gpus.empty() || !shared) return std::nullopt;
   nlohmann::json request = {{"id", id}, {"join", true}};
+  std::vector<std::string> gpus = SplitCommas(grant.step_gpus);
   std::string first = grant.visible_devices.substr(0, grant.visible_devices.find(','));
   if (first.rfind("MIG-", 0) == 0 || first.rfind("GPU-", 0) == 0) {
     request["device"] = first;
+    gpus.resize(1);  // gpumuxd takes a tenant of several devices by GPU index only
+  } else if (gpus.size() > 1) {
+    request["gpus"] = nlohmann::json::array();
+    for (const std::string& gpu : gpus) request["gpus"].push_back(std::atoi(gpu.c_str()));
   } else {
     request["gpu"] = std::atoi(grant.step_gpus.c_str());
   }
-  if (!grant.shards.empty()) request["shards"] = std::strtoull(grant.shards.c_str(), nullptr, 10);
+  if (!grant.shards.empty()) {
+    // Shards of several GPUs: Slurm does not say how many are on each; each GPU's quota is an
+    // even share, rounded up.
+    uint64_t shards = std::strtoull(grant.shards.c_str(), nullptr, 10);
+    request["shards"] = (shards + gpus.size() - 1) / gpus.size();
+  }
   if (!grant.mps_percent.empty()) request["mps_percent"] = std::atof(grant.mps_percent.c_str());
   if (!grant.mem.empty()) request["memory"] = grant.mem;
   if (!grant.compute.empty()) request["compute"] = grant.compute;

@@ -17,6 +17,18 @@ TEST(StepRequest, ShardsOnAGpuByIndexBecomeItsQuota) {
   EXPECT_FALSE(r->contains("device"));
 }
 
+TEST(StepRequest, AStepOnTwoGpusIsOneTenantOverBothWithItsShardsSplit) {
+  StepGrant grant;
+  grant.step_gpus = "2,3", grant.visible_devices = "0,1", grant.shards = "5";
+  auto r = StepRequest(grant, "slurm-10");
+  ASSERT_TRUE(r);
+  EXPECT_EQ((*r)["gpus"], nlohmann::json::array({2, 3}));
+  EXPECT_FALSE(r->contains("gpu"));
+  EXPECT_EQ((*r)["shards"], 3u) << "5 shards over 2 GPUs: 3 on each (rounded up)";
+  grant.shards.clear(), grant.mem = "10GiB";
+  EXPECT_EQ((*StepRequest(grant, "slurm-10"))["memory"], "10GiB") << "a quota on each GPU";
+}
+
 TEST(StepRequest, AMigDeviceSlurmNamesByUuidIsAskedForByUuid) {
   StepGrant grant;
   grant.step_gpus = "2", grant.visible_devices = "MIG-5a1e0000-0000-4000-8000-000000000003",

@@ -64,7 +64,7 @@ Agent::Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend)
     BuildSlots(g, g.mode == ShareMode::kMig ? instances : std::vector<node::Device>{g.device});
   }
   for (const TenantRecord& t : store_.All()) {
-    if (!SlotOf(t.gpu, t.instance)) {
+    if (!Everywhere(t)) {
       Log("warn",
           "stored tenant names a GPU or MIG instance this node no longer has; kept in the store, "
           "not admitted",
@@ -129,7 +129,7 @@ void Agent::RebuildSharedLedger(Slot& slot) {
       node::Ledger::CreateOrOpen(slot.ledger_path, slot.device.memory, slot.device.name));
   chmod(slot.ledger_path.c_str(), 0644);
   for (const TenantRecord& t : store_.All()) {
-    if (SlotOf(t.gpu, t.instance) == &slot) slot.ledger->AddTenant(t.id, t.limits, false);
+    if (IsOn(t, slot)) slot.ledger->AddTenant(t.id, t.limits, false);
   }
 }
 
@@ -158,10 +158,30 @@ std::optional<std::pair<int, int>> Agent::SlotWithUuid(const std::string& uuid) 
   return std::nullopt;
 }
 
+bool Agent::Everywhere(const TenantRecord& t) {
+  for (auto [gpu, instance] : t.Places())
+    if (!SlotOf(gpu, instance)) return false;
+  return true;
+}
+
+bool Agent::OnGpu(const TenantRecord& t, int gpu) {
+  for (auto [on, instance] : t.Places())
+    if (on == gpu) return true;
+  return false;
+}
+
+bool Agent::IsOn(const TenantRecord& t, const Slot& slot) {
+  for (auto [gpu, instance] : t.Places())
+    if (SlotOf(gpu, instance) == &slot) return true;
+  return false;
+}
+
 void Agent::Apply(const TenantRecord& t) {
-  Slot* slot = SlotOf(t.gpu, t.instance);
-  slot->authority->AddTenant(t.id, t.limits, false);
-  slot->ledger->AddTenant(t.id, t.limits, false);
+  for (auto [gpu, instance] : t.Places()) {
+    Slot* slot = SlotOf(gpu, instance);
+    slot->authority->AddTenant(t.id, t.limits, false);
+    slot->ledger->AddTenant(t.id, t.limits, false);
+  }
   Activity& a = activity_[t.id];
   if (!a.file || a.file->owner() != t.owner)
     a.file = std::make_unique<node::ActivityReader>(ActivityPath(t.id), t.owner);
@@ -281,8 +301,8 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
   bool joined = false;  // an existing tenant joined as it is ("join": true)
   {
     RequestBody body(r.body);
-    body.AllowOnly({"id", "gpu", "instance", "device", "join", "shards", "mps_percent", "memory",
-                    "compute", "weight", "priority", "owner_uid", "source", "cgroup",
+    body.AllowOnly({"id", "gpu", "gpus", "instance", "device", "join", "shards", "mps_percent",
+                    "memory", "compute", "weight", "priority", "owner_uid", "source", "cgroup",
                     "pod_namespace", "pod", "container", "job"});
     t.id = id_from_path.empty() ? body.Text("id", 63).value_or("") : id_from_path;
     if (t.id.empty()) throw BadInput("id: give the tenant's id");
@@ -290,7 +310,18 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
     existing = store_.Find(t.id);
     if (!id_from_path.empty() && !existing) throw NotFound("no tenant '" + t.id + "'");
     if (existing) t = *existing;  // PUT and a repeated POST change only what they give
-    if (auto gpu = body.Integer("gpu", 0, 1023)) t.gpu = int(*gpu);
+    if (auto gpu = body.Integer("gpu", 0, 1023)) t.gpu = int(*gpu), t.more_gpus.clear();
+    // A tenant over several whole GPUs (a tensor-parallel job): the same limits on each.
+    if (auto list = body.IntegerList("gpus", 0, 1023, 8)) {
+      if (body.Has("gpu") || body.Has("instance") || body.Has("device"))
+        throw BadInput("gpus: give either gpus or gpu (instance, device), not both");
+      t.gpu = int((*list)[0]);
+      t.more_gpus.assign(list->begin() + 1, list->end());
+      std::vector<int64_t> sorted = *list;
+      std::sort(sorted.begin(), sorted.end());
+      if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+        throw BadInput("gpus: a GPU is named twice");
+    }
     if (auto instance = body.Integer("instance", 0, 63)) t.instance = int(*instance);
     if (auto device = body.Text("device", 96)) {  // a UUID, as CUDA_VISIBLE_DEVICES names a device
       std::string uuid = *device;
@@ -302,9 +333,19 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
     }
     bool join = body.Flag("join").value_or(false);
     joined = existing && join;
-    if (t.gpu < 0 || size_t(t.gpu) >= gpus_.size()) {
-      throw BadInput("gpu: this node has GPUs 0 to " + std::to_string(gpus_.size() - 1) + ", not " +
-                     std::to_string(t.gpu));
+    for (auto [gpu, instance] : t.Places()) {
+      if (gpu < 0 || size_t(gpu) >= gpus_.size()) {
+        throw BadInput(std::string(t.more_gpus.empty() ? "gpu" : "gpus") +
+                       ": this node has GPUs 0 to " + std::to_string(gpus_.size() - 1) + ", not " +
+                       std::to_string(gpu));
+      }
+      // Its processes see all its GPUs through one environment: time-sliced GPUs only (an MPS
+      // server or a MIG instance is set up for one device).
+      if (!t.more_gpus.empty() && gpus_[size_t(gpu)].mode != ShareMode::kTimeSlice) {
+        throw BadInput("gpus: a tenant over several GPUs runs on time-sliced GPUs; GPU " +
+                       std::to_string(gpu) + " is in " +
+                       std::string(ShareModeName(gpus_[size_t(gpu)].mode)) + " mode");
+      }
     }
     Slot* slot = SlotOf(t.gpu, t.instance);
     if (!slot) {
@@ -359,9 +400,12 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
     if (t.source.empty()) t.source = "api";
     if (t.limits.memory == 0)
       throw BadInput("memory: give the quota (memory, shards or mps_percent)");
-    if (t.limits.memory > device.memory) {
-      throw DoesNotFit("memory " + FormatBytes(double(t.limits.memory)) + " is more than the " +
-                       FormatBytes(double(device.memory)) + " of " + device.name);
+    for (auto [gpu, instance] : t.Places()) {
+      const node::Device& d = SlotOf(gpu, instance)->device;
+      if (t.limits.memory > d.memory) {
+        throw DoesNotFit("memory " + FormatBytes(double(t.limits.memory)) + " is more than the " +
+                         FormatBytes(double(d.memory)) + " of " + d.name);
+      }
     }
     // NVML has no per-process utilisation on a MIG-enabled GPU, so the governor cannot measure the
     // GPU time that caps and weights divide; the instance's own slices are its compute. (Priority
@@ -373,17 +417,21 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
           "(NVML "
           "measures no per-process GPU time in MIG mode); its slices are its compute");
     }
-    if (existing && (existing->gpu != t.gpu || existing->instance != t.instance)) {
-      throw Conflict(
-          "tenant '" + t.id + "' is on GPU " + std::to_string(existing->gpu) +
-          (existing->instance >= 0 ? " instance " + std::to_string(existing->instance) : ""));
+    if (existing && existing->Places() != t.Places()) {
+      std::string where;
+      for (auto [gpu, instance] : existing->Places())
+        where += (where.empty() ? "" : ", ") + std::to_string(gpu) +
+                 (instance >= 0 ? " instance " + std::to_string(instance) : "");
+      throw Conflict("tenant '" + t.id + "' is on GPU " + where);
     }
     if (joined) {
       t = *existing;  // its processes join the tenant under the limits it has
     } else {
       try {
-        // Checked against the authority's quotas, which no tenant can have rewritten.
-        slot->authority->AddTenant(t.id, t.limits, config_.strict);
+        // Checked against the authority's quotas, which no tenant can have rewritten; on every
+        // GPU of the tenant, or on none.
+        for (auto [gpu, instance] : t.Places())
+          SlotOf(gpu, instance)->authority->AddTenant(t.id, t.limits, config_.strict);
         Apply(t);
         store_.Put(t);
       } catch (const Error& e) {
@@ -392,7 +440,7 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
         if (existing) {
           Apply(*existing);
         } else {
-          Unapply(*slot, t.id);
+          for (auto [gpu, instance] : t.Places()) Unapply(*SlotOf(gpu, instance), t.id);
         }
         if (e.code() != ErrorCode::kDoesNotFit) throw;
         Log("info", "tenant refused",
@@ -414,8 +462,13 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
   json env = json::object();
   const Gpu& gpu = gpus_[size_t(t.gpu)];
   const Slot& slot = *SlotOf(t.gpu, t.instance);
-  for (const auto& [k, v] :
-       node::TenantEnvironment({slot.device}, {slot.ledger_path}, t.id, config_.bin_dir))
+  std::vector<node::Device> devices;
+  std::vector<std::string> ledgers;
+  for (auto [g, instance] : t.Places()) {
+    devices.push_back(SlotOf(g, instance)->device);
+    ledgers.push_back(SlotOf(g, instance)->ledger_path);
+  }
+  for (const auto& [k, v] : node::TenantEnvironment(devices, ledgers, t.id, config_.bin_dir))
     env[k] = v;
   env["GPUMUX_ACTIVITY"] = ActivityPath(t.id);
   for (const auto& [k, v] : backend_->ClientEnvironment(slot.device, gpu.mode, t.limits))
@@ -424,8 +477,11 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
   std::string grants =
       config_.tenant_socket_path.empty() ? config_.socket_path : config_.tenant_socket_path;
   if (!grants.empty()) env["GPUMUX_AGENT"] = grants;
+  json gpus = json::array();
+  for (auto [g, instance] : t.Places()) gpus.push_back(g);
   return Json(existing ? 200 : 201, {{"id", t.id},
                                      {"gpu", t.gpu},
+                                     {"gpus", gpus},
                                      {"instance", t.instance},
                                      {"memory_bytes", t.limits.memory},
                                      {"compute_cap_percent", t.limits.cap_permille / 10.0},
@@ -464,9 +520,17 @@ HttpResponse Agent::SetMode(const HttpRequest& r, const std::string& index) {
   bool reslice = *mode == ShareMode::kMig || g.mode == ShareMode::kMig;
   if (reslice) {
     for (const TenantRecord& t : store_.All()) {
-      if (t.gpu == gpu)
+      if (OnGpu(t, int(gpu)))
         throw Conflict("GPU " + index + " has tenants ('" + t.id +
                        "'); remove them before changing its MIG layout");
+    }
+  }
+  // A tenant over several GPUs needs them time-sliced (Admit).
+  if (*mode != ShareMode::kTimeSlice) {
+    for (const TenantRecord& t : store_.All()) {
+      if (!t.more_gpus.empty() && OnGpu(t, int(gpu)))
+        throw Conflict("GPU " + index + " holds tenant '" + t.id +
+                       "', which spans several GPUs and needs them time-sliced; remove it first");
     }
   }
   Gpu next{g.device, *mode, layout, {}};
@@ -497,21 +561,21 @@ HttpResponse Agent::SetMode(const HttpRequest& r, const std::string& index) {
 HttpResponse Agent::Remove(const std::string& id) {
   auto t = store_.Find(id);
   if (!t) throw NotFound("no tenant '" + id + "'");
-  Slot* slot = SlotOf(t->gpu, t->instance);
-  if (!slot) {  // its GPU or instance is gone: only the record remains
-    store_.Remove(id);
-    return Json(200, {{"removed", id}});
-  }
-  slot->ReclaimDead();
-  for (const node::TenantUsage& u : slot->Usage()) {
-    if (u.id != id) continue;
-    if (!u.processes.empty()) {
-      throw Conflict("tenant '" + id + "' still has " + std::to_string(u.processes.size()) +
-                     " live process(es), pid " + std::to_string(u.processes[0].first));
+  std::vector<Slot*> slots;  // where it is now (a GPU or instance gone holds nothing)
+  for (auto [gpu, instance] : t->Places())
+    if (Slot* slot = SlotOf(gpu, instance)) slots.push_back(slot);
+  for (Slot* slot : slots) {
+    slot->ReclaimDead();
+    for (const node::TenantUsage& u : slot->Usage()) {
+      if (u.id != id) continue;
+      if (!u.processes.empty()) {
+        throw Conflict("tenant '" + id + "' still has " + std::to_string(u.processes.size()) +
+                       " live process(es), pid " + std::to_string(u.processes[0].first));
+      }
     }
   }
   store_.Remove(id);
-  Unapply(*slot, id);
+  for (Slot* slot : slots) Unapply(*slot, id);
   Log("info", "tenant removed", {{"tenant", id}, {"gpu", std::to_string(t->gpu)}});
   return Json(200, {{"removed", id}});
 }
@@ -520,7 +584,7 @@ HttpResponse Agent::Grant(const HttpRequest& r, bool give_back) {
   if (!r.has_credentials || r.pid <= 0)
     throw PermissionDenied("grants go to processes on this node's socket");
   RequestBody body(r.body);
-  body.AllowOnly({"tenant", "bytes", "least"});
+  body.AllowOnly({"tenant", "bytes", "least", "part"});
   std::string id = body.Text("tenant", 63).value_or("");
   node::CheckTenantId(id);
   std::optional<TenantRecord> t = store_.Find(id);
@@ -535,7 +599,10 @@ HttpResponse Agent::Grant(const HttpRequest& r, bool give_back) {
     throw PermissionDenied("process " + std::to_string(r.pid) + " is not in tenant '" + id +
                            "''s cgroup (" + t->cgroup + ")");
   }
-  Slot* slot = SlotOf(t->gpu, t->instance);
+  // Which of its GPUs (a tenant over several has a credit on each; 0: its first).
+  std::vector<std::pair<int, int>> places = t->Places();
+  int64_t part = body.Integer("part", 0, int64_t(places.size()) - 1).value_or(0);
+  Slot* slot = SlotOf(places[size_t(part)].first, places[size_t(part)].second);
   if (!slot) throw Unavailable("tenant '" + id + "': its GPU or MIG instance is gone");
   node::Ledger& authority = *slot->authority;
   std::optional<int> tenant_slot = authority.FindTenant(id);
@@ -586,8 +653,11 @@ HttpResponse Agent::ListTenants(const HttpRequest& r, const std::string& only_id
   for (const TenantRecord& t : store_.All()) {
     if (!only_id.empty() && t.id != only_id) continue;
     if (!op && (!r.has_credentials || t.owner != r.uid)) continue;
+    json gpus = json::array();
+    for (auto [gpu, instance] : t.Places()) gpus.push_back(gpu);
     json j = {{"id", t.id},
               {"gpu", t.gpu},
+              {"gpus", gpus},
               {"instance", t.instance},
               {"quota_bytes", t.limits.memory},
               {"compute_cap_percent", t.limits.cap_permille / 10.0},
@@ -599,19 +669,34 @@ HttpResponse Agent::ListTenants(const HttpRequest& r, const std::string& only_id
     for (const TenantLabels::Field& f : TenantLabels::kFields) {
       if (!(t.labels.*f.value).empty()) j[f.api_key] = t.labels.*f.value;
     }
-    if (const Slot* slot = SlotOf(t.gpu, t.instance)) {
+    // Usage: summed over its GPUs (quota_bytes is each one's), and per GPU for a tenant of several.
+    uint64_t used = 0, refused = 0, reclaimed = 0, gpu_ns = 0, held = 0;
+    json procs = json::array(), per_gpu = json::array();
+    bool seen = false;
+    for (auto [gpu, instance] : t.Places()) {
+      const Slot* slot = SlotOf(gpu, instance);
+      if (!slot) continue;
       for (const node::TenantUsage& u : snapshots[slot]) {
         if (u.id != t.id) continue;
-        json procs = json::array();
-        for (auto [pid, bytes] : u.processes)
-          procs.push_back({{"pid", pid}, {"used_bytes", bytes}});
-        j.update({{"used_bytes", u.used},
-                  {"refused_allocations", u.refused},
-                  {"reclaimed_bytes", u.reclaimed},
-                  {"gpu_time_s", u.gpu_ns / 1e9},
-                  {"held_launches", u.held},
-                  {"processes", procs}});
+        seen = true;
+        used += u.used, refused += u.refused, reclaimed += u.reclaimed, gpu_ns += u.gpu_ns;
+        held += u.held;
+        for (auto [pid, bytes] : u.processes) {
+          json p = {{"pid", pid}, {"used_bytes", bytes}};
+          if (!t.more_gpus.empty()) p["gpu"] = gpu;
+          procs.push_back(p);
+        }
+        per_gpu.push_back({{"gpu", gpu}, {"used_bytes", u.used}, {"gpu_time_s", u.gpu_ns / 1e9}});
       }
+    }
+    if (seen) {
+      j.update({{"used_bytes", used},
+                {"refused_allocations", refused},
+                {"reclaimed_bytes", reclaimed},
+                {"gpu_time_s", gpu_ns / 1e9},
+                {"held_launches", held},
+                {"processes", procs}});
+      if (!t.more_gpus.empty()) j["per_gpu"] = per_gpu;
     }
     list.push_back(j);
   }
@@ -651,24 +736,26 @@ uint64_t Agent::Reclaim() {
   // Limits in the ledgers are the agent's to write: put back any that differ from what it granted,
   // and any tenant whose slot was wiped.
   for (const TenantRecord& t : store_.All()) {
-    const Slot* slot = SlotOf(t.gpu, t.instance);
-    if (!slot) continue;
-    if (!slot->ledger->FindTenant(t.id)) {
-      slot->ledger->AddTenant(t.id, t.limits, false);
-      Log("warn", "tenant's slot in the view ledger was wiped outside gpumuxd; restored",
-          {{"tenant", t.id}});
-      continue;
-    }
-    for (const node::TenantUsage& u : snapshots[slot]) {
-      if (u.id != t.id) continue;
-      if (u.quota != t.limits.memory || u.cap_permille != t.limits.cap_permille ||
-          u.weight != t.limits.weight || u.priority != t.limits.priority) {
-        Apply(t);
-        Log("warn", "tenant's limits in the ledger were changed outside gpumuxd; restored",
-            {{"tenant", t.id},
-             {"gpu", std::to_string(t.gpu)},
-             {"found_quota", std::to_string(u.quota)},
-             {"granted_quota", std::to_string(t.limits.memory)}});
+    if (!Everywhere(t)) continue;
+    for (auto [gpu, instance] : t.Places()) {
+      const Slot* slot = SlotOf(gpu, instance);
+      if (!slot->ledger->FindTenant(t.id)) {
+        slot->ledger->AddTenant(t.id, t.limits, false);
+        Log("warn", "tenant's slot in the view ledger was wiped outside gpumuxd; restored",
+            {{"tenant", t.id}, {"gpu", std::to_string(gpu)}});
+        continue;
+      }
+      for (const node::TenantUsage& u : snapshots[slot]) {
+        if (u.id != t.id) continue;
+        if (u.quota != t.limits.memory || u.cap_permille != t.limits.cap_permille ||
+            u.weight != t.limits.weight || u.priority != t.limits.priority) {
+          Apply(t);
+          Log("warn", "tenant's limits in the ledger were changed outside gpumuxd; restored",
+              {{"tenant", t.id},
+               {"gpu", std::to_string(gpu)},
+               {"found_quota", std::to_string(u.quota)},
+               {"granted_quota", std::to_string(t.limits.memory)}});
+        }
       }
     }
   }

@@ -151,6 +151,11 @@ class Agent {
   HttpResponse Grant(const HttpRequest& r, bool give_back);
   // Writes the record's limits into its GPU's ledgers and readies its activity file. Throws Error.
   void Apply(const TenantRecord& t);
+  // Whether each GPU or instance the tenant names exists now; whether it is on `slot`; whether it
+  // is on GPU `gpu` (whole or an instance).
+  bool Everywhere(const TenantRecord& t);
+  bool IsOn(const TenantRecord& t, const Slot& slot);
+  static bool OnGpu(const TenantRecord& t, int gpu);
   // Takes tenant `id` out of `slot`'s ledgers and removes its activity file (what Apply made).
   void Unapply(Slot& slot, const std::string& id);
   // Ticks the compute shares of one device's tenants at `now_ns` (with mu_ held).

@@ -1,5 +1,7 @@
 #include "node/agent/agent_store.h"
 
+#include "base/comma_list.h"
+
 #include <sqlite3.h>
 
 #include <algorithm>
@@ -46,6 +48,8 @@ class Statement {
     t.instance = sqlite3_column_int(stmt_, 8);
     t.cgroup = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, 9));
     t.labels = {Column(10), Column(11), Column(12), Column(13)};
+    for (const std::string& gpu : SplitCommas(Column(14)))
+      t.more_gpus.push_back(std::atoi(gpu.c_str()));
     return t;
   }
 
@@ -60,10 +64,10 @@ class Statement {
 
 constexpr const char* kColumns =
     "id, gpu, memory, cap_permille, weight, priority, owner, source, instance, cgroup, "
-    "label_namespace, label_pod, label_container, label_job";
+    "label_namespace, label_pod, label_container, label_job, more_gpus";
 // Columns added after the first release, with what older rows hold.
-constexpr const char* kAddedColumns[] = {"cgroup", "label_namespace", "label_pod",
-                                         "label_container", "label_job"};
+constexpr const char* kAddedColumns[] = {"cgroup",          "label_namespace", "label_pod",
+                                         "label_container", "label_job",       "more_gpus"};
 
 }  // namespace
 
@@ -115,8 +119,10 @@ void AgentStore::Exec(const std::string& sql) {
 }
 
 void AgentStore::Put(const TenantRecord& t) {
+  std::string more_gpus;
+  for (int gpu : t.more_gpus) more_gpus += (more_gpus.empty() ? "" : ",") + std::to_string(gpu);
   Statement(db_, (std::string("INSERT OR REPLACE INTO tenants (") + kColumns +
-                  ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+                  ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
                      .c_str())
       .Bind(1, t.id)
       .Bind(2, t.gpu)
@@ -132,6 +138,7 @@ void AgentStore::Put(const TenantRecord& t) {
       .Bind(12, t.labels.pod)
       .Bind(13, t.labels.container)
       .Bind(14, t.labels.job)
+      .Bind(15, more_gpus)
       .Step();
 }
 

@@ -10,6 +10,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "node/ledger/ledger.h"
@@ -39,6 +40,9 @@ struct TenantRecord {
   std::string id;
   int gpu = 0;
   int instance = -1;  // MIG instance of the GPU, or -1 for the whole GPU
+  // Further whole GPUs the tenant spans (a tensor-parallel job), with the same limits on each; its
+  // processes see `gpu`, then these, as devices 0, 1, ….
+  std::vector<int> more_gpus;
   node::TenantLimits limits;
   uid_t owner = 0;     // the user whose processes run as this tenant; may read its state
   std::string source;  // who asked: "api", "slurm job 12 step 0", ...
@@ -46,6 +50,13 @@ struct TenantRecord {
   // ("pod<UID>" for a Kubernetes pod's containers).
   std::string cgroup;
   TenantLabels labels;
+
+  // Where it is admitted, (GPU, instance), its first GPU first.
+  std::vector<std::pair<int, int>> Places() const {
+    std::vector<std::pair<int, int>> places = {{gpu, instance}};
+    for (int g : more_gpus) places.push_back({g, -1});
+    return places;
+  }
 };
 
 class AgentStore {

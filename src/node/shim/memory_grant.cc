@@ -10,6 +10,7 @@ namespace gpumux::shim {
 
 uint64_t MemoryGrant::Ask(uint64_t want, uint64_t least) {
   nlohmann::json body = {{"tenant", tenant_}, {"bytes", want}, {"least", least}};
+  if (part_ > 0) body["part"] = part_;
   try {
     auto [status, answer] = agent::CallUnix(socket_, "POST", "/v1/grants", body.dump());
     if (status != 200) return 0;
@@ -23,6 +24,7 @@ uint64_t MemoryGrant::Ask(uint64_t want, uint64_t least) {
 
 bool MemoryGrant::Register() {
   nlohmann::json body = {{"tenant", tenant_}, {"bytes", 0}};
+  if (part_ > 0) body["part"] = part_;
   try {
     return agent::CallUnix(socket_, "POST", "/v1/grants", body.dump()).first == 200;
   } catch (const Error&) {
@@ -32,6 +34,7 @@ bool MemoryGrant::Register() {
 
 void MemoryGrant::HandBack(uint64_t bytes) {
   nlohmann::json body = {{"tenant", tenant_}, {"bytes", bytes}};
+  if (part_ > 0) body["part"] = part_;
   try {
     if (agent::CallUnix(socket_, "POST", "/v1/grants/return", body.dump()).first == 200) return;
   } catch (const Error&) {

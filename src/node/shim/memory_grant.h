@@ -23,8 +23,10 @@ inline constexpr uint64_t kGrantBatchBytes = 64ull << 20;
 
 class MemoryGrant {
  public:
-  MemoryGrant(std::string socket, std::string tenant)
-      : socket_(std::move(socket)), tenant_(std::move(tenant)) {}
+  // `part`: which of the tenant's GPUs the credit is for (0: its first; a tenant over several GPUs
+  // has a credit on each).
+  MemoryGrant(std::string socket, std::string tenant, int part = 0)
+      : socket_(std::move(socket)), tenant_(std::move(tenant)), part_(part) {}
 
   // Registers this process with gpumuxd under the tenant (a grant of no bytes), so that gpumuxd
   // counts its GPU time against the tenant before it allocates anything. False: gpumuxd refused
@@ -53,6 +55,7 @@ class MemoryGrant {
   void HandBack(uint64_t bytes);
 
   std::string socket_, tenant_;
+  int part_;
   std::atomic<uint64_t> credit_{0};
   std::mutex mu_;  // one request to gpumuxd at a time
 };

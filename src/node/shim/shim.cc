@@ -188,11 +188,10 @@ void Initialise(Enforcement& e) {
   try {
     const char* agent = std::getenv("GPUMUX_AGENT");
     std::vector<std::string> ledgers = gpumux::SplitCommas(paths);
-    std::vector<std::string> indices = gpumux::SplitCommas(std::getenv("GPUMUX_GPU") ? std::getenv("GPUMUX_GPU") : "");
+    std::vector<std::string> indices =
+        gpumux::SplitCommas(std::getenv("GPUMUX_GPU") ? std::getenv("GPUMUX_GPU") : "");
     if (int(ledgers.size()) > kMaxTenantGpus)
       throw gpumux::BadInput("GPUMUX_LEDGER lists more than 8 GPUs");
-    if (agent && ledgers.size() > 1)
-      throw gpumux::BadInput("a gpumuxd tenant is on one GPU (GPUMUX_LEDGER lists several)");
     e.tenant = tenant;
     e.gpu_count = int(ledgers.size());
     for (int g = 0; g < e.gpu_count; ++g) {
@@ -216,7 +215,7 @@ void Initialise(Enforcement& e) {
                           Real<decltype(&cuStreamIsCapturing)>("cuStreamIsCapturing")});
       gpu.governor.Tick(&gpu.forecast);
       if (agent) {
-        if (!gpu.grant) gpu.grant.emplace(agent, tenant);
+        if (!gpu.grant) gpu.grant.emplace(agent, tenant, g);
         if (!gpu.grant->Register()) {
           throw gpumux::PermissionDenied("gpumuxd (" + std::string(agent) +
                                          ") did not register this process under tenant '" + tenant +
