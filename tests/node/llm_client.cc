@@ -224,14 +224,35 @@ int Expandable(int rank, uint64_t chunk) {
 struct Exchange {
   CUipcMemHandle ipc;
 };
+// The message that carries it, with room for one file descriptor.
+struct FdMessage {
+  Exchange x{};
+  char control[CMSG_SPACE(sizeof(int))] = {};
+  iovec iov{&x, sizeof(x)};
+  msghdr msg{};
+  FdMessage() {
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+  }
+  FdMessage(const FdMessage&) = delete;
+};
+
+sockaddr_un SocketAddress(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  return addr;
+}
 
 int TpExport(const std::string& path, uint64_t bytes) {
   Check(cuInit(0), "cuInit");
   Check(UsePrimaryContext(0), "context");
   CUdeviceptr buffer;
   Check(cuMemAlloc_v2(&buffer, bytes), "cuMemAlloc");
-  Exchange x{};
-  Check(cuIpcGetMemHandle(&x.ipc, buffer), "cuIpcGetMemHandle");
+  FdMessage m;
+  Check(cuIpcGetMemHandle(&m.x.ipc, buffer), "cuIpcGetMemHandle");
   CUmemAllocationProp prop =
       Located(gpumux::cuda::kMemLocationDevice, 0, gpumux::cuda::kMemHandlePosixFileDescriptor);
   CUmemGenericAllocationHandle segment;
@@ -241,26 +262,17 @@ int TpExport(const std::string& path, uint64_t bytes) {
         "cuMemExportToShareableHandle");
 
   int server = socket(AF_UNIX, SOCK_STREAM, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  sockaddr_un addr = SocketAddress(path);
   unlink(path.c_str());
   if (bind(server, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(server, 1) != 0)
     Fail("listen on " + path);
   int peer = accept(server, nullptr, nullptr);
-  char control[CMSG_SPACE(sizeof(int))] = {};
-  iovec iov{&x, sizeof(x)};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof(int));
   std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-  if (sendmsg(peer, &msg, 0) != ssize_t(sizeof(x))) Fail("sendmsg");
+  if (sendmsg(peer, &m.msg, 0) != ssize_t(sizeof(m.x))) Fail("sendmsg");
   char done = 0;
   if (read(peer, &done, 1) != 1) Fail("the importer's answer");  // it has closed what it opened
   std::string used = UsedOnEach();
@@ -279,23 +291,14 @@ int TpImport(const std::string& path) {
   if (DeviceCount() < 2) Fail("rank 1 needs a second device");
   std::string before = UsedOnEach();
   int sock = socket(AF_UNIX, SOCK_STREAM, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  sockaddr_un addr = SocketAddress(path);
   for (int i = 0; connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0; ++i) {
     if (i == 500) Fail("connect to " + path);
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  Exchange x{};
-  char control[CMSG_SPACE(sizeof(int))] = {};
-  iovec iov{&x, sizeof(x)};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  if (recvmsg(sock, &msg, MSG_WAITALL) != ssize_t(sizeof(x))) Fail("recvmsg");
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  FdMessage m;
+  if (recvmsg(sock, &m.msg, MSG_WAITALL) != ssize_t(sizeof(m.x))) Fail("recvmsg");
+  cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
   if (!c || c->cmsg_type != SCM_RIGHTS) Fail("no file descriptor came");
   int fd;
   std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
@@ -309,7 +312,7 @@ int TpImport(const std::string& path) {
   if (!can) Fail("device 1 cannot reach device 0");
   Check(cuCtxEnablePeerAccess(peer, 0), "cuCtxEnablePeerAccess");
   CUdeviceptr opened;
-  Check(cuIpcOpenMemHandle_v2(&opened, x.ipc, 1), "cuIpcOpenMemHandle");
+  Check(cuIpcOpenMemHandle_v2(&opened, m.x.ipc, 1), "cuIpcOpenMemHandle");
   CUmemGenericAllocationHandle imported;
   Check(cuMemImportFromShareableHandle(&imported, reinterpret_cast<void*>(intptr_t(fd)),
                                        gpumux::cuda::kMemHandlePosixFileDescriptor),
