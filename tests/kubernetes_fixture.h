@@ -115,6 +115,12 @@ class FakeApiServer {
       Changed("resourceclaims", "ADDED", claims_.back());
     }
   }
+  // ResourceClaim `ns`/`name` as it is now (null if there is none).
+  json Claim(const std::string& ns, const std::string& name) {
+    std::lock_guard lock(mu_);
+    json* claim = FindNamespaced(claims_, ns, name);
+    return claim ? *claim : json();
+  }
   // GETs of one ResourceClaim served so far.
   int claim_gets() {
     std::lock_guard lock(mu_);

@@ -849,6 +849,35 @@ TEST_F(DraTest, PreparesTheClaimsItWatchesWithoutAskingTheApiServer) {
   watch.join();
 }
 
+// A claim allocated two whole GPUs (a tensor-parallel pod): one tenant over both, one CDI device
+// that mounts both GPUs' ledgers and states, the same quota on each.
+TEST_F(DraTest, AClaimOfTwoGpusIsOneTenantOverBoth) {
+  ASSERT_NO_FATAL_FAILURE(StartDra(2));
+  std::string uid = "c1a1c1a1-0000-4000-8000-000000000021";
+  PutClaim("tp", uid, "gpu-0", {{"memory", "2Gi"}});
+  json claim = api_->Claim("default", "tp");
+  json second = claim["status"]["allocation"]["devices"]["results"][0];
+  second["device"] = "gpu-1";
+  second["request"] = "gpu-b";
+  claim["status"]["allocation"]["devices"]["results"].push_back(second);
+  claim["status"]["allocation"]["devices"]["config"][0]["requests"] = {"gpu", "gpu-b"};
+  api_->PutClaim(claim);
+  auto prepared = Prepare("tp", uid);
+  ASSERT_EQ(prepared.error(), "") << Log();
+  ASSERT_EQ(prepared.devices_size(), 2);
+  EXPECT_EQ(prepared.devices(1).device_name(), "gpu-1");
+  EXPECT_EQ(prepared.devices(1).cdi_device_ids(0), "gpumux.io/tenant=" + uid)
+      << "one CDI device starts the container as the tenant of both";
+  json tenant = Tenant("k8s-claim-" + uid);
+  EXPECT_EQ(tenant["gpus"], json::array({0, 1}));
+  EXPECT_EQ(tenant["quota_bytes"].get<uint64_t>(), 2 * kGiB);
+  std::string mounts = Cdi(uid)["devices"][0]["containerEdits"]["mounts"].dump();
+  EXPECT_NE(mounts.find("gpu0.ledger"), std::string::npos) << mounts;
+  EXPECT_NE(mounts.find("gpu1.ledger"), std::string::npos) << mounts;
+  EXPECT_EQ(Unprepare(uid), "");
+  EXPECT_TRUE(Tenant("k8s-claim-" + uid).is_null());
+}
+
 TEST_F(DraTest, AMigInstanceIsADeviceOfItsOwnAndALostGpuLeavesTheSlice) {
   ASSERT_NO_FATAL_FAILURE(StartDra(2));
   Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"3g.40gb", "3g.40gb"}}}, 200);

@@ -2,15 +2,19 @@
 
 #include <filesystem>
 
+#include "base/comma_list.h"
+
 namespace gpumux::k8s {
 
 using nlohmann::json;
 
-ContainerEdits EditsForTenant(const json& admission, const std::string& gpu_uuid,
+ContainerEdits EditsForTenant(const json& admission, const std::vector<std::string>& gpu_uuids,
                               const std::string& dev_dir) {
   ContainerEdits edits;
   for (auto& [k, v] : admission.at("env").items()) edits.envs[k] = v.get<std::string>();
-  if (!gpu_uuid.empty()) edits.envs["NVIDIA_VISIBLE_DEVICES"] = gpu_uuid;
+  std::string uuids;
+  for (const std::string& uuid : gpu_uuids) uuids += (uuids.empty() ? "" : ",") + uuid;
+  if (!uuids.empty()) edits.envs["NVIDIA_VISIBLE_DEVICES"] = uuids;
   auto env = [&](const char* key) {
     auto it = edits.envs.find(key);
     return it == edits.envs.end() ? std::string() : it->second;
@@ -24,16 +28,18 @@ ContainerEdits EditsForTenant(const json& admission, const std::string& gpu_uuid
     std::string dir = shim.substr(0, shim.rfind('/'));
     edits.mounts.push_back({dir, dir, true});
   }
-  if (std::string ledger = env("GPUMUX_LEDGER"); !ledger.empty())
+  for (const std::string& ledger : SplitCommas(env("GPUMUX_LEDGER")))  // one per GPU
     edits.mounts.push_back({ledger, ledger, true});
-  for (const char* key :
-       {"GPUMUX_ACTIVITY", "GPUMUX_AGENT", "GPUMUX_SIM_STATE", "CUDA_MPS_PIPE_DIRECTORY"}) {
+  for (const char* key : {"GPUMUX_ACTIVITY", "GPUMUX_AGENT", "CUDA_MPS_PIPE_DIRECTORY"}) {
     if (std::string path = env(key); !path.empty()) edits.mounts.push_back({path, path, false});
   }
-  if (!gpu_uuid.empty()) {
-    std::string gpu = "nvidia" + std::to_string(admission.value("gpu", 0));
-    for (const std::string& node : {std::string("nvidiactl"), std::string("nvidia-uvm"),
-                                    std::string("nvidia-uvm-tools"), gpu}) {
+  for (const std::string& state : SplitCommas(env("GPUMUX_SIM_STATE")))  // one per GPU
+    edits.mounts.push_back({state, state, false});
+  if (!gpu_uuids.empty()) {
+    std::vector<std::string> nodes = {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"};
+    json gpus = admission.value("gpus", json::array({admission.value("gpu", 0)}));
+    for (const json& gpu : gpus) nodes.push_back("nvidia" + std::to_string(gpu.get<int>()));
+    for (const std::string& node : nodes) {
       std::string path = dev_dir + "/" + node;
       if (std::filesystem::exists(path)) edits.device_nodes.push_back(path);
     }

@@ -25,11 +25,14 @@ struct ContainerEdits {
   std::vector<std::string> device_nodes;  // host paths, the same in the container, "rw"
 };
 
-// `admission`: gpumuxd's answer to POST /v1/tenants ({"env": {...}, "gpu": N, ...}); `gpu_uuid`:
-// the real GPU's or MIG instance's UUID, empty for a simulated one. Device nodes are those of
-// `dev_dir` that exist: nvidiactl, nvidia-uvm, nvidia-uvm-tools and nvidia<N> (the GPU's index as
-// its minor number, as the driver numbers them unless told otherwise).
-ContainerEdits EditsForTenant(const nlohmann::json& admission, const std::string& gpu_uuid,
+// `admission`: gpumuxd's answer to POST /v1/tenants ({"env": {...}, "gpu": N, "gpus": [...]}); a
+// tenant over several GPUs has each ledger and simulated state its environment lists mounted.
+// `gpu_uuids`: the real GPUs' or MIG instance's UUIDs, in the tenant's order, none for simulated
+// ones. Device nodes are those of `dev_dir` that exist: nvidiactl, nvidia-uvm, nvidia-uvm-tools and
+// nvidia<N> for each GPU (its index as its minor number, as the driver numbers them unless told
+// otherwise).
+ContainerEdits EditsForTenant(const nlohmann::json& admission,
+                              const std::vector<std::string>& gpu_uuids,
                               const std::string& dev_dir = "/dev");
 
 // The CDI kind of gpumux's devices, and a CDI spec (version 0.6.0) with one device `name` that

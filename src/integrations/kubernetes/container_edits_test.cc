@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -23,7 +24,7 @@ json Admission(int gpu) {
 }
 
 TEST(ContainerEdits, MountTheShimReadOnlyAndTheFilesTheEnvironmentNames) {
-  ContainerEdits e = EditsForTenant(Admission(1), "");
+  ContainerEdits e = EditsForTenant(Admission(1), {});
   EXPECT_EQ(e.envs.at("GPUMUX_TENANT"), "k8s-x-0");
   EXPECT_EQ(e.envs.count("NVIDIA_VISIBLE_DEVICES"), 0u) << "a simulated GPU";
   ASSERT_EQ(e.mounts.size(), 4u);
@@ -42,7 +43,7 @@ TEST(ContainerEdits, ARealGpuBringsItsDeviceNodesAndUuid) {
   std::filesystem::create_directories(dev);
   for (const char* node : {"nvidiactl", "nvidia-uvm", "nvidia0", "nvidia1"})
     std::ofstream(dev / node) << "";
-  ContainerEdits e = EditsForTenant(Admission(1), "GPU-1234", dev.string());
+  ContainerEdits e = EditsForTenant(Admission(1), {"GPU-1234"}, dev.string());
   EXPECT_EQ(e.envs.at("NVIDIA_VISIBLE_DEVICES"), "GPU-1234");
   EXPECT_EQ(e.device_nodes,
             (std::vector<std::string>{(dev / "nvidiactl").string(), (dev / "nvidia-uvm").string(),
@@ -51,6 +52,30 @@ TEST(ContainerEdits, ARealGpuBringsItsDeviceNodesAndUuid) {
   json spec = CdiSpec("u", e);
   EXPECT_EQ(spec["devices"][0]["containerEdits"]["deviceNodes"].size(), 3u);
   EXPECT_EQ(spec["devices"][0]["containerEdits"]["deviceNodes"][0]["permissions"], "rw");
+  std::filesystem::remove_all(dev);
+}
+
+TEST(ContainerEdits, ATenantOverTwoGpusGetsEachGpusLedgerStateAndDeviceNode) {
+  auto dev = std::filesystem::temp_directory_path() / ("gpumux_dev2_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dev);
+  for (const char* node : {"nvidiactl", "nvidia0", "nvidia2", "nvidia3"})
+    std::ofstream(dev / node) << "";
+  json admission = Admission(2);
+  admission["gpus"] = {2, 3};
+  admission["env"]["GPUMUX_LEDGER"] = "/run/gpumux/gpu2.ledger,/run/gpumux/gpu3.ledger";
+  admission["env"]["GPUMUX_SIM_STATE"] = "/run/gpumux/sim-gpu2.state,/run/gpumux/sim-gpu3.state";
+  ContainerEdits e = EditsForTenant(admission, {"GPU-2", "GPU-3"}, dev.string());
+  EXPECT_EQ(e.envs.at("NVIDIA_VISIBLE_DEVICES"), "GPU-2,GPU-3");
+  std::vector<std::string> mounted;
+  for (const auto& m : e.mounts) mounted.push_back(m.host_path);
+  for (const char* path : {"/run/gpumux/gpu2.ledger", "/run/gpumux/gpu3.ledger",
+                           "/run/gpumux/sim-gpu2.state", "/run/gpumux/sim-gpu3.state"})
+    EXPECT_NE(std::find(mounted.begin(), mounted.end(), path), mounted.end()) << path;
+  for (const auto& m : e.mounts)
+    EXPECT_EQ(m.host_path.find(','), std::string::npos) << "a list is never one mount";
+  EXPECT_EQ(e.device_nodes,
+            (std::vector<std::string>{(dev / "nvidiactl").string(), (dev / "nvidia2").string(),
+                                      (dev / "nvidia3").string()}));
   std::filesystem::remove_all(dev);
 }
 

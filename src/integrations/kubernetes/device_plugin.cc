@@ -218,7 +218,9 @@ ContainerAnswer DevicePlugin::Allocate(const std::string& resource,
   record_.Answered(*c, resource);
 
   ContainerAnswer answer;
-  answer.edits = EditsForTenant(admitted.answer, slot->uuid);
+  answer.edits =
+      EditsForTenant(admitted.answer, slot->uuid.empty() ? std::vector<std::string>()
+                                                         : std::vector<std::string>{slot->uuid});
   answer.annotations["gpumux.io/tenant"] = c->tenant;
   return answer;
 }

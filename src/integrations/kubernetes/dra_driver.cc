@@ -195,25 +195,33 @@ std::vector<PreparedDevice> DraDriver::Prepare(const std::string& ns, const std:
   const json& allocation = Member(Member(claim, "status"), "allocation");
   std::vector<const json*> ours = ResultsHere(claim);
   if (ours.empty()) return {};
-  if (ours.size() > 1)
-    throw BadInput(where + ": allocated " + std::to_string(ours.size()) +
-                   " gpumux devices; a claim's tenant runs on one GPU or MIG instance");
-  const json& result = *ours[0];
-  std::string request = MemberText(result, "request");
-  std::string device = MemberText(result, "device");
-  auto slot = SlotOfDevice(device);
-  if (!slot) throw BadInput(where + ": device '" + device + "' is not one gpumux publishes");
+  // Its devices: one GPU or MIG instance, or several whole GPUs (one tenant over all of them).
+  std::vector<SlotId> slots;
+  std::vector<std::string> requests;
+  for (const json* result : ours) {
+    std::string device = MemberText(*result, "device");
+    auto slot = SlotOfDevice(device);
+    if (!slot) throw BadInput(where + ": device '" + device + "' is not one gpumux publishes");
+    if (ours.size() > 1 && slot->instance >= 0)
+      throw BadInput(where + ": allocated " + std::to_string(ours.size()) +
+                     " gpumux devices, among them MIG instance '" + device +
+                     "'; a tenant over several devices takes whole GPUs");
+    slots.push_back(*slot);
+    requests.push_back(MemberText(*result, "request"));
+  }
 
-  // The parameters: the claim's (or its class's) opaque config for this request.
+  // The parameters: the claim's (or its class's) opaque config for its requests.
   json parameters = json::object();
   const json& configs = Member(Member(allocation, "devices"), "config");
   if (configs.is_array()) {
     for (const json& c : configs) {  // the class's first, then the claim's, which win
       const json& opaque = Member(c, "opaque");
       if (Member(opaque, "driver") != kDraDriverName) continue;
-      const json& requests = Member(c, "requests");
-      if (requests.is_array() && !requests.empty() &&
-          std::find(requests.begin(), requests.end(), request) == requests.end())
+      const json& only = Member(c, "requests");
+      if (only.is_array() && !only.empty() &&
+          std::none_of(requests.begin(), requests.end(), [&](const std::string& r) {
+            return std::find(only.begin(), only.end(), r) != only.end();
+          }))
         continue;
       const json& p = Member(opaque, "parameters");
       if (!p.is_object()) throw BadInput(where + ": opaque parameters must be an object");
@@ -224,23 +232,43 @@ std::vector<PreparedDevice> DraDriver::Prepare(const std::string& ns, const std:
     if (k != "memory" && k != "compute" && k != "priority" && k != "owner_uid")
       throw BadInput(where + ": parameter '" + k +
                      "' is not one of memory, compute, priority, owner_uid");
-  const json& consumed = Member(result, "consumedCapacity");
-  // The device as gpumuxd describes it now: its memory, and its UUID on a real GPU.
-  json gpus = agent_.Gpus(), described;
-  for (const json& g : gpus["gpus"]) {
-    if (g["index"] != slot->gpu) continue;
-    if (slot->instance < 0) described = g;
-    for (const json& i : g.value("instances", json::array()))
-      if (i["instance"] == slot->instance) described = i;
+  // What the allocation consumed of each device: a tenant has the same limits on each of its GPUs.
+  json consumed = Member(*ours[0], "consumedCapacity");
+  for (const json* result : ours)
+    if (Member(*result, "consumedCapacity") != consumed)
+      throw BadInput(where +
+                     ": its devices consumed different capacities; a tenant over several "
+                     "GPUs has the same quota on each (set parameters.memory)");
+  // The devices as gpumuxd describes them now: their memory, and their UUIDs on real GPUs.
+  json gpus = agent_.Gpus();
+  uint64_t device_bytes = 0;
+  std::vector<std::string> uuids;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    json described;
+    for (const json& g : gpus["gpus"]) {
+      if (g["index"] != slots[i].gpu) continue;
+      if (slots[i].instance < 0) described = g;
+      for (const json& in : g.value("instances", json::array()))
+        if (in["instance"] == slots[i].instance) described = in;
+    }
+    uint64_t bytes = described.is_object() ? described.value("memory_bytes", uint64_t{0}) : 0;
+    if (bytes == 0)
+      throw NotFound(where + ": device " + MemberText(*ours[i], "device") +
+                     " is not on this node now");
+    device_bytes = i == 0 ? bytes : std::min(device_bytes, bytes);
+    if (std::string uuid = MemberText(described, "uuid"); !uuid.empty()) uuids.push_back(uuid);
   }
-  uint64_t device_bytes = described.is_object() ? described.value("memory_bytes", uint64_t{0}) : 0;
-  if (device_bytes == 0) throw NotFound(where + ": device " + device + " is not on this node now");
 
   json admit = {{"id", ClaimTenantId(uid)},
-                {"gpu", slot->gpu},
                 {"source", "kubernetes claim " + ns + "/" + name},
                 {"pod_namespace", ns}};
-  if (slot->instance >= 0) admit["instance"] = slot->instance;
+  if (slots.size() == 1) {
+    admit["gpu"] = slots[0].gpu;
+    if (slots[0].instance >= 0) admit["instance"] = slots[0].instance;
+  } else {
+    admit["gpus"] = json::array();
+    for (const SlotId& s : slots) admit["gpus"].push_back(s.gpu);
+  }
   if (parameters.contains("memory"))
     admit["memory"] = QuantityBytes(parameters["memory"], where + ": parameters.memory");
   else if (Member(consumed, "memory").is_string())
@@ -265,7 +293,7 @@ std::vector<PreparedDevice> DraDriver::Prepare(const std::string& ns, const std:
   admit["owner_uid"] = parameters.contains("owner_uid") ? parameters["owner_uid"] : json(0);
 
   agent::Admission admitted = agent_.Admit(admit);
-  json spec = CdiSpec(uid, EditsForTenant(admitted.answer, MemberText(described, "uuid")));
+  json spec = CdiSpec(uid, EditsForTenant(admitted.answer, uuids));
   // Written beside and renamed over: the runtime never reads half a spec.
   std::filesystem::create_directories(config_.cdi_dir);
   std::string path = CdiPath(uid), tmp = path + ".tmp";
@@ -275,11 +303,18 @@ std::vector<PreparedDevice> DraDriver::Prepare(const std::string& ns, const std:
     if (!out.flush()) throw Unavailable(tmp + ": cannot write the CDI spec");
   }
   std::filesystem::rename(tmp, path);
-  return {{request.empty() ? std::vector<std::string>() : std::vector<std::string>{request},
-           config_.node_name,
-           device,
-           {std::string(kCdiKind) + "=" + uid},
-           MemberText(result, "shareID")}};
+  // Each device the claim was allocated; the container gets the one CDI device that starts it as
+  // the tenant of all of them.
+  std::vector<PreparedDevice> prepared;
+  for (size_t i = 0; i < ours.size(); ++i) {
+    prepared.push_back(
+        {requests[i].empty() ? std::vector<std::string>() : std::vector<std::string>{requests[i]},
+         config_.node_name,
+         MemberText(*ours[i], "device"),
+         {std::string(kCdiKind) + "=" + uid},
+         MemberText(*ours[i], "shareID")});
+  }
+  return prepared;
 }
 
 void DraDriver::Unprepare(const std::string& uid) {
