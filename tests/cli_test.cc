@@ -1,5 +1,6 @@
 // Runs the `gpumux` binary as a user or a script would and checks what it prints and how it exits.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -77,6 +78,60 @@ TEST(Explain, AModelTooBigForOneGpuSaysHowManyItNeedsAndItsRateThere) {
   EXPECT_FALSE(nlohmann::json::parse(small.out).contains("tensor_parallel"));
   Result huge = Gpumux("explain --gpu H100 --params 2e12 --json");
   EXPECT_TRUE(nlohmann::json::parse(huge.out)["gpus_needed"].is_null()) << "more than 8";
+}
+
+// `gpumux calibrate` end to end on the simulated GPU: the file it writes holds what the simulator
+// is (its bandwidth and math rate, time-slicing's switches), and explain and plan use it.
+TEST(Calibrate, TheSimulatedGpuIsMeasuredAndExplainAndPlanUseIt) {
+  std::string file = std::filesystem::temp_directory_path() /
+                     ("gpumux_calibration_" + std::to_string(getpid()) + ".json");
+  Result r = Gpumux("calibrate --sim H100 --seconds 0.2 --processes 3 --out " + file);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::ifstream in(file);
+  auto c = nlohmann::json::parse(in);
+  EXPECT_EQ(c["gpu"], "H100-SXM5-80GB");
+  EXPECT_TRUE(c["simulated"].get<bool>());
+  EXPECT_NEAR(c["bandwidth_bytes_per_second"].get<double>(), 3.35e12, 0.02 * 3.35e12);
+  EXPECT_NEAR(c["flops_per_second"].get<double>(), 989.4e12, 0.02 * 989.4e12);
+  // The simulator's slices of 1,024 us and switches of 25 us: 97.6% of the time is work.
+  for (const char* n : {"2", "3"})
+    EXPECT_NEAR(c["timeslice_usable"][n].get<double>(), 1024.0 / 1049, 0.015) << n;
+  EXPECT_GT(c["sync_seconds"].get<double>(), 0);
+
+  // Explain takes the measured efficiencies for those not given, and says which calibration.
+  Result e = Gpumux("explain --gpu H100 --params 13e9 --json --calibration " + file);
+  ASSERT_EQ(e.exit_code, 0) << e.out;
+  auto j = nlohmann::json::parse(e.out);
+  EXPECT_NEAR(j["efficiency"].get<double>(), 1.0, 0.02);
+  EXPECT_NEAR(j["tokens_per_second"].get<double>(), 3.35e12 / 26e9, 3);
+  EXPECT_NE(j["calibrations"][0].get<std::string>().find(file), std::string::npos);
+  Result stated =
+      Gpumux("explain --gpu H100 --params 13e9 --efficiency 0.7 --json --calibration " + file);
+  EXPECT_EQ(nlohmann::json::parse(stated.out)["efficiency"], 0.7) << "a stated efficiency wins";
+  Result plan = Gpumux(std::string("plan ") + GPUMUX_SOURCE_DIR +
+                       "/examples/p5-48xlarge.yaml --json --calibration " + file);
+  EXPECT_EQ(nlohmann::json::parse(plan.out)["calibrations"].size(), 1u) << plan.out;
+
+  // A calibration of a GPU the catalog lacks, or a broken file, is refused naming why.
+  c["gpu"] = "H900";
+  std::ofstream(file) << c.dump();
+  Result unknown = Gpumux("explain --gpu H100 --params 13e9 --calibration " + file);
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.out.find("H900"), std::string::npos) << unknown.out;
+  c["gpu"] = "H100-SXM5-80GB";
+  c["bandwidth_bytes_per_second"] = "fast";
+  std::ofstream(file) << c.dump();
+  Result broken = Gpumux("plan " + std::string(GPUMUX_SOURCE_DIR) +
+                         "/examples/p5-48xlarge.yaml --calibration " + file);
+  EXPECT_EQ(broken.exit_code, 2);
+  EXPECT_NE(broken.out.find("bandwidth_bytes_per_second"), std::string::npos) << broken.out;
+  std::filesystem::remove(file);
+}
+
+TEST(Calibrate, ARealGpuIsNotMeasuredYetAndSaysSo) {
+  Result r = Gpumux("calibrate --out /dev/null");
+  EXPECT_EQ(r.exit_code, 4) << r.out;
+  EXPECT_NE(r.out.find("calibrate"), std::string::npos) << r.out;
 }
 
 TEST(Explain, SharingVerdictInNumbers) {

@@ -31,6 +31,7 @@ Command AddStatusCommand(CLI::App& app);
 Command AddTopCommand(CLI::App& app);
 Command AddSlurmCommand(CLI::App& app);  // `slurm gres-conf`
 Command AddApplyCommand(CLI::App& app);
+Command AddCalibrateCommand(CLI::App& app);
 
 // Where gpumuxd listens unless --agent says otherwise.
 inline constexpr const char* kDefaultAgentSocket = "/run/gpumux/gpumuxd.sock";

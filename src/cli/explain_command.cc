@@ -29,6 +29,8 @@ struct ExplainOptions {
   double compute_efficiency = kDefaultComputeEfficiency;
   std::string phase = "decode";
   std::vector<std::string> catalogs;
+  std::vector<std::string> calibrations;
+  bool efficiency_stated = false;  // --efficiency or --compute-efficiency given
   int tenants = 0;
   std::optional<double> min_tokens_per_second, max_ms_per_token, max_slowdown;
   bool json = false;
@@ -50,6 +52,7 @@ Workload MakeWorkload(const ExplainOptions& o, const ModelShape* shape, double p
   spec.context = o.context;
   spec.bandwidth_efficiency = o.efficiency;
   spec.compute_efficiency = o.compute_efficiency;
+  spec.efficiency_stated = o.efficiency_stated;
   return o.phase == "prefill" ? LlmPrefill(spec) : LlmDecode(spec);
 }
 
@@ -118,6 +121,7 @@ Sharing EvaluateSharing(const GpuKind& gpu, const Workload& w, const Slo& slo, i
 int RunExplain(const ExplainOptions& o) {
   Catalog catalog = Catalog::LoadBundled();
   for (const std::string& path : o.catalogs) catalog.AddFile(path);
+  std::vector<std::string> calibrations = ApplyCalibrations(catalog, o.calibrations);
   const GpuKind& gpu = catalog.FindGpu(o.gpu);
   if (o.model.empty() == o.params.empty())
     throw BadInput("give exactly one of --model and --params");
@@ -169,8 +173,10 @@ int RunExplain(const ExplainOptions& o) {
   if (o.json) {
     nlohmann::json j = Breakdown(main, demand);
     j["gpu"] = gpu.name;
-    j["efficiency"] = o.efficiency;
-    j["compute_efficiency"] = o.compute_efficiency;
+    Workload used = OnGpu(main, gpu);
+    j["efficiency"] = used.bandwidth_efficiency;
+    j["compute_efficiency"] = used.compute_efficiency;
+    j["calibrations"] = calibrations;
     j["catalog_uncertain_fields"] = gpu.uncertain;
     if (rough) j["rule_of_thumb"] = Breakdown(*rough, *rough_demand);
     j["gpus_needed"] = gpus_needed ? nlohmann::json(*gpus_needed) : nlohmann::json(nullptr);
@@ -199,8 +205,13 @@ int RunExplain(const ExplainOptions& o) {
   fmt::print("  GPU: {} HBM, {}, {} dense {}, {} SMs\n", FormatBytes(gpu.memory_bytes),
              FormatBandwidth(gpu.bandwidth), FormatFlops(gpu.PeakFlops(main.compute_dtype)),
              DTypeName(main.compute_dtype), gpu.sms);
-  fmt::print("  efficiency: bandwidth {:.2f}, compute {:.2f}\n\n", main.bandwidth_efficiency,
-             main.compute_efficiency);
+  Workload used = OnGpu(main, gpu);
+  fmt::print(
+      "  efficiency: bandwidth {:.2f}, compute {:.2f}{}\n", used.bandwidth_efficiency,
+      used.compute_efficiency,
+      used.efficiency_stated || !gpu.calibration ? "" : " (measured: the GPU's calibration)");
+  for (const std::string& c : calibrations) fmt::print("  {}\n", c);
+  fmt::print("\n");
   std::vector<std::vector<std::string>> rows = {
       {"", rough ? "params x bytes" : "params x bytes", rough ? "shape + KV cache" : ""}};
   const char* labels[] = {"weights",        "KV cache", "memory",       "bytes per step",
@@ -270,10 +281,15 @@ Command AddExplainCommand(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--efficiency", o->efficiency, "achieved fraction of peak HBM bandwidth, eta")
       ->check(CLI::Range(1e-6, 1.0))
-      ->capture_default_str();
+      ->capture_default_str()
+      ->each([o](const std::string&) { o->efficiency_stated = true; });
   sub->add_option("--compute-efficiency", o->compute_efficiency, "achieved fraction of peak FLOP/s")
       ->check(CLI::Range(1e-6, 1.0))
-      ->capture_default_str();
+      ->capture_default_str()
+      ->each([o](const std::string&) { o->efficiency_stated = true; });
+  sub->add_option("--calibration", o->calibrations,
+                  "a `gpumux calibrate` file: its GPU kind's measured efficiencies stand for "
+                  "--efficiency and --compute-efficiency when they are not given");
   sub->add_option("--phase", o->phase, "decode or prefill")->capture_default_str();
   sub->add_option("--catalog", o->catalogs, "extra catalog file with your own GPU kinds or models");
   sub->add_option("--tenants", o->tenants, "evaluate this many copies sharing the GPU")

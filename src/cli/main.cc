@@ -14,10 +14,11 @@ int main(int argc, char** argv) {
       "gpumux: share GPUs safely. Models what each job uses, plans which jobs share which GPU "
       "and how (MIG, MPS, time-slicing), and says why."};
   app.require_subcommand(1);
-  std::vector<Command> commands = {
-      AddExplainCommand(app),      AddPlanCommand(app),  AddFleetCommand(app),
-      AddFleetVariantCommand(app), AddRunCommand(app),   AddStatusCommand(app),
-      AddTopCommand(app),          AddSlurmCommand(app), AddApplyCommand(app)};
+  std::vector<Command> commands = {AddExplainCommand(app), AddPlanCommand(app),
+                                   AddFleetCommand(app),   AddFleetVariantCommand(app),
+                                   AddRunCommand(app),     AddStatusCommand(app),
+                                   AddTopCommand(app),     AddSlurmCommand(app),
+                                   AddApplyCommand(app),   AddCalibrateCommand(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

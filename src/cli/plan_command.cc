@@ -19,6 +19,7 @@ namespace {
 struct PlanOptions {
   std::string file;
   std::vector<std::string> catalogs;
+  std::vector<std::string> calibrations;
   bool json = false;
   bool verbose = false;
   bool apply = false;
@@ -98,12 +99,17 @@ nlohmann::json ToJson(const PlanFile& file, const Plan& plan, const NodePlan& no
 int RunPlan(const PlanOptions& o) {
   Catalog catalog = Catalog::LoadBundled();
   for (const std::string& path : o.catalogs) catalog.AddFile(path);
+  std::vector<std::string> calibrations = ApplyCalibrations(catalog, o.calibrations);
   PlanFile file = LoadPlanFile(o.file, catalog);
   Plan plan = PlanFleet(file.input);
   NodePlan node = MakeNodePlan(file.input, plan);
   if (o.json) {
-    fmt::print("{}\n", ToJson(file, plan, node).dump(2));
+    nlohmann::json j = ToJson(file, plan, node);
+    j["calibrations"] = calibrations;
+    fmt::print("{}\n", j.dump(2));
   } else {
+    for (const std::string& c : calibrations) fmt::print("{}\n", c);
+    if (!calibrations.empty()) fmt::print("\n");
     PrintText(file, plan, o.verbose);
   }
   if (!plan.unplaced.empty()) {
@@ -127,6 +133,9 @@ Command AddPlanCommand(CLI::App& app) {
   sub->add_option("file", o->file, "plan file (YAML): fleet and tenants; see examples/")
       ->required();
   sub->add_option("--catalog", o->catalogs, "extra catalog file with your own GPU kinds or models");
+  sub->add_option("--calibration", o->calibrations,
+                  "a `gpumux calibrate` file: its GPU kind's measured efficiencies stand for those "
+                  "a workload does not state");
   sub->add_flag("--json", o->json, "print one JSON object instead of tables");
   sub->add_flag("-v,--verbose", o->verbose, "show every strategy considered for every GPU");
   sub->add_flag("--apply", o->apply,

@@ -1,11 +1,28 @@
 #include "cli/report.h"
 
+#include "base/error.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 
 namespace gpumux {
+
+std::vector<std::string> ApplyCalibrations(Catalog& catalog,
+                                           const std::vector<std::string>& files) {
+  std::vector<std::string> used;
+  for (const std::string& path : files) {
+    GpuCalibration c = LoadCalibration(path);
+    try {
+      catalog.Calibrate(c);
+    } catch (const Error& e) {
+      throw e.Within(path);
+    }
+    used.push_back(DescribeCalibration(c, path));
+  }
+  return used;
+}
 namespace {
 
 // JSON has no infinity: a headroom without any SLO is written as null.

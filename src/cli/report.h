@@ -6,11 +6,16 @@
 #include <string>
 #include <vector>
 
+#include "core/catalog.h"
 #include "core/workload.h"
 #include "share/fleet_planner.h"
 #include "share/strategy.h"
 
 namespace gpumux {
+
+// Reads each calibration file (`--calibration`) and attaches it to the catalog's GPU kind it names;
+// returns a line saying which each is (DescribeCalibration). Throws Error (bad input).
+std::vector<std::string> ApplyCalibrations(Catalog& catalog, const std::vector<std::string>& files);
 
 nlohmann::json ToJson(const TenantOutcome& o);
 nlohmann::json ToJson(const StrategyResult& r);

@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "base/clock.h"
@@ -74,7 +74,8 @@ std::vector<int> ParseGpuList(const std::string& text, const std::string& flag) 
     char* end = nullptr;
     long n = std::strtol(item.c_str(), &end, 10);
     if (item.empty() || *end || n < 0 || n > 1023)
-      throw BadInput(fmt::format("{}: expected GPU indices such as 0 or 0,1, got '{}'", flag, text));
+      throw BadInput(
+          fmt::format("{}: expected GPU indices such as 0 or 0,1, got '{}'", flag, text));
     if (std::find(gpus.begin(), gpus.end(), int(n)) != gpus.end())
       throw BadInput(fmt::format("{}: GPU {} is named twice in '{}'", flag, n, text));
     gpus.push_back(int(n));
@@ -87,9 +88,10 @@ int RunTenant(const RunOptions& o) {
   std::vector<int> indices = ParseGpuList(o.gpus, "--gpu");
   std::vector<std::string> mems = SplitCommas(o.mem);
   if (mems.size() != 1 && mems.size() != indices.size())
-    throw BadInput(fmt::format("--mem: give one quota for every GPU or one for each of the {} "
-                               "GPUs of --gpu {}, not {}",
-                               indices.size(), o.gpus, mems.size()));
+    throw BadInput(
+        fmt::format("--mem: give one quota for every GPU or one for each of the {} "
+                    "GPUs of --gpu {}, not {}",
+                    indices.size(), o.gpus, mems.size()));
   std::string sim = o.sim;
   if (sim.empty() && std::getenv("GPUMUX_SIM")) sim = std::getenv("GPUMUX_SIM");
   std::optional<Catalog> catalog;
@@ -157,9 +159,8 @@ int RunTenant(const RunOptions& o) {
     throw;
   }
 
-  std::vector<std::pair<std::string, std::string>> env =
-      node::TenantEnvironment(devices, paths, id, node::RuntimeLibraryDir(), EnvOr("LD_PRELOAD"),
-                              EnvOr("LD_LIBRARY_PATH"));
+  std::vector<std::pair<std::string, std::string>> env = node::TenantEnvironment(
+      devices, paths, id, node::RuntimeLibraryDir(), EnvOr("LD_PRELOAD"), EnvOr("LD_LIBRARY_PATH"));
   g_child = fork();
   if (g_child < 0) throw Internal(fmt::format("cannot start '{}': fork failed", o.command[0]));
   if (g_child == 0) {
@@ -202,8 +203,7 @@ int ShowAgentStatus(const StatusOptions& o) {
     std::string gpus;  // "0", or "0,1" for a tenant over several GPUs
     for (const auto& g : t.value("gpus", nlohmann::json::array({t.value("gpu", 0)})))
       gpus += (gpus.empty() ? "" : ",") + std::to_string(g.get<int>());
-    rows.push_back({t.value("id", ""), gpus,
-                    FormatBytes(t.value("quota_bytes", 0.0)),
+    rows.push_back({t.value("id", ""), gpus, FormatBytes(t.value("quota_bytes", 0.0)),
                     FormatBytes(t.value("used_bytes", 0.0)),
                     std::to_string(t.value("refused_allocations", 0)),
                     fmt::format("{}{} w{}", cap < 100 ? fmt::format("{:g}% ", cap) : "",

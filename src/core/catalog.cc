@@ -324,6 +324,11 @@ void Catalog::AddModel(ModelShape model) {
   models_.push_back(std::move(model));
 }
 
+void Catalog::Calibrate(const GpuCalibration& c) {
+  const GpuKind& kind = FindGpu(c.gpu);
+  gpus_[size_t(&kind - gpus_.data())].calibration = c;
+}
+
 const GpuKind& Catalog::FindGpu(std::string_view name) const {
   return Find(name, gpus_, gpu_index_, "GPU kind");
 }

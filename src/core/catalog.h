@@ -30,6 +30,9 @@ class Catalog {
   // Case-insensitive lookup by name or alias; '-', '_' and spaces are ignored. Unknown names throw
   // Error (bad input) listing the nearest known names.
   const GpuKind& FindGpu(std::string_view name) const;
+  // Attaches `c` to the GPU kind it names (core/calibration.h). Throws Error (bad input) for a kind
+  // the catalog does not have.
+  void Calibrate(const GpuCalibration& c);
   const ModelShape& FindModel(std::string_view name) const;
 
   const std::vector<GpuKind>& gpus() const { return gpus_; }

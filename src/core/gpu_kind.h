@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/calibration.h"
 #include "core/dtype.h"
 
 namespace gpumux {
@@ -44,10 +45,19 @@ struct GpuKind {
   std::optional<MigGeometry> mig;
   std::vector<std::string> uncertain;  // catalog fields whose figure is not verified
   std::string source;                  // "file:line" where the entry was defined
+  // What `gpumux calibrate` measured on one of these, when given (Catalog::Calibrate).
+  std::optional<GpuCalibration> calibration;
 
   // Dense FLOP/s of tensor-core math in `dtype`. int4 weights are dequantised and multiplied in
   // bf16; a part without FP8 runs FP8 models' math at its FP16 rate.
   double PeakFlops(DType dtype) const;
+  // The calibration's achieved fraction of peak bandwidth and of peak bf16 math (at most 1), or
+  // nullopt without one.
+  std::optional<double> MeasuredBandwidthEfficiency() const;
+  std::optional<double> MeasuredComputeEfficiency() const;
+  // The share of its time `n` time-sliced tenants get together: the calibration's for n (or its
+  // largest n below), else `modelled`.
+  double TimeSliceUsable(int n, double modelled) const;
 };
 
 }  // namespace gpumux

@@ -43,6 +43,7 @@ Workload Base(const LlmSpec& s, const char* kind) {
   w.sequences = s.batch;
   w.bandwidth_efficiency = s.bandwidth_efficiency;
   w.compute_efficiency = s.compute_efficiency;
+  w.efficiency_stated = s.efficiency_stated;
   double params = s.shape ? s.shape->Params() : s.params;
   w.weight_bytes = params * BytesPerElement(s.dtype);
   if (s.shape) {
@@ -116,6 +117,7 @@ Workload GenericJob(double memory_bytes, double bandwidth, double flops, DType d
   w.paced_steps_per_second = 1;
   w.bandwidth_efficiency = 1;
   w.compute_efficiency = 1;
+  w.efficiency_stated = true;  // its rates are what it was measured to use alone
   w.description = fmt::format("generic job: {:.3g} GB, {:.3g} GB/s, {:.3g} TFLOP/s",
                               memory_bytes / 1e9, bandwidth / 1e9, flops / 1e12);
   return w;
@@ -145,7 +147,16 @@ std::optional<int> MinTensorParallel(const Workload& w, double gpu_memory_bytes,
   return std::nullopt;
 }
 
-Demand SoloDemand(const Workload& w, const GpuKind& gpu) {
+Workload OnGpu(const Workload& w, const GpuKind& gpu) {
+  if (w.efficiency_stated || !gpu.calibration) return w;
+  Workload calibrated = w;
+  calibrated.bandwidth_efficiency = *gpu.MeasuredBandwidthEfficiency();
+  calibrated.compute_efficiency = *gpu.MeasuredComputeEfficiency();
+  return calibrated;
+}
+
+Demand SoloDemand(const Workload& given, const GpuKind& gpu) {
+  Workload w = OnGpu(given, gpu);
   double peak = gpu.PeakFlops(w.compute_dtype);
   StepTimes t = StepTimesOn(w, gpu.bandwidth, peak);
   Demand d;

@@ -38,6 +38,9 @@ struct Workload {
   double paced_steps_per_second = 0;    // the job's own pace; 0 = as fast as the hardware allows
   double bandwidth_efficiency = kDefaultBandwidthEfficiency;  // η
   double compute_efficiency = kDefaultComputeEfficiency;      // η_c
+  // Whether the efficiencies were stated (a flag, a plan file); if not, a calibrated GPU's measured
+  // ones stand for them (OnGpu).
+  bool efficiency_stated = false;
   // GPUs of one node the job spans (tensor parallelism); the figures above are then one GPU's part
   // (TensorParallelShard).
   int tensor_parallel = 1;
@@ -67,6 +70,7 @@ struct LlmSpec {
   int context = 0;  // tokens held per sequence (prompt + generated)
   double bandwidth_efficiency = kDefaultBandwidthEfficiency;
   double compute_efficiency = kDefaultComputeEfficiency;
+  bool efficiency_stated = false;  // see Workload::efficiency_stated
 };
 // Throws Error (bad input) for an impossible spec (no params, batch < 1, negative context, η
 // outside (0,1]).
@@ -91,6 +95,10 @@ inline constexpr int kTensorParallelDegrees[] = {1, 2, 4, 8};
 // `shape` is given, divides its attention heads; nullopt if none does.
 std::optional<int> MinTensorParallel(const Workload& w, double gpu_memory_bytes,
                                      const ModelShape* shape);
+
+// `w` as it runs on `gpu`: with the GPU's measured efficiencies (its calibration) unless `w` states
+// its own.
+Workload OnGpu(const Workload& w, const GpuKind& gpu);
 
 // The "demand vector": what a workload uses of one GPU when it runs there alone.
 struct Demand {

@@ -73,6 +73,35 @@ TEST_F(WorkloadTest, TensorParallelShardsHoldAndReadTheirPartAndKvHeadsLimitTheK
   EXPECT_EQ(MinTensorParallel(w, w.memory_bytes() / 3.5, &twelve), 4);
 }
 
+TEST_F(WorkloadTest, ACalibratedGpusMeasuredEfficienciesStandForUnstatedOnes) {
+  GpuKind measured = h100_;
+  GpuCalibration c;
+  c.gpu = h100_.name;
+  c.bandwidth = 0.5 * h100_.bandwidth;
+  c.flops = 0.25 * h100_.PeakFlops(DType::kBf16);
+  c.timeslice_usable = {{2, 0.9}, {4, 0.8}};
+  measured.calibration = c;
+  LlmSpec spec;
+  spec.params = 13e9;
+  Workload unstated = LlmDecode(spec);
+  Workload on = OnGpu(unstated, measured);
+  EXPECT_DOUBLE_EQ(on.bandwidth_efficiency, 0.5);
+  EXPECT_DOUBLE_EQ(on.compute_efficiency, 0.25);
+  EXPECT_NEAR(SoloDemand(unstated, measured).tokens_per_second,
+              0.5 * h100_.bandwidth / unstated.bytes_per_step, 1e-9);
+  spec.efficiency_stated = true;
+  EXPECT_DOUBLE_EQ(OnGpu(LlmDecode(spec), measured).bandwidth_efficiency,
+                   kDefaultBandwidthEfficiency)
+      << "a stated efficiency wins";
+  EXPECT_DOUBLE_EQ(OnGpu(unstated, h100_).bandwidth_efficiency, kDefaultBandwidthEfficiency)
+      << "no calibration, no change";
+  // Time-slicing: the measured share for n, or for the largest n measured below it.
+  EXPECT_DOUBLE_EQ(measured.TimeSliceUsable(2, 0.97), 0.9);
+  EXPECT_DOUBLE_EQ(measured.TimeSliceUsable(3, 0.97), 0.9);
+  EXPECT_DOUBLE_EQ(measured.TimeSliceUsable(8, 0.97), 0.8);
+  EXPECT_DOUBLE_EQ(h100_.TimeSliceUsable(2, 0.97), 0.97);
+}
+
 TEST_F(WorkloadTest, ReferenceDecodeCeilingsAtContext2048) {
   // Reference §4.4, H100 SXM at η = 1.0 and 0.7 (tokens/s, batch 1, ctx 2048).
   struct Row {

@@ -82,6 +82,7 @@ Workload ReadWorkload(const std::string& path, const YAML::Node& node, const Cat
     spec.context = f.Has("context") ? f.Integer("context", 0, 1 << 24) : 0;
     if (kind == "llm-prefill" && spec.context < 1)
       f.Fail("context", "prefill needs a context (prompt length) of at least 1 token");
+    spec.efficiency_stated = f.Has("efficiency") || f.Has("compute_efficiency");
     spec.bandwidth_efficiency = ReadEfficiency(f, "efficiency", kDefaultBandwidthEfficiency);
     spec.compute_efficiency = ReadEfficiency(f, "compute_efficiency", kDefaultComputeEfficiency);
     Workload whole = kind == "llm-decode" ? LlmDecode(spec) : LlmPrefill(spec);

@@ -32,7 +32,7 @@ double TotalMemory(std::span<const TenantLoad* const> loads) {
 }
 
 TenantLoad MakeLoad(const Tenant& tenant, const GpuKind& gpu) {
-  const Workload& w = tenant.work;
+  const Workload w = OnGpu(tenant.work, gpu);
   double peak = gpu.PeakFlops(w.compute_dtype);
   TenantLoad load;
   load.tenant = &tenant;

@@ -35,15 +35,18 @@ std::vector<double> FairShares(std::span<const TenantLoad* const> loads, double 
   return share;
 }
 
-double UsableTime(size_t tenants) {
-  return tenants < 2
-             ? 1.0
-             : kTimeSliceQuantumSeconds / (kTimeSliceQuantumSeconds + kContextSwitchSeconds);
+// The share of its time `tenants` contexts get together: what switching leaves, or what a
+// calibration measured on this GPU kind.
+double UsableTime(const GpuKind& gpu, size_t tenants) {
+  return tenants < 2 ? 1.0
+                     : gpu.TimeSliceUsable(int(tenants),
+                                           kTimeSliceQuantumSeconds /
+                                               (kTimeSliceQuantumSeconds + kContextSwitchSeconds));
 }
 
 bool FitsTimeSlice(const GpuKind& gpu, std::span<const TenantLoad* const> loads) {
   if (TotalMemory(loads) > gpu.memory_bytes) return false;
-  std::vector<double> share = FairShares(loads, UsableTime(loads.size()));
+  std::vector<double> share = FairShares(loads, UsableTime(gpu, loads.size()));
   for (size_t i = 0; i < loads.size(); ++i) {
     double rate = loads[i]->solo_step_rate() * share[i] / BusyFraction(*loads[i]);
     if (!loads[i]->MeetsSlo(rate)) return false;
@@ -54,7 +57,7 @@ bool FitsTimeSlice(const GpuKind& gpu, std::span<const TenantLoad* const> loads)
 StrategyResult EvaluateTimeSlice(const GpuKind& gpu, std::span<const TenantLoad* const> loads) {
   StrategyResult r;
   r.kind = ShareMode::kTimeSlice;
-  double usable = UsableTime(loads.size());
+  double usable = UsableTime(gpu, loads.size());
   std::vector<double> share = FairShares(loads, usable);
   double memory = TotalMemory(loads);
   for (size_t i = 0; i < loads.size(); ++i) {

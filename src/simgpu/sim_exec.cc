@@ -238,7 +238,11 @@ CUresult cuEventRecord(CUevent event, CUstream stream) {
   if (!event) return kErrorInvalidHandle;
   auto* e = reinterpret_cast<SimEvent*>(event);
   Completion tail = StreamOf(stream)->Tail();
-  tail.end_ns = std::max(tail.end_ns, NowNs());  // no earlier than its recording
+  uint64_t now = NowNs();
+  // Work done before it was recorded: it completes when recorded (the schedule may no longer keep
+  // when that work ended, only that it did).
+  if (gpumux::sim::IsDone(tail)) tail = Completion{};
+  tail.end_ns = std::max(tail.end_ns, now);  // no earlier than its recording
   std::lock_guard<std::mutex> lock(e->mu);
   e->at = tail;
   e->recorded = true;

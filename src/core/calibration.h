@@ -1,0 +1,36 @@
+// What `gpumux calibrate` measured on one GPU, kept in a JSON file: which GPU (its catalog kind,
+// and the device and driver as the driver named them), when, and each figure. `explain` and `plan`
+// use the calibration of a GPU kind when given one (--calibration FILE): its achieved bandwidth and
+// math rate stand for the efficiencies a workload does not state, and its time-sliced figures for
+// the time left after context switches. Plain data; the measuring is node/calibration_probe.h.
+#pragma once
+
+#include <map>
+#include <string>
+
+namespace gpumux {
+
+struct GpuCalibration {
+  std::string gpu;            // catalog kind ("H100-SXM5-80GB")
+  std::string device_name;    // as the driver reports it
+  std::string driver;         // driver version, as cuDriverGetVersion reports it
+  std::string date;           // UTC, ISO 8601
+  bool simulated = false;     // measured on gpumux's simulated GPU
+  double bandwidth = 0;       // achieved HBM bytes/s of a streaming kernel
+  double flops = 0;           // achieved FLOP/s of a math kernel (bf16 tensor math on a real GPU)
+  double launch_seconds = 0;  // per kernel launch, launched back to back
+  double sync_seconds = 0;    // one launch and its synchronisation, round trip
+  // n → the share of the GPU's time n processes streaming at once get together (time-sliced), as a
+  // fraction of what one gets alone; n from 2.
+  std::map<int, double> timeslice_usable;
+};
+
+// Reads a calibration file. Throws Error (bad input) naming the file and the field for anything
+// missing, of the wrong type or out of range.
+GpuCalibration LoadCalibration(const std::string& path);
+// Writes it (replacing the file whole). Throws Error (unavailable) when it cannot.
+void SaveCalibration(const GpuCalibration& c, const std::string& path);
+// "calibration FILE: H100-SXM5-80GB (simulated), 2026-12-05T01:02:03Z" for reports.
+std::string DescribeCalibration(const GpuCalibration& c, const std::string& path);
+
+}  // namespace gpumux
