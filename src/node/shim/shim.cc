@@ -206,7 +206,12 @@ void Initialise(Enforcement& e) {
                                ledgers[g]);
       gpu.tenant_slot = *slot;
       gpu.nvml_index = size_t(g) < indices.size() ? std::atoi(indices[g].c_str()) : g;
-      gpu.forecast.Start(&*gpu.ledger, *slot,
+    }
+    // Every ledger found the tenant: only now register and start a governor on each.
+    for (int g = 0; g < e.gpu_count; ++g) {
+      TenantGpu& gpu = e.gpus[g];
+      int slot = gpu.tenant_slot;
+      gpu.forecast.Start(&*gpu.ledger, slot,
                          {Real<decltype(&cuEventCreate)>("cuEventCreate"),
                           Real<decltype(&cuEventRecord)>("cuEventRecord"),
                           Real<decltype(&cuEventQuery)>("cuEventQuery"),
@@ -223,9 +228,9 @@ void Initialise(Enforcement& e) {
         }
         const char* activity = std::getenv("GPUMUX_ACTIVITY");
         if (activity && !e.activity) e.activity.emplace(activity);
-        gpu.governor.Follow(&*gpu.ledger, *slot, e.activity ? &*e.activity : nullptr);
+        gpu.governor.Follow(&*gpu.ledger, slot, e.activity ? &*e.activity : nullptr);
       } else {
-        gpu.process = gpu.ledger->RegisterProcess(*slot);
+        gpu.process = gpu.ledger->RegisterProcess(slot);
         gpu.governor.Start(&*gpu.ledger, gpu.process, gpu.nvml_index);
       }
     }
