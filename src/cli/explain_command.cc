@@ -23,6 +23,7 @@ struct ExplainOptions {
   std::string params;
   std::string dtype = "bf16";
   std::string kv_dtype;
+  int quant_group = kDefaultQuantGroup;
   int batch = 1;
   int context = 0;
   double efficiency = kDefaultBandwidthEfficiency;
@@ -38,7 +39,8 @@ struct ExplainOptions {
 
 DType DTypeFlag(const std::string& text, const char* flag) {
   std::optional<DType> d = ParseDType(text);
-  if (!d) throw BadInput(fmt::format("{} '{}' is not one of bf16, fp16, fp8, int4", flag, text));
+  if (!d)
+    throw BadInput(fmt::format("{} '{}' is not one of bf16, fp16, fp8, int8, int4", flag, text));
   return *d;
 }
 
@@ -48,6 +50,7 @@ Workload MakeWorkload(const ExplainOptions& o, const ModelShape* shape, double p
   spec.params = params;
   spec.dtype = DTypeFlag(o.dtype, "--dtype");
   if (!o.kv_dtype.empty()) spec.kv_dtype = DTypeFlag(o.kv_dtype, "--kv-dtype");
+  spec.quant_group = o.quant_group;
   spec.batch = o.batch;
   spec.context = o.context;
   spec.bandwidth_efficiency = o.efficiency;
@@ -270,9 +273,15 @@ Command AddExplainCommand(CLI::App& app) {
       ->required();
   sub->add_option("--model", o->model, "model shape from the catalog, e.g. Llama-2-13B");
   sub->add_option("--params", o->params, "parameter count instead of a model, e.g. 13e9");
-  sub->add_option("--dtype", o->dtype, "weight format: bf16, fp16, fp8, int4")
+  sub->add_option("--dtype", o->dtype,
+                  "weight format: bf16, fp16, fp8, int8, int4 (int8/int4 with an fp16 scale per "
+                  "--quant-group weights)")
       ->capture_default_str();
   sub->add_option("--kv-dtype", o->kv_dtype, "KV-cache format (default: fp16 for fp16, else bf16)");
+  sub->add_option("--quant-group", o->quant_group,
+                  "int8/int4 weights per fp16 scale (GPTQ/AWQ 128; llama.cpp Q4_0 32)")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
   sub->add_option("--batch", o->batch, "sequences served together")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -10,6 +10,7 @@ double GpuKind::PeakFlops(DType dtype) const {
     case DType::kBf16: return tflops_bf16 * 1e12;
     case DType::kFp16: return tflops_fp16 * 1e12;
     case DType::kFp8: return (tflops_fp8 > 0 ? tflops_fp8 : tflops_fp16) * 1e12;
+    case DType::kInt8:  // weight-only: dequantised and multiplied in bf16, as int4
     case DType::kInt4: return tflops_bf16 * 1e12;
     case DType::kTf32: return tflops_tf32 * 1e12;
   }

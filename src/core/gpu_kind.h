@@ -48,8 +48,8 @@ struct GpuKind {
   // What `gpumux calibrate` measured on one of these, when given (Catalog::Calibrate).
   std::optional<GpuCalibration> calibration;
 
-  // Dense FLOP/s of tensor-core math in `dtype`. int4 weights are dequantised and multiplied in
-  // bf16; a part without FP8 runs FP8 models' math at its FP16 rate.
+  // Dense FLOP/s of tensor-core math in `dtype`. int8 and int4 weights are dequantised and
+  // multiplied in bf16; a part without FP8 runs FP8 models' math at its FP16 rate.
   double PeakFlops(DType dtype) const;
   // The calibration's achieved fraction of peak bandwidth and of peak bf16 math (at most 1), or
   // nullopt without one.

@@ -45,7 +45,7 @@ Workload Base(const LlmSpec& s, const char* kind) {
   w.compute_efficiency = s.compute_efficiency;
   w.efficiency_stated = s.efficiency_stated;
   double params = s.shape ? s.shape->Params() : s.params;
-  w.weight_bytes = params * BytesPerElement(s.dtype);
+  w.weight_bytes = params * WeightBytesPerParam(s.dtype, s.quant_group);
   if (s.shape) {
     w.kv_cache_bytes =
         s.batch * KvTokens(s) * s.shape->KvElementsPerToken() * BytesPerElement(KvDType(s));
@@ -77,7 +77,7 @@ Workload LlmDecode(const LlmSpec& s) {
   Workload w = Base(s, "llm-decode");
   // Every step streams the weights once for the whole batch, and reads each sequence's KV cache.
   double streamed = s.shape ? s.shape->StreamedParams() : s.params;
-  w.bytes_per_step = streamed * BytesPerElement(s.dtype) + w.kv_cache_bytes;
+  w.bytes_per_step = streamed * WeightBytesPerParam(s.dtype, s.quant_group) + w.kv_cache_bytes;
   double matmul = s.shape ? s.shape->MatmulParams() : s.params;
   double attention = s.shape ? AttentionFlopsPerToken(*s.shape, KvTokens(s)) : 0;
   w.flops_per_step = s.batch * (2.0 * matmul + attention);
@@ -90,7 +90,7 @@ Workload LlmPrefill(const LlmSpec& s) {
   if (s.context < 1) throw BadInput("prefill needs a context (prompt length) of at least 1 token");
   double streamed = s.shape ? s.shape->StreamedParams() : s.params;
   // One pass reads the weights and writes the prompt's KV cache.
-  w.bytes_per_step = streamed * BytesPerElement(s.dtype) + w.kv_cache_bytes;
+  w.bytes_per_step = streamed * WeightBytesPerParam(s.dtype, s.quant_group) + w.kv_cache_bytes;
   double matmul = s.shape ? s.shape->MatmulParams() : s.params;
   // Causal attention: token i attends to i keys, so on average (c+1)/2.
   double attention = s.shape ? AttentionFlopsPerToken(*s.shape, (KvTokens(s) + 1) / 2) : 0;

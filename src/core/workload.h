@@ -64,7 +64,11 @@ StepTimes StepTimesOn(const Workload& w, double bandwidth, double peak_flops);
 struct LlmSpec {
   const ModelShape* shape = nullptr;  // null: use `params`
   double params = 0;
-  DType dtype = DType::kBf16;     // weights
+  DType dtype = DType::kBf16;  // weights
+  // Weights per quantisation scale, for int8 and int4 (WeightBytesPerParam): every weight is
+  // counted as quantised, embeddings and LM head too (formats that keep those in 16 bits hold
+  // more).
+  int quant_group = kDefaultQuantGroup;
   std::optional<DType> kv_dtype;  // default: fp16 for fp16 models, else bf16
   int batch = 1;
   int context = 0;  // tokens held per sequence (prompt + generated)

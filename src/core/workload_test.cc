@@ -142,9 +142,29 @@ TEST_F(WorkloadTest, BatchAndDtypeScaleAsTheyShould) {
   EXPECT_GT(SoloDemand(b8, h100_).tokens_per_second, 6 * SoloDemand(b1, h100_).tokens_per_second);
   spec.batch = 1;
   spec.dtype = DType::kInt4;
-  EXPECT_DOUBLE_EQ(LlmDecode(spec).weight_bytes, b1.weight_bytes / 4);
+  // Half a byte per weight, plus an fp16 scale and a 4-bit zero point per group of 128.
+  EXPECT_DOUBLE_EQ(LlmDecode(spec).weight_bytes, b1.weight_bytes / 2 * (0.5 + 2.5 / 128));
   EXPECT_EQ(LlmDecode(spec).kv_cache_bytes, b1.kv_cache_bytes)
       << "int4 weights keep a bf16 KV cache";
+}
+
+TEST_F(WorkloadTest, QuantisedWeightsCarryTheirScales) {
+  EXPECT_DOUBLE_EQ(WeightBytesPerParam(DType::kBf16), 2);
+  EXPECT_DOUBLE_EQ(WeightBytesPerParam(DType::kFp8), 1) << "a per-tensor scale is nothing";
+  EXPECT_DOUBLE_EQ(WeightBytesPerParam(DType::kInt8), 1 + 2.0 / 128);
+  EXPECT_DOUBLE_EQ(WeightBytesPerParam(DType::kInt4), 0.5 + 2.0 / 128 + 0.5 / 128);
+  EXPECT_DOUBLE_EQ(WeightBytesPerParam(DType::kInt4, 32), 0.5 + 2.5 / 32)
+      << "llama.cpp-sized blocks: 4.625 bits a weight";
+  LlmSpec spec;
+  spec.params = 7e9;
+  spec.dtype = DType::kInt4;
+  spec.quant_group = 32;
+  Workload w = LlmDecode(spec);
+  EXPECT_DOUBLE_EQ(w.weight_bytes, 7e9 * (0.5 + 2.5 / 32));
+  EXPECT_DOUBLE_EQ(w.bytes_per_step, w.weight_bytes) << "no KV cache without a shape";
+  EXPECT_EQ(ParseDType("INT8"), DType::kInt8);
+  EXPECT_EQ(h100_.PeakFlops(DType::kInt8), h100_.PeakFlops(DType::kBf16))
+      << "weight-only int8 multiplies in bf16";
 }
 
 TEST_F(WorkloadTest, PrefillIsComputeBound) {

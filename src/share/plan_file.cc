@@ -13,7 +13,7 @@ DType ReadDType(const YamlFields& f, std::string_view key, DType fallback) {
   if (!f.Has(key)) return fallback;
   std::string text = f.String(key);
   std::optional<DType> d = ParseDType(text);
-  if (!d) f.Fail(key, fmt::format("'{}' is not one of bf16, fp16, fp8, int4, tf32", text));
+  if (!d) f.Fail(key, fmt::format("'{}' is not one of bf16, fp16, fp8, int8, int4, tf32", text));
   return *d;
 }
 
@@ -61,8 +61,8 @@ Workload ReadWorkload(const std::string& path, const YAML::Node& node, const Cat
     if (kind != "llm-decode" && kind != "llm-prefill") {
       f.Fail("kind", fmt::format("'{}' is not one of llm-decode, llm-prefill, generic", kind));
     }
-    f.AllowOnly({"kind", "model", "params", "dtype", "kv_dtype", "batch", "context", "efficiency",
-                 "compute_efficiency", "tp"});
+    f.AllowOnly({"kind", "model", "params", "dtype", "quant_group", "kv_dtype", "batch", "context",
+                 "efficiency", "compute_efficiency", "tp"});
     LlmSpec spec;
     if (f.Has("model") == f.Has("params"))
       f.Fail("model", "give exactly one of 'model' and 'params'");
@@ -77,6 +77,7 @@ Workload ReadWorkload(const std::string& path, const YAML::Node& node, const Cat
       if (!(spec.params > 0)) f.Fail("params", "must be more than 0");
     }
     spec.dtype = ReadDType(f, "dtype", DType::kBf16);
+    if (f.Has("quant_group")) spec.quant_group = f.Integer("quant_group", 1, 1 << 16);
     if (f.Has("kv_dtype")) spec.kv_dtype = ReadDType(f, "kv_dtype", DType::kBf16);
     spec.batch = f.Has("batch") ? f.Integer("batch", 1, 1 << 20) : 1;
     spec.context = f.Has("context") ? f.Integer("context", 0, 1 << 24) : 0;
