@@ -24,6 +24,7 @@ struct ExplainOptions {
   std::string dtype = "bf16";
   std::string kv_dtype;
   int quant_group = kDefaultQuantGroup;
+  double step_overhead_ms = 0;
   int batch = 1;
   int context = 0;
   double efficiency = kDefaultBandwidthEfficiency;
@@ -51,6 +52,7 @@ Workload MakeWorkload(const ExplainOptions& o, const ModelShape* shape, double p
   spec.dtype = DTypeFlag(o.dtype, "--dtype");
   if (!o.kv_dtype.empty()) spec.kv_dtype = DTypeFlag(o.kv_dtype, "--kv-dtype");
   spec.quant_group = o.quant_group;
+  spec.step_overhead_seconds = o.step_overhead_ms / 1e3;
   spec.batch = o.batch;
   spec.context = o.context;
   spec.bandwidth_efficiency = o.efficiency;
@@ -278,6 +280,10 @@ Command AddExplainCommand(CLI::App& app) {
                   "--quant-group weights)")
       ->capture_default_str();
   sub->add_option("--kv-dtype", o->kv_dtype, "KV-cache format (default: fp16 for fp16, else bf16)");
+  sub->add_option("--step-overhead-ms", o->step_overhead_ms,
+                  "time each step spends off the GPU (launches, sync, sampling), in series with it")
+      ->check(CLI::Range(0.0, 1000.0))
+      ->capture_default_str();
   sub->add_option("--quant-group", o->quant_group,
                   "int8/int4 weights per fp16 scale (GPTQ/AWQ 128; llama.cpp Q4_0 32)")
       ->check(CLI::Range(1, 1 << 16))

@@ -14,6 +14,8 @@ void Validate(const LlmSpec& s) {
     throw BadInput("an LLM workload needs a model or a parameter count");
   if (s.batch < 1) throw BadInput(fmt::format("batch {} must be at least 1", s.batch));
   if (s.context < 0) throw BadInput(fmt::format("context {} must not be negative", s.context));
+  if (!(s.step_overhead_seconds >= 0 && s.step_overhead_seconds <= 1))
+    throw BadInput(fmt::format("step overhead {} s must lie in [0, 1]", s.step_overhead_seconds));
   for (double e : {s.bandwidth_efficiency, s.compute_efficiency}) {
     if (!(e > 0 && e <= 1)) {
       throw BadInput(fmt::format("efficiency {} must lie in (0, 1]", e));
@@ -44,6 +46,7 @@ Workload Base(const LlmSpec& s, const char* kind) {
   w.bandwidth_efficiency = s.bandwidth_efficiency;
   w.compute_efficiency = s.compute_efficiency;
   w.efficiency_stated = s.efficiency_stated;
+  w.step_overhead_seconds = s.step_overhead_seconds;
   double params = s.shape ? s.shape->Params() : s.params;
   w.weight_bytes = params * WeightBytesPerParam(s.dtype, s.quant_group);
   if (s.shape) {
@@ -63,13 +66,14 @@ double AttentionFlopsPerToken(const ModelShape& m, double keys) {
 
 }  // namespace
 
-double StepTimes::step() const { return std::max({memory, compute, pace}); }
+double StepTimes::step() const { return std::max(std::max(memory, compute) + overhead, pace); }
 
 StepTimes StepTimesOn(const Workload& w, double bandwidth, double peak_flops) {
   StepTimes t;
   t.memory = w.bytes_per_step / (w.bandwidth_efficiency * bandwidth);
   t.compute = w.flops_per_step / (w.compute_efficiency * peak_flops);
   t.pace = w.paced_steps_per_second > 0 ? 1.0 / w.paced_steps_per_second : 0;
+  t.overhead = w.step_overhead_seconds;
   return t;
 }
 

@@ -44,6 +44,10 @@ struct Workload {
   // GPUs of one node the job spans (tensor parallelism); the figures above are then one GPU's part
   // (TensorParallelShard).
   int tensor_parallel = 1;
+  // Seconds each step spends off the GPU's critical path (launches, synchronisation, sampling, the
+  // engine's own loop), in series with the GPU work: 0 unless stated (published batch-1 decode
+  // steps show on the order of 1-2 ms; docs/calibration.md).
+  double step_overhead_seconds = 0;
 
   double memory_bytes() const { return weight_bytes + kv_cache_bytes + other_bytes; }
   // Tokens (or steps) one sequence gains per second when steps take `step_seconds`.
@@ -52,9 +56,11 @@ struct Workload {
 
 // Where a step's time goes on a given slice of a GPU (seconds).
 struct StepTimes {
-  double memory = 0;   // bytes / (η · bandwidth)
-  double compute = 0;  // FLOPs / (η_c · peak)
-  double pace = 0;     // 1 / paced rate, or 0
+  double memory = 0;    // bytes / (η · bandwidth)
+  double compute = 0;   // FLOPs / (η_c · peak)
+  double pace = 0;      // 1 / paced rate, or 0
+  double overhead = 0;  // Workload::step_overhead_seconds, added to the GPU's part
+  // max(max(memory, compute) + overhead, pace).
   double step() const;
   bool bandwidth_bound() const { return memory >= compute; }
 };
@@ -74,7 +80,8 @@ struct LlmSpec {
   int context = 0;  // tokens held per sequence (prompt + generated)
   double bandwidth_efficiency = kDefaultBandwidthEfficiency;
   double compute_efficiency = kDefaultComputeEfficiency;
-  bool efficiency_stated = false;  // see Workload::efficiency_stated
+  bool efficiency_stated = false;    // see Workload::efficiency_stated
+  double step_overhead_seconds = 0;  // see Workload::step_overhead_seconds
 };
 // Throws Error (bad input) for an impossible spec (no params, batch < 1, negative context, η
 // outside (0,1]).

@@ -148,6 +148,19 @@ TEST_F(WorkloadTest, BatchAndDtypeScaleAsTheyShould) {
       << "int4 weights keep a bf16 KV cache";
 }
 
+TEST_F(WorkloadTest, AStepOverheadAddsToEveryStepAndLeavesTheGpuIdleMeanwhile) {
+  LlmSpec spec;
+  spec.params = 13e9;
+  spec.bandwidth_efficiency = 1;
+  double alone = SoloDemand(LlmDecode(spec), h100_).ms_per_token;
+  spec.step_overhead_seconds = 1.5e-3;
+  Demand d = SoloDemand(LlmDecode(spec), h100_);
+  EXPECT_NEAR(d.ms_per_token, alone + 1.5, 1e-9);
+  EXPECT_NEAR(d.bandwidth_fraction, alone / (alone + 1.5), 1e-9) << "idle while off the GPU";
+  spec.step_overhead_seconds = -1;
+  EXPECT_THROW(LlmDecode(spec), Error);
+}
+
 TEST_F(WorkloadTest, QuantisedWeightsCarryTheirScales) {
   EXPECT_DOUBLE_EQ(WeightBytesPerParam(DType::kBf16), 2);
   EXPECT_DOUBLE_EQ(WeightBytesPerParam(DType::kFp8), 1) << "a per-tensor scale is nothing";

@@ -3,9 +3,10 @@
 // Tenant i, alone on the whole GPU, needs per step mem_i = bytes_i/(η_i·BW) seconds of memory time
 // and comp_i = FLOPs_i/(η_c,i·peak_i) seconds of math time, and may pace itself at one step per
 // pace_i seconds. Sharing stretches every tenant's memory time by one factor S_B and its math time
-// by one factor S_C (both ≥ 1), so its step takes max(pace_i, mem_i·S_B, comp_i·S_C/cap_i), cap_i
-// being its MPS thread cap. The stretches are the smallest for which the tenants together use at
-// most the GPU's bandwidth and math throughput:
+// by one factor S_C (both ≥ 1), so its step takes max(pace_i, max(mem_i·S_B, comp_i·S_C/cap_i) +
+// o_i), cap_i being its MPS thread cap and o_i its time off the GPU each step (launches,
+// synchronisation; 0 unless stated), during which it uses neither. The stretches are the smallest
+// for which the tenants together use at most the GPU's bandwidth and math throughput:
 //     Σ_i (bytes_i/BW)        · rate_i ≤ 1
 //     Σ_i (FLOPs_i/peak_i)    · rate_i ≤ 1
 // For bandwidth-bound tenants that run flat out, S_B is exactly the factor by which their summed

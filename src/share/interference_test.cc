@@ -33,6 +33,30 @@ TEST_F(InterferenceTest, LaunchGapBoundDecodersHarvestIdleBandwidth) {
   EXPECT_NEAR(SolveMpsStretch(set.loads()).bandwidth, 1.2, 1e-9);
 }
 
+// Time off the GPU each step (launches, synchronisation) leaves bandwidth idle that a neighbour
+// under MPS uses: two decoders that each stream 5 ms and wait 2.5 ms demand 133% together, and the
+// stretch S with 2 · 5 / (5·S + 2.5) = 1 is 1.5 — steps of 10 ms against 7.5 alone, not 2x.
+TEST_F(InterferenceTest, TimeOffTheGpuEachStepLeavesBandwidthToANeighbour) {
+  TenantSet set(h100_);
+  LlmSpec spec;
+  spec.params = 5e-3 * h100_.bandwidth / 2;  // bf16: 5 ms of streaming at η = 1
+  spec.bandwidth_efficiency = 1;
+  Workload w = LlmDecode(spec);
+  w.step_overhead_seconds = 2.5e-3;
+  set.Add({"a", w, {}});
+  set.Add({"b", w, {}});
+  EXPECT_NEAR(set.loads()[0]->solo_step_rate(), 1 / 7.5e-3, 1e-6);
+  Stretch s = SolveMpsStretch(set.loads());
+  EXPECT_NEAR(s.bandwidth, 1.5, 1e-9);
+  EXPECT_NEAR(StretchedStepRate(*set.loads()[0], s), 1 / 10e-3, 1e-6);
+  // Waiting as long as it streams, each uses half: together they fit and neither slows.
+  w.step_overhead_seconds = 5e-3;
+  TenantSet fits(h100_);
+  fits.Add({"a", w, {}});
+  fits.Add({"b", w, {}});
+  EXPECT_NEAR(SolveMpsStretch(fits.loads()).bandwidth, 1.0, 1e-12);
+}
+
 TEST_F(InterferenceTest, PacedTenantKeepsItsPaceAndFreesBandwidthForOthers) {
   TenantSet set(h100_);
   // A generic job wanting 20% of the bandwidth, beside a saturating decoder.

@@ -50,7 +50,8 @@ double StepRateOn(const GpuKind& gpu, const TenantLoad& l, const MigProfile& p) 
   double bw_fraction = double(p.memory_slices) / gpu.mig->slots;
   double sm_fraction = double(p.sms) / gpu.sms;
   double step =
-      std::max({l.whole.pace, l.whole.memory / bw_fraction, l.whole.compute / sm_fraction});
+      std::max(l.whole.pace, std::max(l.whole.memory / bw_fraction, l.whole.compute / sm_fraction) +
+                                 l.whole.overhead);
   return 1.0 / step;
 }
 

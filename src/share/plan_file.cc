@@ -62,7 +62,7 @@ Workload ReadWorkload(const std::string& path, const YAML::Node& node, const Cat
       f.Fail("kind", fmt::format("'{}' is not one of llm-decode, llm-prefill, generic", kind));
     }
     f.AllowOnly({"kind", "model", "params", "dtype", "quant_group", "kv_dtype", "batch", "context",
-                 "efficiency", "compute_efficiency", "tp"});
+                 "efficiency", "compute_efficiency", "step_overhead_ms", "tp"});
     LlmSpec spec;
     if (f.Has("model") == f.Has("params"))
       f.Fail("model", "give exactly one of 'model' and 'params'");
@@ -84,6 +84,11 @@ Workload ReadWorkload(const std::string& path, const YAML::Node& node, const Cat
     if (kind == "llm-prefill" && spec.context < 1)
       f.Fail("context", "prefill needs a context (prompt length) of at least 1 token");
     spec.efficiency_stated = f.Has("efficiency") || f.Has("compute_efficiency");
+    if (f.Has("step_overhead_ms")) {
+      double ms = f.Number("step_overhead_ms");
+      if (!(ms >= 0 && ms <= 1000)) f.Fail("step_overhead_ms", "must lie in [0, 1000]");
+      spec.step_overhead_seconds = ms / 1e3;
+    }
     spec.bandwidth_efficiency = ReadEfficiency(f, "efficiency", kDefaultBandwidthEfficiency);
     spec.compute_efficiency = ReadEfficiency(f, "compute_efficiency", kDefaultComputeEfficiency);
     Workload whole = kind == "llm-decode" ? LlmDecode(spec) : LlmPrefill(spec);

@@ -89,6 +89,16 @@ TEST(PlanFile, ATensorParallelWorkloadIsOneGpusPartAndItsDegreeIsChecked) {
   ExpectRefused("compute: 20 TFLOPS", "compute: 20 TFLOPS, tp: 2", {"unknown field 'tp'"});
 }
 
+TEST(PlanFile, AStepOverheadIsReadInMilliseconds) {
+  Catalog catalog = Catalog::LoadBundled();
+  std::string text = kPlan;
+  std::string at = "context: 4096", with = at + ", step_overhead_ms: 1.5";
+  text.replace(text.find(at), at.size(), with);
+  PlanFile plan = LoadPlanFile(WriteFile(text), catalog);
+  EXPECT_DOUBLE_EQ(plan.input.classes[0].tenant.work.step_overhead_seconds, 1.5e-3);
+  ExpectRefused("context: 4096,", "context: 4096, step_overhead_ms: -1,", {"'step_overhead_ms'"});
+}
+
 TEST(PlanFile, BundledExamplesLoad) {
   Catalog catalog = Catalog::LoadBundled();
   for (const char* name :
