@@ -4,10 +4,13 @@
 //   Launch: cuLaunchKernel of a zero-work kernel through the compute governor's open gate, with the
 //   governor thread running (it measures GPU time through the simulated NVML).
 // The shim is dlopen'ed locally, so this process's own calls still reach the driver directly.
+// GPUMUX_BENCH_GPUS=2 makes the tenant one of two simulated GPUs (the shim then asks the driver for
+// the current device on every call): run it once without and once with, each its own ratio.
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -29,12 +32,21 @@ struct Setup {
     std::string dir =
         std::filesystem::temp_directory_path() / ("gpumux_bench_" + std::to_string(getpid()));
     std::filesystem::create_directories(dir);
+    const char* gpus_text = std::getenv("GPUMUX_BENCH_GPUS");
+    int gpus = gpus_text ? std::max(1, std::atoi(gpus_text)) : 1;
+    std::string states, ledgers, indices;
+    for (int g = 0; g < gpus; ++g) {
+      std::string sep = g ? "," : "", ledger = dir + "/gpu" + std::to_string(g) + ".ledger";
+      states += sep + dir + "/sim" + std::to_string(g) + ".state";
+      ledgers += sep + ledger;
+      indices += sep + std::to_string(g);
+      gpumux::node::Ledger::CreateOrOpen(ledger, 80ull << 30, "bench")
+          .AddTenant("bench", {40ull << 30});
+    }
     setenv("GPUMUX_SIM_MEMORY", std::to_string(80ull << 30).c_str(), 1);
-    setenv("GPUMUX_SIM_STATE", (dir + "/sim.state").c_str(), 1);
-    std::string ledger = dir + "/gpu0.ledger";
-    gpumux::node::Ledger::CreateOrOpen(ledger, 80ull << 30, "bench")
-        .AddTenant("bench", {40ull << 30});
-    setenv("GPUMUX_LEDGER", ledger.c_str(), 1);
+    setenv("GPUMUX_SIM_STATE", states.c_str(), 1);
+    setenv("GPUMUX_LEDGER", ledgers.c_str(), 1);
+    setenv("GPUMUX_GPU", indices.c_str(), 1);
     setenv("GPUMUX_TENANT", "bench", 1);
     cuInit(0);
     gpumux::cuda::UsePrimaryContext();  // as the runtime does before the first allocation
