@@ -135,8 +135,9 @@ int RunTenant(const RunOptions& o) {
   std::vector<std::string> paths;
   std::vector<node::Ledger> ledgers;
   std::vector<int> slots;
-  // Admitted on every GPU or on none: a refusal on one removes it from those before.
-  auto admitted = [&] {
+  // Admitted on every GPU or on none; when its last process is gone it leaves each it was admitted
+  // on.
+  auto leave = [&] {
     for (size_t i = 0; i < slots.size(); ++i) RemoveIfIdle(ledgers[i], slots[i], id);
   };
   try {
@@ -155,7 +156,7 @@ int RunTenant(const RunOptions& o) {
       slots.push_back(ledger.AddTenant(id, limits[i], o.strict));
     }
   } catch (const Error&) {
-    admitted();
+    leave();
     throw;
   }
 
@@ -177,7 +178,7 @@ int RunTenant(const RunOptions& o) {
   int status = 0;
   while (waitpid(g_child, &status, 0) < 0 && errno == EINTR) {
   }
-  admitted();
+  leave();
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return WEXITSTATUS(status);
 }

@@ -40,10 +40,16 @@ TEST(PlanFile, LoadsFleetTenantsAndAppliesTheDefaultSloVisibly) {
   EXPECT_NE(f.notes[0].find("etl: no SLO given"), std::string::npos);
 }
 
-void ExpectRefused(const std::string& from, const std::string& to,
-                   std::initializer_list<std::string> needles) {
+// kPlan with its first `from` replaced by `to`.
+std::string PlanWith(const std::string& from, const std::string& to) {
   std::string text = kPlan;
   text.replace(text.find(from), from.size(), to);
+  return text;
+}
+
+void ExpectRefused(const std::string& from, const std::string& to,
+                   std::initializer_list<std::string> needles) {
+  std::string text = PlanWith(from, to);
   std::string path = WriteFile(text);
   Catalog catalog = Catalog::LoadBundled();
   try {
@@ -77,10 +83,8 @@ TEST(PlanFile, RefusesBadInputWithFileLineAndField) {
 
 TEST(PlanFile, ATensorParallelWorkloadIsOneGpusPartAndItsDegreeIsChecked) {
   Catalog catalog = Catalog::LoadBundled();
-  std::string text = kPlan;
-  std::string whole = "model: Llama-2-13B, context: 4096", split = whole + ", tp: 2";
-  text.replace(text.find(whole), whole.size(), split);
-  PlanFile plan = LoadPlanFile(WriteFile(text), catalog);
+  PlanFile plan =
+      LoadPlanFile(WriteFile(PlanWith("context: 4096", "context: 4096, tp: 2")), catalog);
   const Workload& part = plan.input.classes[0].tenant.work;
   EXPECT_EQ(part.tensor_parallel, 2);
   EXPECT_NEAR(part.weight_bytes, 26.03e9 / 2, 0.02e9);
@@ -91,10 +95,8 @@ TEST(PlanFile, ATensorParallelWorkloadIsOneGpusPartAndItsDegreeIsChecked) {
 
 TEST(PlanFile, AStepOverheadIsReadInMilliseconds) {
   Catalog catalog = Catalog::LoadBundled();
-  std::string text = kPlan;
-  std::string at = "context: 4096", with = at + ", step_overhead_ms: 1.5";
-  text.replace(text.find(at), at.size(), with);
-  PlanFile plan = LoadPlanFile(WriteFile(text), catalog);
+  PlanFile plan = LoadPlanFile(
+      WriteFile(PlanWith("context: 4096", "context: 4096, step_overhead_ms: 1.5")), catalog);
   EXPECT_DOUBLE_EQ(plan.input.classes[0].tenant.work.step_overhead_seconds, 1.5e-3);
   ExpectRefused("context: 4096,", "context: 4096, step_overhead_ms: -1,", {"'step_overhead_ms'"});
 }

@@ -85,7 +85,7 @@ Allocations& Local() {
   return *a;
 }
 
-bool Ready() { return DeviceCount() > 0 && Device(0).state != nullptr; }
+bool Ready() { return gpumux::sim::HasDevices(); }
 
 // Device `dev` if this process sees it.
 const SimDevice* DeviceOf(CUdevice dev) {

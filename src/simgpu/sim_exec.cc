@@ -79,7 +79,7 @@ struct SimEvent {
   Completion at;  // of the work queued before it
 };
 
-bool Ready() { return gpumux::sim::DeviceCount() > 0 && Device(0).state != nullptr; }
+bool Ready() { return gpumux::sim::HasDevices(); }
 
 // The device of the calling thread's current context (device 0 without one).
 const SimDevice& CurrentDevice() {

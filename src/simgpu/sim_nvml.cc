@@ -23,7 +23,7 @@ using gpumux::sim::NvmlHandle;
 using gpumux::sim::SimDevice;
 
 namespace {
-bool Ready() { return DeviceCount() > 0 && Device(0).state; }
+bool Ready() { return gpumux::sim::HasDevices(); }
 }  // namespace
 
 extern "C" {

@@ -143,6 +143,8 @@ const Devices& AllDevices() {
 
 int DeviceCount() { return int(AllDevices().list.size()); }
 
+bool HasDevices() { return DeviceCount() > 0 && Device(0).state != nullptr; }
+
 const SimDevice& Device(int ordinal) {
   const Devices& d = AllDevices();
   return ordinal >= 0 && ordinal < int(d.list.size()) ? d.list[ordinal] : d.none;

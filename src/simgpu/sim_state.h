@@ -64,6 +64,9 @@ struct SimDevice {
 
 // How many devices this process sees (0 if the environment describes none). Thread-safe.
 int DeviceCount();
+// Whether the environment describes a device this process could map (the driver's and NVML's
+// "initialised"). Thread-safe.
+bool HasDevices();
 // Device `ordinal`, mapped on first call; one with no state for an ordinal out of range.
 // Thread-safe.
 const SimDevice& Device(int ordinal);

@@ -188,8 +188,8 @@ void Initialise(Enforcement& e) {
   try {
     const char* agent = std::getenv("GPUMUX_AGENT");
     std::vector<std::string> ledgers = gpumux::SplitCommas(paths);
-    std::vector<std::string> indices =
-        gpumux::SplitCommas(std::getenv("GPUMUX_GPU") ? std::getenv("GPUMUX_GPU") : "");
+    const char* gpu_indices = std::getenv("GPUMUX_GPU");
+    std::vector<std::string> indices = gpumux::SplitCommas(gpu_indices ? gpu_indices : "");
     if (int(ledgers.size()) > kMaxTenantGpus)
       throw gpumux::BadInput("GPUMUX_LEDGER lists more than 8 GPUs");
     e.tenant = tenant;
@@ -208,16 +208,17 @@ void Initialise(Enforcement& e) {
       gpu.nvml_index = size_t(g) < indices.size() ? std::atoi(indices[g].c_str()) : g;
     }
     // Every ledger found the tenant: only now register and start a governor on each.
+    const gpumux::shim::EventCalls events = {
+        Real<decltype(&cuEventCreate)>("cuEventCreate"),
+        Real<decltype(&cuEventRecord)>("cuEventRecord"),
+        Real<decltype(&cuEventQuery)>("cuEventQuery"),
+        Real<decltype(&cuEventElapsedTime)>("cuEventElapsedTime"),
+        Real<decltype(&cuEventDestroy_v2)>("cuEventDestroy_v2"),
+        Real<decltype(&cuStreamIsCapturing)>("cuStreamIsCapturing")};
     for (int g = 0; g < e.gpu_count; ++g) {
       TenantGpu& gpu = e.gpus[g];
       int slot = gpu.tenant_slot;
-      gpu.forecast.Start(&*gpu.ledger, slot,
-                         {Real<decltype(&cuEventCreate)>("cuEventCreate"),
-                          Real<decltype(&cuEventRecord)>("cuEventRecord"),
-                          Real<decltype(&cuEventQuery)>("cuEventQuery"),
-                          Real<decltype(&cuEventElapsedTime)>("cuEventElapsedTime"),
-                          Real<decltype(&cuEventDestroy_v2)>("cuEventDestroy_v2"),
-                          Real<decltype(&cuStreamIsCapturing)>("cuStreamIsCapturing")});
+      gpu.forecast.Start(&*gpu.ledger, slot, events);
       gpu.governor.Tick(&gpu.forecast);
       if (agent) {
         if (!gpu.grant) gpu.grant.emplace(agent, tenant, g);
