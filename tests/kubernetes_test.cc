@@ -106,6 +106,15 @@ class KubernetesNodeTest : public AgentTest {
   // allocates 64 MiB at a time until refused; returns what it got.
   uint64_t FillWith(const std::map<std::string, std::string>& envs, const std::string& pod_uid,
                     bool systemd_style = false) {
+    json out = RunInPod(
+        envs, pod_uid,
+        std::string(GPUMUX_ALLOC_CLIENT) + " direct fill " + std::to_string(64 * kMiB) + " 0",
+        systemd_style);
+    return out.is_null() ? 0 : out["allocated"].get<uint64_t>();
+  }
+  // Runs `command` (a test client printing one JSON line) so; returns its line, null if it failed.
+  json RunInPod(const std::map<std::string, std::string>& envs, const std::string& pod_uid,
+                const std::string& command, bool systemd_style = false) {
     std::string name = "pod" + pod_uid;
     if (systemd_style) {
       std::replace(name.begin(), name.end(), '-', '_');
@@ -115,10 +124,9 @@ class KubernetesNodeTest : public AgentTest {
     std::string env = "sh -c 'echo $$ > " + (cgroups_ / name / "cgroup.procs").string() +
                       " && exec \"$@\"' sh env";
     for (const auto& [k, v] : envs) env += " " + k + "='" + v + "'";
-    auto [code, out] = Sh(env + " ASAN_OPTIONS=verify_asan_link_order=0 " + GPUMUX_ALLOC_CLIENT +
-                          " direct fill " + std::to_string(64 * kMiB) + " 0");
+    auto [code, out] = Sh(env + " ASAN_OPTIONS=verify_asan_link_order=0 " + command);
     EXPECT_EQ(code, 0) << out;
-    return code == 0 ? json::parse(out)["allocated"].get<uint64_t>() : 0;
+    return code == 0 ? json::parse(out) : json();
   }
   json Tenant(const std::string& id) {
     auto [status, text] = CallUnix(socket_, "GET", "/v1/tenants/" + id);
@@ -238,6 +246,70 @@ class KubernetesTest : public KubernetesNodeTest {
   std::unique_ptr<agent::HttpServer> http_;
   std::thread http_thread_;
 };
+
+// A tensor-parallel pod through the device-plugin path: 40 gpu-memory over 2 GPUs is placed on
+// two GPUs of the node (best fit: the fuller of those that hold 20 GiB), allocated 20 GiB of
+// devices on each, and admitted as one tenant over both, held to 20 GiB on each.
+TEST_F(KubernetesTest, APodOfTwoGpusIsPlacedOnTwoAndHeldToItsShareOfEach) {
+  ASSERT_NO_FATAL_FAILURE(StartStack(3));
+  // A one-GPU pod of 70 GiB first: its GPU keeps 10 GiB, too little for the pod of two.
+  api_->AddPod(PendingPod("big", "b1b1b1b1-0000-4000-8000-000000000031", {{{kMemory, 70}}}));
+  ASSERT_EQ(Schedule("big"), "");
+  std::string big_gpu = api_->Pod("big")["metadata"]["annotations"]["gpumux.io/assigned"];
+  json tp = PendingPod("tp", "7b7b7b7b-0000-4000-8000-000000000032", {{{kMemory, 40}}},
+                       "2026-12-04T08:00:01Z");
+  tp["metadata"]["annotations"]["gpumux.io/gpu-count"] = "2";
+  api_->AddPod(tp);
+  ASSERT_EQ(Schedule("tp"), "");
+  std::string assigned = api_->Pod("tp")["metadata"]["annotations"]["gpumux.io/assigned"];
+  std::set<std::string> gpus = {"0", "1", "2"};
+  gpus.erase(big_gpu);
+  EXPECT_EQ(assigned, *gpus.begin() + "," + *gpus.rbegin()) << "the two GPUs with room";
+
+  auto [status_big, big] = Allocate(kMemory, 70);
+  ASSERT_TRUE(status_big.ok()) << status_big.error_message() << Log();
+  // The kubelet asks for the preferred 40 devices: 20 on each of the pod's GPUs.
+  auto plugin = kubelet_->Plugin(kMemory);
+  pb::PreferredAllocationRequest preferred_request;
+  auto* c = preferred_request.add_container_requests();
+  for (const pb::Device& d : Devices(kMemory)) c->add_available_deviceids(d.id());
+  c->set_allocation_size(40);
+  pb::PreferredAllocationResponse preferred;
+  grpc::ClientContext context;
+  ASSERT_TRUE(plugin->GetPreferredAllocation(&context, preferred_request, &preferred).ok());
+  std::map<std::string, int> per_gpu;
+  for (const auto& id : preferred.container_responses(0).deviceids())
+    ++per_gpu[id.substr(3, id.find('-') - 3)];
+  EXPECT_EQ(per_gpu, (std::map<std::string, int>{{*gpus.begin(), 20}, {*gpus.rbegin(), 20}}));
+
+  auto [status, answer] = Allocate(kMemory, 40);
+  ASSERT_TRUE(status.ok()) << status.error_message() << Log();
+  std::string id = answer.annotations().at("gpumux.io/tenant");
+  json tenant = Tenant(id);
+  EXPECT_EQ(tenant["gpus"], json::array({std::stoi(*gpus.begin()), std::stoi(*gpus.rbegin())}))
+      << tenant;
+  EXPECT_EQ(tenant["quota_bytes"].get<uint64_t>(), 20 * kGiB) << "the quota on each";
+  // Its program sees two devices and is refused at 20 GiB on each, nothing left behind.
+  json fill =
+      RunInPod({answer.envs().begin(), answer.envs().end()}, "7b7b7b7b-0000-4000-8000-000000000032",
+               std::string(GPUMUX_LLM_CLIENT) + " fill-each " + std::to_string(512 * kMiB));
+  EXPECT_EQ(fill["allocated"], json::array({20 * kGiB, 20 * kGiB})) << fill;
+  EXPECT_EQ(fill["used_after_each_fill"][0], json::array({20 * kGiB, 0})) << fill;
+  EXPECT_EQ(fill["used_at_end"], json::array({0, 0})) << fill;
+
+  // The extender keeps count: 65 GiB on each of two GPUs no longer fits the node (the pod's GPUs
+  // have 60 GiB left, the big pod's 10), though it would on an empty one.
+  json more = PendingPod("more", "3c3c3c3c-0000-4000-8000-000000000033", {{{kMemory, 130}}});
+  more["metadata"]["annotations"]["gpumux.io/gpu-count"] = "2";
+  api_->AddPod(more);
+  auto [code, filtered] =
+      Extend("filter", json{{"Pod", api_->Pod("more")}, {"NodeNames", {"node-a"}}}.dump());
+  EXPECT_EQ(code, 200);
+  EXPECT_EQ(filtered["NodeNames"], json::array()) << filtered;
+  EXPECT_NE(filtered["FailedNodes"]["node-a"].get<std::string>().find("needs 2 GPUs, 0 fit"),
+            std::string::npos)
+      << filtered;
+}
 
 TEST_F(KubernetesTest, TwoPodsOnOneGpuAreEachHeldToTheirQuotaAndTheNeighbourIsUntouched) {
   ASSERT_NO_FATAL_FAILURE(StartStack(1));

@@ -77,6 +77,7 @@ bool DevicePlugin::Refresh() {
       s.id = {index, instance};
       s.memory_gib = int(bytes / kGiB);
       s.healthy = healthy;
+      s.mps = g.value("mode", "") == "mps";
       s.uuid = uuid;
       slots.push_back(s);
       for (int k = 0; k < s.memory_gib; ++k)
@@ -187,30 +188,40 @@ ContainerAnswer DevicePlugin::Allocate(const std::string& resource,
                    " (pods that ask gpumux resources must be scheduled by gpumux-k8s-scheduler, "
                    "which assigns them a GPU)");
   }
-  const SlotId& where = *c->pod.assigned;
-  const Slot* slot = slots_.Find(where);
-  if (!slot)
-    throw NotFound("pod " + c->pod.ns + "/" + c->pod.name + " is assigned GPU " + where.ToString() +
-                   ", which node " + config_.node_name + " does not have");
-  json request = {
-      {"id", c->tenant},
-      {"gpu", where.gpu},
-      {"priority", c->pod.priority},
-      {"owner_uid", std::max<int64_t>(c->container.run_as_user, 0)},
-      // Only the pod's processes may draw on its memory, not another pod's of the same uid
-      // (every root container's, say).
-      {"cgroup", PodCgroup(c->pod.uid)},
-      {"source", "kubernetes:" + c->pod.ns + "/" + c->pod.name + "/" + c->container.name},
-      {"pod_namespace", c->pod.ns},
-      {"pod", c->pod.name},
-      {"container", c->container.name}};
-  if (where.instance >= 0) request["instance"] = where.instance;
+  const PodRequest& pod = c->pod;
+  std::vector<const Slot*> slots;
+  for (const SlotId& where : pod.assigned) {
+    const Slot* slot = slots_.Find(where);
+    if (!slot)
+      throw NotFound("pod " + pod.ns + "/" + pod.name + " is assigned GPU " + where.ToString() +
+                     ", which node " + config_.node_name + " does not have");
+    slots.push_back(slot);
+  }
+  json request = {{"id", c->tenant},
+                  {"priority", pod.priority},
+                  {"owner_uid", std::max<int64_t>(c->container.run_as_user, 0)},
+                  // Only the pod's processes may draw on its memory, not another pod's of the same
+                  // uid (every root container's, say).
+                  {"cgroup", PodCgroup(pod.uid)},
+                  {"source", "kubernetes:" + pod.ns + "/" + pod.name + "/" + c->container.name},
+                  {"pod_namespace", pod.ns},
+                  {"pod", pod.name},
+                  {"container", c->container.name}};
+  if (slots.size() == 1) {
+    request["gpu"] = pod.assigned[0].gpu;
+    if (pod.assigned[0].instance >= 0) request["instance"] = pod.assigned[0].instance;
+  } else {  // one tenant over all the pod's GPUs, with the same limits on each
+    request["gpus"] = json::array();
+    for (const SlotId& where : pod.assigned) request["gpus"].push_back(where.gpu);
+  }
   if (c->container.whole_gpus > 0) {
-    request["memory"] = uint64_t(slot->memory_gib) * kGiB;
+    int smallest = slots[0]->memory_gib;
+    for (const Slot* slot : slots) smallest = std::min(smallest, slot->memory_gib);
+    request["memory"] = uint64_t(smallest) * kGiB;
   } else {
-    request["memory"] = std::to_string(c->container.memory_gib) + "GiB";
+    request["memory"] = std::to_string(c->container.memory_gib / pod.gpu_count) + "GiB";
     if (c->container.compute_percent > 0)
-      request["compute"] = std::to_string(c->container.compute_percent) + "%";
+      request["compute"] = std::to_string(c->container.compute_percent / pod.gpu_count) + "%";
   }
   // The container's other resource, allocated before this one, admitted the same tenant with the
   // same limits: admitting again updates it to what it is.
@@ -218,9 +229,10 @@ ContainerAnswer DevicePlugin::Allocate(const std::string& resource,
   record_.Answered(*c, resource);
 
   ContainerAnswer answer;
-  answer.edits =
-      EditsForTenant(admitted.answer, slot->uuid.empty() ? std::vector<std::string>()
-                                                         : std::vector<std::string>{slot->uuid});
+  std::vector<std::string> uuids;
+  for (const Slot* slot : slots)
+    if (!slot->uuid.empty()) uuids.push_back(slot->uuid);
+  answer.edits = EditsForTenant(admitted.answer, uuids);
   answer.annotations["gpumux.io/tenant"] = c->tenant;
   return answer;
 }
@@ -229,21 +241,36 @@ std::vector<std::string> DevicePlugin::Preferred(const std::string& resource,
                                                  const std::vector<std::string>& available,
                                                  const std::vector<std::string>& must_include,
                                                  int size) {
-  std::optional<SlotId> want;
+  std::vector<SlotId> want;  // the pod's GPUs; `size` is spread evenly over them
   try {
-    std::vector<PodRequest> pods = NodePods();
-    std::lock_guard lock(mu_);
-    if (auto c = record_.Find(pods, resource, size)) want = c->pod.assigned;
+    // From the watched pods, else from a list made now (the pod was bound a moment ago).
+    for (bool fresh : {false, true}) {
+      std::vector<PodRequest> pods = NodePods(fresh);
+      std::lock_guard lock(mu_);
+      if (auto c = record_.Find(pods, resource, size)) {
+        want = c->pod.assigned;
+        break;
+      }
+    }
   } catch (const Error&) {
     // Only a hint: without the pod, the kubelet's own choice.
   }
+  std::map<SlotId, int> taken;
+  auto wanted = [&](const std::optional<SlotId>& slot) {
+    return slot && std::find(want.begin(), want.end(), *slot) != want.end() &&
+           taken[*slot] < size / int(want.size());
+  };
   std::vector<std::string> chosen = must_include;
+  for (const std::string& id : chosen)
+    if (auto slot = SlotOfDevice(id)) ++taken[*slot];
   for (int pass = 0; pass < 2 && int(chosen.size()) < size; ++pass) {
     for (const std::string& id : available) {
       if (int(chosen.size()) >= size) break;
-      bool on_slot = want && SlotOfDevice(id) == want;
-      if ((pass == 0) != on_slot) continue;
-      if (std::find(chosen.begin(), chosen.end(), id) == chosen.end()) chosen.push_back(id);
+      std::optional<SlotId> slot = SlotOfDevice(id);
+      if (pass == 0 && !wanted(slot)) continue;
+      if (std::find(chosen.begin(), chosen.end(), id) != chosen.end()) continue;
+      chosen.push_back(id);
+      if (slot) ++taken[*slot];
     }
   }
   return chosen;

@@ -5,8 +5,9 @@
 //   "gpu3.1-gib0" gpumux.io/gpu-compute  one device per percent of each whole GPU: "gpu3-pct42"
 //   gpumux.io/gpu          one device per whole GPU: "gpu3"
 // and admits each container that the kubelet allocates them to as a gpumuxd tenant (pod_tenants.h)
-// on the GPU the scheduler extender assigned its pod: quota = its GiB, cap = its percent, priority
-// from the pod's annotation. The answer starts the container under the shim (container_edits.h).
+// on the GPU (or GPUs) the scheduler extender assigned its pod: quota = its GiB (per GPU), cap =
+// its percent, priority from the pod's annotation. The answer starts the container under the shim
+// (container_edits.h).
 //
 // A tenant goes when its pod does: every poll the plugin lists the node's pods (the API server;
 // the kubelet's pod-resources API names no pod UID, and gpumuxd's dead-process reclaim frees memory

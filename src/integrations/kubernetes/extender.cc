@@ -139,9 +139,7 @@ FilterResult Extender::Filter(const json& args) {
       // Hot path: one lookup and a scan of the node's slots; the reason only where it fails.
       auto it = nodes_.find(names[i]);  // a node not seen yet has none
       const NodeGpus* node = it == nodes_.end() ? nullptr : &it->second;
-      fits[i] =
-          !pod.asks_gpumux() || (node && std::any_of(node->slots().begin(), node->slots().end(),
-                                                     [&](const Slot& s) { return s.Fits(pod); }));
+      fits[i] = !pod.asks_gpumux() || (node && node->Fits(pod));
       if (fits[i]) continue;
       std::string why = "no gpumux GPU (the gpumux device plugin publishes them on the node)";
       if (node) node->FittingSlots(pod, &why);
@@ -232,7 +230,7 @@ std::vector<int> Extender::RecentMilli() const {
     const Slot* slot = nullptr;
     if (node != nodes_.end())
       for (const Slot& s : node->second.slots())
-        if (s.id == p.slot) slot = &s;
+        if (s.id == p.slots[0]) slot = &s;
     milli.push_back(PodMilli(p.pod, slot ? slot->memory_gib : 0));
   }
   return milli;
@@ -281,7 +279,8 @@ std::string HostPriorityListJson(const std::vector<HostPriority>& list) {
 void Extender::Count(const Placement& p, int sign) {
   auto node = nodes_.find(p.node);
   if (node == nodes_.end()) return;
-  if (Slot* slot = node->second.Find(p.slot)) slot->Count(p.pod, sign);
+  for (const SlotId& id : p.slots)
+    if (Slot* slot = node->second.Find(id)) slot->Count(p.pod, sign);
 }
 
 json Extender::Bind(const json& args) {
@@ -318,14 +317,16 @@ json Extender::Bind(const json& args) {
     if (!choice.fits)
       return ErrorBody("gpumux: pod " + ns + "/" + name + " no longer fits node " + node + ": " +
                        choice.why_not);
-    placement.slot = it->second.slots()[choice.slot].id;
+    placement.slots = {it->second.slots()[size_t(choice.slot)].id};
+    for (int more : choice.more_slots)
+      placement.slots.push_back(it->second.slots()[size_t(more)].id);
     Count(placement, +1);
     placed_[uid] = placement;
     Remember(uid);
   }
   try {
     if (pod->asks_gpumux())
-      api_->AnnotatePod(ns, name, {{kAssignedAnnotation, placement.slot.ToString()}});
+      api_->AnnotatePod(ns, name, {{kAssignedAnnotation, SlotId::ListToString(placement.slots)}});
     api_->Bind(ns, name, uid, node);
   } catch (const Error& e) {
     std::lock_guard lock(mu_);
@@ -383,10 +384,11 @@ void Extender::OnPod(const json& item) {
   auto now = std::chrono::steady_clock::now();
   std::lock_guard lock(mu_);
   auto it = placed_.find(uid);
-  if (pod && pod->assigned && !pod->node.empty() && !pod->finished() && pod->asks_gpumux()) {
-    Placement p{*pod, pod->node, *pod->assigned, now};
+  if (pod && !pod->assigned.empty() && !pod->node.empty() && !pod->finished() &&
+      pod->asks_gpumux()) {
+    Placement p{*pod, pod->node, pod->assigned, now};
     if (it != placed_.end()) {
-      if (it->second.node == p.node && it->second.slot == p.slot) return;
+      if (it->second.node == p.node && it->second.slots == p.slots) return;
       Count(it->second, -1);
     }
     placed_[uid] = p;

@@ -2,12 +2,14 @@
 // HTTP POST to URL_PREFIX/VERB). kube-scheduler sends pods that ask for gpumux.io/* resources:
 //   filter     ExtenderArgs {Pod, Nodes | NodeNames} → ExtenderFilterResult {Nodes | NodeNames,
 //              FailedNodes, Error}: the nodes where one GPU (or MIG instance) holds the pod's
-//              memory and compute, and for the others why not;
+//              memory and compute (or, for a pod of several GPUs, that many GPUs hold their
+//              share each), and for the others why not;
 //   prioritize ExtenderArgs → HostPriorityList [{Host, Score 0..10}]: gpumux's fleet policy (the
 //              same code as `gpumux fleet simulate`, policy_scores.h);
 //   bind       ExtenderBindingArgs {PodName, PodNamespace, PodUID, Node} → {Error}: picks the GPU
-//              on the node, records it on the pod (annotation gpumux.io/assigned, which the device
-//              plugin admits the pod by) and binds the pod through the API server.
+//              (or GPUs) on the node, records it on the pod (annotation gpumux.io/assigned, "3" or
+//              "2,3", which the device plugin admits the pod by) and binds the pod through the API
+//              server.
 // Keys are matched case-insensitively (Go's decoder does; older clients send "pod", "nodes").
 //
 // Room is counted here, under one lock: bind checks the GPU again and counts the pod in before it
@@ -101,7 +103,7 @@ class Extender {
   struct Placement {
     PodRequest pod;
     std::string node;
-    SlotId slot;
+    std::vector<SlotId> slots;  // one, or one per GPU of a pod of several
     std::chrono::steady_clock::time_point when;
   };
   // The candidate nodes of ExtenderArgs as names, learning slots from full Nodes when given.

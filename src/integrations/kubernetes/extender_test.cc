@@ -206,6 +206,68 @@ TEST(PodRequest, ReadsEachContainersUnitsUserAndPriority) {
   EXPECT_EQ(q.priority, "low");
 }
 
+// A pod of several GPUs: its shares spread evenly over them (per GPU: what the extender fits on
+// each), or whole GPUs; placed on that many time-sliced whole GPUs of one node, best fit.
+TEST(PodRequest, APodOfSeveralGpusAsksItsShareOfEach) {
+  json pod = Pod("u", 40, 60);
+  pod["metadata"]["annotations"] = {{kGpuCountAnnotation, "2"}, {kAssignedAnnotation, "2,3"}};
+  PodRequest p = ParsePod(pod);
+  EXPECT_EQ(p.gpu_count, 2);
+  EXPECT_EQ(p.memory_gib_per_gpu(), 20);
+  EXPECT_EQ(p.compute_percent_per_gpu(), 30);
+  ASSERT_EQ(p.assigned.size(), 2u);
+  EXPECT_EQ(p.assigned[1], (SlotId{3, -1}));
+  EXPECT_EQ(SlotId::ListToString(p.assigned), "2,3");
+  json whole = Pod("w", 0);
+  whole["spec"]["containers"][0]["resources"]["limits"] = {{kGpuResource, "4"}};
+  EXPECT_EQ(ParsePod(whole).gpu_count, 4);
+  EXPECT_TRUE(ParsePod(whole).whole_gpu());
+
+  // Node: GPU 0 has 10 GiB free, GPU 1 30, GPU 2 70 (empty), GPU 3 an MPS GPU, GPU 4 MIG.
+  std::vector<Slot> slots(5);
+  for (int i = 0; i < 5; ++i) slots[size_t(i)].id = {i, -1}, slots[size_t(i)].memory_gib = 80;
+  slots[0].used_memory_gib = 70;
+  slots[1].used_memory_gib = 50;
+  slots[2].used_memory_gib = 10;
+  slots[3].mps = true;
+  slots[4].id = {4, 0};
+  slots[4].memory_gib = 40;
+  NodeGpus node(slots);
+  p.assigned.clear();
+  EXPECT_TRUE(node.Fits(p));
+  EXPECT_EQ(node.SlotsForPodOfSeveralGpus(p), (std::vector<int>{1, 2})) << "the fullest that fit";
+  std::string why;
+  EXPECT_EQ(node.FittingSlots(p, &why).size(), 2u);
+  std::vector<NodeChoice> choice = ChooseSlots({&node}, p, "gpumux", {});
+  ASSERT_TRUE(choice[0].fits);
+  EXPECT_EQ(choice[0].slot, 1);
+  EXPECT_EQ(choice[0].more_slots, std::vector<int>{2});
+  // Three GPUs of 20 GiB each: only two hold it, and the node says why not.
+  json three = Pod("t", 60);
+  three["metadata"]["annotations"] = {{kGpuCountAnnotation, "3"}};
+  PodRequest q = ParsePod(three);
+  EXPECT_FALSE(node.Fits(q));
+  EXPECT_TRUE(node.SlotsForPodOfSeveralGpus(q).empty());
+  node.FittingSlots(q, &why);
+  EXPECT_NE(why.find("the pod needs 3 GPUs, 2 fit"), std::string::npos) << why;
+  EXPECT_NE(why.find("GPU 3: shared by MPS"), std::string::npos) << why;
+  EXPECT_NE(why.find("GPU 4.0: a MIG instance"), std::string::npos) << why;
+  choice = ChooseSlots({&node}, q, "gpumux", {});
+  EXPECT_FALSE(choice[0].fits);
+  EXPECT_EQ(choice[0].why_not, why);
+  // Counted in, each of its GPUs holds its share.
+  node.slots()[1].Count(p, +1);
+  node.slots()[2].Count(p, +1);
+  EXPECT_EQ(node.slots()[1].used_memory_gib, 70);
+  EXPECT_EQ(node.slots()[2].used_memory_gib, 30);
+  EXPECT_EQ(node.slots()[2].used_compute_percent, 30);
+  // The MPS mode travels in the node's annotation.
+  json annotated = {
+      {"metadata", {{"name", "n"}, {"annotations", {{kNodeGpusAnnotation, node.Annotation()}}}}}};
+  EXPECT_TRUE(NodeGpus::FromNode(annotated).slots()[3].mps);
+  EXPECT_FALSE(NodeGpus::FromNode(annotated).slots()[2].mps);
+}
+
 TEST(PodRequest, RefusesWhatGpumuxCannotHonourNamingTheField) {
   auto refused = [](json pod, const std::string& expected) {
     try {
@@ -224,9 +286,33 @@ TEST(PodRequest, RefusesWhatGpumuxCannotHonourNamingTheField) {
   refused(compute_only, "without gpumux.io/gpu-memory");
   json too_much = Pod("u", 2, 120);
   refused(too_much, "at most 100");
-  json two_gpus = pod;
-  two_gpus["spec"]["containers"][0]["resources"]["limits"] = {{kGpuResource, "2"}};
-  refused(two_gpus, "one whole GPU per pod");
+  json nine_gpus = pod;
+  nine_gpus["spec"]["containers"][0]["resources"]["limits"] = {{kGpuResource, "9"}};
+  refused(nine_gpus, "at most 8 GPUs per pod");
+  json two_whole = pod;
+  two_whole["spec"]["containers"][0]["resources"]["limits"] = {{kGpuResource, "1"}};
+  two_whole["spec"]["containers"].push_back(two_whole["spec"]["containers"][0]);
+  refused(two_whole, "one container takes the pod's whole GPUs");
+  json uneven = Pod("u", 5);
+  uneven["metadata"]["annotations"] = {{kGpuCountAnnotation, "2"}};
+  refused(uneven, "do not divide evenly over the pod's 2 GPUs");
+  json count_zero = pod;
+  count_zero["metadata"]["annotations"] = {{kGpuCountAnnotation, "0"}};
+  refused(count_zero, "expected 1 to 8 GPUs");
+  json count_differs = pod;
+  count_differs["spec"]["containers"][0]["resources"]["limits"] = {{kGpuResource, "2"}};
+  count_differs["metadata"]["annotations"] = {{kGpuCountAnnotation, "4"}};
+  refused(count_differs, "says 4 GPUs, its container asks 2");
+  json assigned_one = Pod("u", 4);
+  assigned_one["metadata"]["annotations"] = {{kGpuCountAnnotation, "2"},
+                                             {kAssignedAnnotation, "1"}};
+  refused(assigned_one, "names 1 GPU(s), the pod asks 2");
+  json assigned_mig = assigned_one;
+  assigned_mig["metadata"]["annotations"][kAssignedAnnotation] = "1.0,2.0";
+  refused(assigned_mig, "a pod of several GPUs takes whole GPUs");
+  json assigned_twice = assigned_one;
+  assigned_twice["metadata"]["annotations"][kAssignedAnnotation] = "1,1";
+  refused(assigned_twice, "named twice");
   json both = pod;
   both["spec"]["containers"][0]["resources"]["limits"][kGpuResource] = "1";
   refused(both, "ask one or the other");
@@ -245,10 +331,10 @@ TEST(PodRequest, RefusesWhatGpumuxCannotHonourNamingTheField) {
   json huge = Pod("u", 999999);
   json container = huge["spec"]["containers"][0];
   for (int i = 1; i < 2201; ++i) huge["spec"]["containers"].push_back(container);
-  refused(huge, "in all, more than any GPU holds");
+  refused(huge, "on a GPU, more than any GPU holds");
   json split = Pod("u", 2, 60);
   split["spec"]["containers"].push_back(split["spec"]["containers"][0]);
-  refused(split, "120 gpumux.io/gpu-compute in all");
+  refused(split, "120 gpumux.io/gpu-compute of a GPU in all");
 }
 
 TEST(Extender, APodTheNodeWouldRefuseIsRefusedAtFilterWithTheReason) {

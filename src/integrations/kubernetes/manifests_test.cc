@@ -141,8 +141,8 @@ TEST(Manifests, TheSchedulerConfigurationCallsTheExtenderForGpumuxResources) {
   json created = pod;
   created["metadata"]["uid"] = "0b5c9e2a-0000-4000-8000-000000000001";  // the API server's
   PodRequest request = ParsePod(created);
-  EXPECT_EQ(request.memory_gib(), 24);
-  EXPECT_EQ(request.compute_percent(), 40);
+  EXPECT_EQ(request.memory_gib_per_gpu(), 24);
+  EXPECT_EQ(request.compute_percent_per_gpu(), 40);
   EXPECT_EQ(request.containers[0].run_as_user, 1000);
 }
 

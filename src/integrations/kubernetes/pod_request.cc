@@ -1,7 +1,9 @@
 #include "integrations/kubernetes/pod_request.h"
 
+#include <algorithm>
 #include <charconv>
 
+#include "base/comma_list.h"
 #include "base/error.h"
 #include "integrations/kubernetes/json_member.h"
 #include "node/ledger/ledger.h"
@@ -44,7 +46,8 @@ int64_t RunAsUser(const json& object, int64_t otherwise, const std::string& wher
   return uid.get<int64_t>();
 }
 
-ContainerRequest ReadContainer(const json& c, int index, const std::string& where) {
+// One container's request; `gpus` is the number of GPUs its pod spreads it over.
+ContainerRequest ReadContainer(const json& c, int index, int gpus, const std::string& where) {
   ContainerRequest r{MemberText(c, "name"), index};
   const json& resources = Member(c, "resources");
   // Extended resources must have equal requests and limits; limits win, requests alone also count.
@@ -59,8 +62,9 @@ ContainerRequest ReadContainer(const json& c, int index, const std::string& wher
     if (amounts.contains(kGpuResource))
       r.whole_gpus = Quantity(amounts[kGpuResource], at + kGpuResource);
   }
-  if (r.compute_percent > 100)
-    throw BadInput(where + ": " + kComputeResource + " is a percent of one GPU, at most 100");
+  if (r.compute_percent > 100 * gpus)
+    throw BadInput(where + ": " + kComputeResource + " is a percent of one GPU, at most 100" +
+                   (gpus > 1 ? " on each of the pod's " + std::to_string(gpus) + " GPUs" : ""));
   if (r.compute_percent > 0 && r.memory_gib == 0)
     throw BadInput(where + ": asks " + kComputeResource + " without " + kMemoryResource +
                    " (a tenant needs a memory quota)");
@@ -79,16 +83,34 @@ SlotId SlotId::Parse(const std::string& text) {
   return {*gpu, *instance};
 }
 
-int PodRequest::memory_gib() const {
-  int sum = 0;
-  for (const auto& c : containers) sum += c.memory_gib;
-  return sum;
+std::string SlotId::ListToString(const std::vector<SlotId>& slots) {
+  std::string text;
+  for (const SlotId& s : slots) text += (text.empty() ? "" : ",") + s.ToString();
+  return text;
 }
 
-int PodRequest::compute_percent() const {
+std::vector<SlotId> SlotId::ParseList(const std::string& text) {
+  std::vector<SlotId> slots;
+  for (const std::string& part : SplitCommas(text)) {
+    SlotId s = Parse(part);
+    if (std::find(slots.begin(), slots.end(), s) != slots.end())
+      throw BadInput("'" + text + "': GPU " + part + " is named twice");
+    slots.push_back(s);
+  }
+  if (slots.empty()) throw BadInput("'" + text + "': expected a GPU index or a list of them");
+  return slots;
+}
+
+int PodRequest::memory_gib_per_gpu() const {
+  int sum = 0;
+  for (const auto& c : containers) sum += c.memory_gib;
+  return sum / gpu_count;
+}
+
+int PodRequest::compute_percent_per_gpu() const {
   int sum = 0;
   for (const auto& c : containers) sum += c.compute_percent;
-  return sum;
+  return sum / gpu_count;
 }
 
 bool PodRequest::whole_gpu() const {
@@ -114,14 +136,14 @@ PodRequest ParsePod(const json& pod) {
                      "low, got '" + priority + "'");
     p.priority = priority;
   }
-  if (std::string assigned = MemberText(annotations, kAssignedAnnotation); !assigned.empty()) {
-    try {
-      p.assigned = SlotId::Parse(assigned);
-    } catch (const Error& e) {
-      throw e.Within(where + ": annotation " + kAssignedAnnotation);
-    }
+  if (std::string count = MemberText(annotations, kGpuCountAnnotation); !count.empty()) {
+    std::optional<int> n = SmallInteger(count);
+    if (!n || *n < 1 || *n > kMaxPodGpus)
+      throw BadInput(where + ": annotation " + kGpuCountAnnotation + ": expected 1 to " +
+                     std::to_string(kMaxPodGpus) + " GPUs, got '" + count + "'");
+    p.gpu_count = *n;
   }
-  int index = 0, whole = 0;
+  int index = 0, whole = 0, whole_containers = 0;
   bool shares = false;
   for (const char* list : {"initContainers", "containers"}) {
     const json& containers = Member(Member(pod, "spec"), list);
@@ -130,32 +152,57 @@ PodRequest ParsePod(const json& pod) {
     if (containers.is_null()) continue;
     for (const json& c : containers) {
       std::string at = where + ": spec." + list + "[" + MemberText(c, "name") + "]";
-      ContainerRequest r = ReadContainer(c, index++, at);
+      ContainerRequest r = ReadContainer(c, index++, p.gpu_count, at);
       r.run_as_user = RunAsUser(c, RunAsUser(Member(pod, "spec"), -1, where), at);
       if (r.memory_gib == 0 && r.whole_gpus == 0) continue;
       whole += r.whole_gpus;
+      whole_containers += r.whole_gpus > 0;
       shares = shares || r.memory_gib > 0;
       p.containers.push_back(std::move(r));
     }
   }
-  // What the containers ask together, without overflow: all of it lands on one GPU.
+  if (whole_containers > 1)
+    throw BadInput(where + ": " + std::to_string(whole_containers) + " containers ask " +
+                   kGpuResource + "; one container takes the pod's whole GPUs");
+  if (whole > 0 && shares)
+    throw BadInput(where + ": asks both a whole " + kGpuResource + " and shares of one (" +
+                   kMemoryResource + "); ask one or the other");
+  if (whole > kMaxPodGpus)
+    throw BadInput(where + ": asks " + std::to_string(whole) + " " + kGpuResource +
+                   "; gpumux places at most " + std::to_string(kMaxPodGpus) + " GPUs per pod");
+  if (whole > 0) {
+    if (MemberText(annotations, kGpuCountAnnotation).size() && p.gpu_count != whole)
+      throw BadInput(where + ": annotation " + kGpuCountAnnotation + " says " +
+                     std::to_string(p.gpu_count) + " GPUs, its container asks " +
+                     std::to_string(whole) + " " + kGpuResource);
+    p.gpu_count = whole;
+  }
+  // Shares spread evenly over the pod's GPUs: each container's must divide by their number.
+  for (const ContainerRequest& c : p.containers) {
+    if (c.memory_gib % p.gpu_count || c.compute_percent % p.gpu_count)
+      throw BadInput(where + ": container " + c.name + " asks " + std::to_string(c.memory_gib) +
+                     " " + kMemoryResource + " and " + std::to_string(c.compute_percent) + " " +
+                     kComputeResource + ", which do not divide evenly over the pod's " +
+                     std::to_string(p.gpu_count) + " GPUs (" + kGpuCountAnnotation + ")");
+  }
+  // What the containers ask together on each GPU, without overflow: all of it lands there.
   int64_t memory = 0, compute = 0;
   for (const ContainerRequest& c : p.containers) {
-    memory += c.memory_gib;
-    compute += c.compute_percent;
+    memory += c.memory_gib / p.gpu_count;
+    compute += c.compute_percent / p.gpu_count;
   }
   if (memory > kMaxPodMemoryGib)
     throw BadInput(where + ": asks " + std::to_string(memory) + " " + kMemoryResource +
-                   " in all, more than any GPU holds (" + std::to_string(kMaxPodMemoryGib) + ")");
+                   " on a GPU, more than any GPU holds (" + std::to_string(kMaxPodMemoryGib) + ")");
   if (compute > 100)
     throw BadInput(where + ": asks " + std::to_string(compute) + " " + kComputeResource +
-                   " in all, more than the 100% of one GPU");
+                   " of a GPU in all, more than its 100%");
   // Each container becomes a gpumuxd tenant: the rules gpumuxd admits it by (node::CheckTenant)
   // are checked here, so that the extender never binds a pod the node would refuse.
   for (const ContainerRequest& c : p.containers) {
     node::TenantLimits limits;
-    limits.memory = uint64_t(c.memory_gib) << 30;
-    if (c.compute_percent > 0) limits.cap_permille = uint32_t(c.compute_percent) * 10;
+    limits.memory = uint64_t(c.memory_gib / p.gpu_count) << 30;
+    if (c.compute_percent > 0) limits.cap_permille = uint32_t(c.compute_percent / p.gpu_count) * 10;
     if (!p.priority.empty()) limits.priority = node::ParsePriority(p.priority);
     try {
       node::CheckTenant("k8s-pod", limits);
@@ -163,13 +210,25 @@ PodRequest ParsePod(const json& pod) {
       throw e.Within(where + ": container " + std::to_string(c.index));
     }
   }
-  if (whole > 1)
-    throw BadInput(where + ": asks " + std::to_string(whole) + " " + kGpuResource +
-                   "; gpumux places one whole GPU per pod (ask the NVIDIA device plugin's "
-                   "nvidia.com/gpu for more)");
-  if (whole > 0 && shares)
-    throw BadInput(where + ": asks both a whole " + kGpuResource + " and shares of one (" +
-                   kMemoryResource + "); ask one or the other");
+  if (std::string assigned = MemberText(annotations, kAssignedAnnotation); !assigned.empty()) {
+    std::string at = where + ": annotation " + kAssignedAnnotation;
+    try {
+      p.assigned = SlotId::ParseList(assigned);
+    } catch (const Error& e) {
+      throw e.Within(at);
+    }
+    if (int(p.assigned.size()) != p.gpu_count)
+      throw BadInput(at + ": names " + std::to_string(p.assigned.size()) +
+                     " GPU(s), the pod asks " + std::to_string(p.gpu_count));
+    for (const SlotId& s : p.assigned) {
+      if (p.gpu_count > 1 && s.instance >= 0)
+        throw BadInput(at + ": " + s.ToString() +
+                       " is a MIG instance; a pod of several GPUs takes whole GPUs");
+      if (std::count_if(p.assigned.begin(), p.assigned.end(),
+                        [&](const SlotId& o) { return o.gpu == s.gpu; }) > 1)
+        throw BadInput(at + ": GPU " + std::to_string(s.gpu) + " is named twice");
+    }
+  }
   if (p.asks_gpumux() && p.uid.empty()) throw BadInput(where + ": metadata.uid is missing");
   return p;
 }

@@ -1,6 +1,12 @@
 // What a Kubernetes pod asks of gpumux, read from its v1.Pod JSON: per container, GiB of GPU
 // memory, percent of a GPU's compute, or whole GPUs (extended resources, in `limits` or
-// `requests`), its priority (annotation), and where the scheduler extender placed it (annotation).
+// `requests`), on how many GPUs (annotation), its priority (annotation), and where the scheduler
+// extender placed it (annotation).
+//
+// A pod of several GPUs (a tensor-parallel server): `gpumux.io/gpu-count: "N"` spreads each
+// container's gpu-memory and gpu-compute evenly over N GPUs of one node (so each must divide by
+// N: 40 gpu-memory over 2 GPUs is 20 GiB on each), and `gpumux.io/gpu: N` asks N whole GPUs. Each
+// container is then one tenant over all N.
 // Shared by the scheduler extender, which places the pod, and the device plugin, which admits it.
 #pragma once
 
@@ -20,6 +26,10 @@ inline constexpr char kGpuResource[] = "gpumux.io/gpu";              // one per 
 // GPU 3), and the tenant priority the pod asks for ("high", "normal" or "low").
 inline constexpr char kAssignedAnnotation[] = "gpumux.io/assigned";
 inline constexpr char kPriorityAnnotation[] = "gpumux.io/priority";
+// How many GPUs the pod's shares are spread over ("2"); 1 when absent.
+inline constexpr char kGpuCountAnnotation[] = "gpumux.io/gpu-count";
+// The most GPUs one pod may span (a node's GPUs, as far as tensor parallelism goes).
+inline constexpr int kMaxPodGpus = 8;
 
 // A GPU or one MIG instance of it: what one pod's tenants are admitted on.
 struct SlotId {
@@ -28,6 +38,10 @@ struct SlotId {
   // "3" or "3.1"; Parse throws Error (bad input) for anything else.
   std::string ToString() const;
   static SlotId Parse(const std::string& text);
+  // "2,3" for a pod of several GPUs; ParseList throws Error (bad input) for an empty list, a bad
+  // entry or a slot named twice.
+  static std::string ListToString(const std::vector<SlotId>& slots);
+  static std::vector<SlotId> ParseList(const std::string& text);
   bool operator==(const SlotId&) const = default;
   auto operator<=>(const SlotId&) const = default;
 };
@@ -35,6 +49,7 @@ struct SlotId {
 struct ContainerRequest {
   std::string name;
   int index = 0;  // its place among the pod's containers, init containers first
+  // As the kubelet counts them: over all the pod's GPUs.
   int memory_gib = 0;
   int compute_percent = 0;
   int whole_gpus = 0;
@@ -48,24 +63,27 @@ struct PodRequest {
   std::string node;   // spec.nodeName; empty until bound
   std::string phase;  // status.phase
   std::string priority = "normal";
-  std::optional<SlotId> assigned;
+  int gpu_count = 1;             // the GPUs its shares are spread over, or its whole GPUs
+  std::vector<SlotId> assigned;  // gpu_count slots once the extender placed it; else empty
   std::vector<ContainerRequest> containers;  // only those that ask gpumux for something
 
   bool asks_gpumux() const { return !containers.empty(); }
   bool finished() const { return phase == "Succeeded" || phase == "Failed"; }
-  // The pod's total, which the extender fits on one GPU (all its containers share it).
-  int memory_gib() const;
-  int compute_percent() const;
+  // What the pod's containers take together on each of its GPUs, which the extender fits there.
+  int memory_gib_per_gpu() const;
+  int compute_percent_per_gpu() const;
   bool whole_gpu() const;
 };
 
-// The most gpu-memory (GiB) one pod may ask in all: more than any GPU holds.
+// The most gpu-memory (GiB) one pod may ask on one GPU: more than any GPU holds.
 inline constexpr int64_t kMaxPodMemoryGib = 4096;
 
 // Reads a v1.Pod. Throws Error (bad input) naming the field for a request gpumux cannot honour:
-// a non-integer or negative quantity, more than one whole GPU, whole GPUs mixed with shares,
-// compute without memory, more than 100% compute (in a container or the pod), more than
-// kMaxPodMemoryGib, an unknown priority, or a container gpumuxd would not admit as a tenant
+// a non-integer or negative quantity, whole GPUs asked by two containers or mixed with shares,
+// more than kMaxPodGpus GPUs, shares that do not divide by the pod's GPUs, compute without
+// memory, more than 100% compute of a GPU (in a container or the pod), more than kMaxPodMemoryGib
+// on a GPU, an unknown priority, an assignment of another number of GPUs than the pod asks (or of
+// MIG instances to a pod of several), or a container gpumuxd would not admit as a tenant
 // (node::CheckTenant: a high-priority one with a compute cap).
 PodRequest ParsePod(const nlohmann::json& pod);
 

@@ -74,7 +74,7 @@ std::optional<ContainerToAllocate> AllocationRecord::Find(const std::vector<PodR
                                                           const std::string& resource,
                                                           int units) const {
   for (const PodRequest& pod : pods) {
-    if (!pod.assigned || pod.finished()) continue;
+    if (pod.assigned.empty() || pod.finished()) continue;
     auto done = answered_.find(pod.uid);
     for (const ContainerRequest& c : pod.containers) {
       int asked = resource == kMemoryResource    ? c.memory_gib

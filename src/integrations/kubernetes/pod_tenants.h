@@ -1,8 +1,8 @@
 // The one mapping between Kubernetes objects and gpumuxd tenants, for the device plugin and the DRA
 // driver alike: each container of a pod that asks gpumux resources through the device plugin is
-// tenant "k8s-<pod UID>-<container index>" on the GPU the scheduler extender assigned the pod to;
-// each ResourceClaim the DRA driver prepares is tenant "k8s-claim-<claim UID>" (every container and
-// pod that shares the claim joins it). Each program removes only its own kind.
+// tenant "k8s-<pod UID>-<container index>" on the GPU (or GPUs) the scheduler extender assigned the
+// pod to; each ResourceClaim the DRA driver prepares is tenant "k8s-claim-<claim UID>" (every
+// container and pod that shares the claim joins it). Each program removes only its own kind.
 //
 // The kubelet's Allocate names devices, not the pod (the device plugin API has no pod in it), so
 // the container an Allocate is for is found among the pods bound to the node: one assigned by the

@@ -24,7 +24,7 @@ class PodTenantsTest : public ::testing::Test {
     PodRequest p;
     p.uid = uid;
     p.name = uid;
-    p.assigned = SlotId{0, -1};
+    p.assigned = {SlotId{0, -1}};
     for (size_t i = 0; i < memory_compute.size(); ++i)
       p.containers.push_back(
           {"c", int(i), memory_compute[i].first, memory_compute[i].second, 0, -1});
@@ -78,7 +78,7 @@ TEST_F(PodTenantsTest, FindsTheNextContainerInOrderAndRemembersAcrossRestarts) {
   reloaded.Answered(*second, kMemoryResource);
   EXPECT_EQ(reloaded.Find(pods, kMemoryResource, 4)->tenant, TenantId("b", 0));
   // Pods not assigned by the extender, or finished, wait for nothing.
-  pods[1].assigned.reset();
+  pods[1].assigned.clear();
   EXPECT_FALSE(reloaded.Find(pods, kMemoryResource, 4));
   EXPECT_EQ(reloaded.KeepOnly({"b"}), std::vector<std::string>{"a"});
   EXPECT_TRUE(AllocationRecord(path_).Find({Pod("a", {{4, 0}})}, kMemoryResource, 4));

@@ -51,12 +51,38 @@ size_t DefaultScoringThreads() {
 
 int PodMilli(const PodRequest& pod, int slot_memory_gib) {
   if (pod.whole_gpu()) return fleet::kMilli;
-  double memory = slot_memory_gib > 0 ? double(pod.memory_gib()) / slot_memory_gib : 1.0;
-  double share = std::max(memory, pod.compute_percent() / 100.0);
+  double memory = slot_memory_gib > 0 ? double(pod.memory_gib_per_gpu()) / slot_memory_gib : 1.0;
+  double share = std::max(memory, pod.compute_percent_per_gpu() / 100.0);
   return std::clamp(int(std::ceil(share * fleet::kMilli)), 1, fleet::kMilli);
 }
 
 namespace {
+
+// A pod of several GPUs on `node`: best fit (the fuller the node's whole GPUs after it, the
+// higher).
+NodeChoice ChooseGpusOfPodOfSeveral(const NodeGpus& node, const PodRequest& pod) {
+  NodeChoice c;
+  std::vector<int> slots = node.SlotsForPodOfSeveralGpus(pod);
+  if (slots.empty()) {
+    node.FittingSlots(pod, &c.why_not);
+    return c;
+  }
+  double used = 0, total = 0;
+  for (const Slot& s : node.slots()) {
+    if (s.is_mig()) continue;
+    total += s.memory_gib;
+    used += s.held_whole ? s.memory_gib : s.used_memory_gib;
+  }
+  for (int i : slots) {
+    const Slot& s = node.slots()[size_t(i)];
+    used += pod.whole_gpu() ? s.memory_gib : pod.memory_gib_per_gpu();
+  }
+  c.fits = true;
+  c.slot = slots[0];
+  c.more_slots.assign(slots.begin() + 1, slots.end());
+  c.score = total > 0 ? 10 * std::min(1.0, used / total) : 0;
+  return c;
+}
 
 // What the first pass over the candidates finds: the nodes where a whole GPU (not an instance)
 // fits the pod, which the fleet model scores.
@@ -132,6 +158,10 @@ std::vector<NodeChoice> ChooseSlots(const std::vector<const NodeGpus*>& nodes,
                                     const PodRequest& pod, std::string_view policy_name,
                                     const std::vector<int>& recent_milli, size_t max_threads) {
   std::vector<NodeChoice> choices(nodes.size());
+  if (pod.gpu_count > 1) {
+    for (size_t n = 0; n < nodes.size(); ++n) choices[n] = ChooseGpusOfPodOfSeveral(*nodes[n], pod);
+    return choices;
+  }
   FleetCandidates fleet_nodes;
   fleet_nodes.node.reserve(nodes.size());
   fleet_nodes.gpus.reserve(nodes.size());
@@ -154,8 +184,8 @@ std::vector<NodeChoice> ChooseSlots(const std::vector<const NodeGpus*>& nodes,
       for (size_t i = 0; i < slots.size(); ++i) {
         const Slot& s = slots[i];
         if (!s.Fits(pod)) continue;
-        double full = double(s.used_memory_gib + pod.memory_gib()) / s.memory_gib;
-        if (c.slot < 0 || 10 * full > c.score) c = {true, "", int(i), 10 * full};
+        double full = double(s.used_memory_gib + pod.memory_gib_per_gpu()) / s.memory_gib;
+        if (c.slot < 0 || 10 * full > c.score) c = {true, "", int(i), {}, 10 * full};
       }
       continue;
     }

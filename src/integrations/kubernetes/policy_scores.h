@@ -4,7 +4,9 @@
 // larger fraction of the GPU's memory or compute.
 //
 // Nodes whose fitting slots are MIG instances only are scored by best fit instead (the fleet
-// model has no instances): the fuller the instance after placing the pod, the higher.
+// model has no instances): the fuller the instance after placing the pod, the higher. So are
+// pods of several GPUs (the fleet model's multi-GPU pods take whole GPUs): the fuller the node's
+// GPUs after placing the pod, the higher, on the GPUs with the least room that fits.
 //
 // Hot path of the scheduler extender (one call per pod over every candidate node): no per-node
 // allocation beyond the Cluster it builds. Thread-safe (it reads the nodes it is given).
@@ -22,11 +24,13 @@ namespace gpumux::k8s {
 struct NodeChoice {
   bool fits = false;
   std::string why_not;  // when it does not
-  int slot = -1;        // index into the node's slots() where the pod would go
-  double score = 0;     // 0..10 (kube-scheduler's extender range), higher is better
+  int slot = -1;        // index into the node's slots() where the pod would go (its first GPU)
+  std::vector<int> more_slots;  // a pod of several GPUs: where the others would go
+  double score = 0;             // 0..10 (kube-scheduler's extender range), higher is better
 };
 
-// The share of one GPU of `slot_memory_gib` that `pod` takes, in milli-GPU (1..1000).
+// The share of one GPU of `slot_memory_gib` that `pod` takes (on each of its GPUs), in milli-GPU
+// (1..1000).
 int PodMilli(const PodRequest& pod, int slot_memory_gib);
 
 // The threads ChooseSlots scores on by default: the machine's cores, at most 4.

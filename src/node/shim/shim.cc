@@ -360,7 +360,7 @@ void Forget(Kind kind, uint64_t handle) {
 }
 
 // The tenant's quota and usage on the GPU `which` names, if this process is enforcing and it is
-// one of the tenant's.
+// one of the tenant's: what this process may still allocate there is quota - used.
 bool TenantView(int which, uint64_t* quota, uint64_t* used) {
   Enforcement& e = State();
   EnsureInitialised(e);
@@ -370,6 +370,8 @@ bool TenantView(int which, uint64_t* quota, uint64_t* used) {
   const TenantGpu& gpu = e.gpus[g];
   *quota = gpu.ledger->TenantQuota(gpu.tenant_slot);
   *used = gpu.ledger->TenantUsed(gpu.tenant_slot);
+  // gpumuxd counts this process's unspent credit as used; it is this process's to allocate.
+  if (gpu.grant) *used -= std::min(*used, gpu.grant->credit());
   return true;
 }
 
