@@ -950,6 +950,36 @@ TEST_F(DraTest, AClaimOfTwoGpusIsOneTenantOverBoth) {
   EXPECT_TRUE(Tenant("k8s-claim-" + uid).is_null());
 }
 
+// A claim of two MIG instances, each allocated a different share of its memory: one tenant over
+// both, held to what it consumed of each.
+TEST_F(DraTest, AClaimOfTwoMigInstancesHoldsWhatItConsumedOfEach) {
+  ASSERT_NO_FATAL_FAILURE(StartDra(1));
+  Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"3g.40gb", "3g.40gb"}}}, 200);
+  std::string uid = "c1a1c1a1-0000-4000-8000-000000000022";
+  PutClaim("mig-tp", uid, "gpu-0-mig-0", nullptr, {{"memory", "1Gi"}});
+  json claim = api_->Claim("default", "mig-tp");
+  json second = claim["status"]["allocation"]["devices"]["results"][0];
+  second["device"] = "gpu-0-mig-1";
+  second["request"] = "gpu-b";
+  second["consumedCapacity"]["memory"] = "2Gi";
+  claim["status"]["allocation"]["devices"]["results"].push_back(second);
+  api_->PutClaim(claim);
+  auto prepared = Prepare("mig-tp", uid);
+  ASSERT_EQ(prepared.error(), "") << Log();
+  json tenant = Tenant("k8s-claim-" + uid);
+  EXPECT_EQ(tenant["quota_bytes"].get<uint64_t>(), kGiB) << tenant;
+  std::map<std::string, std::string> envs;
+  json spec = Cdi(uid);
+  for (const json& kv : spec["devices"][0]["containerEdits"]["env"]) {
+    std::string text = kv;
+    envs[text.substr(0, text.find('='))] = text.substr(text.find('=') + 1);
+  }
+  json fill = RunInPod(envs, kPodUid,
+                       std::string(GPUMUX_LLM_CLIENT) + " fill-each " + std::to_string(64 * kMiB));
+  EXPECT_EQ(fill["allocated"], json::array({kGiB, 2 * kGiB})) << fill;
+  EXPECT_EQ(Unprepare(uid), "");
+}
+
 TEST_F(DraTest, AMigInstanceIsADeviceOfItsOwnAndALostGpuLeavesTheSlice) {
   ASSERT_NO_FATAL_FAILURE(StartDra(2));
   Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"3g.40gb", "3g.40gb"}}}, 200);

@@ -84,9 +84,10 @@ std::vector<std::pair<std::string, std::string>> TenantEnvironment(
     if (ledger.find(',') != std::string::npos)
       throw BadInput("ledger path '" + ledger +
                      "' holds a comma; choose a GPUMUX_RUNTIME_DIR without one");
-    if (d.simulated != devices[0].simulated || d.name != devices[0].name)
-      throw BadInput("a tenant's GPUs must be of one kind (" + devices[0].name + ", " + d.name +
-                     ")");
+    // The simulated driver gives every device of a process the first one's kind.
+    if (d.simulated != devices[0].simulated || (d.simulated && d.name != devices[0].name))
+      throw BadInput("a tenant's simulated GPUs must be of one kind (" + devices[0].name + ", " +
+                     d.name + ")");
     std::string sep = i == 0 ? "" : ",";
     ledgers += sep + ledger;
     // NVML's index of the GPU, for the governor: the simulated NVML sees the tenant's devices in

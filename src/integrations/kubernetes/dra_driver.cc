@@ -195,17 +195,13 @@ std::vector<PreparedDevice> DraDriver::Prepare(const std::string& ns, const std:
   const json& allocation = Member(Member(claim, "status"), "allocation");
   std::vector<const json*> ours = ResultsHere(claim);
   if (ours.empty()) return {};
-  // Its devices: one GPU or MIG instance, or several whole GPUs (one tenant over all of them).
+  // Its devices: one GPU or MIG instance, or several (one tenant over all of them).
   std::vector<SlotId> slots;
   std::vector<std::string> requests;
   for (const json* result : ours) {
     std::string device = MemberText(*result, "device");
     auto slot = SlotOfDevice(device);
     if (!slot) throw BadInput(where + ": device '" + device + "' is not one gpumux publishes");
-    if (ours.size() > 1 && slot->instance >= 0)
-      throw BadInput(where + ": allocated " + std::to_string(ours.size()) +
-                     " gpumux devices, among them MIG instance '" + device +
-                     "'; a tenant over several devices takes whole GPUs");
     slots.push_back(*slot);
     requests.push_back(MemberText(*result, "request"));
   }
@@ -232,16 +228,16 @@ std::vector<PreparedDevice> DraDriver::Prepare(const std::string& ns, const std:
     if (k != "memory" && k != "compute" && k != "priority" && k != "owner_uid")
       throw BadInput(where + ": parameter '" + k +
                      "' is not one of memory, compute, priority, owner_uid");
-  // What the allocation consumed of each device: a tenant has the same limits on each of its GPUs.
+  // What the allocation consumed of each device: a memory quota each, the same compute on all.
   json consumed = Member(*ours[0], "consumedCapacity");
   for (const json* result : ours)
-    if (Member(*result, "consumedCapacity") != consumed)
+    if (Member(Member(*result, "consumedCapacity"), "compute") != Member(consumed, "compute"))
       throw BadInput(where +
-                     ": its devices consumed different capacities; a tenant over several "
-                     "GPUs has the same quota on each (set parameters.memory)");
+                     ": its devices consumed different compute; a tenant over several GPUs has "
+                     "the same compute limits on each (set parameters.compute)");
   // The devices as gpumuxd describes them now: their memory, and their UUIDs on real GPUs.
   json gpus = agent_.Gpus();
-  uint64_t device_bytes = 0;
+  json quotas = json::array();  // each device's: what it consumed, else all of it
   std::vector<std::string> uuids;
   for (size_t i = 0; i < slots.size(); ++i) {
     json described;
@@ -255,7 +251,10 @@ std::vector<PreparedDevice> DraDriver::Prepare(const std::string& ns, const std:
     if (bytes == 0)
       throw NotFound(where + ": device " + MemberText(*ours[i], "device") +
                      " is not on this node now");
-    device_bytes = i == 0 ? bytes : std::min(device_bytes, bytes);
+    const json& memory = Member(Member(*ours[i], "consumedCapacity"), "memory");
+    quotas.push_back(memory.is_string()
+                         ? json(QuantityBytes(memory, where + ": consumedCapacity.memory"))
+                         : json(bytes));
     if (std::string uuid = MemberText(described, "uuid"); !uuid.empty()) uuids.push_back(uuid);
   }
 
@@ -265,16 +264,15 @@ std::vector<PreparedDevice> DraDriver::Prepare(const std::string& ns, const std:
   if (slots.size() == 1) {
     admit["gpu"] = slots[0].gpu;
     if (slots[0].instance >= 0) admit["instance"] = slots[0].instance;
-  } else {
+  } else {  // whole GPUs by index, MIG instances as "GPU.INSTANCE"
     admit["gpus"] = json::array();
-    for (const SlotId& s : slots) admit["gpus"].push_back(s.gpu);
+    for (const SlotId& s : slots)
+      admit["gpus"].push_back(s.instance < 0 ? json(s.gpu) : json(s.ToString()));
   }
   if (parameters.contains("memory"))
     admit["memory"] = QuantityBytes(parameters["memory"], where + ": parameters.memory");
-  else if (Member(consumed, "memory").is_string())
-    admit["memory"] = QuantityBytes(consumed["memory"], where + ": consumedCapacity.memory");
   else
-    admit["memory"] = device_bytes;
+    admit["memory"] = slots.size() == 1 ? quotas[0] : quotas;
   if (parameters.contains("compute"))
     admit["compute"] =
         std::to_string(Percent(parameters["compute"], where + ": parameters.compute")) + "%";

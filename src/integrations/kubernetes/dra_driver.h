@@ -6,8 +6,8 @@
 //   - keeps the claims allocated its devices on this node from a list and a watch of every
 //     ResourceClaim (informer.h; a claim has no node field to select on, so the watch sees the
 //     cluster's claims and keeps only this node's);
-//   - prepares a claim allocated one of its devices, or several whole GPUs (one tenant over all
-//     of them): reads the claim from that cache (from the API server when the cache does not have
+//   - prepares a claim allocated one of its devices, or several (whole time-sliced GPUs or MIG
+//     instances: one tenant over all of them, a memory quota on each): reads the claim from that cache (from the API server when the cache does not have
 //     it, or has it reserved for no pod), admits
 //     its gpumuxd tenant (pod_tenants.h: "k8s-claim-<uid>") with the claim's parameters (the opaque
 //     config {"memory", "compute", "priority", "owner_uid"} of the claim or its DeviceClass, else

@@ -14,10 +14,15 @@ std::optional<nlohmann::json> StepRequest(const StepGrant& grant, const std::str
   if (grant.step_gpus.empty() || !shared) return std::nullopt;
   nlohmann::json request = {{"id", id}, {"join", true}};
   std::vector<std::string> gpus = SplitCommas(grant.step_gpus);
-  std::string first = grant.visible_devices.substr(0, grant.visible_devices.find(','));
-  if (first.rfind("MIG-", 0) == 0 || first.rfind("GPU-", 0) == 0) {
-    request["device"] = first;
-    gpus.resize(1);  // gpumuxd takes a tenant of several devices by GPU index only
+  std::vector<std::string> uuids = SplitCommas(grant.visible_devices);
+  bool by_uuid =
+      !uuids.empty() && (uuids[0].rfind("MIG-", 0) == 0 || uuids[0].rfind("GPU-", 0) == 0);
+  if (by_uuid && uuids.size() == 1) {
+    request["device"] = uuids[0];
+    gpus.resize(1);
+  } else if (by_uuid) {  // MIG devices (or GPUs) Slurm names by UUID: gpumuxd maps each
+    request["devices"] = uuids;
+    gpus.resize(uuids.size());
   } else if (gpus.size() > 1) {
     request["gpus"] = nlohmann::json::array();
     for (const std::string& gpu : gpus) request["gpus"].push_back(std::atoi(gpu.c_str()));

@@ -40,6 +40,20 @@ TEST(StepRequest, AMigDeviceSlurmNamesByUuidIsAskedForByUuid) {
   EXPECT_EQ((*r)["memory"], "4GiB");
 }
 
+TEST(StepRequest, SeveralMigDevicesAreOneTenantOverAll) {
+  StepGrant grant;
+  grant.step_gpus = "0", grant.shards = "6",
+  grant.visible_devices =
+      "MIG-5a1e0000-0000-4000-8000-000000000003,"
+      "MIG-5a1e0000-0000-4000-8000-000000000001";
+  auto r = StepRequest(grant, "slurm-11");
+  ASSERT_TRUE(r);
+  EXPECT_EQ((*r)["devices"], nlohmann::json::array({"MIG-5a1e0000-0000-4000-8000-000000000003",
+                                                    "MIG-5a1e0000-0000-4000-8000-000000000001"}));
+  EXPECT_FALSE(r->contains("device"));
+  EXPECT_EQ((*r)["shards"], 3u) << "6 shards over 2 devices";
+}
+
 TEST(StepRequest, OptionsAndMpsPercentageAreCarried) {
   StepGrant grant;
   grant.step_gpus = "0", grant.mps_percent = "25", grant.compute = "40%", grant.priority = "low";

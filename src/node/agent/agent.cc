@@ -129,7 +129,8 @@ void Agent::RebuildSharedLedger(Slot& slot) {
       node::Ledger::CreateOrOpen(slot.ledger_path, slot.device.memory, slot.device.name));
   chmod(slot.ledger_path.c_str(), 0644);
   for (const TenantRecord& t : store_.All()) {
-    if (IsOn(t, slot)) slot.ledger->AddTenant(t.id, t.limits, false);
+    if (IsOn(t, slot))
+      slot.ledger->AddTenant(t.id, t.LimitsAt(slot.device.index, slot.device.mig_instance), false);
   }
 }
 
@@ -179,8 +180,8 @@ bool Agent::IsOn(const TenantRecord& t, const Slot& slot) {
 void Agent::Apply(const TenantRecord& t) {
   for (auto [gpu, instance] : t.Places()) {
     Slot* slot = SlotOf(gpu, instance);
-    slot->authority->AddTenant(t.id, t.limits, false);
-    slot->ledger->AddTenant(t.id, t.limits, false);
+    slot->authority->AddTenant(t.id, t.LimitsAt(gpu, instance), false);
+    slot->ledger->AddTenant(t.id, t.LimitsAt(gpu, instance), false);
   }
   Activity& a = activity_[t.id];
   if (!a.file || a.file->owner() != t.owner)
@@ -301,26 +302,56 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
   bool joined = false;  // an existing tenant joined as it is ("join": true)
   {
     RequestBody body(r.body);
-    body.AllowOnly({"id", "gpu", "gpus", "instance", "device", "join", "shards", "mps_percent",
-                    "memory", "compute", "weight", "priority", "owner_uid", "source", "cgroup",
-                    "pod_namespace", "pod", "container", "job"});
+    body.AllowOnly({"id",      "gpu",           "gpus",     "instance",    "device",
+                    "devices", "join",          "shards",   "mps_percent", "memory",
+                    "compute", "weight",        "priority", "owner_uid",   "source",
+                    "cgroup",  "pod_namespace", "pod",      "container",   "job"});
     t.id = id_from_path.empty() ? body.Text("id", 63).value_or("") : id_from_path;
     if (t.id.empty()) throw BadInput("id: give the tenant's id");
     node::CheckTenantId(t.id);
     existing = store_.Find(t.id);
     if (!id_from_path.empty() && !existing) throw NotFound("no tenant '" + t.id + "'");
     if (existing) t = *existing;  // PUT and a repeated POST change only what they give
-    if (auto gpu = body.Integer("gpu", 0, 1023)) t.gpu = int(*gpu), t.more_gpus.clear();
-    // A tenant over several whole GPUs (a tensor-parallel job): the same limits on each.
-    if (auto list = body.IntegerList("gpus", 0, 1023, 8)) {
+    if (auto gpu = body.Integer("gpu", 0, 1023)) t.gpu = int(*gpu), t.instance = -1, t.more.clear();
+    // A tenant over several GPUs or MIG instances (a tensor-parallel job): whole GPUs by index, or
+    // any by UUID; the same compute limits on each, a memory quota each ("memory" a list).
+    std::vector<TenantPlace> places;
+    if (auto list = body.NumberOrTextList("gpus", 8)) {
+      for (const std::string& text : *list) {  // 3, or "3.1" for MIG instance 1 of GPU 3
+        TenantPlace p;
+        try {
+          p = ParsePlace(text);
+        } catch (const Error&) {
+          p.gpu = -1;
+        }
+        if (p.gpu < 0 || p.gpu > 1023 || p.instance > 63 || p.memory || text.find('=') != text.npos)
+          throw BadInput("gpus: expected GPU indices (3) or MIG instances (\"3.1\"), got '" + text +
+                         "'");
+        places.push_back(p);
+      }
+    }
+    if (body.Has("devices")) {
+      if (body.Has("gpus")) throw BadInput("devices: give either gpus or devices, not both");
+      for (const std::string& uuid :
+           body.TextList("devices", 8).value_or(std::vector<std::string>{})) {
+        std::optional<std::pair<int, int>> where = SlotWithUuid(uuid);
+        if (!where)
+          throw BadInput("devices: no GPU or MIG instance of this node has UUID '" + uuid + "'");
+        places.push_back({where->first, where->second, 0});
+      }
+    }
+    if (!places.empty()) {
       if (body.Has("gpu") || body.Has("instance") || body.Has("device"))
-        throw BadInput("gpus: give either gpus or gpu (instance, device), not both");
-      t.gpu = int((*list)[0]);
-      t.more_gpus.assign(list->begin() + 1, list->end());
-      std::vector<int64_t> sorted = *list;
-      std::sort(sorted.begin(), sorted.end());
-      if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
-        throw BadInput("gpus: a GPU is named twice");
+        throw BadInput(std::string(body.Has("gpus") ? "gpus" : "devices") +
+                       ": give either a list or gpu (instance, device), not both");
+      for (size_t i = 0; i < places.size(); ++i)
+        for (size_t j = 0; j < i; ++j)
+          if (places[i].gpu == places[j].gpu && places[i].instance == places[j].instance)
+            throw BadInput(std::string(body.Has("gpus") ? "gpus" : "devices") +
+                           ": a GPU or instance is named twice");
+      t.gpu = places[0].gpu;
+      t.instance = places[0].instance;
+      t.more.assign(places.begin() + 1, places.end());
     }
     if (auto instance = body.Integer("instance", 0, 63)) t.instance = int(*instance);
     if (auto device = body.Text("device", 96)) {  // a UUID, as CUDA_VISIBLE_DEVICES names a device
@@ -330,21 +361,23 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
         throw BadInput("device: no GPU or MIG instance of this node has UUID '" + uuid + "'");
       t.gpu = where->first;
       t.instance = where->second;
+      t.more.clear();
     }
     bool join = body.Flag("join").value_or(false);
     joined = existing && join;
     for (auto [gpu, instance] : t.Places()) {
       if (gpu < 0 || size_t(gpu) >= gpus_.size()) {
-        throw BadInput(std::string(t.more_gpus.empty() ? "gpu" : "gpus") +
+        throw BadInput(std::string(t.spans_several() ? "gpus" : "gpu") +
                        ": this node has GPUs 0 to " + std::to_string(gpus_.size() - 1) + ", not " +
                        std::to_string(gpu));
       }
-      // Its processes see all its GPUs through one environment: time-sliced GPUs only (an MPS
-      // server or a MIG instance is set up for one device).
-      if (!t.more_gpus.empty() && gpus_[size_t(gpu)].mode != ShareMode::kTimeSlice) {
-        throw BadInput("gpus: a tenant over several GPUs runs on time-sliced GPUs; GPU " +
-                       std::to_string(gpu) + " is in " +
-                       std::string(ShareModeName(gpus_[size_t(gpu)].mode)) + " mode");
+      // Its processes see all its GPUs through one environment: time-sliced GPUs or MIG
+      // instances (an MPS server is set up for one device).
+      if (t.spans_several() && gpus_[size_t(gpu)].mode == ShareMode::kMps) {
+        throw BadInput(
+            "gpus: a tenant over several GPUs runs on time-sliced GPUs or MIG "
+            "instances; GPU " +
+            std::to_string(gpu) + " is in mps mode");
       }
     }
     Slot* slot = SlotOf(t.gpu, t.instance);
@@ -372,7 +405,17 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
       t.limits.memory = uint64_t(double(device.memory) * *p / 100);
       t.limits.cap_permille = uint32_t(*p * 10);
     }
-    if (auto memory = body.Bytes("memory")) t.limits.memory = *memory;
+    if (body.Has("memory") && body.IsList("memory")) {
+      std::vector<uint64_t> quotas = body.BytesList("memory", 8);
+      if (quotas.size() != t.more.size() + 1)
+        throw BadInput("memory: " + std::to_string(quotas.size()) + " quotas for the tenant's " +
+                       std::to_string(t.more.size() + 1) + " GPUs; give one for each, or one");
+      t.limits.memory = quotas[0];
+      for (size_t k = 0; k < t.more.size(); ++k) t.more[k].memory = quotas[k + 1];
+    } else if (auto memory = body.Bytes("memory")) {
+      t.limits.memory = *memory;
+      for (TenantPlace& p : t.more) p.memory = 0;
+    }
     if (auto compute = body.Text("compute", 16))
       t.limits.cap_permille = node::ParseComputeCap(*compute);
     if (auto weight = body.Integer("weight", 1, node::kMaxWeight))
@@ -402,20 +445,21 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
       throw BadInput("memory: give the quota (memory, shards or mps_percent)");
     for (auto [gpu, instance] : t.Places()) {
       const node::Device& d = SlotOf(gpu, instance)->device;
-      if (t.limits.memory > d.memory) {
-        throw DoesNotFit("memory " + FormatBytes(double(t.limits.memory)) + " is more than the " +
+      uint64_t quota = t.LimitsAt(gpu, instance).memory;
+      if (quota == 0) throw BadInput("memory: a quota of 0 on GPU " + std::to_string(gpu));
+      if (quota > d.memory) {
+        throw DoesNotFit("memory " + FormatBytes(double(quota)) + " is more than the " +
                          FormatBytes(double(d.memory)) + " of " + d.name);
       }
-    }
-    // NVML has no per-process utilisation on a MIG-enabled GPU, so the governor cannot measure the
-    // GPU time that caps and weights divide; the instance's own slices are its compute. (Priority
-    // still works: it acts on launch activity, not on measured time.)
-    if (!device.simulated && device.mig_instance >= 0 &&
-        (t.limits.cap_permille < node::kNoCap || t.limits.weight != 1)) {
-      throw BadInput(
-          "compute: a compute cap or weight cannot be enforced inside a MIG instance of a real GPU "
-          "(NVML "
-          "measures no per-process GPU time in MIG mode); its slices are its compute");
+      // NVML has no per-process utilisation on a MIG-enabled GPU, so the governor cannot measure
+      // the GPU time that caps and weights divide; the instance's own slices are its compute.
+      // (Priority still works: it acts on launch activity, not on measured time.)
+      if (!d.simulated && d.mig_instance >= 0 &&
+          (t.limits.cap_permille < node::kNoCap || t.limits.weight != 1)) {
+        throw BadInput(
+            "compute: a compute cap or weight cannot be enforced inside a MIG instance of a real "
+            "GPU (NVML measures no per-process GPU time in MIG mode); its slices are its compute");
+      }
     }
     if (existing && existing->Places() != t.Places()) {
       std::string where;
@@ -431,7 +475,8 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
         // Checked against the authority's quotas, which no tenant can have rewritten; on every
         // GPU of the tenant, or on none.
         for (auto [gpu, instance] : t.Places())
-          SlotOf(gpu, instance)->authority->AddTenant(t.id, t.limits, config_.strict);
+          SlotOf(gpu, instance)
+              ->authority->AddTenant(t.id, t.LimitsAt(gpu, instance), config_.strict);
         Apply(t);
         store_.Put(t);
       } catch (const Error& e) {
@@ -477,15 +522,22 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
   std::string grants =
       config_.tenant_socket_path.empty() ? config_.socket_path : config_.tenant_socket_path;
   if (!grants.empty()) env["GPUMUX_AGENT"] = grants;
-  json gpus = json::array();
-  for (auto [g, instance] : t.Places()) gpus.push_back(g);
-  return Json(existing ? 200 : 201, {{"id", t.id},
-                                     {"gpu", t.gpu},
-                                     {"gpus", gpus},
-                                     {"instance", t.instance},
-                                     {"memory_bytes", t.limits.memory},
-                                     {"compute_cap_percent", t.limits.cap_permille / 10.0},
-                                     {"env", env}});
+  json gpus = json::array(), per_gpu = json::array();
+  for (auto [g, instance] : t.Places()) {
+    gpus.push_back(g);
+    json place = {{"gpu", g}, {"memory_bytes", t.LimitsAt(g, instance).memory}};
+    if (instance >= 0) place["instance"] = instance;
+    per_gpu.push_back(place);
+  }
+  json answer = {{"id", t.id},
+                 {"gpu", t.gpu},
+                 {"gpus", gpus},
+                 {"instance", t.instance},
+                 {"memory_bytes", t.limits.memory},
+                 {"compute_cap_percent", t.limits.cap_permille / 10.0},
+                 {"env", env}};
+  if (t.spans_several()) answer["per_gpu"] = per_gpu;
+  return Json(existing ? 200 : 201, answer);
 }
 
 HttpResponse Agent::SetMode(const HttpRequest& r, const std::string& index) {
@@ -528,7 +580,7 @@ HttpResponse Agent::SetMode(const HttpRequest& r, const std::string& index) {
   // A tenant over several GPUs needs them time-sliced (Admit).
   if (*mode != ShareMode::kTimeSlice) {
     for (const TenantRecord& t : store_.All()) {
-      if (!t.more_gpus.empty() && OnGpu(t, int(gpu)))
+      if (t.spans_several() && OnGpu(t, int(gpu)))
         throw Conflict("GPU " + index + " holds tenant '" + t.id +
                        "', which spans several GPUs and needs them time-sliced; remove it first");
     }
@@ -604,6 +656,8 @@ HttpResponse Agent::Grant(const HttpRequest& r, bool give_back) {
   int64_t part = body.Integer("part", 0, int64_t(places.size()) - 1).value_or(0);
   Slot* slot = SlotOf(places[size_t(part)].first, places[size_t(part)].second);
   if (!slot) throw Unavailable("tenant '" + id + "': its GPU or MIG instance is gone");
+  const uint64_t quota =
+      t->LimitsAt(places[size_t(part)].first, places[size_t(part)].second).memory;
   node::Ledger& authority = *slot->authority;
   std::optional<int> tenant_slot = authority.FindTenant(id);
   if (!tenant_slot) throw Internal("tenant '" + id + "' is missing from the authority ledger");
@@ -630,9 +684,8 @@ HttpResponse Agent::Grant(const HttpRequest& r, bool give_back) {
     granted = bytes ? authority.ReserveUpTo(*process, bytes, least.value_or(bytes)) : 0;
     if (granted == 0 && bytes > 0) {
       throw DoesNotFit("tenant '" + id + "': " + FormatBytes(double(least.value_or(bytes))) +
-                       " more would pass its quota of " + FormatBytes(double(t->limits.memory)) +
-                       " (" + FormatBytes(double(authority.TenantUsed(*tenant_slot))) +
-                       " granted)");
+                       " more would pass its quota of " + FormatBytes(double(quota)) + " (" +
+                       FormatBytes(double(authority.TenantUsed(*tenant_slot))) + " granted)");
     }
   }
   if (std::optional<int> s = slot->ledger->FindTenant(id)) {
@@ -640,7 +693,7 @@ HttpResponse Agent::Grant(const HttpRequest& r, bool give_back) {
   }
   return Json(200, {{"granted", granted},
                     {"used_bytes", authority.TenantUsed(*tenant_slot)},
-                    {"quota_bytes", t->limits.memory}});
+                    {"quota_bytes", quota}});
 }
 
 HttpResponse Agent::ListTenants(const HttpRequest& r, const std::string& only_id) {
@@ -683,10 +736,15 @@ HttpResponse Agent::ListTenants(const HttpRequest& r, const std::string& only_id
         held += u.held;
         for (auto [pid, bytes] : u.processes) {
           json p = {{"pid", pid}, {"used_bytes", bytes}};
-          if (!t.more_gpus.empty()) p["gpu"] = gpu;
+          if (t.spans_several()) p["gpu"] = gpu;
           procs.push_back(p);
         }
-        per_gpu.push_back({{"gpu", gpu}, {"used_bytes", u.used}, {"gpu_time_s", u.gpu_ns / 1e9}});
+        json place = {{"gpu", gpu},
+                      {"quota_bytes", t.LimitsAt(gpu, instance).memory},
+                      {"used_bytes", u.used},
+                      {"gpu_time_s", u.gpu_ns / 1e9}};
+        if (instance >= 0) place["instance"] = instance;
+        per_gpu.push_back(place);
       }
     }
     if (seen) {
@@ -696,7 +754,7 @@ HttpResponse Agent::ListTenants(const HttpRequest& r, const std::string& only_id
                 {"gpu_time_s", gpu_ns / 1e9},
                 {"held_launches", held},
                 {"processes", procs}});
-      if (!t.more_gpus.empty()) j["per_gpu"] = per_gpu;
+      if (t.spans_several()) j["per_gpu"] = per_gpu;
     }
     list.push_back(j);
   }
@@ -740,21 +798,22 @@ uint64_t Agent::Reclaim() {
     for (auto [gpu, instance] : t.Places()) {
       const Slot* slot = SlotOf(gpu, instance);
       if (!slot->ledger->FindTenant(t.id)) {
-        slot->ledger->AddTenant(t.id, t.limits, false);
+        slot->ledger->AddTenant(t.id, t.LimitsAt(gpu, instance), false);
         Log("warn", "tenant's slot in the view ledger was wiped outside gpumuxd; restored",
             {{"tenant", t.id}, {"gpu", std::to_string(gpu)}});
         continue;
       }
       for (const node::TenantUsage& u : snapshots[slot]) {
         if (u.id != t.id) continue;
-        if (u.quota != t.limits.memory || u.cap_permille != t.limits.cap_permille ||
-            u.weight != t.limits.weight || u.priority != t.limits.priority) {
+        if (u.quota != t.LimitsAt(gpu, instance).memory ||
+            u.cap_permille != t.limits.cap_permille || u.weight != t.limits.weight ||
+            u.priority != t.limits.priority) {
           Apply(t);
           Log("warn", "tenant's limits in the ledger were changed outside gpumuxd; restored",
               {{"tenant", t.id},
                {"gpu", std::to_string(gpu)},
                {"found_quota", std::to_string(u.quota)},
-               {"granted_quota", std::to_string(t.limits.memory)}});
+               {"granted_quota", std::to_string(t.LimitsAt(gpu, instance).memory)}});
         }
       }
     }

@@ -1,10 +1,12 @@
 #include "node/agent/agent_store.h"
 
 #include "base/comma_list.h"
+#include "base/error.h"
 
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
 
 namespace gpumux::agent {
@@ -48,8 +50,7 @@ class Statement {
     t.instance = sqlite3_column_int(stmt_, 8);
     t.cgroup = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, 9));
     t.labels = {Column(10), Column(11), Column(12), Column(13)};
-    for (const std::string& gpu : SplitCommas(Column(14)))
-      t.more_gpus.push_back(std::atoi(gpu.c_str()));
+    for (const std::string& place : SplitCommas(Column(14))) t.more.push_back(ParsePlace(place));
     return t;
   }
 
@@ -70,6 +71,34 @@ constexpr const char* kAddedColumns[] = {"cgroup",          "label_namespace", "
                                          "label_container", "label_job",       "more_gpus"};
 
 }  // namespace
+
+std::string PlaceText(const TenantPlace& p) {
+  std::string text = std::to_string(p.gpu);
+  if (p.instance >= 0) text += "." + std::to_string(p.instance);
+  if (p.memory) text += "=" + std::to_string(p.memory);
+  return text;
+}
+
+TenantPlace ParsePlace(const std::string& text) {
+  TenantPlace p;
+  unsigned long long memory = 0;
+  int end = 0;
+  bool ok = std::sscanf(text.c_str(), "%d%n", &p.gpu, &end) == 1;
+  if (ok && text[size_t(end)] == '.') {
+    int more = 0;
+    ok = std::sscanf(text.c_str() + end + 1, "%d%n", &p.instance, &more) == 1;
+    end += 1 + more;
+  }
+  if (ok && text[size_t(end)] == '=') {
+    int more = 0;
+    ok = std::sscanf(text.c_str() + end + 1, "%llu%n", &memory, &more) == 1;
+    end += 1 + more;
+    p.memory = memory;
+  }
+  if (!ok || size_t(end) != text.size() || p.gpu < 0 || p.instance < -1)
+    throw BadInput("tenant place '" + text + "': expected GPU[.INSTANCE][=BYTES]");
+  return p;
+}
 
 AgentStore::AgentStore(const std::string& path) {
   if (sqlite3_open(path.c_str(), &db_) != SQLITE_OK) {
@@ -120,7 +149,7 @@ void AgentStore::Exec(const std::string& sql) {
 
 void AgentStore::Put(const TenantRecord& t) {
   std::string more_gpus;
-  for (int gpu : t.more_gpus) more_gpus += (more_gpus.empty() ? "" : ",") + std::to_string(gpu);
+  for (const TenantPlace& p : t.more) more_gpus += (more_gpus.empty() ? "" : ",") + PlaceText(p);
   Statement(db_, (std::string("INSERT OR REPLACE INTO tenants (") + kColumns +
                   ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
                      .c_str())

@@ -36,28 +36,50 @@ struct TenantLabels {
                                       {"job", "job", &TenantLabels::job}};
 };
 
+// A further GPU or MIG instance a tenant spans, and its memory quota there.
+struct TenantPlace {
+  int gpu = 0;
+  int instance = -1;    // MIG instance of the GPU, or -1 for the whole GPU
+  uint64_t memory = 0;  // its quota there; 0: the tenant's (limits.memory)
+  bool operator==(const TenantPlace&) const = default;
+};
+
 struct TenantRecord {
   std::string id;
   int gpu = 0;
   int instance = -1;  // MIG instance of the GPU, or -1 for the whole GPU
-  // Further whole GPUs the tenant spans (a tensor-parallel job), with the same limits on each; its
-  // processes see `gpu`, then these, as devices 0, 1, ….
-  std::vector<int> more_gpus;
-  node::TenantLimits limits;
-  uid_t owner = 0;     // the user whose processes run as this tenant; may read its state
-  std::string source;  // who asked: "api", "slurm job 12 step 0", ...
+  // Further GPUs or MIG instances the tenant spans (a tensor-parallel job), with the same compute
+  // limits on each and a memory quota each; its processes see `gpu` (or its instance), then
+  // these, as devices 0, 1, ….
+  std::vector<TenantPlace> more;
+  node::TenantLimits limits;  // on its first GPU; the compute limits on every one
+  uid_t owner = 0;            // the user whose processes run as this tenant; may read its state
+  std::string source;         // who asked: "api", "slurm job 12 step 0", ...
   // When set, only processes whose /proc/PID/cgroup names it may draw on the tenant's memory
   // ("pod<UID>" for a Kubernetes pod's containers).
   std::string cgroup;
   TenantLabels labels;
 
+  bool spans_several() const { return !more.empty(); }
   // Where it is admitted, (GPU, instance), its first GPU first.
   std::vector<std::pair<int, int>> Places() const {
     std::vector<std::pair<int, int>> places = {{gpu, instance}};
-    for (int g : more_gpus) places.push_back({g, -1});
+    for (const TenantPlace& p : more) places.push_back({p.gpu, p.instance});
     return places;
   }
+  // Its limits on `gpu` (and `instance`): `limits` with the quota there.
+  node::TenantLimits LimitsAt(int gpu, int instance) const {
+    node::TenantLimits at = limits;
+    for (const TenantPlace& p : more)
+      if (p.gpu == gpu && p.instance == instance && p.memory) at.memory = p.memory;
+    return at;
+  }
 };
+
+// A place as the store keeps it ("3", "3.1", "3.1=21474836480"), and back; ParsePlace throws
+// Error (bad input) for anything else.
+std::string PlaceText(const TenantPlace& place);
+TenantPlace ParsePlace(const std::string& text);
 
 class AgentStore {
  public:

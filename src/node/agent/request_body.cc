@@ -55,6 +55,26 @@ std::optional<int64_t> RequestBody::Integer(const char* key, int64_t min, int64_
   return v.get<int64_t>();
 }
 
+std::optional<std::vector<std::string>> RequestBody::NumberOrTextList(const char* key,
+                                                                      size_t max_items) const {
+  if (!Has(key)) return std::nullopt;
+  const nlohmann::json& v = j_.at(key);
+  std::string expected = "a list of 1 to " + std::to_string(max_items) +
+                         " whole numbers or strings of up to 32 characters";
+  if (!v.is_array() || v.empty() || v.size() > max_items) Fail(key, expected);
+  std::vector<std::string> out;
+  for (const nlohmann::json& item : v) {
+    if (item.is_number_unsigned())
+      out.push_back(std::to_string(item.get<uint64_t>()));
+    else if (item.is_string() && !item.get<std::string>().empty() &&
+             item.get<std::string>().size() <= 32)
+      out.push_back(item.get<std::string>());
+    else
+      Fail(key, expected);
+  }
+  return out;
+}
+
 std::optional<std::vector<int64_t>> RequestBody::IntegerList(const char* key, int64_t min,
                                                              int64_t max, size_t max_items) const {
   if (!Has(key)) return std::nullopt;
@@ -114,9 +134,11 @@ std::optional<std::vector<std::string>> RequestBody::TextList(const char* key,
   return out;
 }
 
-std::optional<uint64_t> RequestBody::Bytes(const char* key) const {
-  if (!Has(key)) return std::nullopt;
-  const nlohmann::json& v = j_.at(key);
+namespace {
+
+// `v` as bytes: a number, or a size string; nullopt for anything else. Throws Error for a size
+// string that does not parse, within `key`.
+std::optional<uint64_t> AsBytes(const nlohmann::json& v, const char* key) {
   if (v.is_number_unsigned()) return v.get<uint64_t>();
   if (v.is_string() && v.get<std::string>().size() < 64) {
     try {
@@ -126,7 +148,27 @@ std::optional<uint64_t> RequestBody::Bytes(const char* key) const {
       throw e.Within(key);
     }
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<uint64_t> RequestBody::Bytes(const char* key) const {
+  if (!Has(key)) return std::nullopt;
+  if (auto bytes = AsBytes(j_.at(key), key)) return bytes;
   Fail(key, "bytes, or a size such as \"24GiB\"");
+}
+
+std::vector<uint64_t> RequestBody::BytesList(const char* key, size_t max_items) const {
+  const char* expected = "a list of sizes such as [\"24GiB\", \"40GiB\"]";
+  if (!IsList(key) || j_.at(key).empty() || j_.at(key).size() > max_items) Fail(key, expected);
+  std::vector<uint64_t> list;
+  for (const nlohmann::json& v : j_.at(key)) {
+    std::optional<uint64_t> bytes = AsBytes(v, key);
+    if (!bytes) Fail(key, expected);
+    list.push_back(*bytes);
+  }
+  return list;
 }
 
 }  // namespace gpumux::agent
