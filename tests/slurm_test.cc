@@ -1,6 +1,6 @@
 // The Slurm integration end to end: munged, slurmctld and slurmd on localhost
-// (tests/slurm/cluster.sh, the steps of the README's install section) with one simulated H100 in 80
-// shards of 1 GiB, the gpumux SPANK plugin and gpumuxd. Jobs sharing the GPU by shards get quotas
+// (tests/slurm/cluster.sh, the steps of the README's install section) with two simulated H100s in
+// 80 shards of 1 GiB each, the gpumux SPANK plugin and gpumuxd. Jobs sharing the GPU by shards get quotas
 // of their shards; one that allocates past its share gets OOM while its neighbour completes;
 // scancel releases a job's quota; gpumuxd restarted mid-job loses nothing. Every daemon started
 // here is stopped by pid.
@@ -79,7 +79,7 @@ class SlurmTest : public ::testing::Test {
     agent_ = fork();
     if (agent_ == 0) {
       freopen((dir_ + "/agent.log").c_str(), "a", stderr);
-      execl((kBuild + "/gpumuxd").c_str(), "gpumuxd", "--sim", "H100", "--socket",
+      execl((kBuild + "/gpumuxd").c_str(), "gpumuxd", "--sim", "H100", "--gpus", "2", "--socket",
             (dir_ + "/gpumuxd.sock").c_str(), "--state", (dir_ + "/state.db").c_str(),
             "--runtime-dir", (dir_ + "/runtime").c_str(), nullptr);
       _exit(127);
@@ -161,6 +161,20 @@ TEST_F(SlurmTest, TheMemoryOptionSetsTheQuotaOfAStep) {
   EXPECT_EQ(j["allocated"].get<uint64_t>(), kGiB)
       << "--gpumux-mem=1G (Slurm's G is GiB) instead of 8 shards";
   EXPECT_EQ(j["total"].get<uint64_t>(), kGiB) << "cuMemGetInfo shows the quota";
+}
+
+// A step on two GPUs with --gpumux-mem: one tenant over both, held to the quota on each.
+TEST_F(SlurmTest, AStepOnTwoGpusIsOneTenantHeldToItsQuotaOnEach) {
+  auto [code, out] = Slurm(dir_, "timeout 60 srun --gres=gpu:2 --gpumux-mem=1G " +
+                                     std::string(GPUMUX_LLM_CLIENT) + " fill-each " +
+                                     std::to_string(128ull << 20));
+  ASSERT_EQ(code, 0) << out;
+  json j = json::parse(out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << out;
+  EXPECT_EQ(j["allocated"], json::array({kGiB, kGiB})) << j;
+  EXPECT_EQ(j["used_after_each_fill"][0], json::array({kGiB, 0})) << "nothing charged on GPU 1";
+  EXPECT_TRUE(WaitFor(5, [] { return Agent("GET", "/v1/tenants").second["tenants"].empty(); }))
+      << Agent("GET", "/v1/tenants").second;
 }
 
 TEST_F(SlurmTest, AStepInsideABatchJobSharesTheJobsQuota) {

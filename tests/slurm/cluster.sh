@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A one-node Slurm cluster on localhost for gpumux's end-to-end test (and to try the integration by
+# A one-node Slurm cluster of two GPUs on localhost for gpumux's end-to-end test (and to try the integration by
 # hand): munged (unless one runs already), slurmctld and slurmd with simulated GPUs, gres.conf from
 # `gpumux slurm gres-conf`, and the gpumux SPANK plugin talking to gpumuxd at $DIR/gpumuxd.sock.
 #   cluster.sh start DIR BUILD_DIR   writes DIR/etc/{slurm,gres,plugstack}.conf, starts the daemons,
@@ -38,9 +38,10 @@ if ! munge -n >/dev/null 2>&1; then
   for _ in $(seq 50); do munge -n >/dev/null 2>&1 && break; sleep 0.1; done
 fi
 
-# One simulated H100; its "device file" is a plain file (no driver is needed for shards).
-[ -e "$dir"/dev/nvidia0 ] || mknod "$dir"/dev/nvidia0 c 195 0
-"$build"/gpumux slurm gres-conf --sim H100 --gpus 1 --node "$node" --device-file "$dir/dev/nvidia{}" > "$dir"/gres.lines
+# Two simulated H100s; their "device files" are character devices of the NVIDIA major made here
+# (no driver is needed: nothing opens them).
+for i in 0 1; do [ -e "$dir"/dev/nvidia$i ] || mknod "$dir"/dev/nvidia$i c 195 $i; done
+"$build"/gpumux slurm gres-conf --sim H100 --gpus 2 --node "$node" --device-file "$dir/dev/nvidia{}" > "$dir"/gres.lines
 grep -v '^#' "$dir"/gres.lines | sed -n '/^AutoDetect/,/^$/p' > "$dir"/etc/gres.conf
 gres=$(grep '^NodeName=' "$dir"/gres.lines | sed 's/.* Gres=//')
 
