@@ -211,6 +211,41 @@ size_t EditDistance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
+EngineProfile ReadEngine(const std::string& path, const YAML::Node& node) {
+  YamlFields first(path, node, "engine");
+  EngineProfile e;
+  e.name = first.String("name");
+  YamlFields f(path, node, fmt::format("engine '{}'", e.name));
+  f.AllowOnly({"name", "aliases", "description", "efficiency", "step_overhead_ms", "allreduce_us",
+               "uncertain"});
+  e.source = Where(path, node);
+  e.aliases = f.StringList("aliases");
+  if (f.Has("description")) e.description = f.String("description");
+  YamlFields eff(path, f.Map("efficiency"), fmt::format("engine '{}' efficiency", e.name));
+  eff.AllowOnly({"16bit", "fp8", "int8", "int4"});
+  auto fraction = [&](std::string_view key) {
+    double v = eff.Number(key);
+    if (!(v > 0 && v <= 1)) eff.Fail(key, "must lie in (0, 1]");
+    return v;
+  };
+  e.efficiency_16bit = fraction("16bit");
+  e.efficiency_fp8 = fraction("fp8");
+  e.efficiency_int8 = fraction("int8");
+  e.efficiency_int4 = fraction("int4");
+  double overhead = f.Number("step_overhead_ms"), allreduce = f.Number("allreduce_us");
+  if (!(overhead >= 0 && overhead <= 100)) f.Fail("step_overhead_ms", "must lie in [0, 100]");
+  if (!(allreduce >= 0 && allreduce <= 10000)) f.Fail("allreduce_us", "must lie in [0, 10000]");
+  e.step_overhead_seconds = overhead / 1e3;
+  e.allreduce_seconds = allreduce / 1e6;
+  e.uncertain = f.StringList("uncertain");
+  for (const std::string& u : e.uncertain) {
+    if (u != "efficiency.16bit" && u != "efficiency.fp8" && u != "efficiency.int8" &&
+        u != "efficiency.int4" && u != "step_overhead_ms" && u != "allreduce_us")
+      f.Fail("uncertain", fmt::format("'{}' is not one of the engine's fields", u));
+  }
+  return e;
+}
+
 template <typename T>
 const T& Find(std::string_view name, const std::vector<T>& items,
               const std::map<std::string, size_t>& index, std::string_view what) {
@@ -270,6 +305,7 @@ Catalog Catalog::LoadBundled() {
   std::string dir = BundledDir();
   c.AddFile(dir + "/gpus.yaml");
   c.AddFile(dir + "/models.yaml");
+  c.AddFile(dir + "/engines.yaml");
   return c;
 }
 
@@ -282,9 +318,10 @@ void Catalog::AddFile(const std::string& path) {
                     path));
   }
   YamlFields top(path, root, "catalog");
-  top.AllowOnly({"gpus", "models"});
-  if (!top.Has("gpus") && !top.Has("models")) {
-    throw BadInput(fmt::format("{}:1: catalog file has neither 'gpus:' nor 'models:'", path));
+  top.AllowOnly({"gpus", "models", "engines"});
+  if (!top.Has("gpus") && !top.Has("models") && !top.Has("engines")) {
+    throw BadInput(
+        fmt::format("{}:1: catalog file has none of 'gpus:', 'models:' and 'engines:'", path));
   }
   if (top.Has("gpus")) {
     for (const auto& item : top.List("gpus")) AddGpu(ReadGpu(path, item));
@@ -292,36 +329,41 @@ void Catalog::AddFile(const std::string& path) {
   if (top.Has("models")) {
     for (const auto& item : top.List("models")) AddModel(ReadModel(path, item));
   }
+  if (top.Has("engines")) {
+    for (const auto& item : top.List("engines")) AddEngine(ReadEngine(path, item));
+  }
 }
 
-void Catalog::AddGpu(GpuKind gpu) {
-  std::vector<std::string> keys = {gpu.name};
-  keys.insert(keys.end(), gpu.aliases.begin(), gpu.aliases.end());
+namespace {
+
+// Adds `item` under its name and aliases; refuses a name another item of its kind has taken.
+template <typename T>
+void AddNamed(T item, std::vector<T>* items, std::map<std::string, size_t>* index,
+              std::string_view what) {
+  std::vector<std::string> keys = {item.name};
+  keys.insert(keys.end(), item.aliases.begin(), item.aliases.end());
   for (const std::string& k : keys) {
-    auto it = gpu_index_.find(NormaliseName(k));
-    if (it != gpu_index_.end()) {
-      throw BadInput(fmt::format("{}: GPU '{}': name '{}' is already taken by GPU '{}' ({})",
-                                 gpu.source, gpu.name, k, gpus_[it->second].name,
-                                 gpus_[it->second].source));
+    auto it = index->find(NormaliseName(k));
+    if (it != index->end()) {
+      const T& taken = (*items)[it->second];
+      throw BadInput(fmt::format("{}: {} '{}': name '{}' is already taken by {} '{}' ({})",
+                                 item.source, what, item.name, k, what, taken.name, taken.source));
     }
   }
-  for (const std::string& k : keys) gpu_index_[NormaliseName(k)] = gpus_.size();
-  gpus_.push_back(std::move(gpu));
+  for (const std::string& k : keys) (*index)[NormaliseName(k)] = items->size();
+  items->push_back(std::move(item));
 }
+
+}  // namespace
+
+void Catalog::AddGpu(GpuKind gpu) { AddNamed(std::move(gpu), &gpus_, &gpu_index_, "GPU"); }
 
 void Catalog::AddModel(ModelShape model) {
-  std::vector<std::string> keys = {model.name};
-  keys.insert(keys.end(), model.aliases.begin(), model.aliases.end());
-  for (const std::string& k : keys) {
-    auto it = model_index_.find(NormaliseName(k));
-    if (it != model_index_.end()) {
-      throw BadInput(fmt::format("{}: model '{}': name '{}' is already taken by model '{}' ({})",
-                                 model.source, model.name, k, models_[it->second].name,
-                                 models_[it->second].source));
-    }
-  }
-  for (const std::string& k : keys) model_index_[NormaliseName(k)] = models_.size();
-  models_.push_back(std::move(model));
+  AddNamed(std::move(model), &models_, &model_index_, "model");
+}
+
+void Catalog::AddEngine(EngineProfile engine) {
+  AddNamed(std::move(engine), &engines_, &engine_index_, "engine");
 }
 
 void Catalog::Calibrate(const GpuCalibration& c) {
@@ -335,6 +377,10 @@ const GpuKind& Catalog::FindGpu(std::string_view name) const {
 
 const ModelShape& Catalog::FindModel(std::string_view name) const {
   return Find(name, models_, model_index_, "model");
+}
+
+const EngineProfile& Catalog::FindEngine(std::string_view name) const {
+  return Find(name, engines_, engine_index_, "engine");
 }
 
 }  // namespace gpumux

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/engine_profile.h"
 #include "core/gpu_kind.h"
 #include "core/model_shape.h"
 
@@ -23,7 +24,7 @@ class Catalog {
   static Catalog LoadBundled();
   static std::string BundledDir();
 
-  // Adds the entries of one file, which may hold `gpus:` and/or `models:` lists. A name or alias
+  // Adds the entries of one file, which may hold `gpus:`, `models:` and/or `engines:` lists. A name or alias
   // that is already taken is refused (a user file cannot silently replace a bundled kind).
   void AddFile(const std::string& path);
 
@@ -34,18 +35,24 @@ class Catalog {
   // the catalog does not have.
   void Calibrate(const GpuCalibration& c);
   const ModelShape& FindModel(std::string_view name) const;
+  // An engine class by its name or an engine's ("vllm"); throws as FindGpu does.
+  const EngineProfile& FindEngine(std::string_view name) const;
 
   const std::vector<GpuKind>& gpus() const { return gpus_; }
   const std::vector<ModelShape>& models() const { return models_; }
+  const std::vector<EngineProfile>& engines() const { return engines_; }
 
  private:
   void AddGpu(GpuKind gpu);
   void AddModel(ModelShape model);
+  void AddEngine(EngineProfile engine);
 
   std::vector<GpuKind> gpus_;
   std::vector<ModelShape> models_;
   std::map<std::string, size_t> gpu_index_;  // normalised name or alias -> index
   std::map<std::string, size_t> model_index_;
+  std::vector<EngineProfile> engines_;
+  std::map<std::string, size_t> engine_index_;
 };
 
 // Lower-case, without '-', '_', '.' or spaces: "H100-SXM5_80GB" -> "h100sxm580gb".

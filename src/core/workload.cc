@@ -47,6 +47,11 @@ Workload Base(const LlmSpec& s, const char* kind) {
   w.compute_efficiency = s.compute_efficiency;
   w.efficiency_stated = s.efficiency_stated;
   w.step_overhead_seconds = s.step_overhead_seconds;
+  if (s.engine) {  // what the engine class achieves, where the spec does not say
+    if (!s.efficiency_stated) w.bandwidth_efficiency = s.engine->BandwidthEfficiency(s.dtype);
+    if (s.step_overhead_seconds == 0) w.step_overhead_seconds = s.engine->step_overhead_seconds;
+    w.efficiency_stated = true;
+  }
   double params = s.shape ? s.shape->Params() : s.params;
   w.weight_bytes = params * WeightBytesPerParam(s.dtype, s.quant_group);
   if (s.shape) {
@@ -127,7 +132,8 @@ Workload GenericJob(double memory_bytes, double bandwidth, double flops, DType d
   return w;
 }
 
-Workload TensorParallelShard(const Workload& w, int tp, int kv_split) {
+Workload TensorParallelShard(const Workload& w, int tp, int kv_split,
+                             double allreduce_seconds_per_step) {
   if (tp < 1) throw BadInput(fmt::format("tensor parallelism {} is not 1 or more", tp));
   if (tp == 1) return w;
   if (kv_split <= 0 || kv_split > tp) kv_split = tp;
@@ -137,6 +143,7 @@ Workload TensorParallelShard(const Workload& w, int tp, int kv_split) {
   s.bytes_per_step = w.bytes_per_step / tp;
   s.flops_per_step = w.flops_per_step / tp;
   s.tensor_parallel = w.tensor_parallel * tp;
+  s.step_overhead_seconds = w.step_overhead_seconds + allreduce_seconds_per_step;
   s.description = fmt::format("{}, TP = {} (per GPU)", w.description, tp);
   return s;
 }

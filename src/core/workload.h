@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/dtype.h"
+#include "core/engine_profile.h"
 #include "core/gpu_kind.h"
 #include "core/model_shape.h"
 
@@ -82,6 +83,10 @@ struct LlmSpec {
   double compute_efficiency = kDefaultComputeEfficiency;
   bool efficiency_stated = false;    // see Workload::efficiency_stated
   double step_overhead_seconds = 0;  // see Workload::step_overhead_seconds
+  // The engine class it runs in (catalog/engines.yaml), or null: its efficiency for the weights'
+  // format stands for a bandwidth efficiency not stated, its step overhead for one not given (0),
+  // and the workload then counts as stating its efficiencies.
+  const EngineProfile* engine = nullptr;
 };
 // Throws Error (bad input) for an impossible spec (no params, batch < 1, negative context, η
 // outside (0,1]).
@@ -96,10 +101,11 @@ Workload GenericJob(double memory_bytes, double bandwidth, double flops, DType d
 // Tensor parallelism: one GPU's part of `w` spread over `tp` GPUs of one node, each holding and
 // reading 1/tp of the weights and doing 1/tp of the FLOPs; the KV cache splits by attention head,
 // so it splits `kv_split` ways (min(tp, KV heads): a GQA model with fewer KV heads than GPUs keeps
-// copies) — 0 means tp. Runtime and activation memory (other_bytes) stays whole on each. The
-// all-reduces between the GPUs (two per layer per step) are not modelled: the rate is an upper
-// bound. Throws Error (bad input) for tp < 1.
-Workload TensorParallelShard(const Workload& w, int tp, int kv_split = 0);
+// copies) — 0 means tp. Runtime and activation memory (other_bytes) stays whole on each.
+// `allreduce_seconds_per_step` (EngineProfile::AllReduceSecondsPerStep) is added to each step's
+// overhead; with 0 the rate is an upper bound. Throws Error (bad input) for tp < 1.
+Workload TensorParallelShard(const Workload& w, int tp, int kv_split = 0,
+                             double allreduce_seconds_per_step = 0);
 // The tensor-parallel degrees gpumux considers: a node's GPUs split by powers of two.
 inline constexpr int kTensorParallelDegrees[] = {1, 2, 4, 8};
 // The smallest of kTensorParallelDegrees whose shard of `w` fits in `gpu_memory_bytes` and, when

@@ -1,0 +1,170 @@
+#include "core/decode_fidelity.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "base/error.h"
+#include "core/workload.h"
+
+namespace gpumux {
+
+namespace {
+
+std::vector<std::string> SplitRow(const std::string& line) {
+  std::vector<std::string> fields;
+  std::stringstream in(line);
+  std::string field;
+  while (std::getline(in, field, ',')) fields.push_back(field);
+  if (!line.empty() && line.back() == ',') fields.emplace_back();
+  return fields;
+}
+
+}  // namespace
+
+std::vector<DecodeMeasurement> ReadDecodeMeasurements(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw BadInput(path + ": cannot read the measurements");
+  const std::vector<std::string> kColumns = {
+      "id", "half",  "gpu",     "model",          "dtype",  "quant_group", "engine",
+      "tp", "batch", "context", "measured_tok_s", "source", "notes"};
+  std::vector<DecodeMeasurement> rows;
+  std::string line;
+  bool header = false;
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> f = SplitRow(line);
+    std::string where = fmt::format("{}:{}", path, number);
+    if (!header) {
+      if (f != kColumns)
+        throw BadInput(where + ": expected the header " +
+                       fmt::format("{}", fmt::join(kColumns, ",")));
+      header = true;
+      continue;
+    }
+    if (f.size() != kColumns.size())
+      throw BadInput(fmt::format("{}: {} fields, expected {}", where, f.size(), kColumns.size()));
+    auto number_of = [&](size_t i) {
+      char* end = nullptr;
+      double v = std::strtod(f[i].c_str(), &end);
+      if (f[i].empty() || *end != '\0' || !(v >= 0))
+        throw BadInput(fmt::format("{}: {}: '{}' is not a number", where, kColumns[i], f[i]));
+      return v;
+    };
+    DecodeMeasurement m;
+    m.id = f[0];
+    if (f[1] != "fit" && f[1] != "check")
+      throw BadInput(fmt::format("{}: half: '{}' is not fit or check", where, f[1]));
+    m.fit = f[1] == "fit";
+    m.gpu = f[2], m.model = f[3], m.dtype = f[4], m.engine = f[6];
+    m.quant_group = int(number_of(5));
+    m.tp = int(number_of(7));
+    m.batch = int(number_of(8));
+    m.context = int(number_of(9));
+    m.measured_tokens_per_second = number_of(10);
+    m.source = f[11], m.notes = f[12];
+    if (m.tp < 1 || m.batch < 1 || !(m.measured_tokens_per_second > 0))
+      throw BadInput(where + ": tp and batch must be at least 1, the rate above 0");
+    rows.push_back(m);
+  }
+  if (!header) throw BadInput(path + ": no header line");
+  return rows;
+}
+
+double PredictDecode(const DecodeMeasurement& m, const Catalog& catalog,
+                     const EngineProfile* engine) {
+  const GpuKind& gpu = catalog.FindGpu(m.gpu);
+  LlmSpec spec;
+  spec.shape = &catalog.FindModel(m.model);
+  std::optional<DType> dtype = ParseDType(m.dtype);
+  if (!dtype) throw BadInput(fmt::format("{}: unknown dtype '{}'", m.id, m.dtype));
+  spec.dtype = *dtype;
+  if (m.quant_group > 0) spec.quant_group = m.quant_group;
+  spec.batch = m.batch;
+  spec.context = m.context;
+  spec.engine = engine;
+  Workload w =
+      TensorParallelShard(LlmDecode(spec), m.tp, std::min(m.tp, spec.shape->kv_heads),
+                          engine ? engine->AllReduceSecondsPerStep(spec.shape->layers, m.tp) : 0);
+  return SoloDemand(w, gpu).tokens_per_second;
+}
+
+double RelativeError(double predicted, double measured) { return predicted / measured - 1; }
+
+ErrorSummary Summarise(const std::vector<DecodeMeasurement>& rows, bool fit, const Catalog& catalog,
+                       const EngineProfile* engine) {
+  std::vector<double> errors;
+  for (const DecodeMeasurement& m : rows) {
+    if (m.fit != fit) continue;
+    errors.push_back(
+        std::abs(RelativeError(PredictDecode(m, catalog, engine), m.measured_tokens_per_second)));
+  }
+  ErrorSummary s;
+  s.rows = errors.size();
+  if (errors.empty()) return s;
+  std::sort(errors.begin(), errors.end());
+  size_t n = errors.size();
+  s.median_abs = n % 2 ? errors[n / 2] : (errors[n / 2 - 1] + errors[n / 2]) / 2;
+  s.worst_abs = errors.back();
+  return s;
+}
+
+EngineProfile FitEngine(const std::vector<DecodeMeasurement>& rows, const Catalog& catalog,
+                        EngineProfile start) {
+  auto loss = [&](const EngineProfile& e) {
+    double sum = 0;
+    for (const DecodeMeasurement& m : rows) {
+      if (!m.fit) continue;
+      double r = std::log(PredictDecode(m, catalog, &e) / m.measured_tokens_per_second);
+      sum += r * r;
+    }
+    return sum;
+  };
+  struct Knob {
+    double EngineProfile::*field;
+    double low, high;
+  };
+  const Knob knobs[] = {{&EngineProfile::efficiency_16bit, 0.3, 1.0},
+                        {&EngineProfile::efficiency_int8, 0.3, 1.0},
+                        {&EngineProfile::efficiency_int4, 0.2, 1.0},
+                        {&EngineProfile::step_overhead_seconds, 0, 3e-3},
+                        {&EngineProfile::allreduce_seconds, 0, 100e-6}};
+  // Coordinate descent (each knob over its range on a grid, then finer around the best) from
+  // several starting points, whatever `start` holds: the answer depends on the rows alone.
+  auto descend = [&](EngineProfile e) {
+    double e_loss = loss(e);
+    for (int sweep = 0; sweep < 8; ++sweep) {
+      for (const Knob& k : knobs) {
+        double low = k.low, high = k.high;
+        for (int refine = 0; refine < 3; ++refine) {
+          double step = (high - low) / 40, centre = e.*k.field;
+          for (int i = 0; i <= 40; ++i) {
+            EngineProfile trial = e;
+            trial.*k.field = low + i * step;
+            double l = loss(trial);
+            if (l < e_loss) e_loss = l, e = trial, centre = trial.*k.field;
+          }
+          low = std::max(k.low, centre - 2 * step);
+          high = std::min(k.high, centre + 2 * step);
+        }
+      }
+    }
+    return std::make_pair(e_loss, e);
+  };
+  EngineProfile best = start;
+  double best_loss = 1e300;
+  for (double overhead : {0.0, 0.5e-3, 1e-3, 2e-3}) {
+    EngineProfile e = start;
+    e.efficiency_16bit = e.efficiency_int8 = e.efficiency_int4 = 0.7;
+    e.step_overhead_seconds = overhead;
+    e.allreduce_seconds = 20e-6;
+    auto [l, found] = descend(e);
+    if (l < best_loss) best_loss = l, best = found;
+  }
+  return best;
+}
+
+}  // namespace gpumux

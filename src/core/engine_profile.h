@@ -1,0 +1,40 @@
+// What an inference engine class makes of a GPU at decode: the fraction of the GPU's memory
+// bandwidth its kernels achieve for each weight format, the fixed time each step spends off the
+// GPU's critical path (launches, synchronisation, sampling, the engine's loop), and, for tensor
+// parallelism, the time of one all-reduce between the GPUs (two per layer per step).
+//
+// Profiles live in catalog/engines.yaml; their constants are fitted on the fit half of the
+// published measurements in bench/fidelity/decode.csv and checked on the other half
+// (bench/fidelity_report.cc, docs/calibration.md). A workload that names an engine takes these
+// instead of the defaults (LlmSpec::engine). Plain data; thread-compatible.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace gpumux {
+
+struct EngineProfile {
+  std::string name;                  // "compiled"
+  std::vector<std::string> aliases;  // engines of the class: "vllm", "sglang", ...
+  std::string description;
+  // η: achieved fraction of the GPU's memory bandwidth at decode, by weight format.
+  double efficiency_16bit = 0.7;  // bf16 and fp16
+  double efficiency_fp8 = 0.7;
+  double efficiency_int8 = 0.7;
+  double efficiency_int4 = 0.7;
+  double step_overhead_seconds = 0;    // in series with each step's GPU work
+  double allreduce_seconds = 0;        // one all-reduce of a decode step's activations (TP > 1)
+  std::vector<std::string> uncertain;  // fields not fitted on measurements
+  std::string source;                  // file:line
+
+  double BandwidthEfficiency(DType weights) const;
+  // The all-reduce time a step of a model of `layers` layers adds at tensor parallelism `tp`.
+  double AllReduceSecondsPerStep(int layers, int tp) const {
+    return tp > 1 ? 2.0 * layers * allreduce_seconds : 0;
+  }
+};
+
+}  // namespace gpumux
