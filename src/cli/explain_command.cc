@@ -32,7 +32,9 @@ struct ExplainOptions {
   std::string phase = "decode";
   std::vector<std::string> catalogs;
   std::vector<std::string> calibrations;
-  bool efficiency_stated = false;  // --efficiency or --compute-efficiency given
+  std::string engine;                // an engine class or engine (catalog/engines.yaml)
+  std::optional<double> slo_margin;  // nullopt: the engine's error band
+  bool efficiency_stated = false;    // --efficiency or --compute-efficiency given
   int tenants = 0;
   std::optional<double> min_tokens_per_second, max_ms_per_token, max_slowdown;
   bool json = false;
@@ -45,8 +47,10 @@ DType DTypeFlag(const std::string& text, const char* flag) {
   return *d;
 }
 
-Workload MakeWorkload(const ExplainOptions& o, const ModelShape* shape, double params) {
+Workload MakeWorkload(const ExplainOptions& o, const ModelShape* shape, double params,
+                      const EngineProfile* engine) {
   LlmSpec spec;
+  spec.engine = engine;
   spec.shape = shape;
   spec.params = params;
   spec.dtype = DTypeFlag(o.dtype, "--dtype");
@@ -134,6 +138,7 @@ int RunExplain(const ExplainOptions& o) {
     throw BadInput(fmt::format("--phase '{}' is not decode or prefill", o.phase));
   }
   const ModelShape* shape = o.model.empty() ? nullptr : &catalog.FindModel(o.model);
+  const EngineProfile* engine = o.engine.empty() ? nullptr : &catalog.FindEngine(o.engine);
   double params = 0;
   if (!o.params.empty()) {
     try {
@@ -143,12 +148,12 @@ int RunExplain(const ExplainOptions& o) {
     }
   }
   // The main column: the shape with its KV cache if a model was named, else params x bytes.
-  Workload main = MakeWorkload(o, shape, params);
+  Workload main = MakeWorkload(o, shape, params, engine);
   Demand demand = SoloDemand(main, gpu);
   std::optional<Workload> rough;
   std::optional<Demand> rough_demand;
   if (shape) {
-    rough = MakeWorkload(o, nullptr, shape->Params());
+    rough = MakeWorkload(o, nullptr, shape->Params(), engine);
     rough_demand = SoloDemand(*rough, gpu);
   }
 
@@ -160,14 +165,16 @@ int RunExplain(const ExplainOptions& o) {
   if (main.memory_bytes() > gpu.memory_bytes) {
     gpus_needed = MinTensorParallel(main, gpu.memory_bytes, shape);
     if (gpus_needed) {
-      shard = TensorParallelShard(main, *gpus_needed,
-                                  shape ? std::min(*gpus_needed, shape->kv_heads) : 0);
+      shard = TensorParallelShard(
+          main, *gpus_needed, shape ? std::min(*gpus_needed, shape->kv_heads) : 0,
+          engine && shape ? engine->AllReduceSecondsPerStep(shape->layers, *gpus_needed) : 0);
       shard_demand = SoloDemand(*shard, gpu);
     }
   }
 
   Slo slo;
   slo.min_rate = o.min_tokens_per_second;
+  slo.margin = o.slo_margin;
   slo.max_ms_per_token = o.max_ms_per_token;
   slo.max_slowdown = o.max_slowdown;
   std::optional<Sharing> sharing;
@@ -182,6 +189,10 @@ int RunExplain(const ExplainOptions& o) {
     j["efficiency"] = used.bandwidth_efficiency;
     j["compute_efficiency"] = used.compute_efficiency;
     j["calibrations"] = calibrations;
+    if (engine) {
+      j["engine"] = engine->name;
+      j["expected_error"] = {{"median", engine->error_median}, {"worst", engine->error_worst}};
+    }
     j["catalog_uncertain_fields"] = gpu.uncertain;
     if (rough) j["rule_of_thumb"] = Breakdown(*rough, *rough_demand);
     j["gpus_needed"] = gpus_needed ? nlohmann::json(*gpus_needed) : nlohmann::json(nullptr);
@@ -189,7 +200,9 @@ int RunExplain(const ExplainOptions& o) {
       j["tensor_parallel"] = Breakdown(*shard, *shard_demand);
       j["tensor_parallel"]["degree"] = *gpus_needed;
       j["tensor_parallel"]["note"] =
-          "per GPU; the all-reduces between the GPUs are not modelled: tokens/s is an upper bound";
+          engine && shape ? "per GPU; with the engine's all-reduces, two per layer and step"
+                          : "per GPU; the all-reduces between the GPUs are not modelled (name an "
+                            "--engine): tokens/s is an upper bound";
     }
     if (sharing) {
       nlohmann::json s = {{"tenants", sharing->tenants},
@@ -216,6 +229,13 @@ int RunExplain(const ExplainOptions& o) {
       used.compute_efficiency,
       used.efficiency_stated || !gpu.calibration ? "" : " (measured: the GPU's calibration)");
   for (const std::string& c : calibrations) fmt::print("  {}\n", c);
+  if (engine) {
+    fmt::print(
+        "  engine: {} ({}): step overhead {:.2f} ms, all-reduce {:.1f} us; tokens/s within "
+        "±{:.0f}% (median; worst {:.0f}%) of published measurements (bench/fidelity)\n",
+        engine->name, engine->description, engine->step_overhead_seconds * 1e3,
+        engine->allreduce_seconds * 1e6, 100 * engine->error_median, 100 * engine->error_worst);
+  }
   fmt::print("\n");
   std::vector<std::vector<std::string>> rows = {
       {"", rough ? "params x bytes" : "params x bytes", rough ? "shape + KV cache" : ""}};
@@ -236,9 +256,15 @@ int RunExplain(const ExplainOptions& o) {
     std::vector<std::string> c = Column(*shard, *shard_demand);
     for (size_t i = 0; i < c.size(); ++i) tp_rows.push_back({labels[i], c[i]});
     fmt::print("{}", FormatTable(tp_rows));
-    fmt::print(
-        "  (tokens/s is the job's, every GPU doing its part of each step; an upper bound: the\n"
-        "  all-reduces between the GPUs, two per layer and step, are not in the model)\n");
+    if (engine && shape)
+      fmt::print(
+          "  (tokens/s is the job's, every GPU doing its part of each step, with the engine's\n"
+          "  all-reduces between the GPUs: two per layer and step)\n");
+    else
+      fmt::print(
+          "  (tokens/s is the job's, every GPU doing its part of each step; an upper bound: the\n"
+          "  all-reduces between the GPUs, two per layer and step, are not in the model; name an\n"
+          "  --engine for them)\n");
   } else if (!gpus_needed) {
     fmt::print("\n  needs more than {} {} GPUs: {} is {} of one's memory\n",
                kTensorParallelDegrees[std::size(kTensorParallelDegrees) - 1], gpu.name,
@@ -284,6 +310,14 @@ Command AddExplainCommand(CLI::App& app) {
                   "time each step spends off the GPU (launches, sync, sampling), in series with it")
       ->check(CLI::Range(0.0, 1000.0))
       ->capture_default_str();
+  sub->add_option("--engine", o->engine,
+                  "inference engine (vllm, sglang, tensorrt-llm, gpt-fast, transformers) or class "
+                  "(compiled, eager): its measured efficiency, step overhead and all-reduce time, "
+                  "and its error band (catalog/engines.yaml)");
+  sub->add_option("--slo-margin", o->slo_margin,
+                  "fraction above the SLO a predicted rate must be to meet it, for the model's "
+                  "error (default: the engine's median error, else 0)")
+      ->check(CLI::Range(0.0, 0.99));
   sub->add_option("--quant-group", o->quant_group,
                   "int8/int4 weights per fp16 scale (GPTQ/AWQ 128; llama.cpp Q4_0 32)")
       ->check(CLI::Range(1, 1 << 16))

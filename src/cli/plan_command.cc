@@ -47,8 +47,14 @@ void PrintText(const PlanFile& file, const Plan& plan, bool verbose) {
     std::vector<std::vector<std::string>> rows = {
         {"tenant", "slice", "rate", "SLO", "slowdown", "memory"}};
     for (const TenantOutcome& o : g.chosen.tenants) {
-      rows.push_back({o.name, o.slice, fmt::format("{:.1f} {}", o.rate, o.unit),
-                      o.required_rate > 0 ? fmt::format(">= {:.1f}", o.required_rate) : "-",
+      // With a margin for the model's error: the rate carries its band, the SLO the margin.
+      std::string band = o.margin > 0 ? fmt::format(" ±{:.0f}%", 100 * o.margin) : "";
+      std::string slo = o.required_rate <= 0 ? "-"
+                        : o.margin > 0
+                            ? fmt::format(">= {:.1f} ({:.1f} +{:.0f}%)", o.required_rate,
+                                          o.required_rate * (1 - o.margin), 100 * o.margin)
+                            : fmt::format(">= {:.1f}", o.required_rate);
+      rows.push_back({o.name, o.slice, fmt::format("{:.1f} {}{}", o.rate, o.unit, band), slo,
                       fmt::format("{:.2f}x", o.slowdown), FormatBytes(o.memory)});
     }
     fmt::print("{}", FormatTable(rows, 4));

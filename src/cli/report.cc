@@ -37,6 +37,7 @@ nlohmann::json ToJson(const TenantOutcome& o) {
                       {"solo_rate", o.solo_rate},
                       {"rate", o.rate},
                       {"required_rate", o.required_rate},
+                      {"slo_margin", o.margin},
                       {"slowdown", o.slowdown},
                       {"memory_bytes", o.memory},
                       {"bandwidth_bytes_per_second", o.bandwidth},

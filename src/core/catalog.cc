@@ -217,7 +217,7 @@ EngineProfile ReadEngine(const std::string& path, const YAML::Node& node) {
   e.name = first.String("name");
   YamlFields f(path, node, fmt::format("engine '{}'", e.name));
   f.AllowOnly({"name", "aliases", "description", "efficiency", "step_overhead_ms", "allreduce_us",
-               "uncertain"});
+               "check_error", "uncertain"});
   e.source = Where(path, node);
   e.aliases = f.StringList("aliases");
   if (f.Has("description")) e.description = f.String("description");
@@ -237,6 +237,14 @@ EngineProfile ReadEngine(const std::string& path, const YAML::Node& node) {
   if (!(allreduce >= 0 && allreduce <= 10000)) f.Fail("allreduce_us", "must lie in [0, 10000]");
   e.step_overhead_seconds = overhead / 1e3;
   e.allreduce_seconds = allreduce / 1e6;
+  if (f.Has("check_error")) {
+    YamlFields err(path, f.Map("check_error"), fmt::format("engine '{}' check_error", e.name));
+    err.AllowOnly({"median", "worst"});
+    e.error_median = err.Number("median");
+    e.error_worst = err.Number("worst");
+    if (!(e.error_median >= 0 && e.error_median <= e.error_worst && e.error_worst < 10))
+      err.Fail("median", "expected 0 <= median <= worst < 10 (fractions)");
+  }
   e.uncertain = f.StringList("uncertain");
   for (const std::string& u : e.uncertain) {
     if (u != "efficiency.16bit" && u != "efficiency.fp8" && u != "efficiency.int8" &&

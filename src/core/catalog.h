@@ -24,8 +24,8 @@ class Catalog {
   static Catalog LoadBundled();
   static std::string BundledDir();
 
-  // Adds the entries of one file, which may hold `gpus:`, `models:` and/or `engines:` lists. A name or alias
-  // that is already taken is refused (a user file cannot silently replace a bundled kind).
+  // Adds the entries of one file, which may hold `gpus:`, `models:` and/or `engines:` lists. A name
+  // or alias that is already taken is refused (a user file cannot silently replace a bundled kind).
   void AddFile(const std::string& path);
 
   // Case-insensitive lookup by name or alias; '-', '_' and spaces are ignored. Unknown names throw

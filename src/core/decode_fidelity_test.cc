@@ -38,6 +38,10 @@ TEST(DecodeFidelity, TheCatalogsCompiledEngineIsTheFitOfTheFitHalf) {
   EXPECT_NEAR(compiled.efficiency_int4, fitted.efficiency_int4, 0.002);
   EXPECT_NEAR(compiled.step_overhead_seconds, fitted.step_overhead_seconds, 5e-6);
   EXPECT_NEAR(compiled.allreduce_seconds, fitted.allreduce_seconds, 0.2e-6);
+  // The error band it states is the one it has on the check half.
+  ErrorSummary check = Summarise(rows, /*fit=*/false, catalog, &compiled);
+  EXPECT_NEAR(compiled.error_median, check.median_abs, 0.001);
+  EXPECT_NEAR(compiled.error_worst, check.worst_abs, 0.001);
 }
 
 TEST(DecodeFidelity, AnEngineSetsEfficiencyByFormatAndTensorParallelismPaysItsAllReduces) {

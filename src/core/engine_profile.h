@@ -25,8 +25,11 @@ struct EngineProfile {
   double efficiency_fp8 = 0.7;
   double efficiency_int8 = 0.7;
   double efficiency_int4 = 0.7;
-  double step_overhead_seconds = 0;    // in series with each step's GPU work
-  double allreduce_seconds = 0;        // one all-reduce of a decode step's activations (TP > 1)
+  double step_overhead_seconds = 0;  // in series with each step's GPU work
+  double allreduce_seconds = 0;      // one all-reduce of a decode step's activations (TP > 1)
+  // The model's |error| with this profile on the check half of the published measurements
+  // (bench/fidelity_report.cc): the error band a prediction carries.
+  double error_median = 0, error_worst = 0;
   std::vector<std::string> uncertain;  // fields not fitted on measurements
   std::string source;                  // file:line
 

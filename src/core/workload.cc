@@ -51,6 +51,7 @@ Workload Base(const LlmSpec& s, const char* kind) {
     if (!s.efficiency_stated) w.bandwidth_efficiency = s.engine->BandwidthEfficiency(s.dtype);
     if (s.step_overhead_seconds == 0) w.step_overhead_seconds = s.engine->step_overhead_seconds;
     w.efficiency_stated = true;
+    w.expected_error = s.engine->error_median;
   }
   double params = s.shape ? s.shape->Params() : s.params;
   w.weight_bytes = params * WeightBytesPerParam(s.dtype, s.quant_group);

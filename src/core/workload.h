@@ -49,6 +49,9 @@ struct Workload {
   // engine's own loop), in series with the GPU work: 0 unless stated (published batch-1 decode
   // steps show on the order of 1-2 ms; docs/calibration.md).
   double step_overhead_seconds = 0;
+  // The model's median |error| on published measurements of jobs like this one (its engine's
+  // EngineProfile::error_median); 0 when not known.
+  double expected_error = 0;
 
   double memory_bytes() const { return weight_bytes + kv_cache_bytes + other_bytes; }
   // Tokens (or steps) one sequence gains per second when steps take `step_seconds`.

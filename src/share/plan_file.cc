@@ -26,8 +26,8 @@ double ReadEfficiency(const YamlFields& f, std::string_view key, double fallback
 
 Slo ReadSlo(const std::string& path, const YAML::Node& node, const std::string& where) {
   YamlFields f(path, node, where + " slo");
-  f.AllowOnly(
-      {"min_tokens_per_second", "min_steps_per_second", "max_ms_per_token", "max_slowdown"});
+  f.AllowOnly({"min_tokens_per_second", "min_steps_per_second", "max_ms_per_token", "max_slowdown",
+               "margin"});
   Slo slo;
   if (f.Has("min_tokens_per_second")) slo.min_rate = f.Number("min_tokens_per_second");
   if (f.Has("min_steps_per_second")) slo.min_rate = f.Number("min_steps_per_second");
@@ -38,6 +38,11 @@ Slo ReadSlo(const std::string& path, const YAML::Node& node, const std::string& 
   if (f.Has("max_slowdown")) {
     slo.max_slowdown = f.Number("max_slowdown");
     if (*slo.max_slowdown < 1) f.Fail("max_slowdown", "must be at least 1");
+  }
+  if (f.Has("margin") && f.OptionalString("margin") != std::optional<std::string>("auto")) {
+    slo.margin = f.Number("margin");
+    if (!(*slo.margin >= 0 && *slo.margin < 1))
+      f.Fail("margin", "must be 'auto' or a fraction in [0, 1)");
   }
   if (slo.empty()) f.Fail("slo", "names no objective");
   return slo;
@@ -62,7 +67,7 @@ Workload ReadWorkload(const std::string& path, const YAML::Node& node, const Cat
       f.Fail("kind", fmt::format("'{}' is not one of llm-decode, llm-prefill, generic", kind));
     }
     f.AllowOnly({"kind", "model", "params", "dtype", "quant_group", "kv_dtype", "batch", "context",
-                 "efficiency", "compute_efficiency", "step_overhead_ms", "tp"});
+                 "efficiency", "compute_efficiency", "step_overhead_ms", "tp", "engine"});
     LlmSpec spec;
     if (f.Has("model") == f.Has("params"))
       f.Fail("model", "give exactly one of 'model' and 'params'");
@@ -89,6 +94,13 @@ Workload ReadWorkload(const std::string& path, const YAML::Node& node, const Cat
       if (!(ms >= 0 && ms <= 1000)) f.Fail("step_overhead_ms", "must lie in [0, 1000]");
       spec.step_overhead_seconds = ms / 1e3;
     }
+    if (f.Has("engine")) {
+      try {
+        spec.engine = &catalog.FindEngine(f.String("engine"));
+      } catch (const Error& e) {
+        f.Fail("engine", e.what());
+      }
+    }
     spec.bandwidth_efficiency = ReadEfficiency(f, "efficiency", kDefaultBandwidthEfficiency);
     spec.compute_efficiency = ReadEfficiency(f, "compute_efficiency", kDefaultComputeEfficiency);
     Workload whole = kind == "llm-decode" ? LlmDecode(spec) : LlmPrefill(spec);
@@ -98,7 +110,12 @@ Workload ReadWorkload(const std::string& path, const YAML::Node& node, const Cat
     if (spec.shape && spec.shape->heads % tp != 0)
       f.Fail("tp", fmt::format("{} does not divide {}'s {} attention heads", tp, spec.shape->name,
                                spec.shape->heads));
-    return TensorParallelShard(whole, tp, spec.shape ? std::min(tp, spec.shape->kv_heads) : 0);
+    // The engine's all-reduces, two per layer and step, where the layers are known.
+    double allreduce = spec.engine && spec.shape
+                           ? spec.engine->AllReduceSecondsPerStep(spec.shape->layers, tp)
+                           : 0;
+    return TensorParallelShard(whole, tp, spec.shape ? std::min(tp, spec.shape->kv_heads) : 0,
+                               allreduce);
   } catch (const Error& e) {
     // Errors from the workload constructors lack the location; those from YamlFields have it.
     std::string msg = e.what();

@@ -112,3 +112,41 @@ TEST(PlanFile, BundledExamplesLoad) {
 
 }  // namespace
 }  // namespace gpumux
+
+namespace gpumux {
+namespace {
+
+// A workload that names its engine takes the engine's measured constants and error band; an SLO
+// then counts as met only with that margin (or the one it states).
+TEST(PlanFile, AnEngineGivesItsConstantsAndAnSloIsMetOnlyWithMarginForTheModelsError) {
+  Catalog catalog = Catalog::LoadBundled();
+  const EngineProfile& vllm = catalog.FindEngine("vllm");
+  ASSERT_GT(vllm.error_median, 0);
+  PlanFile f = LoadPlanFile(
+      WriteFile(PlanWith("context: 4096, efficiency: 0.7}", "context: 4096, engine: vllm}")),
+      catalog);
+  const Tenant& chat = f.input.classes[0].tenant;
+  EXPECT_DOUBLE_EQ(chat.work.bandwidth_efficiency, vllm.efficiency_16bit);
+  EXPECT_DOUBLE_EQ(chat.work.step_overhead_seconds, vllm.step_overhead_seconds);
+  EXPECT_DOUBLE_EQ(chat.work.expected_error, vllm.error_median);
+  // An SLO just under the prediction: met with no margin, not with the engine's.
+  const GpuKind& h100 = catalog.FindGpu("h100");
+  TenantLoad load = MakeLoad(chat, h100);
+  double solo = load.SequenceRate(load.solo_step_rate());
+  Tenant tight = chat;
+  tight.slo.min_rate = solo * (1 - vllm.error_median / 2);
+  EXPECT_FALSE(MakeLoad(tight, h100).MeetsSlo(load.solo_step_rate()));
+  tight.slo.margin = 0;
+  EXPECT_TRUE(MakeLoad(tight, h100).MeetsSlo(load.solo_step_rate()));
+  // Stated in the file: a fraction, or auto; anything else is refused.
+  PlanFile stated = LoadPlanFile(
+      WriteFile(PlanWith("min_tokens_per_second: 40}", "min_tokens_per_second: 40, margin: 0.2}")),
+      catalog);
+  EXPECT_DOUBLE_EQ(*stated.input.classes[0].tenant.slo.margin, 0.2);
+  ExpectRefused("min_tokens_per_second: 40}", "min_tokens_per_second: 40, margin: 1.5}",
+                {"margin", "'auto' or a fraction in [0, 1)"});
+  ExpectRefused("efficiency: 0.7}", "engine: warp-drive}", {"plan.yaml:7:", "unknown engine"});
+}
+
+}  // namespace
+}  // namespace gpumux

@@ -15,6 +15,7 @@ TenantOutcome MakeOutcome(const TenantLoad& load, double step_rate, std::string 
   o.solo_rate = load.SequenceRate(load.solo_step_rate());
   o.rate = load.SequenceRate(step_rate);
   o.required_rate = load.SequenceRate(load.min_step_rate);
+  o.margin = load.margin;
   o.slowdown = o.solo_rate / o.rate;
   o.memory = load.memory;
   o.bandwidth = step_rate * t.work.bytes_per_step;

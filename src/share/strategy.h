@@ -34,7 +34,9 @@ struct TenantOutcome {
   std::string slice;         // "whole GPU", "MIG 3g.40gb@0", "MPS client", "time share 49%"
   double solo_rate = 0;      // per-sequence rate alone on the whole GPU
   double rate = 0;           // predicted per-sequence rate under the strategy
-  double required_rate = 0;  // what its SLO asks; 0 = no SLO
+  double required_rate = 0;  // what its SLO asks, with the margin; 0 = no SLO
+  double margin = 0;         // for the model's error (Slo::margin): required_rate × (1 - margin)
+                             // is the SLO as stated
   double slowdown = 1;       // solo_rate / rate
   double memory = 0;         // bytes it holds
   double bandwidth = 0;      // bytes/s it uses under the strategy

@@ -8,10 +8,10 @@
 
 namespace gpumux {
 
-double Slo::RequiredRate(double solo_rate) const {
+double Slo::RequiredRate(double solo_rate, double margin) const {
   double need = 0;
-  if (min_rate) need = std::max(need, *min_rate);
-  if (max_ms_per_token) need = std::max(need, 1000.0 / *max_ms_per_token);
+  if (min_rate) need = std::max(need, *min_rate / (1 - margin));
+  if (max_ms_per_token) need = std::max(need, 1000.0 / *max_ms_per_token / (1 - margin));
   if (max_slowdown) need = std::max(need, solo_rate / *max_slowdown);
   return need;
 }
@@ -41,7 +41,8 @@ TenantLoad MakeLoad(const Tenant& tenant, const GpuKind& gpu) {
   load.bandwidth_use = w.bytes_per_step / gpu.bandwidth;
   load.compute_use = w.flops_per_step / peak;
   double solo_rate = load.SequenceRate(load.solo_step_rate());
-  load.min_step_rate = tenant.slo.RequiredRate(solo_rate) / w.tokens_per_sequence_step;
+  load.margin = tenant.slo.margin.value_or(w.expected_error);
+  load.min_step_rate = tenant.slo.RequiredRate(solo_rate, load.margin) / w.tokens_per_sequence_step;
   return load;
 }
 

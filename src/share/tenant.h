@@ -16,10 +16,15 @@ struct Slo {
   std::optional<double> min_rate;  // tokens (steps) per second per sequence
   std::optional<double> max_ms_per_token;
   std::optional<double> max_slowdown;  // against running alone on a whole GPU of the same kind
+  // The model's error allowed for: a predicted rate meets min_rate (max_ms_per_token) only when it
+  // is that fraction above it. nullopt: the workload's expected error (Workload::expected_error).
+  std::optional<double> margin;
 
   bool empty() const { return !min_rate && !max_ms_per_token && !max_slowdown; }
-  // The per-sequence rate this SLO requires of a tenant whose solo rate is `solo_rate`; 0 if none.
-  double RequiredRate(double solo_rate) const;
+  // The per-sequence rate this SLO requires of a tenant whose solo rate is `solo_rate`, predicted
+  // with `margin` for the model's error (on the absolute objectives; a slowdown is relative to
+  // the tenant's own predicted solo rate); 0 if none.
+  double RequiredRate(double solo_rate, double margin = 0) const;
   std::string Describe(const std::string& unit) const;  // "≥ 50 tok/s", "≤ 1.5× slowdown"
 };
 
@@ -39,7 +44,8 @@ struct TenantLoad {
   StepTimes whole;           // roofline times alone on the whole GPU
   double bandwidth_use = 0;  // seconds of full-GPU bandwidth one step consumes (bytes / BW)
   double compute_use = 0;    // seconds of full-GPU math one step consumes (FLOPs / peak)
-  double min_step_rate = 0;  // steps/s the SLO requires; 0 = none
+  double min_step_rate = 0;  // steps/s the SLO requires (with the margin); 0 = none
+  double margin = 0;         // Slo::margin as applied
 
   double solo_step_rate() const { return 1.0 / whole.step(); }
   // Whether `step_rate` keeps the SLO; a relative tolerance keeps "exactly at the SLO" from failing
