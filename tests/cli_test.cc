@@ -1,4 +1,5 @@
 // Runs the `gpumux` binary as a user or a script would and checks what it prints and how it exits.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -128,10 +129,18 @@ TEST(Calibrate, TheSimulatedGpuIsMeasuredAndExplainAndPlanUseIt) {
   std::filesystem::remove(file);
 }
 
-TEST(Calibrate, ARealGpuIsNotMeasuredYetAndSaysSo) {
-  Result r = Gpumux("calibrate --out /dev/null");
+TEST(Calibrate, WithoutAGpuOrAKindItSaysWhatIsMissing) {
+  Result no_kind = Gpumux("calibrate --out /dev/null");
+  EXPECT_EQ(no_kind.exit_code, 2) << no_kind.out;
+  EXPECT_NE(no_kind.out.find("--gpu KIND"), std::string::npos) << no_kind.out;
+  // gpu_test.cc measures a real GPU where there is one.
+  if (void* driver = dlopen("libcuda.so.1", RTLD_NOW)) {
+    dlclose(driver);
+    GTEST_SKIP() << "this machine has a CUDA driver: GpuTest.CalibrateMeasuresTheRealGpu";
+  }
+  Result r = Gpumux("calibrate --gpu H100 --out /dev/null");
   EXPECT_EQ(r.exit_code, 4) << r.out;
-  EXPECT_NE(r.out.find("calibrate"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no CUDA driver"), std::string::npos) << r.out;
 }
 
 TEST(Explain, SharingVerdictInNumbers) {

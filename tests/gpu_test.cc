@@ -8,6 +8,8 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -159,6 +161,35 @@ TEST_F(GpuTest, NvmlDescribesTheGpuAndItsMigGeometryAsGpumuxdReadsThem) {
     EXPECT_GT(p.memory_bytes, 1e9) << p.name;
     EXPECT_FALSE(p.placement_starts.empty()) << p.name;
   }
+}
+
+// `gpumux calibrate` on the real GPU: the PTX kernels JIT-compile and measure figures a GPU of its
+// kind can reach (bandwidth and tensor-core math below the catalog's peaks, above a third of them).
+TEST_F(GpuTest, CalibrateMeasuresTheRealGpu) {
+  gpumux::node::Device gpu = gpumux::node::RealDevice(0);
+  std::string kind;
+  for (const char* k : {"H200", "H100", "A100", "L40S", "L4", "A10"})
+    if (kind.empty() && gpu.name.find(k) != std::string::npos) kind = k;
+  if (kind.empty()) GTEST_SKIP() << gpu.name << ": no catalog kind to compare with";
+  std::string file = (dir_ / "calibration.json").string();
+  auto [code, out] = Sh(std::string(GPUMUX_BINARY) + " calibrate --gpu " + kind +
+                        " --seconds 0.3 --processes 2 --out " + file + " 2>&1");
+  ASSERT_EQ(code, 0) << out;
+  std::ifstream in(file);
+  nlohmann::json c = nlohmann::json::parse(in);
+  std::cout << "[ calibrate ] " << gpu.name << ": " << c.dump() << "\n";
+  auto [catalog_code, catalog_out] =
+      Sh(std::string(GPUMUX_BINARY) + " explain --gpu " + kind + " --params 1e9 --json");
+  ASSERT_EQ(catalog_code, 0) << catalog_out;
+  double peak_bandwidth =
+      nlohmann::json::parse(catalog_out)["bandwidth_bytes_per_second"].get<double>() /
+      nlohmann::json::parse(catalog_out)["bandwidth_fraction"].get<double>();
+  double bandwidth = c["bandwidth_bytes_per_second"].get<double>();
+  EXPECT_GT(bandwidth, peak_bandwidth / 3) << out;
+  EXPECT_LT(bandwidth, peak_bandwidth * 1.02) << out;
+  EXPECT_GT(c["flops_per_second"].get<double>(), 50e12) << "tensor-core bf16 math: " << out;
+  EXPECT_LT(c["launch_seconds"].get<double>(), 100e-6) << out;
+  EXPECT_GT(c["timeslice_usable"]["2"].get<double>(), 0.5) << out;
 }
 
 // gpumuxd on the real GPU (its NVIDIA backend, not the simulator): it lists the GPU as NVML shows

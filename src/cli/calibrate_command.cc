@@ -3,9 +3,11 @@
 // streaming at once get of it together, time-sliced — and writes them to a calibration file
 // (core/calibration.h) that `explain` and `plan` take with --calibration.
 //
-// With --sim KIND it measures gpumux's simulated GPU of that kind: it runs itself again with the
-// simulated driver in its environment (a state file of its own, removed afterwards), as every
-// process of the measurement must share one simulated device.
+// With --gpu KIND it measures device 0 of the CUDA driver (CUDA_VISIBLE_DEVICES picks it), a GPU of
+// that catalog kind, with the PTX kernels of node/calibration_kernels.cu. With --sim KIND it
+// measures gpumux's simulated GPU of that kind: it runs itself again with the simulated driver in
+// its environment (a state file of its own, removed afterwards), as every process of the
+// measurement must share one simulated device.
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -29,6 +31,7 @@ namespace gpumux {
 namespace {
 
 struct CalibrateOptions {
+  std::string gpu;  // a real GPU's catalog kind
   std::string sim;
   std::string out = "gpumux-calibration.json";
   double seconds = 1;
@@ -108,13 +111,17 @@ int RunCalibrate(const CalibrateOptions& o) {
     return kExitOk;
   }
   if (!o.measure_kind.empty()) return Measure(o);
-  if (o.sim.empty()) {
-    // A real GPU: the probe says what is missing.
-    node::CalibrationProbe::Open();
-    return kExitOk;
-  }
+  if (o.sim.empty() == o.gpu.empty())
+    throw BadInput(
+        "give the catalog kind of the GPU to measure: --gpu KIND for the real GPU "
+        "(device 0 of CUDA_VISIBLE_DEVICES), or --sim KIND for a simulated one");
   Catalog catalog = Catalog::LoadBundled();
   for (const std::string& path : o.catalogs) catalog.AddFile(path);
+  if (!o.gpu.empty()) {  // the real GPU, measured in this process
+    CalibrateOptions measure = o;
+    measure.measure_kind = catalog.FindGpu(o.gpu).name;
+    return Measure(measure);
+  }
   const GpuKind& kind = catalog.FindGpu(o.sim);
   char dir_template[] = "/tmp/gpumux-calibrate-XXXXXX";
   if (!mkdtemp(dir_template)) throw Unavailable("calibrate: cannot make a temporary folder");
@@ -140,8 +147,9 @@ Command AddCalibrateCommand(CLI::App& app) {
       "calibrate",
       "Measure a GPU (bandwidth, math, launch and sync gaps, time-sliced co-runs) into a "
       "calibration file for explain and plan");
-  sub->add_option("--sim", o->sim,
-                  "measure the simulated GPU of this catalog kind (real GPUs: not yet)");
+  sub->add_option("--gpu", o->gpu,
+                  "measure the real GPU (device 0 of CUDA_VISIBLE_DEVICES), of this catalog kind");
+  sub->add_option("--sim", o->sim, "measure the simulated GPU of this catalog kind");
   sub->add_option("--out", o->out, "the calibration file to write")->capture_default_str();
   sub->add_option("--seconds", o->seconds, "how long each measurement runs")
       ->check(CLI::Range(0.05, 60.0))

@@ -8,13 +8,15 @@
 
 #include "abi/driver_api.h"
 #include "base/error.h"
+#include "node/calibration_kernels_ptx.h"
 
 namespace gpumux::node {
 namespace {
 
-// Each kernel's work: 20 GB streamed, 10 TFLOP of math (milliseconds on any current GPU).
-constexpr double kStreamBytes = 20e9;
-constexpr double kMathFlops = 10e12;
+// On the simulated GPU, each kernel's work: 20 GB streamed, 10 TFLOP of math (milliseconds on any
+// simulated kind). On a real GPU the kernels are calibration_kernels.cu's, sized below.
+constexpr double kSimStreamBytes = 20e9;
+constexpr double kSimMathFlops = 10e12;
 const char* const kSimulatedModule =
     "gpumux-sim-module 1\n"
     "kernel stream bytes=20e9 flops=0\n"
@@ -40,11 +42,8 @@ class DriverProbe : public CalibrationProbe {
     Bind(event_record_, "cuEventRecord");
     Bind(event_synchronize_, "cuEventSynchronize");
     Bind(elapsed_, "cuEventElapsedTime");
-    // The simulated driver says what it is in the environment that describes it.
-    if (!std::getenv("GPUMUX_SIM_STATE"))
-      throw Unavailable(
-          "calibrate: on a real GPU gpumux needs PTX kernels, which are not written yet; "
-          "calibrate the simulated GPU with --sim KIND");
+    Bind(attribute_, "cuDeviceGetAttribute");
+    Bind(alloc_, "cuMemAlloc_v2");
     Check(init_(0), "cuInit");
     CUdevice dev;
     Check(device_get_(&dev, 0), "cuDeviceGet");
@@ -52,11 +51,21 @@ class DriverProbe : public CalibrationProbe {
     CUcontext ctx;
     Check(retain_(&ctx, dev), "cuDevicePrimaryCtxRetain");
     Check(set_current_(ctx), "cuCtxSetCurrent");
+    // The simulated driver says what it is in the environment that describes it; it runs kernels
+    // described by their work. A real one JIT-compiles the PTX of calibration_kernels.cu.
+    bool simulated = std::getenv("GPUMUX_SIM_STATE") != nullptr;
     CUmodule module;
-    Check(load_(&module, kSimulatedModule), "cuModuleLoadData");
-    Check(function_(&stream_, module, "stream"), "cuModuleGetFunction");
-    Check(function_(&math_, module, "math"), "cuModuleGetFunction");
-    Check(function_(&empty_, module, "empty"), "cuModuleGetFunction");
+    Check(load_(&module, simulated ? kSimulatedModule : kCalibrationPtx),
+          simulated ? "cuModuleLoadData" : "cuModuleLoadData (JIT of the calibration PTX)");
+    Check(function_(&stream_.f, module, "stream"), "cuModuleGetFunction");
+    Check(function_(&math_.f, module, "math"), "cuModuleGetFunction");
+    Check(function_(&empty_.f, module, "empty"), "cuModuleGetFunction");
+    if (simulated) {
+      stream_.work = kSimStreamBytes;
+      math_.work = kSimMathFlops;
+    } else {
+      SizeRealKernels();
+    }
     Check(event_create_(&start_, 0), "cuEventCreate");
     Check(event_create_(&end_, 0), "cuEventCreate");
   }
@@ -72,9 +81,9 @@ class DriverProbe : public CalibrationProbe {
     return std::to_string(v);
   }
   double Bandwidth(double seconds) override {
-    return kStreamBytes / KernelSeconds(stream_, seconds);
+    return stream_.work / KernelSeconds(stream_, seconds);
   }
-  double Flops(double seconds) override { return kMathFlops / KernelSeconds(math_, seconds); }
+  double Flops(double seconds) override { return math_.work / KernelSeconds(math_, seconds); }
   double LaunchSeconds(int count) override {
     auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < count; ++i) Launch(empty_);
@@ -92,6 +101,34 @@ class DriverProbe : public CalibrationProbe {
   }
 
  private:
+  // A kernel with its launch shape, arguments, and the work one launch does (bytes or FLOPs).
+  struct Kernel {
+    CUfunction f = nullptr;
+    unsigned grid = 1, block = 1;
+    void* params[3] = {nullptr, nullptr, nullptr};
+    double work = 0;
+  };
+
+  // The real kernels' shapes: enough blocks to fill every SM several times over; a stream over as
+  // large a buffer as the GPU gives, up to 2 GiB (its reads must not fit in L2); math loops long
+  // enough that a launch takes about a millisecond or more on current GPUs.
+  void SizeRealKernels() {
+    int sms = 0;
+    Check(attribute_(&sms, 16 /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */, device_),
+          "cuDeviceGetAttribute");
+    for (bytes_ = 2ull << 30; bytes_ >= 256ull << 20; bytes_ /= 2)
+      if (alloc_(&buffer_, bytes_) == 0) break;
+    if (bytes_ < 256ull << 20) throw Unavailable("calibrate: cannot allocate 256 MiB on the GPU");
+    Check(alloc_(&out_, 64), "cuMemAlloc");
+    stream_.grid = unsigned(sms) * 8, stream_.block = 512;
+    stream_.params[0] = &buffer_, stream_.params[1] = &bytes_, stream_.params[2] = &out_;
+    stream_.work = double(bytes_);
+    math_.grid = unsigned(sms) * 8, math_.block = 256;  // 8 warps a block
+    math_.params[0] = &iterations_, math_.params[1] = &out_;
+    // Each warp: 4 tile products of 16 x 16 x 16 (8,192 FLOP each) per iteration.
+    math_.work = double(math_.grid) * (math_.block / 32) * iterations_ * 4 * 8192;
+  }
+
   template <typename Fn>
   void Bind(Fn& fn, const char* symbol) {
     fn = reinterpret_cast<Fn>(dlsym(lib_, symbol));
@@ -105,12 +142,14 @@ class DriverProbe : public CalibrationProbe {
   static double Since(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
-  void Launch(CUfunction f) {
-    Check(launch_(f, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr), "cuLaunchKernel");
+  void Launch(Kernel& k) {
+    Check(launch_(k.f, k.grid, 1, 1, k.block, 1, 1, 0, nullptr, k.params[0] ? k.params : nullptr,
+                  nullptr),
+          "cuLaunchKernel");
   }
   // Seconds one launch of `f` takes, over batches of launches until `seconds` have passed, timed
   // by events around each batch.
-  double KernelSeconds(CUfunction f, double seconds) {
+  double KernelSeconds(Kernel& f, double seconds) {
     double gpu_seconds = 0;
     long launches = 0;
     auto start = std::chrono::steady_clock::now();
@@ -130,7 +169,10 @@ class DriverProbe : public CalibrationProbe {
 
   void* lib_ = nullptr;
   CUdevice device_ = 0;
-  CUfunction stream_ = nullptr, math_ = nullptr, empty_ = nullptr;
+  Kernel stream_, math_, empty_;
+  CUdeviceptr buffer_ = 0, out_ = 0;  // real GPU: what the stream reads, where results would go
+  unsigned long long bytes_ = 0;
+  unsigned int iterations_ = 4096;
   CUevent start_ = nullptr, end_ = nullptr;
   decltype(&cuInit) init_;
   decltype(&cuDriverGetVersion) version_;
@@ -140,6 +182,8 @@ class DriverProbe : public CalibrationProbe {
   decltype(&cuCtxSetCurrent) set_current_;
   decltype(&cuCtxSynchronize) synchronize_;
   decltype(&cuModuleLoadData) load_;
+  decltype(&cuDeviceGetAttribute) attribute_;
+  decltype(&cuMemAlloc_v2) alloc_;
   decltype(&cuModuleGetFunction) function_;
   decltype(&cuLaunchKernel) launch_;
   decltype(&cuEventCreate) event_create_;
