@@ -33,6 +33,11 @@ struct MigGeometry {
   std::vector<MigProfile> profiles;
 };
 
+// Fractions of a GPU's peak bandwidth and math throughput.
+struct Capacity {
+  double bandwidth = 1, compute = 1;
+};
+
 struct GpuKind {
   std::string name;
   std::vector<std::string> aliases;
@@ -58,6 +63,11 @@ struct GpuKind {
   // The share of its time `n` time-sliced tenants get together: the calibration's for n (or its
   // largest n below), else `modelled`.
   double TimeSliceUsable(int n, double modelled) const;
+  // What co-running tenants can use together of the peak bandwidth and bf16 math: the calibration's
+  // achieved fractions, else all of it.
+  Capacity MpsCapacity() const {
+    return {MeasuredBandwidthEfficiency().value_or(1.0), MeasuredComputeEfficiency().value_or(1.0)};
+  }
 };
 
 }  // namespace gpumux

@@ -76,7 +76,8 @@ double StretchedStepRate(const TenantLoad& load, const Stretch& s, double cap) {
   return 1.0 / step;
 }
 
-Stretch SolveMpsStretch(std::span<const TenantLoad* const> loads, std::span<const double> caps) {
+Stretch SolveMpsStretch(std::span<const TenantLoad* const> loads, std::span<const double> caps,
+                        const Capacity& capacity) {
   Stretch s;
   std::vector<Term> terms;
   terms.reserve(loads.size());
@@ -89,7 +90,8 @@ Stretch SolveMpsStretch(std::span<const TenantLoad* const> loads, std::span<cons
       const TenantLoad& l = *loads[i];
       double cap = caps.empty() ? 1.0 : caps[i];
       if (l.bandwidth_use <= 0) continue;
-      terms.push_back({l.bandwidth_use, l.whole.memory,
+      // Σ use·rate ≤ capacity, as Σ (use / capacity)·rate ≤ 1.
+      terms.push_back({l.bandwidth_use / capacity.bandwidth, l.whole.memory,
                        std::max(l.whole.pace, l.whole.compute * s.compute / cap + l.whole.overhead),
                        l.whole.overhead});
     }
@@ -99,7 +101,7 @@ Stretch SolveMpsStretch(std::span<const TenantLoad* const> loads, std::span<cons
       const TenantLoad& l = *loads[i];
       double cap = caps.empty() ? 1.0 : caps[i];
       if (l.compute_use <= 0) continue;
-      terms.push_back({l.compute_use, l.whole.compute / cap,
+      terms.push_back({l.compute_use / capacity.compute, l.whole.compute / cap,
                        std::max(l.whole.pace, l.whole.memory * s.bandwidth + l.whole.overhead),
                        l.whole.overhead});
     }

@@ -14,10 +14,15 @@
 // A paced tenant that still fits in the stretched time is not slowed, and the bandwidth it leaves
 // is given to the others (the solver is exact for this fluid model, not a conservative bound).
 //
+// What the tenants can move together is the GPU's peak, unless the GPU is calibrated: then it is
+// what its best streaming kernel (and math kernel) achieved (GpuKind::MpsCapacity), so tenants
+// whose calibrated η sum past it are stretched (contention starts below 100% of the datasheet
+// figure).
+//
 // Limits (documented in the README): it ignores L2 thrashing and the rise of memory latency before
-// saturation (real slowdowns start earlier, see the reference notes §3.2), treats the GPU's peak
-// bandwidth as attainable (η carries each tenant's own inefficiency) and assumes arbitration in
-// proportion to demand. Calibrate on hardware before trusting it within ±10%.
+// saturation (real slowdowns start earlier, see the reference notes §3.2), treats the attainable
+// bandwidth as shared without loss and assumes arbitration in proportion to demand. Calibrate on
+// hardware before trusting it within ±10%.
 #pragma once
 
 #include <span>
@@ -32,9 +37,10 @@ struct Stretch {
   double compute = 1;    // S_C
 };
 
-// Solves the model above. `caps` holds each tenant's MPS thread cap in (0, 1] (empty: all 1).
-Stretch SolveMpsStretch(std::span<const TenantLoad* const> loads,
-                        std::span<const double> caps = {});
+// Solves the model above. `caps` holds each tenant's MPS thread cap in (0, 1] (empty: all 1);
+// `capacity` what the tenants can use together of the GPU's peak bandwidth and math (at most 1).
+Stretch SolveMpsStretch(std::span<const TenantLoad* const> loads, std::span<const double> caps = {},
+                        const Capacity& capacity = {});
 
 // Step rate of one tenant under a stretch.
 double StretchedStepRate(const TenantLoad& load, const Stretch& s, double cap = 1.0);

@@ -57,6 +57,30 @@ TEST_F(InterferenceTest, TimeOffTheGpuEachStepLeavesBandwidthToANeighbour) {
   EXPECT_NEAR(SolveMpsStretch(fits.loads()).bandwidth, 1.0, 1e-12);
 }
 
+// On a calibrated GPU the tenants can move together only what its best streaming kernel moved:
+// contention starts below the datasheet's bandwidth. Two decoders at η = 0.6 of a GPU whose
+// streaming kernel reached 0.8 demand 120% of the peak, 150% of what is attainable: each slows
+// 1.5x, not 1.2x.
+TEST_F(InterferenceTest, OnACalibratedGpuTenantsShareWhatItsStreamingKernelAchieved) {
+  GpuKind calibrated = h100_;
+  GpuCalibration c;
+  c.gpu = h100_.name;
+  c.bandwidth = 0.8 * h100_.bandwidth;
+  c.flops = h100_.PeakFlops(DType::kBf16);
+  calibrated.calibration = c;
+  EXPECT_DOUBLE_EQ(calibrated.MpsCapacity().bandwidth, 0.8);
+  EXPECT_DOUBLE_EQ(h100_.MpsCapacity().bandwidth, 1.0);
+  TenantSet set(calibrated);
+  LlmSpec spec;
+  spec.params = 8e9;
+  spec.bandwidth_efficiency = 0.6;
+  spec.efficiency_stated = true;
+  set.Add({"a", LlmDecode(spec), {}});
+  set.Add({"b", LlmDecode(spec), {}});
+  EXPECT_NEAR(SolveMpsStretch(set.loads(), {}, calibrated.MpsCapacity()).bandwidth, 1.5, 1e-9);
+  EXPECT_NEAR(SolveMpsStretch(set.loads()).bandwidth, 1.2, 1e-9);
+}
+
 TEST_F(InterferenceTest, PacedTenantKeepsItsPaceAndFreesBandwidthForOthers) {
   TenantSet set(h100_);
   // A generic job wanting 20% of the bandwidth, beside a saturating decoder.

@@ -24,7 +24,7 @@ bool FitsMps(const GpuKind& gpu, std::span<const TenantLoad* const> loads) {
   // Hot path of the planner: called for every tentative addition to a GPU.
   if (loads.size() > size_t(kMpsMaxClients) || TotalMemory(loads) > gpu.memory_bytes) return false;
   std::vector<double> caps = Caps(loads);
-  Stretch s = SolveMpsStretch(loads, caps);
+  Stretch s = SolveMpsStretch(loads, caps, gpu.MpsCapacity());
   for (size_t i = 0; i < loads.size(); ++i) {
     if (!loads[i]->MeetsSlo(StretchedStepRate(*loads[i], s, caps[i]))) return false;
   }
@@ -40,7 +40,7 @@ StrategyResult EvaluateMps(const GpuKind& gpu, std::span<const TenantLoad* const
     return r;
   }
   std::vector<double> caps = Caps(loads);
-  Stretch s = SolveMpsStretch(loads, caps);
+  Stretch s = SolveMpsStretch(loads, caps, gpu.MpsCapacity());
   double solo_bandwidth = 0, solo_compute = 0;
   for (size_t i = 0; i < loads.size(); ++i) {
     const TenantLoad& l = *loads[i];
@@ -59,6 +59,9 @@ StrategyResult EvaluateMps(const GpuKind& gpu, std::span<const TenantLoad* const
   } else {
     cause = fmt::format("mps: bandwidth demand {} of {}", FormatPercent(solo_bandwidth),
                         FormatBandwidth(gpu.bandwidth));
+    if (gpu.MpsCapacity().bandwidth < 1)
+      cause +=
+          fmt::format(" ({} attainable, calibrated)", FormatPercent(gpu.MpsCapacity().bandwidth));
     if (s.bandwidth > 1 + 1e-9) cause += fmt::format(", stretched {:.2f}x", s.bandwidth);
     if (s.compute > 1 + 1e-9) {
       cause += fmt::format("; compute demand {}, stretched {:.2f}x", FormatPercent(solo_compute),
