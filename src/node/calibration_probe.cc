@@ -44,6 +44,9 @@ class DriverProbe : public CalibrationProbe {
     Bind(elapsed_, "cuEventElapsedTime");
     Bind(attribute_, "cuDeviceGetAttribute");
     Bind(alloc_, "cuMemAlloc_v2");
+    Bind(free_, "cuMemFree_v2");
+    Bind(unload_, "cuModuleUnload");
+    Bind(event_destroy_, "cuEventDestroy_v2");
     Check(init_(0), "cuInit");
     CUdevice dev;
     Check(device_get_(&dev, 0), "cuDeviceGet");
@@ -54,12 +57,11 @@ class DriverProbe : public CalibrationProbe {
     // The simulated driver says what it is in the environment that describes it; it runs kernels
     // described by their work. A real one JIT-compiles the PTX of calibration_kernels.cu.
     bool simulated = std::getenv("GPUMUX_SIM_STATE") != nullptr;
-    CUmodule module;
-    Check(load_(&module, simulated ? kSimulatedModule : kCalibrationPtx),
+    Check(load_(&module_, simulated ? kSimulatedModule : kCalibrationPtx),
           simulated ? "cuModuleLoadData" : "cuModuleLoadData (JIT of the calibration PTX)");
-    Check(function_(&stream_.f, module, "stream"), "cuModuleGetFunction");
-    Check(function_(&math_.f, module, "math"), "cuModuleGetFunction");
-    Check(function_(&empty_.f, module, "empty"), "cuModuleGetFunction");
+    Check(function_(&stream_.f, module_, "stream"), "cuModuleGetFunction");
+    Check(function_(&math_.f, module_, "math"), "cuModuleGetFunction");
+    Check(function_(&empty_.f, module_, "empty"), "cuModuleGetFunction");
     if (simulated) {
       stream_.work = kSimStreamBytes;
       math_.work = kSimMathFlops;
@@ -68,6 +70,15 @@ class DriverProbe : public CalibrationProbe {
     }
     Check(event_create_(&start_, 0), "cuEventCreate");
     Check(event_create_(&end_, 0), "cuEventCreate");
+  }
+
+  // Gives back what it made (events, the module, device memory); the context stays the process's.
+  ~DriverProbe() override {
+    if (start_) event_destroy_(start_);
+    if (end_) event_destroy_(end_);
+    if (buffer_) free_(buffer_);
+    if (out_) free_(out_);
+    if (module_) unload_(module_);
   }
 
   std::string DeviceName() override {
@@ -169,6 +180,7 @@ class DriverProbe : public CalibrationProbe {
 
   void* lib_ = nullptr;
   CUdevice device_ = 0;
+  CUmodule module_ = nullptr;
   Kernel stream_, math_, empty_;
   CUdeviceptr buffer_ = 0, out_ = 0;  // real GPU: what the stream reads, where results would go
   unsigned long long bytes_ = 0;
@@ -184,6 +196,9 @@ class DriverProbe : public CalibrationProbe {
   decltype(&cuModuleLoadData) load_;
   decltype(&cuDeviceGetAttribute) attribute_;
   decltype(&cuMemAlloc_v2) alloc_;
+  decltype(&cuMemFree_v2) free_;
+  decltype(&cuModuleUnload) unload_;
+  decltype(&cuEventDestroy_v2) event_destroy_;
   decltype(&cuModuleGetFunction) function_;
   decltype(&cuLaunchKernel) launch_;
   decltype(&cuEventCreate) event_create_;
