@@ -20,4 +20,19 @@ inline std::vector<std::string> SplitCommas(std::string_view text) {
   return items;
 }
 
+// SplitCommas' inverse: {"a", "b"} → "a,b", each item written by `text` (the item itself when it
+// is a string).
+template <typename Items, typename ToText>
+std::string JoinCommas(const Items& items, ToText text) {
+  std::string joined;
+  for (const auto& item : items) {
+    if (!joined.empty()) joined += ',';
+    joined += text(item);
+  }
+  return joined;
+}
+inline std::string JoinCommas(const std::vector<std::string>& items) {
+  return JoinCommas(items, [](const std::string& s) { return s; });
+}
+
 }  // namespace gpumux

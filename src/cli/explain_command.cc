@@ -165,9 +165,7 @@ int RunExplain(const ExplainOptions& o) {
   if (main.memory_bytes() > gpu.memory_bytes) {
     gpus_needed = MinTensorParallel(main, gpu.memory_bytes, shape);
     if (gpus_needed) {
-      shard = TensorParallelShard(
-          main, *gpus_needed, shape ? std::min(*gpus_needed, shape->kv_heads) : 0,
-          engine && shape ? engine->AllReduceSecondsPerStep(shape->layers, *gpus_needed) : 0);
+      shard = LlmTensorParallelShard(main, *gpus_needed, shape, engine);
       shard_demand = SoloDemand(*shard, gpu);
     }
   }

@@ -201,9 +201,10 @@ int ShowAgentStatus(const StatusOptions& o) {
                                                  "source"}};
   for (const auto& t : j["tenants"]) {
     double cap = t.value("compute_cap_percent", 100.0);
-    std::string gpus;  // "0", or "0,1" for a tenant over several GPUs
-    for (const auto& g : t.value("gpus", nlohmann::json::array({t.value("gpu", 0)})))
-      gpus += (gpus.empty() ? "" : ",") + std::to_string(g.get<int>());
+    // "0", or "0,1" for a tenant over several GPUs.
+    std::string gpus =
+        JoinCommas(t.value("gpus", nlohmann::json::array({t.value("gpu", 0)})),
+                   [](const nlohmann::json& g) { return std::to_string(g.get<int>()); });
     rows.push_back({t.value("id", ""), gpus, FormatBytes(t.value("quota_bytes", 0.0)),
                     FormatBytes(t.value("used_bytes", 0.0)),
                     std::to_string(t.value("refused_allocations", 0)),

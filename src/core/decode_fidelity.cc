@@ -86,9 +86,7 @@ double PredictDecode(const DecodeMeasurement& m, const Catalog& catalog,
   spec.batch = m.batch;
   spec.context = m.context;
   spec.engine = engine;
-  Workload w =
-      TensorParallelShard(LlmDecode(spec), m.tp, std::min(m.tp, spec.shape->kv_heads),
-                          engine ? engine->AllReduceSecondsPerStep(spec.shape->layers, m.tp) : 0);
+  Workload w = LlmTensorParallelShard(LlmDecode(spec), m.tp, spec.shape, engine);
   return SoloDemand(w, gpu).tokens_per_second;
 }
 

@@ -149,12 +149,18 @@ Workload TensorParallelShard(const Workload& w, int tp, int kv_split,
   return s;
 }
 
+Workload LlmTensorParallelShard(const Workload& w, int tp, const ModelShape* shape,
+                                const EngineProfile* engine) {
+  return TensorParallelShard(
+      w, tp, shape ? std::min(tp, shape->kv_heads) : 0,
+      engine && shape ? engine->AllReduceSecondsPerStep(shape->layers, tp) : 0);
+}
+
 std::optional<int> MinTensorParallel(const Workload& w, double gpu_memory_bytes,
                                      const ModelShape* shape) {
   for (int tp : kTensorParallelDegrees) {
     if (shape && shape->heads % tp != 0) continue;
-    int kv_split = shape ? std::min(tp, shape->kv_heads) : tp;
-    if (TensorParallelShard(w, tp, kv_split).memory_bytes() <= gpu_memory_bytes) return tp;
+    if (LlmTensorParallelShard(w, tp, shape, nullptr).memory_bytes() <= gpu_memory_bytes) return tp;
   }
   return std::nullopt;
 }

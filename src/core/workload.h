@@ -109,6 +109,11 @@ Workload GenericJob(double memory_bytes, double bandwidth, double flops, DType d
 // overhead; with 0 the rate is an upper bound. Throws Error (bad input) for tp < 1.
 Workload TensorParallelShard(const Workload& w, int tp, int kv_split = 0,
                              double allreduce_seconds_per_step = 0);
+// TensorParallelShard of an LLM workload of `shape` (null: a bare parameter count) run by `engine`:
+// the KV cache split by the model's KV heads, and the engine's all-reduces added to each step when
+// both are known (else none: the rate is an upper bound).
+Workload LlmTensorParallelShard(const Workload& w, int tp, const ModelShape* shape,
+                                const EngineProfile* engine);
 // The tensor-parallel degrees gpumux considers: a node's GPUs split by powers of two.
 inline constexpr int kTensorParallelDegrees[] = {1, 2, 4, 8};
 // The smallest of kTensorParallelDegrees whose shard of `w` fits in `gpu_memory_bytes` and, when

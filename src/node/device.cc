@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "base/comma_list.h"
 #include "base/error.h"
 #include "node/nvml_library.h"
 
@@ -134,8 +135,7 @@ std::vector<std::pair<std::string, std::string>> SimulatedGpuEnvironment(
                        " compute=" + std::to_string(geo.compute_slices) +
                        " sms=" + std::to_string(geo.sms);
     for (const MigProfile& p : geo.profiles) {
-      std::string starts;
-      for (int s : p.placement_starts) starts += (starts.empty() ? "" : ",") + std::to_string(s);
+      std::string starts = JoinCommas(p.placement_starts, [](int s) { return std::to_string(s); });
       text += "|" + p.name + " id=" + std::to_string(p.id) +
               " g=" + std::to_string(p.compute_slices) +
               " size=" + std::to_string(p.memory_slices) +

@@ -110,12 +110,7 @@ Workload ReadWorkload(const std::string& path, const YAML::Node& node, const Cat
     if (spec.shape && spec.shape->heads % tp != 0)
       f.Fail("tp", fmt::format("{} does not divide {}'s {} attention heads", tp, spec.shape->name,
                                spec.shape->heads));
-    // The engine's all-reduces, two per layer and step, where the layers are known.
-    double allreduce = spec.engine && spec.shape
-                           ? spec.engine->AllReduceSecondsPerStep(spec.shape->layers, tp)
-                           : 0;
-    return TensorParallelShard(whole, tp, spec.shape ? std::min(tp, spec.shape->kv_heads) : 0,
-                               allreduce);
+    return LlmTensorParallelShard(whole, tp, spec.shape, spec.engine);
   } catch (const Error& e) {
     // Errors from the workload constructors lack the location; those from YamlFields have it.
     std::string msg = e.what();

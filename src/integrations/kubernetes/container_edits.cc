@@ -12,8 +12,7 @@ ContainerEdits EditsForTenant(const json& admission, const std::vector<std::stri
                               const std::string& dev_dir) {
   ContainerEdits edits;
   for (auto& [k, v] : admission.at("env").items()) edits.envs[k] = v.get<std::string>();
-  std::string uuids;
-  for (const std::string& uuid : gpu_uuids) uuids += (uuids.empty() ? "" : ",") + uuid;
+  std::string uuids = JoinCommas(gpu_uuids);
   if (!uuids.empty()) edits.envs["NVIDIA_VISIBLE_DEVICES"] = uuids;
   auto env = [&](const char* key) {
     auto it = edits.envs.find(key);

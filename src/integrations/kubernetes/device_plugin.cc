@@ -207,13 +207,7 @@ ContainerAnswer DevicePlugin::Allocate(const std::string& resource,
                   {"pod_namespace", pod.ns},
                   {"pod", pod.name},
                   {"container", c->container.name}};
-  if (slots.size() == 1) {
-    request["gpu"] = pod.assigned[0].gpu;
-    if (pod.assigned[0].instance >= 0) request["instance"] = pod.assigned[0].instance;
-  } else {  // one tenant over all the pod's GPUs, with the same limits on each
-    request["gpus"] = json::array();
-    for (const SlotId& where : pod.assigned) request["gpus"].push_back(where.gpu);
-  }
+  SetTenantSlots(pod.assigned, &request);  // over several: the same limits on each
   if (c->container.whole_gpus > 0) {
     int smallest = slots[0]->memory_gib;
     for (const Slot* slot : slots) smallest = std::min(smallest, slot->memory_gib);

@@ -261,14 +261,7 @@ std::vector<PreparedDevice> DraDriver::Prepare(const std::string& ns, const std:
   json admit = {{"id", ClaimTenantId(uid)},
                 {"source", "kubernetes claim " + ns + "/" + name},
                 {"pod_namespace", ns}};
-  if (slots.size() == 1) {
-    admit["gpu"] = slots[0].gpu;
-    if (slots[0].instance >= 0) admit["instance"] = slots[0].instance;
-  } else {  // whole GPUs by index, MIG instances as "GPU.INSTANCE"
-    admit["gpus"] = json::array();
-    for (const SlotId& s : slots)
-      admit["gpus"].push_back(s.instance < 0 ? json(s.gpu) : json(s.ToString()));
-  }
+  SetTenantSlots(slots, &admit);
   if (parameters.contains("memory"))
     admit["memory"] = QuantityBytes(parameters["memory"], where + ": parameters.memory");
   else

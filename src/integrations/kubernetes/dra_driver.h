@@ -7,11 +7,11 @@
 //     ResourceClaim (informer.h; a claim has no node field to select on, so the watch sees the
 //     cluster's claims and keeps only this node's);
 //   - prepares a claim allocated one of its devices, or several (whole time-sliced GPUs or MIG
-//     instances: one tenant over all of them, a memory quota on each): reads the claim from that cache (from the API server when the cache does not have
-//     it, or has it reserved for no pod), admits
-//     its gpumuxd tenant (pod_tenants.h: "k8s-claim-<uid>") with the claim's parameters (the opaque
-//     config {"memory", "compute", "priority", "owner_uid"} of the claim or its DeviceClass, else
-//     the capacity the allocation consumed, else the whole device) and writes a CDI spec
+//     instances: one tenant over all of them, a memory quota on each): reads the claim from that
+//     cache (from the API server when the cache does not have it, or has it reserved for no pod),
+//     admits its gpumuxd tenant (pod_tenants.h: "k8s-claim-<uid>") with the claim's parameters (the
+//     opaque config {"memory", "compute", "priority", "owner_uid"} of the claim or its DeviceClass,
+//     else the capacity the allocation consumed, else the whole device) and writes a CDI spec
 //     (<cdi-dir>/gpumux.io-tenant_<uid>.json, container_edits.h) whose device the kubelet hands
 //     to the runtime;
 //   - unprepares it: removes the tenant (refused while its processes run) and the CDI spec.

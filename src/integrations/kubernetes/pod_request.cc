@@ -84,9 +84,7 @@ SlotId SlotId::Parse(const std::string& text) {
 }
 
 std::string SlotId::ListToString(const std::vector<SlotId>& slots) {
-  std::string text;
-  for (const SlotId& s : slots) text += (text.empty() ? "" : ",") + s.ToString();
-  return text;
+  return JoinCommas(slots, [](const SlotId& s) { return s.ToString(); });
 }
 
 std::vector<SlotId> SlotId::ParseList(const std::string& text) {

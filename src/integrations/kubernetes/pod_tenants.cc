@@ -16,6 +16,18 @@ std::string TenantId(const std::string& pod_uid, int container_index) {
   return kTenantPrefix + pod_uid + "-" + std::to_string(container_index);
 }
 
+void SetTenantSlots(const std::vector<SlotId>& slots, nlohmann::json* request) {
+  if (slots.size() == 1) {
+    (*request)["gpu"] = slots[0].gpu;
+    if (slots[0].instance >= 0) (*request)["instance"] = slots[0].instance;
+    return;
+  }
+  nlohmann::json gpus = nlohmann::json::array();
+  for (const SlotId& s : slots)
+    gpus.push_back(s.instance < 0 ? nlohmann::json(s.gpu) : nlohmann::json(s.ToString()));
+  (*request)["gpus"] = gpus;
+}
+
 std::string PodCgroup(const std::string& pod_uid) { return "pod" + pod_uid; }
 
 std::string ClaimTenantId(const std::string& claim_uid) {

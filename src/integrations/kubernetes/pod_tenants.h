@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "integrations/kubernetes/pod_request.h"
 
 namespace gpumux::k8s {
@@ -28,6 +30,10 @@ inline constexpr char kTenantPrefix[] = "k8s-";
 
 std::string TenantId(const std::string& pod_uid, int container_index);
 std::string ClaimTenantId(const std::string& claim_uid);
+
+// Where a gpumuxd admission request puts its tenant: "gpu" (and "instance") for one slot, "gpus"
+// for several (whole GPUs by index, MIG instances as "GPU.INSTANCE"), one tenant over all.
+void SetTenantSlots(const std::vector<SlotId>& slots, nlohmann::json* request);
 
 // The text that names a pod's control group in /proc/PID/cgroup ("pod<UID>"; gpumuxd's check
 // takes systemd's underscores for the dashes): the tenant's processes must be in it.

@@ -405,7 +405,7 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
       t.limits.memory = uint64_t(double(device.memory) * *p / 100);
       t.limits.cap_permille = uint32_t(*p * 10);
     }
-    if (body.Has("memory") && body.IsList("memory")) {
+    if (body.IsList("memory")) {
       std::vector<uint64_t> quotas = body.BytesList("memory", 8);
       if (quotas.size() != t.more.size() + 1)
         throw BadInput("memory: " + std::to_string(quotas.size()) + " quotas for the tenant's " +

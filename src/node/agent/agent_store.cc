@@ -148,8 +148,7 @@ void AgentStore::Exec(const std::string& sql) {
 }
 
 void AgentStore::Put(const TenantRecord& t) {
-  std::string more_gpus;
-  for (const TenantPlace& p : t.more) more_gpus += (more_gpus.empty() ? "" : ",") + PlaceText(p);
+  std::string more_gpus = JoinCommas(t.more, PlaceText);
   Statement(db_, (std::string("INSERT OR REPLACE INTO tenants (") + kColumns +
                   ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
                      .c_str())
@@ -195,8 +194,7 @@ std::vector<TenantRecord> AgentStore::All() const {
 namespace gpumux::agent {
 
 void AgentStore::SetGpuMode(const GpuMode& m) {
-  std::string layout;
-  for (const std::string& p : m.layout) layout += (layout.empty() ? "" : ",") + p;
+  std::string layout = JoinCommas(m.layout);
   Statement(db_, "INSERT OR REPLACE INTO gpus (gpu, mode, layout) VALUES (?, ?, ?)")
       .Bind(1, m.gpu)
       .Bind(2, m.mode)

@@ -75,23 +75,6 @@ std::optional<std::vector<std::string>> RequestBody::NumberOrTextList(const char
   return out;
 }
 
-std::optional<std::vector<int64_t>> RequestBody::IntegerList(const char* key, int64_t min,
-                                                             int64_t max, size_t max_items) const {
-  if (!Has(key)) return std::nullopt;
-  const nlohmann::json& v = j_.at(key);
-  std::string expected = "a list of 1 to " + std::to_string(max_items) +
-                         " whole numbers, each from " + std::to_string(min) + " to " +
-                         std::to_string(max);
-  if (!v.is_array() || v.empty() || v.size() > max_items) Fail(key, expected);
-  std::vector<int64_t> out;
-  for (const nlohmann::json& item : v) {
-    if (!item.is_number_integer() || item.get<int64_t>() < min || item.get<int64_t>() > max)
-      Fail(key, expected);
-    out.push_back(item.get<int64_t>());
-  }
-  return out;
-}
-
 std::optional<double> RequestBody::Number(const char* key, double min, double max) const {
   if (!Has(key)) return std::nullopt;
   const nlohmann::json& v = j_.at(key);

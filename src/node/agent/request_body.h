@@ -31,9 +31,6 @@ class RequestBody {
   std::optional<std::vector<std::string>> TextList(const char* key, size_t max_items = 64) const;
   // A list of 1 to `max_items` whole numbers or strings, as text (3 → "3").
   std::optional<std::vector<std::string>> NumberOrTextList(const char* key, size_t max_items) const;
-  // A list of 1 to `max_items` whole numbers, each from `min` to `max`.
-  std::optional<std::vector<int64_t>> IntegerList(const char* key, int64_t min, int64_t max,
-                                                  size_t max_items) const;
   // Bytes: a number, or a size string such as "24GiB".
   std::optional<uint64_t> Bytes(const char* key) const;
   // A list of 1 to `max_items` of those (throws where the field is absent or not such a list).

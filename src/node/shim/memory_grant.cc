@@ -8,9 +8,20 @@
 
 namespace gpumux::shim {
 
+namespace {
+
+// The body of a grant request for `bytes` of `tenant`'s credit on its GPU number `part`.
+nlohmann::json GrantBody(const std::string& tenant, uint64_t bytes, int part) {
+  nlohmann::json body = {{"tenant", tenant}, {"bytes", bytes}};
+  if (part > 0) body["part"] = part;
+  return body;
+}
+
+}  // namespace
+
 uint64_t MemoryGrant::Ask(uint64_t want, uint64_t least) {
-  nlohmann::json body = {{"tenant", tenant_}, {"bytes", want}, {"least", least}};
-  if (part_ > 0) body["part"] = part_;
+  nlohmann::json body = GrantBody(tenant_, want, part_);
+  body["least"] = least;
   try {
     auto [status, answer] = agent::CallUnix(socket_, "POST", "/v1/grants", body.dump());
     if (status != 200) return 0;
@@ -23,8 +34,7 @@ uint64_t MemoryGrant::Ask(uint64_t want, uint64_t least) {
 }
 
 bool MemoryGrant::Register() {
-  nlohmann::json body = {{"tenant", tenant_}, {"bytes", 0}};
-  if (part_ > 0) body["part"] = part_;
+  nlohmann::json body = GrantBody(tenant_, 0, part_);
   try {
     return agent::CallUnix(socket_, "POST", "/v1/grants", body.dump()).first == 200;
   } catch (const Error&) {
@@ -33,8 +43,7 @@ bool MemoryGrant::Register() {
 }
 
 void MemoryGrant::HandBack(uint64_t bytes) {
-  nlohmann::json body = {{"tenant", tenant_}, {"bytes", bytes}};
-  if (part_ > 0) body["part"] = part_;
+  nlohmann::json body = GrantBody(tenant_, bytes, part_);
   try {
     if (agent::CallUnix(socket_, "POST", "/v1/grants/return", body.dump()).first == 200) return;
   } catch (const Error&) {
