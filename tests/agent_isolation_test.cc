@@ -134,6 +134,45 @@ TEST_F(IsolationTest, ATenantCannotHoldItsNeighbourOrLiftItsOwnCapByAnyWrite) {
   EXPECT_GT(v["gpu_share"].get<double>(), 0.70) << "the victim has the rest: " << v;
 }
 
+// A tenant over two GPUs, run by another user, asking gpumuxd's tenants' socket for credit on each
+// of its GPUs in turn ("part"), and on parts it does not have: it gets its quota on each GPU and no
+// more, and a part it lacks is refused.
+TEST_F(IsolationTest, ATenantOverTwoGpusGetsItsQuotaOnEachPartAndNoMore) {
+  StartAgentOn({"--sim", "H100", "--gpus", "2"}, {});
+  Call("POST", "/v1/tenants",
+       {{"id", "tp"}, {"gpus", {0, 1}}, {"memory", "1GiB"}, {"owner_uid", kNobody}}, 201);
+  std::string text = AsUser(kNobody, [&] {
+    auto grant = [&](const std::string& body) {
+      try {
+        auto [status, answer] = gpumux::agent::CallUnix(tenant_socket_, "POST", "/v1/grants", body);
+        json j = json::parse(answer, nullptr, false);
+        return json{{"status", status}, {"granted", j.is_object() ? j.value("granted", 0ull) : 0}};
+      } catch (const gpumux::Error&) {
+        return json{{"status", 0}};
+      }
+    };
+    json r;
+    r["part1"] = grant(R"({"tenant": "tp", "bytes": 1073741824, "part": 1})");
+    r["part1_more"] = grant(R"({"tenant": "tp", "bytes": 67108864, "part": 1})");
+    r["part0"] = grant(R"({"tenant": "tp", "bytes": 1073741824, "part": 0})");
+    r["part0_more"] = grant(R"({"tenant": "tp", "bytes": 67108864})");
+    r["part2"] = grant(R"({"tenant": "tp", "bytes": 67108864, "part": 2})");
+    r["negative"] = grant(R"({"tenant": "tp", "bytes": 67108864, "part": -1})");
+    json t = json::parse(gpumux::agent::CallUnix(tenant_socket_, "GET", "/v1/tenants/tp").second);
+    r["per_gpu"] = t["per_gpu"];
+    return r.dump();
+  });
+  json r = json::parse(text);
+  EXPECT_EQ(r["part1"]["granted"], kGiB) << r;
+  EXPECT_EQ(r["part1_more"]["status"], 409) << "past its quota on GPU 1: " << r;
+  EXPECT_EQ(r["part0"]["granted"], kGiB) << "GPU 1's credit took nothing of GPU 0's: " << r;
+  EXPECT_EQ(r["part0_more"]["status"], 409) << r;
+  EXPECT_EQ(r["part2"]["status"], 400) << "a GPU the tenant does not have: " << r;
+  EXPECT_EQ(r["negative"]["status"], 400) << r;
+  ASSERT_EQ(r["per_gpu"].size(), 2u) << r;
+  for (const json& gpu : r["per_gpu"]) EXPECT_EQ(gpu["used_bytes"], kGiB) << r;
+}
+
 TEST_F(IsolationTest, OneTenantsFullProcessTableIsItsOwn) {
   StartAgent();
   json victim =
