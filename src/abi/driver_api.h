@@ -85,6 +85,7 @@ CUresult cuStreamCreate(CUstream* stream, unsigned int flags);
 CUresult cuStreamCreateWithPriority(CUstream* stream, unsigned int flags, int priority);
 CUresult cuStreamDestroy_v2(CUstream stream);
 CUresult cuStreamSynchronize(CUstream stream);
+CUresult cuStreamSynchronize_ptsz(CUstream stream);
 CUresult cuStreamQuery(CUstream stream);
 CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int flags);
 CUresult cuEventCreate(CUevent* event, unsigned int flags);

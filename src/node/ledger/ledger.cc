@@ -32,6 +32,29 @@ bool HasRhythm(const TenantSlot& s, uint64_t now_ns) {
   return period != 0 && now_ns <= s.burst_start_ns.load(std::memory_order_relaxed) + 4 * period;
 }
 
+// Moves a slot's time stamp forward to `now_ns` (never back: threads race); returns the one before.
+uint64_t StampForward(std::atomic<uint64_t>& stamp, uint64_t now_ns) {
+  uint64_t before = stamp.load(std::memory_order_relaxed);
+  while (before < now_ns &&
+         !stamp.compare_exchange_weak(before, now_ns, std::memory_order_relaxed)) {
+  }
+  return before;
+}
+
+// Whether high-priority slot `s` is in a burst now (Ledger::HighPriorityForecast).
+bool InBurst(const TenantSlot& s, uint64_t now_ns) {
+  uint64_t stamp = s.stamp_ns.load(std::memory_order_relaxed);
+  if (!HasRhythm(s, now_ns) || s.ends_synced.load(std::memory_order_relaxed) == 0)
+    return Within(stamp, now_ns, kBurstGapNs);
+  uint64_t period = s.burst_period_ns.load(std::memory_order_relaxed);
+  // A thread inside a synchronising call waits for the burst's work (a count left by a process
+  // killed there lapses after a period).
+  if (s.syncing.load(std::memory_order_relaxed) > 0 && Within(stamp, now_ns, period)) return true;
+  uint64_t start = s.burst_start_ns.load(std::memory_order_relaxed);
+  return Within(stamp, now_ns, kSettleNs) ||
+         now_ns < start + s.burst_length_ns.load(std::memory_order_relaxed);
+}
+
 // A slot's id, read within its array whatever bytes another process wrote there.
 std::string SlotId(const TenantSlot& s) { return std::string(s.id, strnlen(s.id, sizeof(s.id))); }
 
@@ -221,8 +244,12 @@ int Ledger::AddTenant(const std::string& id, const TenantLimits& limits, bool st
       uint64_t now = NowNs();
       for (auto* zero :
            {&s.used, &s.refused, &s.reclaimed, &s.reclaimed_processes, &s.gpu_ns, &s.wanted_ns,
-            &s.held, &s.use_gpu_ns, &s.share_held_ns, &s.burst_start_ns, &s.burst_period_ns})
+            &s.held, &s.use_gpu_ns, &s.share_held_ns, &s.burst_start_ns, &s.burst_period_ns,
+            &s.stamp_ns, &s.burst_length_ns, &s.start_jitter_ns})
         zero->store(0);
+      s.syncing.store(0);
+      s.stamp_was_return.store(0);
+      s.ends_synced.store(0);
       s.gate.store(0);
       s.use_ppm.store(0);
       s.share_ppm.store(0);
@@ -363,29 +390,69 @@ ComputeVerdict Ledger::ComputeTick(int process, uint64_t now_ns, uint64_t gpu_ns
   TenantSlot* mine = TenantOf(p);
   if (!mine) return {true, 0};  // its slot was overwritten: hold until it is put back
   if (gpu_ns) p.gpu_ns.fetch_add(gpu_ns, std::memory_order_relaxed);
-  return TenantComputeTick(int(mine - layout_->tenants), now_ns, gpu_ns, wants_gpu, unmeasured_ns);
+  return Tick(int(mine - layout_->tenants), now_ns, gpu_ns, wants_gpu, unmeasured_ns, false);
 }
 
-ComputeVerdict Ledger::TenantComputeTick(int my_tenant, uint64_t now_ns, uint64_t gpu_ns,
+ComputeVerdict Ledger::TenantComputeTick(int tenant, uint64_t now_ns, uint64_t gpu_ns,
                                          bool wants_gpu, uint64_t unmeasured_ns) {
+  return Tick(tenant, now_ns, gpu_ns, wants_gpu, unmeasured_ns, true);
+}
+
+void Ledger::NoteHighPriorityLaunch(int tenant, uint64_t now_ns) {
+  if (!InRange(tenant)) return;
+  TenantSlot& s = layout_->tenants[tenant];
+  uint64_t before = StampForward(s.stamp_ns, now_ns);
+  uint32_t was_return = s.stamp_was_return.exchange(0, std::memory_order_relaxed);
+  uint64_t period = s.burst_period_ns.load(std::memory_order_relaxed);
+  // A burst stalled on the GPU is not quiet for a quarter of its period.
+  uint64_t quiet = std::max(kBurstGapNs, period / 4);
+  if (before >= now_ns || now_ns - before <= quiet ||
+      s.syncing.load(std::memory_order_relaxed) > 0)
+    return;
+  uint64_t start = s.burst_start_ns.exchange(now_ns, std::memory_order_relaxed);
+  s.ends_synced.store(was_return, std::memory_order_relaxed);
+  if (start == 0 || start >= now_ns) return;
+  if (before > start) {  // the burst before: from its start to its last stamp; the least lately
+    uint64_t length = before - start, shortest = s.burst_length_ns.load(std::memory_order_relaxed);
+    s.burst_length_ns.store(shortest == 0 || length < shortest ? length
+                                                               : shortest + (length - shortest) / 8,
+                            std::memory_order_relaxed);
+  }
+  uint64_t gap = now_ns - start;
+  if (period == 0) {
+    // No rhythm to miss yet: take the starts to be off by half a tick until they show otherwise.
+    s.start_jitter_ns.store(500'000, std::memory_order_relaxed);
+  } else {
+    uint64_t periods = std::max<uint64_t>(1, (gap + period / 2) / period);
+    uint64_t due = periods * period;
+    uint64_t error = gap > due ? gap - due : due - gap;
+    uint64_t jitter = s.start_jitter_ns.load(std::memory_order_relaxed);
+    s.start_jitter_ns.store((jitter + std::min(error, period)) / 2, std::memory_order_relaxed);
+  }
+  s.burst_period_ns.store(NextBurstPeriod(period, gap), std::memory_order_relaxed);
+}
+
+void Ledger::NoteHighPrioritySync(int tenant, uint64_t now_ns, bool entering) {
+  if (!InRange(tenant)) return;
+  TenantSlot& s = layout_->tenants[tenant];
+  if (entering) {
+    s.syncing.fetch_add(1, std::memory_order_relaxed);
+  } else if (s.syncing.fetch_sub(1, std::memory_order_relaxed) <= 0) {
+    s.syncing.store(0, std::memory_order_relaxed);  // a count a killed process left behind
+  }
+  StampForward(s.stamp_ns, now_ns);
+  s.stamp_was_return.store(entering ? 0 : 1, std::memory_order_relaxed);
+}
+
+ComputeVerdict Ledger::Tick(int my_tenant, uint64_t now_ns, uint64_t gpu_ns, bool wants_gpu,
+                            uint64_t unmeasured_ns, bool stamp_launch) {
   if (!InRange(my_tenant) || layout_->tenants[my_tenant].state.load() != 1) return {true, 0};
   TenantSlot& me = layout_->tenants[my_tenant];
   if (gpu_ns) me.gpu_ns.fetch_add(gpu_ns, std::memory_order_relaxed);
   if (wants_gpu) {
-    uint64_t last = me.wanted_ns.load();
-    uint64_t before = last;
-    while (last < now_ns && !me.wanted_ns.compare_exchange_weak(last, now_ns)) {
-    }
-    // A burst begins when this call moves wanted_ns past a quiet spell: kBurstGapNs, or a quarter
-    // of the period once one is known (a burst stalled on the GPU is not quiet for that long).
-    uint64_t period = me.burst_period_ns.load();
-    uint64_t quiet = std::max(kBurstGapNs, period / 4);
-    if (Priority(me.priority.load()) == Priority::kHigh && last == before &&
-        now_ns - std::min(now_ns, before) > quiet) {
-      uint64_t previous = me.burst_start_ns.exchange(now_ns);
-      if (previous != 0 && now_ns > previous)
-        me.burst_period_ns.store(NextBurstPeriod(period, now_ns - previous));
-    }
+    StampForward(me.wanted_ns, now_ns);
+    if (stamp_launch && Priority(me.priority.load()) == Priority::kHigh)
+      NoteHighPriorityLaunch(my_tenant, now_ns);
   }
   // Who wants the GPU now, and is a high-priority tenant at work?
   std::vector<ComputeDemand> demand(kMaxTenants);
@@ -403,13 +470,13 @@ ComputeVerdict Ledger::TenantComputeTick(int my_tenant, uint64_t now_ns, uint64_
                  priority == Priority::kLow,
                  DemandOf(s.use_ppm.load(std::memory_order_relaxed) / 1e6,
                           s.share_ppm.load(std::memory_order_relaxed) / 1e6, held_lately)};
-    // Others yield while a high-priority tenant launches: kYieldHoldNs after its last launch, or,
-    // once its rhythm is known, until its burst ends (their launches keep clear of its next burst
-    // by themselves: shim/launch_forecast.h).
-    // A rhythm lost (bursts running together, e.g. slowed by others' work) is no rhythm: the long
-    // yield applies until bursts come apart again.
-    if (priority == Priority::kHigh &&
-        Within(wanted, now_ns, HasRhythm(s, now_ns) ? kBurstGapNs : kYieldHoldNs))
+    // Others yield kYieldHoldNs after a high-priority tenant's last launch while it has no
+    // rhythm. Once it has one, their launches keep clear of its bursts by themselves, to the
+    // 100 µs rather than to this tick (shim/launch_forecast.h). A rhythm lost (bursts running
+    // together, e.g. slowed by others' work) is no rhythm: the long yield applies until bursts
+    // come apart again.
+    if (priority == Priority::kHigh && !HasRhythm(s, now_ns) &&
+        Within(wanted, now_ns, kYieldHoldNs))
       yield = true;
   }
   demand[my_tenant].wants_gpu = true;  // a process that asks is at least deciding whether to launch
@@ -462,17 +529,19 @@ BurstForecast Ledger::HighPriorityForecast(uint64_t now_ns) const {
     if (s.state.load(std::memory_order_relaxed) != 1 ||
         Priority(s.priority.load(std::memory_order_relaxed)) != Priority::kHigh)
       continue;
-    if (Within(s.wanted_ns.load(std::memory_order_relaxed), now_ns, kBurstGapNs)) f.active = true;
+    if (InBurst(s, now_ns)) f.active = true;
     if (!HasRhythm(s, now_ns)) continue;
     uint64_t start = s.burst_start_ns.load(std::memory_order_relaxed),
              period = s.burst_period_ns.load(std::memory_order_relaxed);
-    // The burst due last: if it has not begun yet (its start is seen up to a tick late, and steps
-    // jitter) it is still the next one for a while.
+    uint64_t jitter = s.start_jitter_ns.load(std::memory_order_relaxed);
+    uint64_t margin = std::clamp(kMinMarginNs + 3 * jitter, kMinMarginNs, kMaxMarginNs);
+    // The burst due last: if it has not begun yet (steps jitter, and under gpumuxd its start is
+    // seen up to a tick late) it is still the next one for a while.
     uint64_t due_bursts = (now_ns > start ? now_ns - start : 0) / period;
     uint64_t due = start + due_bursts * period;
     uint64_t next = due_bursts >= 1 && now_ns - due < kLateBurstNs ? due : due + period;
     if (f.next_start_ns == 0 || next < f.next_start_ns)
-      f.next_start_ns = next, f.period_ns = period;
+      f.next_start_ns = next, f.period_ns = period, f.margin_ns = margin;
   }
   return f;
 }
@@ -485,6 +554,13 @@ void Ledger::CopyRhythm(int tenant, const Ledger& authority, int from) {
   v.burst_start_ns.store(a.burst_start_ns.load(std::memory_order_relaxed),
                          std::memory_order_relaxed);
   v.burst_period_ns.store(a.burst_period_ns.load(std::memory_order_relaxed),
+                          std::memory_order_relaxed);
+  v.stamp_ns.store(a.stamp_ns.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  v.syncing.store(a.syncing.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  v.ends_synced.store(a.ends_synced.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  v.burst_length_ns.store(a.burst_length_ns.load(std::memory_order_relaxed),
+                          std::memory_order_relaxed);
+  v.start_jitter_ns.store(a.start_jitter_ns.load(std::memory_order_relaxed),
                           std::memory_order_relaxed);
 }
 

@@ -44,7 +44,7 @@
 namespace gpumux::node {
 
 inline constexpr uint64_t kLedgerMagic = 0x4c58554d55504725ull;  // "%GPUMUXL"
-inline constexpr uint32_t kLedgerVersion = 5;
+inline constexpr uint32_t kLedgerVersion = 6;
 inline constexpr int kMaxTenants = 64;
 // Every tenant may hold kMaxProcessesPerTenant processes at once however many tenants there are,
 // so that one tenant's full table is never its neighbour's problem.
@@ -82,6 +82,17 @@ struct TenantSlot {
   // of kBurstGapNs), and the average time between burst starts (0 until two were seen).
   std::atomic<uint64_t> burst_start_ns;
   std::atomic<uint64_t> burst_period_ns;
+  // Its bursts as NoteHighPriorityLaunch and NoteHighPrioritySync see them: the latest launch or
+  // synchronising call (entered or returned from), its threads inside a synchronising call now,
+  // whether that latest stamp was a return, whether its bursts end with one (as the last did),
+  // its shortest burst lately (first launch to last stamp) and how far burst starts fell from the
+  // rhythm lately (mean absolute error).
+  std::atomic<uint64_t> stamp_ns;
+  std::atomic<int32_t> syncing;
+  std::atomic<uint32_t> stamp_was_return;
+  std::atomic<uint32_t> ends_synced;
+  std::atomic<uint64_t> burst_length_ns;
+  std::atomic<uint64_t> start_jitter_ns;
 };
 
 // A high-priority tenant's period between bursts after `gap_ns` between two burst starts were
@@ -92,9 +103,11 @@ uint64_t NextBurstPeriod(uint64_t period_ns, uint64_t gap_ns);
 // When the high-priority tenants of a GPU will launch next, as their rhythm says (Ledger::
 // HighPriorityForecast).
 struct BurstForecast {
-  bool active = false;         // one launched within kBurstGapNs
+  bool active = false;         // one is in a burst (Ledger::HighPriorityForecast says when)
   uint64_t next_start_ns = 0;  // the earliest predicted start of a burst after now; 0: none known
   uint64_t period_ns = 0;      // that tenant's time between bursts
+  uint64_t margin_ns = 0;      // how long before next_start_ns others' work should be done: what
+                               // the rhythm's starts missed by lately (kMinMarginNs..kMaxMarginNs)
 };
 
 struct ProcessSlot {
@@ -161,8 +174,12 @@ inline constexpr uint64_t kWantWindowNs =
 inline constexpr uint64_t kYieldHoldNs =
     10'000'000;  // others yield this long after a high-priority launch, when it has no rhythm
 inline constexpr uint64_t kBurstGapNs = 1'500'000;   // quiet this long, a tenant's burst has ended
+inline constexpr uint64_t kSettleNs = 200'000;       // ... or this long after a synchronising call
+                                                     // returned, for a tenant whose bursts end so
 inline constexpr uint64_t kLateBurstNs = 3'000'000;  // a burst not begun this long after it was due
                                                      // is not coming
+inline constexpr uint64_t kMinMarginNs = 200'000;    // others' work ends at least this long before
+inline constexpr uint64_t kMaxMarginNs = 1'000'000;  // a burst, at most this long
 inline constexpr uint64_t kUseWindowNs = 100'000'000;  // what a tenant used "lately"
 inline constexpr uint64_t kBurstNs = 10'000'000;       // GPU time an idle tenant may bank
 
@@ -249,8 +266,11 @@ class Ledger {
   // the tenant wants the GPU if `wants_gpu` (it launched, or a launch is waiting), brings the
   // tenant's credit up to `now_ns` at its fair share (compute_share.h; each interval is accrued by
   // exactly one process, claimed with a compare-and-swap), and tells the process to hold launches
-  // while the tenant's GPU time exceeds its credit or a high-priority tenant launched within
-  // kYieldHoldNs. High-priority tenants are never held. Accuracy: a tenant overshoots by at most
+  // while the tenant's GPU time exceeds its credit or a high-priority tenant without a rhythm
+  // launched within kYieldHoldNs (once it has one, each process's launch forecast keeps clear of
+  // its bursts instead: shim/launch_forecast.h). High-priority tenants are never held; their
+  // launches are stamped by the shim as they happen (NoteHighPriorityLaunch), not here.
+  // Accuracy: a tenant overshoots by at most
   // the work it had queued when it was held plus one tick; the overshoot is repaid from later
   // credit, so long-run shares converge to the target (error shrinks as 1 / window).
   // `unmeasured_ns`: how far the process's measurement lags now (a real GPU's NVML samples arrive
@@ -261,12 +281,27 @@ class Ledger {
   ComputeVerdict ComputeTick(int process, uint64_t now_ns, uint64_t gpu_ns, bool wants_gpu,
                              uint64_t unmeasured_ns = 0);
   // The same for a whole tenant (gpumuxd ticks every tenant from the GPU time it measures): adds
-  // `gpu_ns` to tenant slot `tenant`. {true, 0} for a slot out of range or not in use.
+  // `gpu_ns` to tenant slot `tenant`, and stamps a high-priority tenant's launch at `now_ns` when
+  // `wants_gpu`. {true, 0} for a slot out of range or not in use.
   ComputeVerdict TenantComputeTick(int tenant, uint64_t now_ns, uint64_t gpu_ns, bool wants_gpu,
                                    uint64_t unmeasured_ns = 0);
+  // Hot path of a high-priority process's launches (the shim, `gpumux run`): stamps a launch of
+  // tenant slot `tenant` at `now_ns`. The first launch after a quiet spell (kBurstGapNs, or a
+  // quarter of the period once one is known, with no thread inside a synchronising call) begins a
+  // burst: the period, the shortest burst and the starts' error are learnt from it. Lock-free, a
+  // few relaxed atomics; nothing for a slot out of range. Under gpumuxd, TenantComputeTick stamps
+  // a tenant's launches from its activity instead, a tick late.
+  void NoteHighPriorityLaunch(int tenant, uint64_t now_ns);
+  // The same process entering (`entering`) or returning from a synchronising call at `now_ns`: a
+  // burst that ends with a return ends kSettleNs after it, not a quiet spell of kBurstGapNs later.
+  void NoteHighPrioritySync(int tenant, uint64_t now_ns, bool entering);
   // The high-priority tenants' rhythm as of `now_ns`: whether one is in a burst, and when the next
-  // burst is due (bursts learnt by TenantComputeTick; a rhythm not followed for four periods is
-  // forgotten). For lower-priority processes, which keep their work off the GPU meanwhile.
+  // burst is due (bursts learnt from NoteHighPriorityLaunch or TenantComputeTick; a rhythm not
+  // followed for four periods is forgotten). For lower-priority processes, which keep their work
+  // off the GPU meanwhile. A burst runs from its first launch until kSettleNs after a
+  // synchronising call returned, no thread of the tenant still inside one, and for at least its
+  // shortest length lately, when its bursts end with such a return; else until it is quiet for
+  // kBurstGapNs. A burst due but not begun stays the next one for kLateBurstNs.
   BurstForecast HighPriorityForecast(uint64_t now_ns) const;
   // gpumuxd: copies tenant slot `from` of `authority`'s rhythm into slot `tenant` of this view.
   void CopyRhythm(int tenant, const Ledger& authority, int from);
@@ -310,6 +345,10 @@ class Ledger {
   static Ledger OpenMode(const std::string& path, bool writable);
   // Live (registered) processes of tenant slot `tenant`.
   int LiveProcesses(int tenant) const;
+  // ComputeTick and TenantComputeTick; `stamp_launch`: a high-priority tenant's launch is stamped
+  // here (gpumuxd), not by its shim.
+  ComputeVerdict Tick(int tenant, uint64_t now_ns, uint64_t gpu_ns, bool wants_gpu,
+                      uint64_t unmeasured_ns, bool stamp_launch);
   // The tenant slot a process slot names; null when another process wrote an index out of range
   // there (the file is shared: every index read from it is checked before use).
   TenantSlot* TenantOf(const ProcessSlot& p) const;

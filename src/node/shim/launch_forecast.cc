@@ -8,7 +8,6 @@ namespace gpumux::shim {
 
 namespace {
 
-constexpr uint64_t kMarginNs = 1'000'000;  // kept clear before a predicted burst
 constexpr uint64_t kRecheckNs = 100'000;   // a held launch looks again this often
 constexpr size_t kMostTimed = 256;         // launches timed at once; more go untimed
 constexpr uint64_t kMostPeriodsHeld = 4;   // then work that fits no gap goes after a burst
@@ -73,7 +72,7 @@ void LaunchForecast::Hold(const void* work, CUstream stream) {
     uint64_t now = NowNs();
     f = ledger_->HighPriorityForecast(now);
     uint64_t end = std::max(now, busy_until_ns_) + duration;
-    bool clear = !f.active && (f.next_start_ns == 0 || end + kMarginNs <= f.next_start_ns);
+    bool clear = !f.active && (f.next_start_ns == 0 || end + f.margin_ns <= f.next_start_ns);
     // Work that cannot fit between two bursts goes as soon as one ends.
     bool waited_enough =
         !f.active && f.period_ns != 0 && now - held_since >= kMostPeriodsHeld * f.period_ns;

@@ -118,7 +118,7 @@ TEST_F(LaunchForecastTest, HoldsAKernelThatWouldStillRunWhenTheNextBurstComes) {
 }
 
 TEST_F(LaunchForecastTest, ALaunchIntoAGraphBeingCapturedIsNeitherHeldNorTimed) {
-  RhythmWithNextBurstIn(kMs / 2);  // any launch now would be held, the margin being 1 ms
+  RhythmWithNextBurstIn(kMs / 2);  // a 50 ms launch now would be held
   StartAs(be_);
   fake.capturing = 1;
   EXPECT_LT(Launch(&fake, 50 * kMs), 1 * kMs);

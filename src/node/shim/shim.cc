@@ -32,7 +32,9 @@
 // instantiated, released with the executable graph); cuMemGetInfo, cuDeviceTotalMem; NVML's memory
 // info and process list (`nvidia-smi` inside the tenant sees its quota and its own processes);
 // launches: cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel, cuGraphLaunch, each with
-// its per-thread-stream (_ptsz) variant.
+// its per-thread-stream (_ptsz) variant; synchronising calls (cuCtxSynchronize, cuStreamSynchronize
+// and its _ptsz variant, cuEventSynchronize), which a high-priority tenant's processes stamp so that
+// others see its bursts end (burst_stamps.h).
 #include <dlfcn.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -54,6 +56,7 @@
 #include "base/comma_list.h"
 #include "node/ledger/activity.h"
 #include "node/ledger/ledger.h"
+#include "node/shim/burst_stamps.h"
 #include "node/shim/governor.h"
 #include "node/shim/memory_grant.h"
 
@@ -113,6 +116,7 @@ struct TenantGpu {
   int nvml_index = 0;  // NVML's index of the GPU (GPUMUX_GPU)
   gpumux::shim::Governor governor;
   gpumux::shim::LaunchForecast forecast;
+  gpumux::shim::BurstStamps stamps;  // a high-priority tenant's, under `gpumux run`
 };
 
 // The most GPUs one tenant spans (GPUMUX_LEDGER lists one ledger per GPU).
@@ -135,6 +139,7 @@ struct Enforcement {
   // unless the tenant spans several.
   TenantGpu gpus[kMaxTenantGpus];
   int gpu_count = 0;                                     // set once, before mode becomes kEnforce
+  bool stamps = false;  // some GPU's BurstStamps is on; set once, before mode becomes kEnforce
   std::optional<gpumux::node::ActivityWriter> activity;  // under gpumuxd
   std::string tenant;
   std::mutex mu;  // guards sizes, graph_bytes and initialisation
@@ -232,6 +237,8 @@ void Initialise(Enforcement& e) {
         gpu.governor.Follow(&*gpu.ledger, slot, e.activity ? &*e.activity : nullptr);
       } else {
         gpu.process = gpu.ledger->RegisterProcess(slot);
+        gpu.stamps.Start(&*gpu.ledger, slot);
+        e.stamps = e.stamps || gpu.stamps.on();
         gpu.governor.Start(&*gpu.ledger, gpu.process, gpu.nvml_index);
       }
     }
@@ -416,8 +423,24 @@ inline int Gate(const void* work, CUstream stream) {
   int g = TenantGpuIndex(e, kCurrentGpu);
   if (g == kNotTenants) return g;
   e.gpus[g].governor.BeforeLaunch();
+  e.gpus[g].stamps.Launched();
   e.gpus[g].forecast.Before(work, stream);
   return g;
+}
+// Every synchronising call runs through this: a high-priority process stamps entering and
+// returning (burst_stamps.h). Hot path: one acquire load and one branch for other processes.
+template <typename Call>
+CUresult Synchronising(Call call) {
+  Enforcement& e = State();
+  EnsureInitialised(e);
+  int g = kNotTenants;
+  if (e.mode.load(std::memory_order_relaxed) == Enforcement::Mode::kEnforce && e.stamps)
+    g = TenantGpuIndex(e, kCurrentGpu);
+  if (g == kNotTenants) return call();
+  e.gpus[g].stamps.Synchronising(true);
+  CUresult r = call();
+  e.gpus[g].stamps.Synchronising(false);
+  return r;
 }
 // And this after it, with the driver's answer (returned).
 inline CUresult Launched(int g, const void* work, CUstream stream, CUresult r) {
@@ -652,6 +675,24 @@ CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream) {
   return Launched(g, exec, stream, CallReal(real, exec, stream));
 }
 
+// Synchronising calls: stamped for a high-priority tenant's bursts, then the driver.
+CUresult cuCtxSynchronize() {
+  static auto real = Real<decltype(&cuCtxSynchronize)>("cuCtxSynchronize");
+  return Synchronising([] { return CallReal(real); });
+}
+CUresult cuStreamSynchronize(CUstream stream) {
+  static auto real = Real<decltype(&cuStreamSynchronize)>("cuStreamSynchronize");
+  return Synchronising([stream] { return CallReal(real, stream); });
+}
+CUresult cuStreamSynchronize_ptsz(CUstream stream) {
+  static auto real = Real<decltype(&cuStreamSynchronize_ptsz)>("cuStreamSynchronize_ptsz");
+  return Synchronising([stream] { return CallReal(real, stream); });
+}
+CUresult cuEventSynchronize(CUevent event) {
+  static auto real = Real<decltype(&cuEventSynchronize)>("cuEventSynchronize");
+  return Synchronising([event] { return CallReal(real, event); });
+}
+
 // Graph memory nodes: noted per graph when added, reserved in the ledger when the graph is
 // instantiated (the executable graph holds the memory) and released when it is destroyed.
 CUresult cuGraphAddMemAllocNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps,
@@ -783,6 +824,10 @@ static const std::vector<WrappedEntry>& WrappedEntries() {
        (void*)&cuLaunchCooperativeKernel_ptsz},
       {"cuGraphLaunch", "cuGraphLaunch", (void*)&cuGraphLaunch},
       {"cuGraphLaunch", "cuGraphLaunch_ptsz", (void*)&cuGraphLaunch_ptsz},
+      {"cuCtxSynchronize", "cuCtxSynchronize", (void*)&cuCtxSynchronize},
+      {"cuStreamSynchronize", "cuStreamSynchronize", (void*)&cuStreamSynchronize},
+      {"cuStreamSynchronize", "cuStreamSynchronize_ptsz", (void*)&cuStreamSynchronize_ptsz},
+      {"cuEventSynchronize", "cuEventSynchronize", (void*)&cuEventSynchronize},
       {"cuGraphAddMemAllocNode", "cuGraphAddMemAllocNode", (void*)&cuGraphAddMemAllocNode},
       {"cuGraphDestroy", "cuGraphDestroy", (void*)&cuGraphDestroy},
       {"cuGraphInstantiate", "cuGraphInstantiateWithFlags", (void*)&cuGraphInstantiateWithFlags},
