@@ -358,6 +358,27 @@ TEST_F(ComputeTickTest, AHighPriorityBurstThatEndsWithASyncIsOverSoonAfterItsRet
   EXPECT_FALSE(l.HighPriorityForecast(step + 11 * kMs).active);
 }
 
+TEST_F(ComputeTickTest, AHostThatPausesWithinItsBurstsIsGivenTwiceItsPauseToLaunchAgain) {
+  // Steps of 10 × 200 µs every 10 ms whose host waits 300 µs for a CPU after one return per step
+  // (a loaded machine): 200 µs after a return is no proof of the end for it.
+  Ledger l = Ledger::CreateOrOpen(path_, 1ull << 30, "sim");
+  int hp = l.AddTenant("hp", {1ull << 20, kNoCap, 1, Priority::kHigh});
+  constexpr uint64_t kMs = 1'000'000, kUs = 1'000;
+  uint64_t t0 = l.Snapshot()[0].added_ns + 100 * kMs, t = 0;
+  for (int k = 0; k < 8; ++k) {
+    t = t0 + uint64_t(k) * 10 * kMs;
+    for (int i = 0; i < 10; ++i) {
+      l.NoteHighPriorityLaunch(hp, t);
+      l.NoteHighPrioritySync(hp, t + 5 * kUs, true);
+      l.NoteHighPrioritySync(hp, t += 200 * kUs, false);
+      t += i == 4 ? 300 * kUs : 5 * kUs;
+    }
+  }
+  uint64_t end = t - 5 * kUs;
+  EXPECT_TRUE(l.HighPriorityForecast(end + 500 * kUs).active);
+  EXPECT_FALSE(l.HighPriorityForecast(end + 650 * kUs).active) << "twice 300 µs, and no more";
+}
+
 TEST_F(ComputeTickTest, BurstsThatEndWithoutASyncOrComeLateKeepTheLongerWaits) {
   Ledger l = Ledger::CreateOrOpen(path_, 1ull << 30, "sim");
   int hp = l.AddTenant("hp", {1ull << 20, kNoCap, 1, Priority::kHigh});

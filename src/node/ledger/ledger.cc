@@ -51,7 +51,9 @@ bool InBurst(const TenantSlot& s, uint64_t now_ns) {
   // killed there lapses after a period).
   if (s.syncing.load(std::memory_order_relaxed) > 0 && Within(stamp, now_ns, period)) return true;
   uint64_t start = s.burst_start_ns.load(std::memory_order_relaxed);
-  return Within(stamp, now_ns, kSettleNs) ||
+  uint64_t settle =
+      std::clamp(2 * s.host_pause_ns.load(std::memory_order_relaxed), kSettleNs, kBurstGapNs);
+  return Within(stamp, now_ns, settle) ||
          now_ns < start + s.burst_length_ns.load(std::memory_order_relaxed);
 }
 
@@ -245,7 +247,7 @@ int Ledger::AddTenant(const std::string& id, const TenantLimits& limits, bool st
       for (auto* zero :
            {&s.used, &s.refused, &s.reclaimed, &s.reclaimed_processes, &s.gpu_ns, &s.wanted_ns,
             &s.held, &s.use_gpu_ns, &s.share_held_ns, &s.burst_start_ns, &s.burst_period_ns,
-            &s.stamp_ns, &s.burst_length_ns, &s.start_jitter_ns})
+            &s.stamp_ns, &s.burst_length_ns, &s.start_jitter_ns, &s.host_pause_ns})
         zero->store(0);
       s.syncing.store(0);
       s.stamp_was_return.store(0);
@@ -406,9 +408,15 @@ void Ledger::NoteHighPriorityLaunch(int tenant, uint64_t now_ns) {
   uint64_t period = s.burst_period_ns.load(std::memory_order_relaxed);
   // A burst stalled on the GPU is not quiet for a quarter of its period.
   uint64_t quiet = std::max(kBurstGapNs, period / 4);
-  if (before >= now_ns || now_ns - before <= quiet ||
-      s.syncing.load(std::memory_order_relaxed) > 0)
+  if (before >= now_ns) return;
+  uint64_t pause = s.host_pause_ns.load(std::memory_order_relaxed);
+  if (now_ns - before <= quiet || s.syncing.load(std::memory_order_relaxed) > 0) {
+    // Within a burst: the longest pause after a return lately (up at once, down at each start).
+    if (was_return && now_ns - before > pause)
+      s.host_pause_ns.store(now_ns - before, std::memory_order_relaxed);
     return;
+  }
+  s.host_pause_ns.store(pause - pause / 8, std::memory_order_relaxed);
   uint64_t start = s.burst_start_ns.exchange(now_ns, std::memory_order_relaxed);
   s.ends_synced.store(was_return, std::memory_order_relaxed);
   if (start == 0 || start >= now_ns) return;
@@ -562,6 +570,8 @@ void Ledger::CopyRhythm(int tenant, const Ledger& authority, int from) {
                           std::memory_order_relaxed);
   v.start_jitter_ns.store(a.start_jitter_ns.load(std::memory_order_relaxed),
                           std::memory_order_relaxed);
+  v.host_pause_ns.store(a.host_pause_ns.load(std::memory_order_relaxed),
+                        std::memory_order_relaxed);
 }
 
 std::vector<TenantUsage> Ledger::Snapshot() const {

@@ -93,6 +93,9 @@ struct TenantSlot {
   std::atomic<uint32_t> ends_synced;
   std::atomic<uint64_t> burst_length_ns;
   std::atomic<uint64_t> start_jitter_ns;
+  // Its longest pause lately, within a burst, between a synchronising call's return and its next
+  // launch (the host's work, and the time its thread waited for a CPU).
+  std::atomic<uint64_t> host_pause_ns;
 };
 
 // A high-priority tenant's period between bursts after `gap_ns` between two burst starts were
@@ -174,7 +177,8 @@ inline constexpr uint64_t kWantWindowNs =
 inline constexpr uint64_t kYieldHoldNs =
     10'000'000;  // others yield this long after a high-priority launch, when it has no rhythm
 inline constexpr uint64_t kBurstGapNs = 1'500'000;   // quiet this long, a tenant's burst has ended
-inline constexpr uint64_t kSettleNs = 200'000;       // ... or this long after a synchronising call
+inline constexpr uint64_t kSettleNs = 200'000;       // ... or this long (or twice its longest host
+                                                     // pause lately) after a synchronising call
                                                      // returned, for a tenant whose bursts end so
 inline constexpr uint64_t kLateBurstNs = 3'000'000;  // a burst not begun this long after it was due
                                                      // is not coming
@@ -298,7 +302,8 @@ class Ledger {
   // The high-priority tenants' rhythm as of `now_ns`: whether one is in a burst, and when the next
   // burst is due (bursts learnt from NoteHighPriorityLaunch or TenantComputeTick; a rhythm not
   // followed for four periods is forgotten). For lower-priority processes, which keep their work
-  // off the GPU meanwhile. A burst runs from its first launch until kSettleNs after a
+  // off the GPU meanwhile. A burst runs from its first launch until kSettleNs (or twice the
+  // longest pause lately between a return and the next launch within a burst) after a
   // synchronising call returned, no thread of the tenant still inside one, and for at least its
   // shortest length lately, when its bursts end with such a return; else until it is quiet for
   // kBurstGapNs. A burst due but not begun stays the next one for kLateBurstNs.
