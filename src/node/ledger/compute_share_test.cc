@@ -268,14 +268,23 @@ TEST_F(ComputeTickTest, WeightsStillDivideTwoBusyTenants) {
   EXPECT_NEAR(s[1], 0.75, 0.02);
 }
 
-TEST(BurstPeriod, AveragesOnBeatKeepsWholeMultiplesAndFollowsANewRhythm) {
+TEST(BurstPeriod, AveragesOnBeatKeepsWholeMultiplesAndFollowsANewRhythmSeenTwice) {
   constexpr uint64_t kMs = 1'000'000;
-  EXPECT_EQ(NextBurstPeriod(0, 20 * kMs), 20 * kMs);
-  EXPECT_EQ(NextBurstPeriod(20 * kMs, 24 * kMs), 21 * kMs);
-  EXPECT_EQ(NextBurstPeriod(20 * kMs, 40 * kMs), 20 * kMs) << "two bursts ran together";
-  EXPECT_EQ(NextBurstPeriod(20 * kMs, 61 * kMs), 20 * kMs) << "two did not come";
-  EXPECT_EQ(NextBurstPeriod(20 * kMs, 50 * kMs), 50 * kMs) << "a new rhythm";
-  EXPECT_EQ(NextBurstPeriod(20 * kMs, 8 * kMs), 8 * kMs);
+  using P = BurstPeriod;
+  EXPECT_EQ(NextBurstPeriod(P{}, 20 * kMs), (P{20 * kMs, 0}));
+  EXPECT_EQ(NextBurstPeriod(P{20 * kMs, 0}, 24 * kMs), (P{21 * kMs, 0}));
+  EXPECT_EQ(NextBurstPeriod(P{20 * kMs, 0}, 40 * kMs), (P{20 * kMs, 0})) << "two ran together";
+  EXPECT_EQ(NextBurstPeriod(P{20 * kMs, 0}, 61 * kMs), (P{20 * kMs, 0})) << "two did not come";
+  // A burst split in two (a stall within it): neither gap fits, and neither becomes the rhythm.
+  P split = NextBurstPeriod(P{20 * kMs, 0}, 6 * kMs);
+  EXPECT_EQ(split, (P{20 * kMs, 6 * kMs})) << "a candidate, not yet the period";
+  EXPECT_EQ(NextBurstPeriod(split, 14 * kMs), (P{20 * kMs, 14 * kMs}));
+  EXPECT_EQ(NextBurstPeriod(split, 20 * kMs), (P{20 * kMs, 0})) << "back on beat";
+  // A new rhythm once two gaps agree.
+  P once = NextBurstPeriod(P{20 * kMs, 0}, 50 * kMs);
+  EXPECT_EQ(once.period_ns, 20 * kMs);
+  EXPECT_EQ(NextBurstPeriod(once, 52 * kMs), (P{51 * kMs, 0}));
+  EXPECT_EQ(NextBurstPeriod(NextBurstPeriod(P{20 * kMs, 0}, 8 * kMs), 8 * kMs), (P{8 * kMs, 0}));
 }
 
 TEST_F(ComputeTickTest, AHighPriorityTenantsRhythmForecastsItsNextBurst) {

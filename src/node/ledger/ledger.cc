@@ -247,6 +247,7 @@ int Ledger::AddTenant(const std::string& id, const TenantLimits& limits, bool st
       for (auto* zero :
            {&s.used, &s.refused, &s.reclaimed, &s.reclaimed_processes, &s.gpu_ns, &s.wanted_ns,
             &s.held, &s.use_gpu_ns, &s.share_held_ns, &s.burst_start_ns, &s.burst_period_ns,
+            &s.burst_candidate_ns,
             &s.stamp_ns, &s.burst_length_ns, &s.start_jitter_ns, &s.host_pause_ns})
         zero->store(0);
       s.syncing.store(0);
@@ -437,7 +438,10 @@ void Ledger::NoteHighPriorityLaunch(int tenant, uint64_t now_ns) {
     uint64_t jitter = s.start_jitter_ns.load(std::memory_order_relaxed);
     s.start_jitter_ns.store((jitter + std::min(error, period)) / 2, std::memory_order_relaxed);
   }
-  s.burst_period_ns.store(NextBurstPeriod(period, gap), std::memory_order_relaxed);
+  BurstPeriod next =
+      NextBurstPeriod({period, s.burst_candidate_ns.load(std::memory_order_relaxed)}, gap);
+  s.burst_candidate_ns.store(next.candidate_ns, std::memory_order_relaxed);
+  s.burst_period_ns.store(next.period_ns, std::memory_order_relaxed);
 }
 
 void Ledger::NoteHighPrioritySync(int tenant, uint64_t now_ns, bool entering) {
@@ -520,15 +524,21 @@ ComputeVerdict Ledger::Tick(int my_tenant, uint64_t now_ns, uint64_t gpu_ns, boo
   return v;
 }
 
-uint64_t NextBurstPeriod(uint64_t period_ns, uint64_t gap_ns) {
-  if (period_ns == 0) return gap_ns;
-  double periods = double(gap_ns) / double(period_ns);
-  if (periods >= 0.75 && periods <= 1.25) return (3 * period_ns + gap_ns) / 4;  // on beat
+BurstPeriod NextBurstPeriod(BurstPeriod now, uint64_t gap_ns) {
+  auto near = [](uint64_t gap, uint64_t period, double whole) {
+    double periods = double(gap) / double(period);
+    return std::abs(periods - whole) <= (whole == 1 ? 0.25 : 0.15);
+  };
+  if (now.period_ns == 0) return {gap_ns, 0};
+  if (near(gap_ns, now.period_ns, 1))  // on beat
+    return {(3 * now.period_ns + gap_ns) / 4, 0};
   // A whole number of periods: bursts that ran together (one delayed into the next) or a burst
   // that did not come. The rhythm holds.
-  double whole = std::round(periods);
-  if (whole >= 2 && std::abs(periods - whole) < 0.15) return period_ns;
-  return gap_ns;  // a new rhythm
+  double whole = std::round(double(gap_ns) / double(now.period_ns));
+  if (whole >= 2 && near(gap_ns, now.period_ns, whole)) return {now.period_ns, 0};
+  if (now.candidate_ns != 0 && near(gap_ns, now.candidate_ns, 1))
+    return {(now.candidate_ns + gap_ns) / 2, 0};  // a new rhythm, seen twice
+  return {now.period_ns, gap_ns};
 }
 
 BurstForecast Ledger::HighPriorityForecast(uint64_t now_ns) const {

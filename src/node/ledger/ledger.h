@@ -82,6 +82,7 @@ struct TenantSlot {
   // of kBurstGapNs), and the average time between burst starts (0 until two were seen).
   std::atomic<uint64_t> burst_start_ns;
   std::atomic<uint64_t> burst_period_ns;
+  std::atomic<uint64_t> burst_candidate_ns;  // BurstPeriod::candidate_ns
   // Its bursts as NoteHighPriorityLaunch and NoteHighPrioritySync see them: the latest launch or
   // synchronising call (entered or returned from), its threads inside a synchronising call now,
   // whether that latest stamp was a return, whether its bursts end with one (as the last did),
@@ -98,10 +99,17 @@ struct TenantSlot {
   std::atomic<uint64_t> host_pause_ns;
 };
 
-// A high-priority tenant's period between bursts after `gap_ns` between two burst starts were
-// seen (0: none known yet): averaged when the gap is about one period, kept when it is a whole
-// number of periods (bursts that ran together, or one that did not come), else the new gap.
-uint64_t NextBurstPeriod(uint64_t period_ns, uint64_t gap_ns);
+// A high-priority tenant's period between bursts (0: none known yet), and a gap between burst
+// starts that fitted no rhythm, held as a candidate for a new one (0: none).
+struct BurstPeriod {
+  uint64_t period_ns = 0, candidate_ns = 0;
+  bool operator==(const BurstPeriod&) const = default;
+};
+// The period after `gap_ns` between two burst starts was seen: averaged when the gap is about one
+// period, kept when it is a whole number of periods (bursts that ran together, or one that did
+// not come); any other gap becomes the candidate, and the new period once the next gap agrees with
+// it (within a quarter), so that one burst split in two or come late does not lose the rhythm.
+BurstPeriod NextBurstPeriod(BurstPeriod now, uint64_t gap_ns);
 
 // When the high-priority tenants of a GPU will launch next, as their rhythm says (Ledger::
 // HighPriorityForecast).
