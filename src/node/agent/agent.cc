@@ -864,16 +864,21 @@ void Agent::TickSlot(Slot& slot, uint64_t now_ns) {
     if (!slot.authority->InUse(t)) continue;
     std::string id = slot.authority->TenantId(t);
     // Whether it wants the GPU: its processes counted a tick with a launch since the last look.
-    bool wants = false;
+    // A high-priority tenant's processes stamp their bursts there too, to the microsecond; where
+    // they stamped nothing, its launches are stamped here, to the tick.
+    bool wants = false, stamped = false;
     uint64_t held = 0;
     if (auto a = activity_.find(id); a != activity_.end() && a->second.file) {
       node::ActivityReader::Reading r = a->second.file->Read();
       wants = r.active_ticks != a->second.last_ticks;
       a->second.last_ticks = r.active_ticks;
       held = r.held;
+      stamped = r.burst.stamp_ns != 0 &&
+                slot.authority->TenantPriority(t) == node::Priority::kHigh;
+      if (stamped) slot.authority->SetBurstFrom(t, r.burst, now_ns);
     }
     node::ComputeVerdict v =
-        slot.authority->TenantComputeTick(t, now_ns, gpu_ns[t], wants, unmeasured);
+        slot.authority->TenantComputeTick(t, now_ns, gpu_ns[t], wants, unmeasured, !stamped);
     slot.authority->SetHeld(t, held);
     if (std::optional<int> view = slot.ledger->FindTenant(id)) {
       slot.ledger->SetGate(*view, v.hold);

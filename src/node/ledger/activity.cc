@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 
 #include "base/error.h"
@@ -65,9 +66,14 @@ ActivityReader::~ActivityReader() {
 }
 
 ActivityReader::Reading ActivityReader::Read() const {
-  uint64_t words[2] = {0, 0};
-  if (pread(fd_, words, sizeof(words), 0) != ssize_t(sizeof(words))) return {};
-  return {words[0], words[1]};
+  // The file as bytes; the counters and the burst words copied out of them.
+  alignas(ActivityWords) unsigned char bytes[sizeof(ActivityWords)];
+  if (pread(fd_, bytes, sizeof(bytes), 0) != ssize_t(sizeof(bytes))) return {};
+  Reading r;
+  std::memcpy(&r.active_ticks, bytes + offsetof(ActivityWords, active_ticks), sizeof(uint64_t));
+  std::memcpy(&r.held, bytes + offsetof(ActivityWords, held), sizeof(uint64_t));
+  std::memcpy(&r.burst, bytes + offsetof(ActivityWords, burst), sizeof(BurstWords));
+  return r;
 }
 
 void ActivityReader::Remove() { unlink(path_.c_str()); }

@@ -1,10 +1,13 @@
 // A tenant's launch activity under gpumuxd: the one thing its processes publish. A small file per
 // tenant, <runtime-dir>/activity/<id>, made by gpumuxd in a directory only gpumuxd may write,
 // owned by the tenant's user (mode 0600): the tenant's processes map it and count, once per
-// governor tick, that they launched or are waiting to (and each launch their gate held back);
-// gpumuxd reads it with pread, never a mapping, so nothing done to the file (truncation, garbage)
-// can fault gpumuxd, and what is written there counts only for the tenant that wrote it: whether
-// it wants the GPU, as launching a kernel would say anyway.
+// governor tick, that they launched or are waiting to (and each launch their gate held back); a
+// high-priority tenant's processes also stamp their launches and synchronising calls there as they
+// happen (burst_rhythm.h). gpumuxd reads it with pread, never a mapping, so nothing done to the
+// file (truncation, garbage) can fault gpumuxd, and what is written there counts only for the
+// tenant that wrote it: whether it wants the GPU, as launching a kernel would say anyway, and, for
+// a high-priority tenant, when its bursts run (made sane: Ledger::SetBurstFrom), as its launches
+// would say anyway.
 //
 // Thread- and process-safe (atomics in a shared mapping on the tenant's side; whole-word reads on
 // gpumuxd's).
@@ -17,11 +20,14 @@
 #include <optional>
 #include <string>
 
+#include "node/ledger/burst_rhythm.h"
+
 namespace gpumux::node {
 
 struct ActivityWords {
   std::atomic<uint64_t> active_ticks;  // governor ticks in which a process launched or waited
   std::atomic<uint64_t> held;          // launches its gate held back
+  BurstWords burst;                    // a high-priority tenant's bursts, stamped as they happen
 };
 
 // Tenant side: the mapped file (GPUMUX_ACTIVITY). Null words when it could not be opened.
@@ -35,6 +41,8 @@ class ActivityWriter {
 
   void Tick() { words_->active_ticks.fetch_add(1, std::memory_order_relaxed); }
   void CountHeld() { words_->held.fetch_add(1, std::memory_order_relaxed); }
+  // Where a high-priority process stamps its bursts (NoteBurstLaunch, NoteBurstSync).
+  BurstWords* burst() { return &words_->burst; }
 
  private:
   ActivityWords* words_ = nullptr;
@@ -53,6 +61,7 @@ class ActivityReader {
 
   struct Reading {
     uint64_t active_ticks = 0, held = 0;
+    BurstWords burst{};  // as the tenant wrote them: check before use (Ledger::SetBurstFrom)
   };
   // What the file says now; zeros for a file cut short.
   Reading Read() const;

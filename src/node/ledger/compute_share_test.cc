@@ -268,25 +268,6 @@ TEST_F(ComputeTickTest, WeightsStillDivideTwoBusyTenants) {
   EXPECT_NEAR(s[1], 0.75, 0.02);
 }
 
-TEST(BurstPeriod, AveragesOnBeatKeepsWholeMultiplesAndFollowsANewRhythmSeenTwice) {
-  constexpr uint64_t kMs = 1'000'000;
-  using P = BurstPeriod;
-  EXPECT_EQ(NextBurstPeriod(P{}, 20 * kMs), (P{20 * kMs, 0}));
-  EXPECT_EQ(NextBurstPeriod(P{20 * kMs, 0}, 24 * kMs), (P{21 * kMs, 0}));
-  EXPECT_EQ(NextBurstPeriod(P{20 * kMs, 0}, 40 * kMs), (P{20 * kMs, 0})) << "two ran together";
-  EXPECT_EQ(NextBurstPeriod(P{20 * kMs, 0}, 61 * kMs), (P{20 * kMs, 0})) << "two did not come";
-  // A burst split in two (a stall within it): neither gap fits, and neither becomes the rhythm.
-  P split = NextBurstPeriod(P{20 * kMs, 0}, 6 * kMs);
-  EXPECT_EQ(split, (P{20 * kMs, 6 * kMs})) << "a candidate, not yet the period";
-  EXPECT_EQ(NextBurstPeriod(split, 14 * kMs), (P{20 * kMs, 14 * kMs}));
-  EXPECT_EQ(NextBurstPeriod(split, 20 * kMs), (P{20 * kMs, 0})) << "back on beat";
-  // A new rhythm once two gaps agree.
-  P once = NextBurstPeriod(P{20 * kMs, 0}, 50 * kMs);
-  EXPECT_EQ(once.period_ns, 20 * kMs);
-  EXPECT_EQ(NextBurstPeriod(once, 52 * kMs), (P{51 * kMs, 0}));
-  EXPECT_EQ(NextBurstPeriod(NextBurstPeriod(P{20 * kMs, 0}, 8 * kMs), 8 * kMs), (P{8 * kMs, 0}));
-}
-
 TEST_F(ComputeTickTest, AHighPriorityTenantsRhythmForecastsItsNextBurst) {
   Ledger l = Ledger::CreateOrOpen(path_, 1ull << 30, "sim");
   int hp = l.AddTenant("hp", {1ull << 20, kNoCap, 1, Priority::kHigh});
@@ -326,10 +307,10 @@ uint64_t StampSteps(Ledger& l, int hp, uint64_t first, uint64_t period, int step
   for (int k = 0; k < steps; ++k) {
     t = first + uint64_t(k) * period + (late ? late(k) : 0);
     for (int i = 0; i < kernels; ++i) {
-      l.NoteHighPriorityLaunch(hp, t);
-      l.NoteHighPrioritySync(hp, t + 5'000, true);
+      NoteBurstLaunch(*l.BurstOf(hp), t);
+      NoteBurstSync(*l.BurstOf(hp), t + 5'000, true);
       t += kernel;
-      l.NoteHighPrioritySync(hp, t, false);
+      NoteBurstSync(*l.BurstOf(hp), t, false);
       t += 5'000;  // the host's time between a sync and the next launch
     }
   }
@@ -354,14 +335,14 @@ TEST_F(ComputeTickTest, AHighPriorityBurstThatEndsWithASyncIsOverSoonAfterItsRet
   // A pause within a step (the host busy for 400 µs) does not end it: a burst lasts at least its
   // shortest length lately (2.1 ms here).
   uint64_t step = t0 + 80 * kMs;
-  l.NoteHighPriorityLaunch(hp, step);
-  l.NoteHighPrioritySync(hp, step + 5 * kUs, true);
-  l.NoteHighPrioritySync(hp, step + 200 * kUs, false);
+  NoteBurstLaunch(*l.BurstOf(hp), step);
+  NoteBurstSync(*l.BurstOf(hp), step + 5 * kUs, true);
+  NoteBurstSync(*l.BurstOf(hp), step + 200 * kUs, false);
   EXPECT_TRUE(l.HighPriorityForecast(step + 600 * kUs).active) << "a pause, not the end";
   // A thread waiting in a synchronising call (one graph launch for the whole step) is a burst
   // running, however long the wait...
-  l.NoteHighPriorityLaunch(hp, step + 700 * kUs);
-  l.NoteHighPrioritySync(hp, step + 710 * kUs, true);
+  NoteBurstLaunch(*l.BurstOf(hp), step + 700 * kUs);
+  NoteBurstSync(*l.BurstOf(hp), step + 710 * kUs, true);
   EXPECT_TRUE(l.HighPriorityForecast(step + 6 * kMs).active);
   // ...but a count left by a process killed inside one lapses after a period.
   EXPECT_FALSE(l.HighPriorityForecast(step + 11 * kMs).active);
@@ -377,9 +358,9 @@ TEST_F(ComputeTickTest, AHostThatPausesWithinItsBurstsIsGivenTwiceItsPauseToLaun
   for (int k = 0; k < 8; ++k) {
     t = t0 + uint64_t(k) * 10 * kMs;
     for (int i = 0; i < 10; ++i) {
-      l.NoteHighPriorityLaunch(hp, t);
-      l.NoteHighPrioritySync(hp, t + 5 * kUs, true);
-      l.NoteHighPrioritySync(hp, t += 200 * kUs, false);
+      NoteBurstLaunch(*l.BurstOf(hp), t);
+      NoteBurstSync(*l.BurstOf(hp), t + 5 * kUs, true);
+      NoteBurstSync(*l.BurstOf(hp), t += 200 * kUs, false);
       t += i == 4 ? 300 * kUs : 5 * kUs;
     }
   }
@@ -396,7 +377,7 @@ TEST_F(ComputeTickTest, BurstsThatEndWithoutASyncOrComeLateKeepTheLongerWaits) {
   // Launches only (a server that polls rather than synchronises): a burst ends after kBurstGapNs.
   uint64_t last = 0;
   for (int k = 0; k < 8; ++k)
-    for (int i = 0; i < 10; ++i) l.NoteHighPriorityLaunch(hp, last = t0 + k * 10 * kMs + i * 200 * kUs);
+    for (int i = 0; i < 10; ++i) NoteBurstLaunch(*l.BurstOf(hp), last = t0 + k * 10 * kMs + i * 200 * kUs);
   EXPECT_TRUE(l.HighPriorityForecast(last + kBurstGapNs - 10 * kUs).active);
   EXPECT_FALSE(l.HighPriorityForecast(last + kBurstGapNs + 10 * kUs).active);
   // Steps that start up to 1.5 ms late: the margin grows to its most.

@@ -25,36 +25,12 @@ bool Within(uint64_t at_ns, uint64_t now_ns, uint64_t window) {
   return at_ns != 0 && now_ns - std::min(now_ns, at_ns) < window;
 }
 
-// Whether a high-priority tenant has a rhythm now: a period learnt, and a burst seen begin within
-// the last four periods (bursts that run together that long have lost it).
-bool HasRhythm(const TenantSlot& s, uint64_t now_ns) {
-  uint64_t period = s.burst_period_ns.load(std::memory_order_relaxed);
-  return period != 0 && now_ns <= s.burst_start_ns.load(std::memory_order_relaxed) + 4 * period;
-}
-
 // Moves a slot's time stamp forward to `now_ns` (never back: threads race); returns the one before.
-uint64_t StampForward(std::atomic<uint64_t>& stamp, uint64_t now_ns) {
+void StampForward(std::atomic<uint64_t>& stamp, uint64_t now_ns) {
   uint64_t before = stamp.load(std::memory_order_relaxed);
   while (before < now_ns &&
          !stamp.compare_exchange_weak(before, now_ns, std::memory_order_relaxed)) {
   }
-  return before;
-}
-
-// Whether high-priority slot `s` is in a burst now (Ledger::HighPriorityForecast).
-bool InBurst(const TenantSlot& s, uint64_t now_ns) {
-  uint64_t stamp = s.stamp_ns.load(std::memory_order_relaxed);
-  if (!HasRhythm(s, now_ns) || s.ends_synced.load(std::memory_order_relaxed) == 0)
-    return Within(stamp, now_ns, kBurstGapNs);
-  uint64_t period = s.burst_period_ns.load(std::memory_order_relaxed);
-  // A thread inside a synchronising call waits for the burst's work (a count left by a process
-  // killed there lapses after a period).
-  if (s.syncing.load(std::memory_order_relaxed) > 0 && Within(stamp, now_ns, period)) return true;
-  uint64_t start = s.burst_start_ns.load(std::memory_order_relaxed);
-  uint64_t settle =
-      std::clamp(2 * s.host_pause_ns.load(std::memory_order_relaxed), kSettleNs, kBurstGapNs);
-  return Within(stamp, now_ns, settle) ||
-         now_ns < start + s.burst_length_ns.load(std::memory_order_relaxed);
 }
 
 // A slot's id, read within its array whatever bytes another process wrote there.
@@ -246,13 +222,9 @@ int Ledger::AddTenant(const std::string& id, const TenantLimits& limits, bool st
       uint64_t now = NowNs();
       for (auto* zero :
            {&s.used, &s.refused, &s.reclaimed, &s.reclaimed_processes, &s.gpu_ns, &s.wanted_ns,
-            &s.held, &s.use_gpu_ns, &s.share_held_ns, &s.burst_start_ns, &s.burst_period_ns,
-            &s.burst_candidate_ns,
-            &s.stamp_ns, &s.burst_length_ns, &s.start_jitter_ns, &s.host_pause_ns})
+            &s.held, &s.use_gpu_ns, &s.share_held_ns})
         zero->store(0);
-      s.syncing.store(0);
-      s.stamp_was_return.store(0);
-      s.ends_synced.store(0);
+      ClearBurst(s.burst);
       s.gate.store(0);
       s.use_ppm.store(0);
       s.share_ppm.store(0);
@@ -397,63 +369,13 @@ ComputeVerdict Ledger::ComputeTick(int process, uint64_t now_ns, uint64_t gpu_ns
 }
 
 ComputeVerdict Ledger::TenantComputeTick(int tenant, uint64_t now_ns, uint64_t gpu_ns,
-                                         bool wants_gpu, uint64_t unmeasured_ns) {
-  return Tick(tenant, now_ns, gpu_ns, wants_gpu, unmeasured_ns, true);
+                                         bool wants_gpu, uint64_t unmeasured_ns,
+                                         bool stamp_launch) {
+  return Tick(tenant, now_ns, gpu_ns, wants_gpu, unmeasured_ns, stamp_launch);
 }
 
-void Ledger::NoteHighPriorityLaunch(int tenant, uint64_t now_ns) {
-  if (!InRange(tenant)) return;
-  TenantSlot& s = layout_->tenants[tenant];
-  uint64_t before = StampForward(s.stamp_ns, now_ns);
-  uint32_t was_return = s.stamp_was_return.exchange(0, std::memory_order_relaxed);
-  uint64_t period = s.burst_period_ns.load(std::memory_order_relaxed);
-  // A burst stalled on the GPU is not quiet for a quarter of its period.
-  uint64_t quiet = std::max(kBurstGapNs, period / 4);
-  if (before >= now_ns) return;
-  uint64_t pause = s.host_pause_ns.load(std::memory_order_relaxed);
-  if (now_ns - before <= quiet || s.syncing.load(std::memory_order_relaxed) > 0) {
-    // Within a burst: the longest pause after a return lately (up at once, down at each start).
-    if (was_return && now_ns - before > pause)
-      s.host_pause_ns.store(now_ns - before, std::memory_order_relaxed);
-    return;
-  }
-  s.host_pause_ns.store(pause - pause / 8, std::memory_order_relaxed);
-  uint64_t start = s.burst_start_ns.exchange(now_ns, std::memory_order_relaxed);
-  s.ends_synced.store(was_return, std::memory_order_relaxed);
-  if (start == 0 || start >= now_ns) return;
-  if (before > start) {  // the burst before: from its start to its last stamp; the least lately
-    uint64_t length = before - start, shortest = s.burst_length_ns.load(std::memory_order_relaxed);
-    s.burst_length_ns.store(shortest == 0 || length < shortest ? length
-                                                               : shortest + (length - shortest) / 8,
-                            std::memory_order_relaxed);
-  }
-  uint64_t gap = now_ns - start;
-  if (period == 0) {
-    // No rhythm to miss yet: take the starts to be off by half a tick until they show otherwise.
-    s.start_jitter_ns.store(500'000, std::memory_order_relaxed);
-  } else {
-    uint64_t periods = std::max<uint64_t>(1, (gap + period / 2) / period);
-    uint64_t due = periods * period;
-    uint64_t error = gap > due ? gap - due : due - gap;
-    uint64_t jitter = s.start_jitter_ns.load(std::memory_order_relaxed);
-    s.start_jitter_ns.store((jitter + std::min(error, period)) / 2, std::memory_order_relaxed);
-  }
-  BurstPeriod next =
-      NextBurstPeriod({period, s.burst_candidate_ns.load(std::memory_order_relaxed)}, gap);
-  s.burst_candidate_ns.store(next.candidate_ns, std::memory_order_relaxed);
-  s.burst_period_ns.store(next.period_ns, std::memory_order_relaxed);
-}
-
-void Ledger::NoteHighPrioritySync(int tenant, uint64_t now_ns, bool entering) {
-  if (!InRange(tenant)) return;
-  TenantSlot& s = layout_->tenants[tenant];
-  if (entering) {
-    s.syncing.fetch_add(1, std::memory_order_relaxed);
-  } else if (s.syncing.fetch_sub(1, std::memory_order_relaxed) <= 0) {
-    s.syncing.store(0, std::memory_order_relaxed);  // a count a killed process left behind
-  }
-  StampForward(s.stamp_ns, now_ns);
-  s.stamp_was_return.store(entering ? 0 : 1, std::memory_order_relaxed);
+void Ledger::SetBurstFrom(int tenant, const BurstWords& from, uint64_t now_ns) {
+  if (InRange(tenant)) CopyBurstFrom(layout_->tenants[tenant].burst, from, now_ns);
 }
 
 ComputeVerdict Ledger::Tick(int my_tenant, uint64_t now_ns, uint64_t gpu_ns, bool wants_gpu,
@@ -464,7 +386,7 @@ ComputeVerdict Ledger::Tick(int my_tenant, uint64_t now_ns, uint64_t gpu_ns, boo
   if (wants_gpu) {
     StampForward(me.wanted_ns, now_ns);
     if (stamp_launch && Priority(me.priority.load()) == Priority::kHigh)
-      NoteHighPriorityLaunch(my_tenant, now_ns);
+      NoteBurstLaunch(me.burst, now_ns);
   }
   // Who wants the GPU now, and is a high-priority tenant at work?
   std::vector<ComputeDemand> demand(kMaxTenants);
@@ -487,7 +409,7 @@ ComputeVerdict Ledger::Tick(int my_tenant, uint64_t now_ns, uint64_t gpu_ns, boo
     // 100 µs rather than to this tick (shim/launch_forecast.h). A rhythm lost (bursts running
     // together, e.g. slowed by others' work) is no rhythm: the long yield applies until bursts
     // come apart again.
-    if (priority == Priority::kHigh && !HasRhythm(s, now_ns) &&
+    if (priority == Priority::kHigh && !HasRhythm(s.burst, now_ns) &&
         Within(wanted, now_ns, kYieldHoldNs))
       yield = true;
   }
@@ -524,42 +446,17 @@ ComputeVerdict Ledger::Tick(int my_tenant, uint64_t now_ns, uint64_t gpu_ns, boo
   return v;
 }
 
-BurstPeriod NextBurstPeriod(BurstPeriod now, uint64_t gap_ns) {
-  auto near = [](uint64_t gap, uint64_t period, double whole) {
-    double periods = double(gap) / double(period);
-    return std::abs(periods - whole) <= (whole == 1 ? 0.25 : 0.15);
-  };
-  if (now.period_ns == 0) return {gap_ns, 0};
-  if (near(gap_ns, now.period_ns, 1))  // on beat
-    return {(3 * now.period_ns + gap_ns) / 4, 0};
-  // A whole number of periods: bursts that ran together (one delayed into the next) or a burst
-  // that did not come. The rhythm holds.
-  double whole = std::round(double(gap_ns) / double(now.period_ns));
-  if (whole >= 2 && near(gap_ns, now.period_ns, whole)) return {now.period_ns, 0};
-  if (now.candidate_ns != 0 && near(gap_ns, now.candidate_ns, 1))
-    return {(now.candidate_ns + gap_ns) / 2, 0};  // a new rhythm, seen twice
-  return {now.period_ns, gap_ns};
-}
-
 BurstForecast Ledger::HighPriorityForecast(uint64_t now_ns) const {
   BurstForecast f;
   for (const TenantSlot& s : layout_->tenants) {
     if (s.state.load(std::memory_order_relaxed) != 1 ||
         Priority(s.priority.load(std::memory_order_relaxed)) != Priority::kHigh)
       continue;
-    if (InBurst(s, now_ns)) f.active = true;
-    if (!HasRhythm(s, now_ns)) continue;
-    uint64_t start = s.burst_start_ns.load(std::memory_order_relaxed),
-             period = s.burst_period_ns.load(std::memory_order_relaxed);
-    uint64_t jitter = s.start_jitter_ns.load(std::memory_order_relaxed);
-    uint64_t margin = std::clamp(kMinMarginNs + 3 * jitter, kMinMarginNs, kMaxMarginNs);
-    // The burst due last: if it has not begun yet (steps jitter, and under gpumuxd its start is
-    // seen up to a tick late) it is still the next one for a while.
-    uint64_t due_bursts = (now_ns > start ? now_ns - start : 0) / period;
-    uint64_t due = start + due_bursts * period;
-    uint64_t next = due_bursts >= 1 && now_ns - due < kLateBurstNs ? due : due + period;
-    if (f.next_start_ns == 0 || next < f.next_start_ns)
-      f.next_start_ns = next, f.period_ns = period, f.margin_ns = margin;
+    if (InBurst(s.burst, now_ns)) f.active = true;
+    NextBurst next;
+    if (ForecastNextBurst(s.burst, now_ns, &next) &&
+        (f.next_start_ns == 0 || next.start_ns < f.next_start_ns))
+      f.next_start_ns = next.start_ns, f.period_ns = next.period_ns, f.margin_ns = next.margin_ns;
   }
   return f;
 }
@@ -569,19 +466,7 @@ void Ledger::CopyRhythm(int tenant, const Ledger& authority, int from) {
   const TenantSlot& a = authority.layout_->tenants[from];
   TenantSlot& v = layout_->tenants[tenant];
   v.wanted_ns.store(a.wanted_ns.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  v.burst_start_ns.store(a.burst_start_ns.load(std::memory_order_relaxed),
-                         std::memory_order_relaxed);
-  v.burst_period_ns.store(a.burst_period_ns.load(std::memory_order_relaxed),
-                          std::memory_order_relaxed);
-  v.stamp_ns.store(a.stamp_ns.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  v.syncing.store(a.syncing.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  v.ends_synced.store(a.ends_synced.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  v.burst_length_ns.store(a.burst_length_ns.load(std::memory_order_relaxed),
-                          std::memory_order_relaxed);
-  v.start_jitter_ns.store(a.start_jitter_ns.load(std::memory_order_relaxed),
-                          std::memory_order_relaxed);
-  v.host_pause_ns.store(a.host_pause_ns.load(std::memory_order_relaxed),
-                        std::memory_order_relaxed);
+  CopyBurst(v.burst, a.burst);
 }
 
 std::vector<TenantUsage> Ledger::Snapshot() const {

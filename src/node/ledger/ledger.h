@@ -39,12 +39,13 @@
 #include <vector>
 
 #include "base/error.h"
+#include "node/ledger/burst_rhythm.h"
 #include "node/ledger/compute_share.h"
 
 namespace gpumux::node {
 
 inline constexpr uint64_t kLedgerMagic = 0x4c58554d55504725ull;  // "%GPUMUXL"
-inline constexpr uint32_t kLedgerVersion = 6;
+inline constexpr uint32_t kLedgerVersion = 7;
 inline constexpr int kMaxTenants = 64;
 // Every tenant may hold kMaxProcessesPerTenant processes at once however many tenants there are,
 // so that one tenant's full table is never its neighbour's problem.
@@ -78,38 +79,9 @@ struct TenantSlot {
   std::atomic<uint32_t> share_ppm;  // the share the last verdict gave it, in millionths
   std::atomic<uint64_t> use_gpu_ns;
   std::atomic<uint64_t> share_held_ns;
-  // A high-priority tenant's rhythm: when its latest burst of launches began (after a quiet spell
-  // of kBurstGapNs), and the average time between burst starts (0 until two were seen).
-  std::atomic<uint64_t> burst_start_ns;
-  std::atomic<uint64_t> burst_period_ns;
-  std::atomic<uint64_t> burst_candidate_ns;  // BurstPeriod::candidate_ns
-  // Its bursts as NoteHighPriorityLaunch and NoteHighPrioritySync see them: the latest launch or
-  // synchronising call (entered or returned from), its threads inside a synchronising call now,
-  // whether that latest stamp was a return, whether its bursts end with one (as the last did),
-  // its shortest burst lately (first launch to last stamp) and how far burst starts fell from the
-  // rhythm lately (mean absolute error).
-  std::atomic<uint64_t> stamp_ns;
-  std::atomic<int32_t> syncing;
-  std::atomic<uint32_t> stamp_was_return;
-  std::atomic<uint32_t> ends_synced;
-  std::atomic<uint64_t> burst_length_ns;
-  std::atomic<uint64_t> start_jitter_ns;
-  // Its longest pause lately, within a burst, between a synchronising call's return and its next
-  // launch (the host's work, and the time its thread waited for a CPU).
-  std::atomic<uint64_t> host_pause_ns;
+  // A high-priority tenant's bursts (burst_rhythm.h).
+  BurstWords burst;
 };
-
-// A high-priority tenant's period between bursts (0: none known yet), and a gap between burst
-// starts that fitted no rhythm, held as a candidate for a new one (0: none).
-struct BurstPeriod {
-  uint64_t period_ns = 0, candidate_ns = 0;
-  bool operator==(const BurstPeriod&) const = default;
-};
-// The period after `gap_ns` between two burst starts was seen: averaged when the gap is about one
-// period, kept when it is a whole number of periods (bursts that ran together, or one that did
-// not come); any other gap becomes the candidate, and the new period once the next gap agrees with
-// it (within a quarter), so that one burst split in two or come late does not lose the rhythm.
-BurstPeriod NextBurstPeriod(BurstPeriod now, uint64_t gap_ns);
 
 // When the high-priority tenants of a GPU will launch next, as their rhythm says (Ledger::
 // HighPriorityForecast).
@@ -184,14 +156,6 @@ inline constexpr uint64_t kWantWindowNs =
     100'000'000;  // a tenant wants the GPU if it launched within this
 inline constexpr uint64_t kYieldHoldNs =
     10'000'000;  // others yield this long after a high-priority launch, when it has no rhythm
-inline constexpr uint64_t kBurstGapNs = 1'500'000;   // quiet this long, a tenant's burst has ended
-inline constexpr uint64_t kSettleNs = 200'000;       // ... or this long (or twice its longest host
-                                                     // pause lately) after a synchronising call
-                                                     // returned, for a tenant whose bursts end so
-inline constexpr uint64_t kLateBurstNs = 3'000'000;  // a burst not begun this long after it was due
-                                                     // is not coming
-inline constexpr uint64_t kMinMarginNs = 200'000;    // others' work ends at least this long before
-inline constexpr uint64_t kMaxMarginNs = 1'000'000;  // a burst, at most this long
 inline constexpr uint64_t kUseWindowNs = 100'000'000;  // what a tenant used "lately"
 inline constexpr uint64_t kBurstNs = 10'000'000;       // GPU time an idle tenant may bank
 
@@ -281,7 +245,7 @@ class Ledger {
   // while the tenant's GPU time exceeds its credit or a high-priority tenant without a rhythm
   // launched within kYieldHoldNs (once it has one, each process's launch forecast keeps clear of
   // its bursts instead: shim/launch_forecast.h). High-priority tenants are never held; their
-  // launches are stamped by the shim as they happen (NoteHighPriorityLaunch), not here.
+  // launches are stamped by the shim as they happen (BurstOf), not here.
   // Accuracy: a tenant overshoots by at most
   // the work it had queued when it was held plus one tick; the overshoot is repaid from later
   // credit, so long-run shares converge to the target (error shrinks as 1 / window).
@@ -293,28 +257,23 @@ class Ledger {
   ComputeVerdict ComputeTick(int process, uint64_t now_ns, uint64_t gpu_ns, bool wants_gpu,
                              uint64_t unmeasured_ns = 0);
   // The same for a whole tenant (gpumuxd ticks every tenant from the GPU time it measures): adds
-  // `gpu_ns` to tenant slot `tenant`, and stamps a high-priority tenant's launch at `now_ns` when
-  // `wants_gpu`. {true, 0} for a slot out of range or not in use.
+  // `gpu_ns` to tenant slot `tenant`, and, with `stamp_launch`, stamps a high-priority tenant's
+  // launch at `now_ns` when `wants_gpu` (for a tenant whose processes stamp none themselves).
+  // {true, 0} for a slot out of range or not in use.
   ComputeVerdict TenantComputeTick(int tenant, uint64_t now_ns, uint64_t gpu_ns, bool wants_gpu,
-                                   uint64_t unmeasured_ns = 0);
-  // Hot path of a high-priority process's launches (the shim, `gpumux run`): stamps a launch of
-  // tenant slot `tenant` at `now_ns`. The first launch after a quiet spell (kBurstGapNs, or a
-  // quarter of the period once one is known, with no thread inside a synchronising call) begins a
-  // burst: the period, the shortest burst and the starts' error are learnt from it. Lock-free, a
-  // few relaxed atomics; nothing for a slot out of range. Under gpumuxd, TenantComputeTick stamps
-  // a tenant's launches from its activity instead, a tick late.
-  void NoteHighPriorityLaunch(int tenant, uint64_t now_ns);
-  // The same process entering (`entering`) or returning from a synchronising call at `now_ns`: a
-  // burst that ends with a return ends kSettleNs after it, not a quiet spell of kBurstGapNs later.
-  void NoteHighPrioritySync(int tenant, uint64_t now_ns, bool entering);
-  // The high-priority tenants' rhythm as of `now_ns`: whether one is in a burst, and when the next
-  // burst is due (bursts learnt from NoteHighPriorityLaunch or TenantComputeTick; a rhythm not
-  // followed for four periods is forgotten). For lower-priority processes, which keep their work
-  // off the GPU meanwhile. A burst runs from its first launch until kSettleNs (or twice the
-  // longest pause lately between a return and the next launch within a burst) after a
-  // synchronising call returned, no thread of the tenant still inside one, and for at least its
-  // shortest length lately, when its bursts end with such a return; else until it is quiet for
-  // kBurstGapNs. A burst due but not begun stays the next one for kLateBurstNs.
+                                   uint64_t unmeasured_ns = 0, bool stamp_launch = true);
+  // The bursts of tenant slot `tenant` (null for a slot out of range), for a high-priority
+  // process under `gpumux run` to stamp its launches and synchronising calls into as they happen
+  // (NoteBurstLaunch, NoteBurstSync: the shim's hot path). Not on a read-only ledger.
+  BurstWords* BurstOf(int tenant) {
+    return InRange(tenant) ? &layout_->tenants[tenant].burst : nullptr;
+  }
+  // gpumuxd: takes tenant slot `tenant`'s bursts as its processes learnt them (`from`, read from
+  // its activity file), made sane as of `now_ns` (CopyBurstFrom).
+  void SetBurstFrom(int tenant, const BurstWords& from, uint64_t now_ns);
+  // The high-priority tenants' rhythm as of `now_ns`: whether one is in a burst (InBurst), and
+  // when the next burst is due (ForecastNextBurst; bursts stamped by its processes, or by
+  // TenantComputeTick). For lower-priority processes, which keep their work off the GPU meanwhile.
   BurstForecast HighPriorityForecast(uint64_t now_ns) const;
   // gpumuxd: copies tenant slot `from` of `authority`'s rhythm into slot `tenant` of this view.
   void CopyRhythm(int tenant, const Ledger& authority, int from);

@@ -116,7 +116,7 @@ struct TenantGpu {
   int nvml_index = 0;  // NVML's index of the GPU (GPUMUX_GPU)
   gpumux::shim::Governor governor;
   gpumux::shim::LaunchForecast forecast;
-  gpumux::shim::BurstStamps stamps;  // a high-priority tenant's, under `gpumux run`
+  gpumux::shim::BurstStamps stamps;  // a high-priority tenant's
 };
 
 // The most GPUs one tenant spans (GPUMUX_LEDGER lists one ledger per GPU).
@@ -223,6 +223,7 @@ void Initialise(Enforcement& e) {
     for (int g = 0; g < e.gpu_count; ++g) {
       TenantGpu& gpu = e.gpus[g];
       int slot = gpu.tenant_slot;
+      const bool high = gpu.ledger->TenantPriority(slot) == gpumux::node::Priority::kHigh;
       gpu.forecast.Start(&*gpu.ledger, slot, events);
       gpu.governor.Tick(&gpu.forecast);
       if (agent) {
@@ -235,12 +236,13 @@ void Initialise(Enforcement& e) {
         const char* activity = std::getenv("GPUMUX_ACTIVITY");
         if (activity && !e.activity) e.activity.emplace(activity);
         gpu.governor.Follow(&*gpu.ledger, slot, e.activity ? &*e.activity : nullptr);
+        gpu.stamps.Start(e.activity ? e.activity->burst() : nullptr, high);
       } else {
         gpu.process = gpu.ledger->RegisterProcess(slot);
-        gpu.stamps.Start(&*gpu.ledger, slot);
-        e.stamps = e.stamps || gpu.stamps.on();
+        gpu.stamps.Start(gpu.ledger->BurstOf(slot), high);
         gpu.governor.Start(&*gpu.ledger, gpu.process, gpu.nvml_index);
       }
+      e.stamps = e.stamps || gpu.stamps.on();
     }
     e.mode = Enforcement::Mode::kEnforce;
     static std::once_flag hooks;

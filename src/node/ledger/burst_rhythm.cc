@@ -1,0 +1,161 @@
+#include "node/ledger/burst_rhythm.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+
+namespace gpumux::node {
+namespace {
+
+// Relaxed atomic access to a word that other threads and processes share. The const_cast is only
+// for loads (std::atomic_ref takes no const object before C++26); nothing is written through it.
+template <typename T>
+T Load(const T& word) {
+  return std::atomic_ref<T>(const_cast<T&>(word)).load(std::memory_order_relaxed);
+}
+template <typename T>
+void Store(T& word, T value) {
+  std::atomic_ref<T>(word).store(value, std::memory_order_relaxed);
+}
+
+// Whether a time noted in a word (0: never) lies within `window` before `now_ns` (or after it).
+bool Within(uint64_t at_ns, uint64_t now_ns, uint64_t window) {
+  return at_ns != 0 && now_ns - std::min(now_ns, at_ns) < window;
+}
+
+// Moves a time stamp forward to `now_ns` (never back: threads race); returns the one before.
+uint64_t StampForward(uint64_t& stamp, uint64_t now_ns) {
+  std::atomic_ref<uint64_t> s(stamp);
+  uint64_t before = s.load(std::memory_order_relaxed);
+  while (before < now_ns && !s.compare_exchange_weak(before, now_ns, std::memory_order_relaxed)) {
+  }
+  return before;
+}
+
+}  // namespace
+
+BurstPeriod NextBurstPeriod(BurstPeriod now, uint64_t gap_ns) {
+  auto near = [](uint64_t gap, uint64_t period, double whole) {
+    double periods = double(gap) / double(period);
+    return std::abs(periods - whole) <= (whole == 1 ? 0.25 : 0.15);
+  };
+  if (now.period_ns == 0) return {gap_ns, 0};
+  if (near(gap_ns, now.period_ns, 1))  // on beat
+    return {(3 * now.period_ns + gap_ns) / 4, 0};
+  // A whole number of periods: bursts that ran together (one delayed into the next) or a burst
+  // that did not come. The rhythm holds.
+  double whole = std::round(double(gap_ns) / double(now.period_ns));
+  if (whole >= 2 && near(gap_ns, now.period_ns, whole)) return {now.period_ns, 0};
+  if (now.candidate_ns != 0 && near(gap_ns, now.candidate_ns, 1))
+    return {(now.candidate_ns + gap_ns) / 2, 0};  // a new rhythm, seen twice
+  return {now.period_ns, gap_ns};
+}
+
+void NoteBurstLaunch(BurstWords& w, uint64_t now_ns) {
+  uint64_t before = StampForward(w.stamp_ns, now_ns);
+  uint64_t was_return = std::atomic_ref<uint64_t>(w.stamp_was_return).exchange(0);
+  if (before >= now_ns) return;
+  uint64_t period = Load(w.period_ns);
+  // A burst stalled on the GPU is not quiet for a quarter of its period.
+  uint64_t quiet = std::max(kBurstGapNs, period / 4);
+  uint64_t pause = Load(w.host_pause_ns);
+  if (now_ns - before <= quiet || Load(w.syncing) > 0) {
+    // Within a burst: the longest pause after a return lately (up at once, down at each start).
+    if (was_return && now_ns - before > pause) Store(w.host_pause_ns, now_ns - before);
+    return;
+  }
+  Store(w.host_pause_ns, pause - pause / 8);
+  uint64_t start = std::atomic_ref<uint64_t>(w.start_ns).exchange(now_ns);
+  Store(w.ends_synced, was_return);
+  if (start == 0 || start >= now_ns) return;
+  if (before > start) {  // the burst before: from its start to its last stamp; the least lately
+    uint64_t length = before - start, shortest = Load(w.length_ns);
+    Store(w.length_ns,
+          shortest == 0 || length < shortest ? length : shortest + (length - shortest) / 8);
+  }
+  uint64_t gap = now_ns - start;
+  if (period == 0) {
+    // No rhythm to miss yet: take the starts to be off by half a tick until they show otherwise.
+    Store<uint64_t>(w.jitter_ns, 500'000);
+  } else {
+    uint64_t periods = std::max<uint64_t>(1, (gap + period / 2) / period);
+    uint64_t due = periods * period;
+    uint64_t error = gap > due ? gap - due : due - gap;
+    Store(w.jitter_ns, (Load(w.jitter_ns) + std::min(error, period)) / 2);
+  }
+  BurstPeriod next = NextBurstPeriod({period, Load(w.candidate_ns)}, gap);
+  Store(w.candidate_ns, next.candidate_ns);
+  Store(w.period_ns, next.period_ns);
+}
+
+void NoteBurstSync(BurstWords& w, uint64_t now_ns, bool entering) {
+  std::atomic_ref<int64_t> syncing(w.syncing);
+  if (entering) {
+    syncing.fetch_add(1, std::memory_order_relaxed);
+  } else if (syncing.fetch_sub(1, std::memory_order_relaxed) <= 0) {
+    syncing.store(0, std::memory_order_relaxed);  // a count a killed process left behind
+  }
+  StampForward(w.stamp_ns, now_ns);
+  Store<uint64_t>(w.stamp_was_return, entering ? 0 : 1);
+}
+
+bool HasRhythm(const BurstWords& w, uint64_t now_ns) {
+  uint64_t period = Load(w.period_ns);
+  return period != 0 && now_ns <= Load(w.start_ns) + 4 * period;
+}
+
+bool InBurst(const BurstWords& w, uint64_t now_ns) {
+  uint64_t stamp = Load(w.stamp_ns);
+  if (!HasRhythm(w, now_ns) || Load(w.ends_synced) == 0) return Within(stamp, now_ns, kBurstGapNs);
+  // A thread inside a synchronising call waits for the burst's work.
+  if (Load(w.syncing) > 0 && Within(stamp, now_ns, Load(w.period_ns))) return true;
+  uint64_t settle = std::clamp(2 * Load(w.host_pause_ns), kSettleNs, kBurstGapNs);
+  return Within(stamp, now_ns, settle) || now_ns < Load(w.start_ns) + Load(w.length_ns);
+}
+
+bool ForecastNextBurst(const BurstWords& w, uint64_t now_ns, NextBurst* next) {
+  if (!HasRhythm(w, now_ns)) return false;
+  uint64_t start = Load(w.start_ns), period = Load(w.period_ns);
+  // The burst due last: if it has not begun yet (steps jitter, and under gpumuxd a start may be
+  // seen a tick late) it is still the next one for a while.
+  uint64_t due_bursts = (now_ns > start ? now_ns - start : 0) / period;
+  uint64_t due = start + due_bursts * period;
+  next->start_ns = due_bursts >= 1 && now_ns - due < kLateBurstNs ? due : due + period;
+  next->period_ns = period;
+  next->margin_ns = std::clamp(kMinMarginNs + 3 * Load(w.jitter_ns), kMinMarginNs, kMaxMarginNs);
+  return true;
+}
+
+void CopyBurstFrom(BurstWords& to, const BurstWords& from, uint64_t now_ns) {
+  constexpr uint64_t kLeastPeriodNs = 100'000, kMostPeriodNs = 60'000'000'000;
+  uint64_t period = Load(from.period_ns);
+  if (period < kLeastPeriodNs || period > kMostPeriodNs) period = 0;
+  uint64_t most = period ? period : kBurstGapNs;  // lengths and errors within a period
+  Store(to.stamp_ns, std::min(Load(from.stamp_ns), now_ns));
+  Store<int64_t>(to.syncing, std::clamp<int64_t>(Load(from.syncing), 0, 1024));
+  Store<uint64_t>(to.stamp_was_return, Load(from.stamp_was_return) != 0);
+  Store<uint64_t>(to.ends_synced, Load(from.ends_synced) != 0);
+  Store(to.start_ns, std::min(Load(from.start_ns), now_ns));
+  Store(to.period_ns, period);
+  Store(to.candidate_ns, std::min(Load(from.candidate_ns), kMostPeriodNs));
+  Store(to.length_ns, std::min(Load(from.length_ns), most));
+  Store(to.jitter_ns, std::min(Load(from.jitter_ns), most));
+  Store(to.host_pause_ns, std::min(Load(from.host_pause_ns), kBurstGapNs));
+}
+
+void CopyBurst(BurstWords& to, const BurstWords& from) {
+  Store(to.stamp_ns, Load(from.stamp_ns));
+  Store(to.syncing, Load(from.syncing));
+  Store(to.stamp_was_return, Load(from.stamp_was_return));
+  Store(to.ends_synced, Load(from.ends_synced));
+  Store(to.start_ns, Load(from.start_ns));
+  Store(to.period_ns, Load(from.period_ns));
+  Store(to.candidate_ns, Load(from.candidate_ns));
+  Store(to.length_ns, Load(from.length_ns));
+  Store(to.jitter_ns, Load(from.jitter_ns));
+  Store(to.host_pause_ns, Load(from.host_pause_ns));
+}
+
+void ClearBurst(BurstWords& w) { CopyBurst(w, BurstWords{}); }
+
+}  // namespace gpumux::node

@@ -1,0 +1,62 @@
+#include "node/ledger/burst_rhythm.h"
+
+#include <gtest/gtest.h>
+
+namespace gpumux::node {
+namespace {
+
+constexpr uint64_t kMs = 1'000'000;
+
+TEST(BurstPeriod, AveragesOnBeatKeepsWholeMultiplesAndFollowsANewRhythmSeenTwice) {
+  using P = BurstPeriod;
+  EXPECT_EQ(NextBurstPeriod(P{}, 20 * kMs), (P{20 * kMs, 0}));
+  EXPECT_EQ(NextBurstPeriod(P{20 * kMs, 0}, 24 * kMs), (P{21 * kMs, 0}));
+  EXPECT_EQ(NextBurstPeriod(P{20 * kMs, 0}, 40 * kMs), (P{20 * kMs, 0})) << "two ran together";
+  EXPECT_EQ(NextBurstPeriod(P{20 * kMs, 0}, 61 * kMs), (P{20 * kMs, 0})) << "two did not come";
+  // A burst split in two (a stall within it): neither gap fits, and neither becomes the rhythm.
+  P split = NextBurstPeriod(P{20 * kMs, 0}, 6 * kMs);
+  EXPECT_EQ(split, (P{20 * kMs, 6 * kMs})) << "a candidate, not yet the period";
+  EXPECT_EQ(NextBurstPeriod(split, 14 * kMs), (P{20 * kMs, 14 * kMs}));
+  EXPECT_EQ(NextBurstPeriod(split, 20 * kMs), (P{20 * kMs, 0})) << "back on beat";
+  // A new rhythm once two gaps agree.
+  P once = NextBurstPeriod(P{20 * kMs, 0}, 50 * kMs);
+  EXPECT_EQ(once.period_ns, 20 * kMs);
+  EXPECT_EQ(NextBurstPeriod(once, 52 * kMs), (P{51 * kMs, 0}));
+  EXPECT_EQ(NextBurstPeriod(NextBurstPeriod(P{20 * kMs, 0}, 8 * kMs), 8 * kMs), (P{8 * kMs, 0}));
+}
+
+TEST(BurstWords, WhatATenantWroteIsMadeSaneBeforeGpumuxdUsesIt) {
+  // A tenant may write anything into its activity file's words.
+  BurstWords forged{};
+  forged.stamp_ns = ~0ull;  // in the future: a burst that never ends
+  forged.syncing = -5;
+  forged.start_ns = ~0ull;
+  forged.period_ns = 3;  // a rhythm of nanoseconds
+  forged.length_ns = ~0ull;
+  forged.jitter_ns = ~0ull;
+  forged.host_pause_ns = ~0ull;
+  forged.ends_synced = 77;
+  BurstWords taken{};
+  const uint64_t now = 1'000 * kMs;
+  CopyBurstFrom(taken, forged, now);
+  EXPECT_EQ(taken.stamp_ns, now) << "no later than now: as if it launched now, and no more";
+  EXPECT_EQ(taken.start_ns, now);
+  EXPECT_EQ(taken.syncing, 0);
+  EXPECT_EQ(taken.period_ns, 0u) << "no rhythm of nanoseconds";
+  EXPECT_EQ(taken.ends_synced, 1u);
+  EXPECT_LE(taken.length_ns, kBurstGapNs);
+  EXPECT_LE(taken.host_pause_ns, kBurstGapNs);
+  EXPECT_FALSE(InBurst(taken, now + kBurstGapNs)) << "its claim lapses as a launch would";
+  NextBurst next;
+  EXPECT_FALSE(ForecastNextBurst(taken, now, &next));
+  forged.syncing = 1'000'000;
+  forged.period_ns = 20 * kMs;
+  CopyBurstFrom(taken, forged, now);
+  EXPECT_EQ(taken.syncing, 1024);
+  EXPECT_LE(taken.length_ns, 20 * kMs) << "within a period";
+  EXPECT_TRUE(ForecastNextBurst(taken, now, &next));
+  EXPECT_LE(next.margin_ns, kMaxMarginNs);
+}
+
+}  // namespace
+}  // namespace gpumux::node
