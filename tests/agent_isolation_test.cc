@@ -116,8 +116,11 @@ TEST_F(IsolationTest, ATenantCannotHoldItsNeighbourOrLiftItsOwnCapByAnyWrite) {
                        201);
   std::string start = std::to_string(gpumux::NowNs() + 1'000'000'000ull);
   const std::string client = std::string(GPUMUX_COMPUTE_CLIENT) + " launch busy " + start + " 3 1";
-  std::string victim_out;
-  std::thread victim_run([&] { victim_out = Sh(Env(victim) + client).second; });
+  // The victim runs as a child process, not on a thread of this one: AsUser forks, and a fork
+  // taken while another thread holds an allocator lock can leave the child waiting for it forever
+  // (seen once under AddressSanitizer).
+  FILE* victim_run = popen((Env(victim) + client).c_str(), "r");
+  ASSERT_NE(victim_run, nullptr);
   // The attacker runs busy and, meanwhile, writes random words into every file it can write
   // (only its own activity: it claims to want the GPU all the time), without cutting it short.
   std::string attacker_out = AsUser(kNobody, [&] {
@@ -127,7 +130,10 @@ TEST_F(IsolationTest, ATenantCannotHoldItsNeighbourOrLiftItsOwnCapByAnyWrite) {
         "count=1 conv=notrunc 2>/dev/null; done; done";
     return Sh("(" + scribble + ") & " + Env(attacker) + client + "; wait").second;
   });
-  victim_run.join();
+  std::string victim_out;
+  char buf[512];
+  while (fgets(buf, sizeof(buf), victim_run)) victim_out += buf;
+  pclose(victim_run);
   json v = json::parse(victim_out, nullptr, false), a = json::parse(attacker_out, nullptr, false);
   ASSERT_TRUE(v.contains("gpu_share") && a.contains("gpu_share")) << victim_out << attacker_out;
   EXPECT_NEAR(a["gpu_share"].get<double>(), 0.20, 0.05) << "held to its cap: " << a;
