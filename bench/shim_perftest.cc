@@ -4,8 +4,12 @@
 //   Launch: cuLaunchKernel of a zero-work kernel through the compute governor's open gate, with the
 //   governor thread running (it measures GPU time through the simulated NVML).
 // The shim is dlopen'ed locally, so this process's own calls still reach the driver directly.
+//   Sync: cuStreamSynchronize of an idle stream (a high-priority process stamps entering and
+//   returning).
 // GPUMUX_BENCH_GPUS=2 makes the tenant one of two simulated GPUs (the shim then asks the driver for
-// the current device on every call): run it once without and once with, each its own ratio.
+// the current device on every call); GPUMUX_BENCH_PRIORITY=high makes it a high-priority tenant
+// (its launches and synchronising calls are stamped, node/shim/burst_stamps.h): run it once without
+// and once with, each its own ratio.
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
 #include <unistd.h>
@@ -26,6 +30,7 @@ struct Setup {
   decltype(&cuMemAlloc_v2) shim_alloc = nullptr;
   decltype(&cuMemFree_v2) shim_free = nullptr;
   decltype(&cuLaunchKernel) shim_launch = nullptr;
+  decltype(&cuStreamSynchronize) shim_sync = nullptr;
   CUfunction kernel = nullptr;
   CUstream stream = nullptr;
   Setup() {
@@ -40,8 +45,12 @@ struct Setup {
       states += sep + dir + "/sim" + std::to_string(g) + ".state";
       ledgers += sep + ledger;
       indices += sep + std::to_string(g);
+      const char* priority = std::getenv("GPUMUX_BENCH_PRIORITY");
       gpumux::node::Ledger::CreateOrOpen(ledger, 80ull << 30, "bench")
-          .AddTenant("bench", {40ull << 30});
+          .AddTenant("bench", {40ull << 30, gpumux::node::kNoCap, 1,
+                               priority && std::string(priority) == "high"
+                                   ? gpumux::node::Priority::kHigh
+                                   : gpumux::node::Priority::kNormal});
     }
     setenv("GPUMUX_SIM_MEMORY", std::to_string(80ull << 30).c_str(), 1);
     setenv("GPUMUX_SIM_STATE", states.c_str(), 1);
@@ -61,6 +70,7 @@ struct Setup {
       shim_alloc = reinterpret_cast<decltype(shim_alloc)>(dlsym(shim, "cuMemAlloc_v2"));
       shim_free = reinterpret_cast<decltype(shim_free)>(dlsym(shim, "cuMemFree_v2"));
       shim_launch = reinterpret_cast<decltype(shim_launch)>(dlsym(shim, "cuLaunchKernel"));
+      shim_sync = reinterpret_cast<decltype(shim_sync)>(dlsym(shim, "cuStreamSynchronize"));
     }
   }
 };
@@ -97,6 +107,22 @@ void BM_Launch_Shim(benchmark::State& state) {
   for (auto _ : state) s.shim_launch(s.kernel, 1, 1, 1, 32, 1, 1, 0, s.stream, nullptr, nullptr);
 }
 BENCHMARK(BM_Launch_Shim);
+
+void BM_Sync_Driver(benchmark::State& state) {
+  Setup& s = S();
+  for (auto _ : state) cuStreamSynchronize(s.stream);
+}
+BENCHMARK(BM_Sync_Driver);
+
+void BM_Sync_Shim(benchmark::State& state) {
+  Setup& s = S();
+  if (!s.shim_sync) {
+    state.SkipWithError("libgpumux.so not found");
+    return;
+  }
+  for (auto _ : state) s.shim_sync(s.stream);
+}
+BENCHMARK(BM_Sync_Shim);
 
 }  // namespace
 
