@@ -35,21 +35,19 @@ uint64_t StampForward(uint64_t& stamp, uint64_t now_ns) {
 }  // namespace
 
 BurstPeriod NextBurstPeriod(BurstPeriod now, uint64_t gap_ns) {
-  auto near = [](uint64_t gap, uint64_t period, double whole, double within) {
-    return std::abs(double(gap) / double(period) - whole) <= within;
+  auto near = [](uint64_t gap, uint64_t period, double whole) {
+    double periods = double(gap) / double(period);
+    return std::abs(periods - whole) <= (whole == 1 ? 0.25 : 0.15);
   };
-  // Two gaps agree when the second is within 35% of the first (steps that jitter by a sixth of
-  // their period still make a rhythm).
-  const bool agrees = now.candidate_ns != 0 && near(gap_ns, now.candidate_ns, 1, 0.35);
-  if (now.period_ns == 0)  // a first rhythm, once two gaps agree
-    return agrees ? BurstPeriod{(now.candidate_ns + gap_ns) / 2, 0} : BurstPeriod{0, gap_ns};
-  if (near(gap_ns, now.period_ns, 1, 0.25))  // on beat
+  if (now.period_ns == 0) return {gap_ns, 0};
+  if (near(gap_ns, now.period_ns, 1))  // on beat
     return {(3 * now.period_ns + gap_ns) / 4, 0};
   // A whole number of periods: bursts that ran together (one delayed into the next) or a burst
   // that did not come. The rhythm holds.
   double whole = std::round(double(gap_ns) / double(now.period_ns));
-  if (whole >= 2 && near(gap_ns, now.period_ns, whole, 0.15)) return {now.period_ns, 0};
-  if (agrees) return {(now.candidate_ns + gap_ns) / 2, 0};  // a new rhythm, seen twice
+  if (whole >= 2 && near(gap_ns, now.period_ns, whole)) return {now.period_ns, 0};
+  if (now.candidate_ns != 0 && near(gap_ns, now.candidate_ns, 1))
+    return {(now.candidate_ns + gap_ns) / 2, 0};  // a new rhythm, seen twice
   return {now.period_ns, gap_ns};
 }
 

@@ -43,9 +43,8 @@ struct BurstPeriod {
 };
 // The period after `gap_ns` between two burst starts was seen: averaged when the gap is about one
 // period, kept when it is a whole number of periods (bursts that ran together, or one that did
-// not come); any other gap (and the first) becomes the candidate, and the new period once the
-// next gap agrees with it (within 35%), so that one burst split in two or come late does not
-// lose the rhythm, and starts that come at random make none.
+// not come); any other gap becomes the candidate, and the new period once the next gap agrees with
+// it (within a quarter), so that one burst split in two or come late does not lose the rhythm.
 BurstPeriod NextBurstPeriod(BurstPeriod now, uint64_t gap_ns);
 
 // A launch at `now_ns`. The first launch after a quiet spell (kBurstGapNs, or a quarter of the
