@@ -25,7 +25,7 @@ bool Within(uint64_t at_ns, uint64_t now_ns, uint64_t window) {
   return at_ns != 0 && now_ns - std::min(now_ns, at_ns) < window;
 }
 
-// Moves a slot's time stamp forward to `now_ns` (never back: threads race); returns the one before.
+// Moves a slot's time stamp forward to `now_ns` (never back: threads race).
 void StampForward(std::atomic<uint64_t>& stamp, uint64_t now_ns) {
   uint64_t before = stamp.load(std::memory_order_relaxed);
   while (before < now_ns &&
@@ -365,21 +365,18 @@ ComputeVerdict Ledger::ComputeTick(int process, uint64_t now_ns, uint64_t gpu_ns
   TenantSlot* mine = TenantOf(p);
   if (!mine) return {true, 0};  // its slot was overwritten: hold until it is put back
   if (gpu_ns) p.gpu_ns.fetch_add(gpu_ns, std::memory_order_relaxed);
-  return Tick(int(mine - layout_->tenants), now_ns, gpu_ns, wants_gpu, unmeasured_ns, false);
-}
-
-ComputeVerdict Ledger::TenantComputeTick(int tenant, uint64_t now_ns, uint64_t gpu_ns,
-                                         bool wants_gpu, uint64_t unmeasured_ns,
-                                         bool stamp_launch) {
-  return Tick(tenant, now_ns, gpu_ns, wants_gpu, unmeasured_ns, stamp_launch);
+  // Its shim stamps a high-priority process's launches as they happen, so this does not.
+  return TenantComputeTick(int(mine - layout_->tenants), now_ns, gpu_ns, wants_gpu, unmeasured_ns,
+                           /*stamp_launch=*/false);
 }
 
 void Ledger::SetBurstFrom(int tenant, const BurstWords& from, uint64_t now_ns) {
   if (InRange(tenant)) CopyBurstFrom(layout_->tenants[tenant].burst, from, now_ns);
 }
 
-ComputeVerdict Ledger::Tick(int my_tenant, uint64_t now_ns, uint64_t gpu_ns, bool wants_gpu,
-                            uint64_t unmeasured_ns, bool stamp_launch) {
+ComputeVerdict Ledger::TenantComputeTick(int my_tenant, uint64_t now_ns, uint64_t gpu_ns,
+                                         bool wants_gpu, uint64_t unmeasured_ns,
+                                         bool stamp_launch) {
   if (!InRange(my_tenant) || layout_->tenants[my_tenant].state.load() != 1) return {true, 0};
   TenantSlot& me = layout_->tenants[my_tenant];
   if (gpu_ns) me.gpu_ns.fetch_add(gpu_ns, std::memory_order_relaxed);

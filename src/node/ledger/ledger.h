@@ -317,10 +317,6 @@ class Ledger {
   static Ledger OpenMode(const std::string& path, bool writable);
   // Live (registered) processes of tenant slot `tenant`.
   int LiveProcesses(int tenant) const;
-  // ComputeTick and TenantComputeTick; `stamp_launch`: a high-priority tenant's launch is stamped
-  // here (gpumuxd), not by its shim.
-  ComputeVerdict Tick(int tenant, uint64_t now_ns, uint64_t gpu_ns, bool wants_gpu,
-                      uint64_t unmeasured_ns, bool stamp_launch);
   // The tenant slot a process slot names; null when another process wrote an index out of range
   // there (the file is shared: every index read from it is checked before use).
   TenantSlot* TenantOf(const ProcessSlot& p) const;
