@@ -1,8 +1,12 @@
 // The demand model against published batch-1 decode measurements (bench/fidelity/decode.csv):
 // each row's prediction with gpumux's defaults and with the catalog's engine class, the engine
-// constants refitted on the fit half, and the median and worst |error| on each half.
-//   ./build/release/bench/gpumux_fidelity_report [--csv OUT] [MEASUREMENTS.csv]
+// constants refitted on the fit half, and the median and worst |error| on each half. Then the
+// co-location model against published slowdowns of copies sharing a GPU
+// (bench/fidelity/colocation.csv): the model before its queueing terms, with them unfitted, and
+// with the constants fitted on the fit half.
+//   ./build/release/bench/gpumux_fidelity_report [--csv OUT] [--colocation FILE] [DECODE.csv]
 // Exit 0 when the rows read; the numbers are the report (docs/calibration.md shows them).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -11,6 +15,8 @@
 #include "base/error.h"
 #include "core/catalog.h"
 #include "core/decode_fidelity.h"
+#include "share/colocation_fidelity.h"
+#include "share/strategy.h"
 
 namespace {
 
@@ -23,18 +29,83 @@ void PrintSummary(const char* what, const gpumux::ErrorSummary& fit,
       100 * check.worst_abs, check.rows);
 }
 
+// What gpumux predicted for `m` before its co-location terms (closed forms for identical copies):
+// under MPS no slowdown until the copies' summed demand passes the GPU (the fluid model alone);
+// time-sliced, max-min fair shares of the time the switches leave.
+double SlowdownBefore(const gpumux::ColocationMeasurement& m) {
+  double demand = m.copies * m.solo_busy;
+  if (m.mode == gpumux::ShareMode::kMps) return std::max(1.0, demand);
+  double usable = gpumux::kTimeSliceQuantumSeconds /
+                  (gpumux::kTimeSliceQuantumSeconds + gpumux::kContextSwitchSeconds);
+  return std::max(1.0, demand / usable);
+}
+
+const char* HalfName(gpumux::ColocationMeasurement::Half h) {
+  switch (h) {
+    case gpumux::ColocationMeasurement::Half::kFit: return "fit";
+    case gpumux::ColocationMeasurement::Half::kCheck: return "check";
+    case gpumux::ColocationMeasurement::Half::kExcluded: return "excl";
+  }
+  return "?";
+}
+
+void ColocationReport(const std::string& path) {
+  using gpumux::ColocationMeasurement;
+  using Half = ColocationMeasurement::Half;
+  std::vector<ColocationMeasurement> rows = gpumux::ReadColocationMeasurements(path);
+  gpumux::ColocationConstants model, plain{1.0, 1.0};
+  gpumux::ColocationConstants fitted = gpumux::FitColocation(rows);
+  std::printf("\nco-location: each copy's slowdown (copies / aggregate speedup)\n");
+  std::printf("%-24s %-5s %-5s %-9s %2s %5s %8s | %7s %7s | %7s %7s | %7s %7s\n", "id", "half",
+              "gpu", "mode", "n", "busy", "measured", "before", "error", "plain", "error",
+              "model", "error");
+  std::vector<double> before[3];
+  for (const ColocationMeasurement& m : rows) {
+    double b = SlowdownBefore(m);
+    double p = gpumux::PredictColocationSlowdown(m, plain);
+    double w = gpumux::PredictColocationSlowdown(m, model);
+    double meas = m.measured_slowdown();
+    before[int(m.half)].push_back(std::abs(gpumux::RelativeError(b, meas)));
+    std::printf("%-24s %-5s %-5s %-9s %2d %5.2f %8.2f | %7.2f %+6.1f%% | %7.2f %+6.1f%% | %7.2f "
+                "%+6.1f%%\n",
+                m.id.c_str(), HalfName(m.half), m.gpu.c_str(),
+                std::string(gpumux::ShareModeName(m.mode)).c_str(), m.copies, m.solo_busy, meas, b,
+                100 * gpumux::RelativeError(b, meas), p, 100 * gpumux::RelativeError(p, meas), w,
+                100 * gpumux::RelativeError(w, meas));
+  }
+  std::printf("\n");
+  PrintSummary("before (fluid MPS, fair time shares)",
+               gpumux::SummariseErrors(before[int(Half::kFit)]),
+               gpumux::SummariseErrors(before[int(Half::kCheck)]));
+  PrintSummary("queueing, constants 1 (unfitted)",
+               gpumux::SummariseColocation(rows, Half::kFit, plain),
+               gpumux::SummariseColocation(rows, Half::kCheck, plain));
+  PrintSummary("queueing, the model's constants", gpumux::SummariseColocation(rows, Half::kFit, model),
+               gpumux::SummariseColocation(rows, Half::kCheck, model));
+  gpumux::ErrorSummary excluded = gpumux::SummariseColocation(rows, Half::kExcluded, model);
+  std::printf("excluded rows with the model: median %.1f%%, worst %.1f%% (%zu rows)\n",
+              100 * excluded.median_abs, 100 * excluded.worst_abs, excluded.rows);
+  std::printf("\nrefitted constants: sm_active_to_busy %.2f, timeslice_hold %.2f\n",
+              fitted.sm_active_to_busy, fitted.timeslice_hold);
+  std::printf("model constants:    sm_active_to_busy %.2f, timeslice_hold %.2f\n",
+              model.sm_active_to_busy, model.timeslice_hold);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string path = std::string(GPUMUX_SOURCE_DIR) + "/bench/fidelity/decode.csv", out;
+  std::string colocation = std::string(GPUMUX_SOURCE_DIR) + "/bench/fidelity/colocation.csv";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--csv" && i + 1 < argc) {
       out = argv[++i];
+    } else if (a == "--colocation" && i + 1 < argc) {
+      colocation = argv[++i];
     } else if (!a.empty() && a[0] != '-') {
       path = a;
     } else {
-      std::fprintf(stderr, "usage: %s [--csv OUT] [MEASUREMENTS.csv]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--csv OUT] [--colocation FILE] [DECODE.csv]\n", argv[0]);
       return 2;
     }
   }
@@ -86,6 +157,7 @@ int main(int argc, char** argv) {
         "step_overhead_ms: %.3f, allreduce_us: %.1f\n",
         compiled.efficiency_16bit, compiled.efficiency_int8, compiled.efficiency_int4,
         compiled.step_overhead_seconds * 1e3, compiled.allreduce_seconds * 1e6);
+    ColocationReport(colocation);
   } catch (const gpumux::Error& e) {
     std::fprintf(stderr, "gpumux_fidelity_report: %s\n", e.what());
     return 1;

@@ -5,25 +5,13 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <sstream>
+#include <utility>
 
+#include "base/comma_list.h"
 #include "base/error.h"
 #include "core/workload.h"
 
 namespace gpumux {
-
-namespace {
-
-std::vector<std::string> SplitRow(const std::string& line) {
-  std::vector<std::string> fields;
-  std::stringstream in(line);
-  std::string field;
-  while (std::getline(in, field, ',')) fields.push_back(field);
-  if (!line.empty() && line.back() == ',') fields.emplace_back();
-  return fields;
-}
-
-}  // namespace
 
 std::vector<DecodeMeasurement> ReadDecodeMeasurements(const std::string& path) {
   std::ifstream in(path);
@@ -36,7 +24,7 @@ std::vector<DecodeMeasurement> ReadDecodeMeasurements(const std::string& path) {
   bool header = false;
   for (int number = 1; std::getline(in, line); ++number) {
     if (line.empty() || line[0] == '#') continue;
-    std::vector<std::string> f = SplitRow(line);
+    std::vector<std::string> f = SplitCommas(line);
     std::string where = fmt::format("{}:{}", path, number);
     if (!header) {
       if (f != kColumns)
@@ -100,6 +88,10 @@ ErrorSummary Summarise(const std::vector<DecodeMeasurement>& rows, bool fit, con
     errors.push_back(
         std::abs(RelativeError(PredictDecode(m, catalog, engine), m.measured_tokens_per_second)));
   }
+  return SummariseErrors(std::move(errors));
+}
+
+ErrorSummary SummariseErrors(std::vector<double> errors) {
   ErrorSummary s;
   s.rows = errors.size();
   if (errors.empty()) return s;

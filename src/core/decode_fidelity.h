@@ -39,6 +39,8 @@ struct ErrorSummary {
   size_t rows = 0;
   double median_abs = 0, worst_abs = 0;  // of RelativeError
 };
+// The median and worst of `errors` (|relative errors|).
+ErrorSummary SummariseErrors(std::vector<double> errors);
 // Over the rows of one half (`fit` true: the fit half).
 ErrorSummary Summarise(const std::vector<DecodeMeasurement>& rows, bool fit, const Catalog& catalog,
                        const EngineProfile* engine);

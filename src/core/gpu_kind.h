@@ -33,6 +33,12 @@ struct MigGeometry {
   std::vector<MigProfile> profiles;
 };
 
+// Under time-slicing, how long a context keeps the GPU each step, as a multiple of the time its
+// kernels run (at most its whole step): the scheduler does not hand the GPU on at every short host
+// gap between a context's launches. Fitted, with the co-location model, on the fit half of
+// published measurements (bench/fidelity/colocation.csv; docs/calibration.md).
+inline constexpr double kTimeSliceHold = 2.08;
+
 // Fractions of a GPU's peak bandwidth and math throughput.
 struct Capacity {
   double bandwidth = 1, compute = 1;
@@ -52,6 +58,7 @@ struct GpuKind {
   std::string source;                  // "file:line" where the entry was defined
   // What `gpumux calibrate` measured on one of these, when given (Catalog::Calibrate).
   std::optional<GpuCalibration> calibration;
+  double timeslice_hold = kTimeSliceHold;  // see kTimeSliceHold
 
   // Dense FLOP/s of tensor-core math in `dtype`. int8 and int4 weights are dequantised and
   // multiplied in bf16; a part without FP8 runs FP8 models' math at its FP16 rate.

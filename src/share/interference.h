@@ -19,10 +19,10 @@
 // whose calibrated η sum past it are stretched (contention starts below 100% of the datasheet
 // figure).
 //
-// Limits (documented in the README): it ignores L2 thrashing and the rise of memory latency before
-// saturation (real slowdowns start earlier, see the reference notes §3.2), treats the attainable
-// bandwidth as shared without loss and assumes arbitration in proportion to demand. Calibrate on
-// hardware before trusting it within ±10%.
+// This is what the resources can carry. Below saturation, tenants whose GPU phases meet by chance
+// still slow each other: the MPS strategy takes this stretch as a floor under colocation.h's
+// queueing model. Limits: it ignores L2 thrashing, treats the attainable bandwidth as shared
+// without loss and assumes arbitration in proportion to demand.
 #pragma once
 
 #include <span>

@@ -1,12 +1,16 @@
 // Strategy "MPS": all tenants' kernels run at once on all SMs; each client gets a memory limit
 // (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT) and optionally a thread cap
-// (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE). Contention for bandwidth and math follows interference.h.
+// (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE). What the tenants can move together follows interference.h
+// (the fluid model: a stretch once their demand exceeds a resource); below that, kernels of
+// tenants whose GPU phases meet by chance still slow each other (colocation.h).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <numeric>
 #include <vector>
 
 #include "core/units.h"
+#include "share/colocation.h"
 #include "share/interference.h"
 #include "share/strategy.h"
 
@@ -20,13 +24,41 @@ std::vector<double> Caps(std::span<const TenantLoad* const> loads) {
   return caps;
 }
 
+// Each tenant's step rate: its GPU phase stretched at least by the fluid model's `s`, and by the
+// co-runners it meets. A phase occupies the share of the GPU's attainable bandwidth (or, for math,
+// of its math within the tenant's thread cap) that it uses when alone.
+std::vector<double> StepRates(std::span<const TenantLoad* const> loads,
+                              std::span<const double> caps, const Capacity& capacity,
+                              const Stretch& s) {
+  std::vector<GpuPhase> phases;
+  phases.reserve(loads.size());
+  for (size_t i = 0; i < loads.size(); ++i) {
+    const TenantLoad& l = *loads[i];
+    double memory = l.whole.memory, compute = l.whole.compute / caps[i];
+    double kernels = std::max(memory, compute);
+    double stretched = std::max(memory * s.bandwidth, compute * s.compute);
+    double weight = 1;
+    if (kernels > 0) {
+      weight = memory >= compute ? l.bandwidth_use / memory / capacity.bandwidth
+                                 : l.compute_use / compute / capacity.compute;
+    }
+    phases.push_back({kernels, std::clamp(weight, 1e-6, 1.0), l.whole.overhead, l.whole.pace,
+                      kernels > 0 ? stretched / kernels : 1.0});
+  }
+  std::vector<double> rates = QueuedSteps(phases);
+  for (double& r : rates) r = 1.0 / r;
+  return rates;
+}
+
 bool FitsMps(const GpuKind& gpu, std::span<const TenantLoad* const> loads) {
   // Hot path of the planner: called for every tentative addition to a GPU.
   if (loads.size() > size_t(kMpsMaxClients) || TotalMemory(loads) > gpu.memory_bytes) return false;
   std::vector<double> caps = Caps(loads);
-  Stretch s = SolveMpsStretch(loads, caps, gpu.MpsCapacity());
+  Capacity capacity = gpu.MpsCapacity();
+  Stretch s = SolveMpsStretch(loads, caps, capacity);
+  std::vector<double> rates = StepRates(loads, caps, capacity, s);
   for (size_t i = 0; i < loads.size(); ++i) {
-    if (!loads[i]->MeetsSlo(StretchedStepRate(*loads[i], s, caps[i]))) return false;
+    if (!loads[i]->MeetsSlo(rates[i])) return false;
   }
   return true;
 }
@@ -40,11 +72,14 @@ StrategyResult EvaluateMps(const GpuKind& gpu, std::span<const TenantLoad* const
     return r;
   }
   std::vector<double> caps = Caps(loads);
-  Stretch s = SolveMpsStretch(loads, caps, gpu.MpsCapacity());
-  double solo_bandwidth = 0, solo_compute = 0;
+  Capacity capacity = gpu.MpsCapacity();
+  Stretch s = SolveMpsStretch(loads, caps, capacity);
+  std::vector<double> rates = StepRates(loads, caps, capacity, s);
+  double solo_bandwidth = 0, solo_compute = 0, slowest = 1;
   for (size_t i = 0; i < loads.size(); ++i) {
     const TenantLoad& l = *loads[i];
-    double rate = StretchedStepRate(l, s, caps[i]);
+    double rate = rates[i];
+    slowest = std::max(slowest, l.solo_step_rate() / rate);
     std::string slice = caps[i] < 1 ? fmt::format("MPS client, {:.0f}% threads", caps[i] * 100)
                                     : std::string("MPS client");
     r.tenants.push_back(MakeOutcome(l, rate, slice));
@@ -67,6 +102,8 @@ StrategyResult EvaluateMps(const GpuKind& gpu, std::span<const TenantLoad* const
       cause += fmt::format("; compute demand {}, stretched {:.2f}x", FormatPercent(solo_compute),
                            s.compute);
     }
+    if (slowest > std::max(s.bandwidth, s.compute) + 1e-9)
+      cause += fmt::format("; phases meeting by chance: slowest tenant {:.2f}x", slowest);
   }
   Conclude(&r, memory_ok, cause);
   return r;

@@ -1,39 +1,19 @@
 // Strategy "time-slicing": contexts take turns owning the whole GPU, one quantum at a time. Memory
-// is not isolated (the sum must fit). A tenant busy a fraction u of the time when alone needs u of
-// the GPU's time; the time left after context switches, q/(q+c) of it, is shared max-min fairly.
+// is not isolated (the sum must fit). A context keeps the GPU through the short host gaps between
+// its launches: each step it holds it GpuKind::timeslice_hold times as long as its kernels run (at
+// most its whole step), and holds that meet by chance queue (colocation.h). The switches leave
+// q/(q+c) of the time, or what a calibration measured for this many tenants.
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <numeric>
 #include <vector>
 
 #include "core/units.h"
+#include "share/colocation.h"
 #include "share/strategy.h"
 
 namespace gpumux {
 namespace {
-
-// Fraction of wall time tenant `l` keeps the GPU busy when alone.
-double BusyFraction(const TenantLoad& l) {
-  return std::max(l.whole.memory, l.whole.compute) / l.whole.step();
-}
-
-// Max-min fair shares of `capacity` among demands; returns each tenant's share.
-std::vector<double> FairShares(std::span<const TenantLoad* const> loads, double capacity) {
-  std::vector<size_t> order(loads.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return BusyFraction(*loads[a]) < BusyFraction(*loads[b]); });
-  std::vector<double> share(loads.size());
-  double left = capacity;
-  for (size_t k = 0; k < order.size(); ++k) {
-    double fair = left / double(order.size() - k);
-    double s = std::min(BusyFraction(*loads[order[k]]), fair);
-    share[order[k]] = s;
-    left -= s;
-  }
-  return share;
-}
 
 // The share of its time `tenants` contexts get together: what switching leaves, or what a
 // calibration measured on this GPU kind.
@@ -44,12 +24,27 @@ double UsableTime(const GpuKind& gpu, size_t tenants) {
                                                (kTimeSliceQuantumSeconds + kContextSwitchSeconds));
 }
 
+// Each tenant's step rate when they take turns.
+std::vector<double> StepRates(const GpuKind& gpu, std::span<const TenantLoad* const> loads) {
+  double usable = UsableTime(gpu, loads.size());
+  std::vector<GpuPhase> holds;
+  holds.reserve(loads.size());
+  for (const TenantLoad* l : loads) {
+    double kernels = std::max(l->whole.memory, l->whole.compute);
+    double busy = kernels + l->whole.overhead;
+    double hold = std::min(gpu.timeslice_hold * kernels, busy);
+    holds.push_back({hold / usable, 1.0, busy - hold, l->whole.pace, 1.0});
+  }
+  std::vector<double> rates = QueuedSteps(holds);
+  for (double& r : rates) r = 1.0 / r;
+  return rates;
+}
+
 bool FitsTimeSlice(const GpuKind& gpu, std::span<const TenantLoad* const> loads) {
   if (TotalMemory(loads) > gpu.memory_bytes) return false;
-  std::vector<double> share = FairShares(loads, UsableTime(gpu, loads.size()));
+  std::vector<double> rates = StepRates(gpu, loads);
   for (size_t i = 0; i < loads.size(); ++i) {
-    double rate = loads[i]->solo_step_rate() * share[i] / BusyFraction(*loads[i]);
-    if (!loads[i]->MeetsSlo(rate)) return false;
+    if (!loads[i]->MeetsSlo(rates[i])) return false;
   }
   return true;
 }
@@ -58,18 +53,19 @@ StrategyResult EvaluateTimeSlice(const GpuKind& gpu, std::span<const TenantLoad*
   StrategyResult r;
   r.kind = ShareMode::kTimeSlice;
   double usable = UsableTime(gpu, loads.size());
-  std::vector<double> share = FairShares(loads, usable);
+  std::vector<double> rates = StepRates(gpu, loads);
   double memory = TotalMemory(loads);
   for (size_t i = 0; i < loads.size(); ++i) {
     const TenantLoad& l = *loads[i];
-    double rate = l.solo_step_rate() * share[i] / BusyFraction(l);
-    r.tenants.push_back(
-        MakeOutcome(l, rate, fmt::format("time share {}", FormatPercent(share[i]))));
+    double kernels = std::max(l.whole.memory, l.whole.compute);
+    r.tenants.push_back(MakeOutcome(
+        l, rates[i], fmt::format("time share {}", FormatPercent(kernels * rates[i]))));
   }
   bool memory_ok = memory <= gpu.memory_bytes;
   std::string cause =
-      memory_ok ? fmt::format("timeslice: {} tenants share {} of GPU time after switches",
-                              loads.size(), FormatPercent(usable))
+      memory_ok ? fmt::format("timeslice: {} tenants share {} of GPU time after switches, each "
+                              "holding it {:.1f}x as long as its kernels run",
+                              loads.size(), FormatPercent(usable), gpu.timeslice_hold)
                 : fmt::format("timeslice: memory {} > {} (not isolated, must fit together)",
                               FormatBytes(memory), FormatBytes(gpu.memory_bytes));
   Conclude(&r, memory_ok, cause);
