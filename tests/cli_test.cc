@@ -82,7 +82,8 @@ TEST(Explain, AModelTooBigForOneGpuSaysHowManyItNeedsAndItsRateThere) {
 }
 
 // `gpumux calibrate` end to end on the simulated GPU: the file it writes holds what the simulator
-// is (its bandwidth and math rate, time-slicing's switches), and explain and plan use it.
+// is (its bandwidth and math rate, time-slicing's switches, MPS-like clients sharing without loss),
+// and explain and plan use it.
 TEST(Calibrate, TheSimulatedGpuIsMeasuredAndExplainAndPlanUseIt) {
   std::string file = std::filesystem::temp_directory_path() /
                      ("gpumux_calibration_" + std::to_string(getpid()) + ".json");
@@ -97,6 +98,9 @@ TEST(Calibrate, TheSimulatedGpuIsMeasuredAndExplainAndPlanUseIt) {
   // The simulator's slices of 1,024 us and switches of 25 us: 97.6% of the time is work.
   for (const char* n : {"2", "3"})
     EXPECT_NEAR(c["timeslice_usable"][n].get<double>(), 1024.0 / 1049, 0.015) << n;
+  // MPS-like: the clients' kernels run together, sharing the bandwidth without switches.
+  for (const char* n : {"2", "3"}) EXPECT_NEAR(c["mps_usable"][n].get<double>(), 1.0, 0.02) << n;
+  EXPECT_FALSE(c["mps_usable"].contains("4")) << "--processes 3";
   EXPECT_GT(c["sync_seconds"].get<double>(), 0);
 
   // Explain takes the measured efficiencies for those not given, and says which calibration.
@@ -120,6 +124,12 @@ TEST(Calibrate, TheSimulatedGpuIsMeasuredAndExplainAndPlanUseIt) {
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_NE(unknown.out.find("H900"), std::string::npos) << unknown.out;
   c["gpu"] = "H100-SXM5-80GB";
+  c["mps_usable"]["2"] = 1.5;
+  std::ofstream(file) << c.dump();
+  Result over = Gpumux("explain --gpu H100 --params 13e9 --calibration " + file);
+  EXPECT_EQ(over.exit_code, 2);
+  EXPECT_NE(over.out.find("mps_usable '2'"), std::string::npos) << over.out;
+  c["mps_usable"]["2"] = 1.0;
   c["bandwidth_bytes_per_second"] = "fast";
   std::ofstream(file) << c.dump();
   Result broken = Gpumux("plan " + std::string(GPUMUX_SOURCE_DIR) +

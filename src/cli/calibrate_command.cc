@@ -1,13 +1,15 @@
 // `gpumux calibrate`: measures a GPU with kernels of its own (node/calibration_probe.h) — its
 // achieved bandwidth and math rate, launch and synchronisation gaps, and what 2, 3, … processes
-// streaming at once get of it together, time-sliced — and writes them to a calibration file
-// (core/calibration.h) that `explain` and `plan` take with --calibration.
+// streaming at once get of it together, time-sliced or under MPS — and writes them to a
+// calibration file (core/calibration.h) that `explain` and `plan` take with --calibration.
 //
 // With --gpu KIND it measures device 0 of the CUDA driver (CUDA_VISIBLE_DEVICES picks it), a GPU of
-// that catalog kind, with the PTX kernels of node/calibration_kernels.cu. With --sim KIND it
-// measures gpumux's simulated GPU of that kind: it runs itself again with the simulated driver in
-// its environment (a state file of its own, removed afterwards), as every process of the
-// measurement must share one simulated device.
+// that catalog kind, with the PTX kernels of node/calibration_kernels.cu; where an MPS control
+// daemon runs (its pipe in CUDA_MPS_PIPE_DIRECTORY, default /tmp/nvidia-mps), every process is its
+// client, so the co-runs measured are MPS ones. With --sim KIND it measures gpumux's simulated GPU
+// of that kind, time-sliced and then MPS-like: it runs itself again with the simulated driver in
+// its environment (a state file of its own for each mode, removed afterwards), as every process of
+// the measurement must share one simulated device.
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -16,6 +18,7 @@
 #include <chrono>
 #include <ctime>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -39,6 +42,7 @@ struct CalibrateOptions {
   std::vector<std::string> catalogs;
   // Run by the command itself, with the driver to measure in the environment:
   std::string measure_kind;  // measure, and write the file for this catalog kind
+  std::string mps_into;      // measure only MPS co-runs, and add them to this file
   double load_seconds = 0;   // stream for this long (a co-runner of the measurement)
 };
 
@@ -70,9 +74,46 @@ int Wait(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// Whether an MPS control daemon serves this user: then every CUDA process is its client.
+bool MpsDaemonRuns() {
+  const char* dir = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
+  return std::filesystem::exists(std::string(dir && *dir ? dir : "/tmp/nvidia-mps") + "/control");
+}
+
+// n processes streaming at once, for n from 2 to o.processes: what this one gets, times n, over
+// `alone` (what it got alone).
+std::map<int, double> CoRuns(node::CalibrationProbe& probe, const CalibrateOptions& o,
+                             double alone) {
+  std::map<int, double> usable;
+  for (int n = 2; n <= o.processes; ++n) {
+    std::vector<pid_t> loaders;
+    for (int i = 1; i < n; ++i)
+      loaders.push_back(
+          Spawn({"gpumux", "calibrate", "--load", fmt::format("{}", 3 * o.seconds + 1)}));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // they have started streaming
+    double mine = probe.Bandwidth(o.seconds);
+    for (pid_t pid : loaders) kill(pid, SIGTERM);
+    for (pid_t pid : loaders) Wait(pid);
+    usable[n] = std::min(1.0, n * mine / alone);
+  }
+  return usable;
+}
+
+void PrintCoRuns(const std::map<int, double>& usable, const char* how) {
+  for (auto [n, f] : usable)
+    fmt::print("  {} processes {} get {:.1f}% of the GPU together\n", n, how, 100 * f);
+}
+
 // The measurement itself, on device 0 of the driver in the environment.
 int Measure(const CalibrateOptions& o) {
   std::unique_ptr<node::CalibrationProbe> probe = node::CalibrationProbe::Open();
+  if (!o.mps_into.empty()) {  // the simulated GPU's second pass, MPS-like
+    GpuCalibration c = LoadCalibration(o.mps_into);
+    c.mps_usable = CoRuns(*probe, o, probe->Bandwidth(o.seconds));
+    SaveCalibration(c, o.mps_into);
+    PrintCoRuns(c.mps_usable, "under MPS");
+    return kExitOk;
+  }
   GpuCalibration c;
   c.gpu = o.measure_kind;
   c.device_name = probe->DeviceName();
@@ -83,25 +124,14 @@ int Measure(const CalibrateOptions& o) {
   c.flops = probe->Flops(o.seconds);
   c.launch_seconds = probe->LaunchSeconds(1000);
   c.sync_seconds = probe->SyncSeconds(200);
-  // n processes streaming at once, time-sliced: what this one gets, times n, over what it got
-  // alone.
-  for (int n = 2; n <= o.processes; ++n) {
-    std::vector<pid_t> loaders;
-    for (int i = 1; i < n; ++i)
-      loaders.push_back(
-          Spawn({"gpumux", "calibrate", "--load", fmt::format("{}", 3 * o.seconds + 1)}));
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // they have started streaming
-    double mine = probe->Bandwidth(o.seconds);
-    for (pid_t pid : loaders) kill(pid, SIGTERM);
-    for (pid_t pid : loaders) Wait(pid);
-    c.timeslice_usable[n] = std::min(1.0, n * mine / c.bandwidth);
-  }
+  bool mps = !c.simulated && MpsDaemonRuns();
+  (mps ? c.mps_usable : c.timeslice_usable) = CoRuns(*probe, o, c.bandwidth);
   SaveCalibration(c, o.out);
   fmt::print("{}\n", DescribeCalibration(c, o.out));
   fmt::print("  bandwidth {:.3g} GB/s, math {:.3g} TFLOP/s, launch {:.1f} us, sync {:.1f} us\n",
              c.bandwidth / 1e9, c.flops / 1e12, c.launch_seconds * 1e6, c.sync_seconds * 1e6);
-  for (auto [n, f] : c.timeslice_usable)
-    fmt::print("  {} processes time-sliced get {:.1f}% of the GPU's time together\n", n, 100 * f);
+  PrintCoRuns(c.timeslice_usable, "time-sliced");
+  PrintCoRuns(c.mps_usable, "under MPS (a control daemon runs)");
   return kExitOk;
 }
 
@@ -110,7 +140,7 @@ int RunCalibrate(const CalibrateOptions& o) {
     node::CalibrationProbe::Open()->Bandwidth(o.load_seconds);
     return kExitOk;
   }
-  if (!o.measure_kind.empty()) return Measure(o);
+  if (!o.measure_kind.empty() || !o.mps_into.empty()) return Measure(o);
   if (o.sim.empty() == o.gpu.empty())
     throw BadInput(
         "give the catalog kind of the GPU to measure: --gpu KIND for the real GPU "
@@ -127,14 +157,21 @@ int RunCalibrate(const CalibrateOptions& o) {
   if (!mkdtemp(dir_template)) throw Unavailable("calibrate: cannot make a temporary folder");
   std::string dir = dir_template;
   node::Device device = node::SimulatedDevice(kind, 0);
-  for (const auto& [k, v] : node::SimulatedGpuEnvironment(
-           device, dir + "/sim-gpu0.state", node::RuntimeLibraryDir(),
-           std::getenv("LD_LIBRARY_PATH") ? std::getenv("LD_LIBRARY_PATH") : ""))
-    setenv(k.c_str(), v.c_str(), 1);
-  setenv("GPUMUX_SIM_MODE", "timeslice", 1);
-  int code = Wait(Spawn({"gpumux", "calibrate", "--measure", kind.name, "--seconds",
-                         fmt::format("{}", o.seconds), "--processes", std::to_string(o.processes),
-                         "--out", o.out}));
+  // One pass per sharing mode, each on a simulated device of its own.
+  auto pass = [&](const char* mode, std::vector<std::string> args) {
+    for (const auto& [k, v] : node::SimulatedGpuEnvironment(
+             device, fmt::format("{}/sim-{}.state", dir, mode), node::RuntimeLibraryDir(),
+             std::getenv("LD_LIBRARY_PATH") ? std::getenv("LD_LIBRARY_PATH") : ""))
+      setenv(k.c_str(), v.c_str(), 1);
+    setenv("GPUMUX_SIM_MODE", mode, 1);
+    for (const std::string& a : {std::string("--seconds"), fmt::format("{}", o.seconds),
+                                 std::string("--processes"), std::to_string(o.processes)})
+      args.push_back(a);
+    return Wait(Spawn(args));
+  };
+  int code = pass("timeslice", {"gpumux", "calibrate", "--measure", kind.name, "--out", o.out});
+  if (code == kExitOk && o.processes >= 2)
+    code = pass("mps", {"gpumux", "calibrate", "--mps-into", o.out});
   std::filesystem::remove_all(dir);
   return code;
 }
@@ -145,7 +182,7 @@ Command AddCalibrateCommand(CLI::App& app) {
   auto o = std::make_shared<CalibrateOptions>();
   CLI::App* sub = app.add_subcommand(
       "calibrate",
-      "Measure a GPU (bandwidth, math, launch and sync gaps, time-sliced co-runs) into a "
+      "Measure a GPU (bandwidth, math, launch and sync gaps, time-sliced and MPS co-runs) into a "
       "calibration file for explain and plan");
   sub->add_option("--gpu", o->gpu,
                   "measure the real GPU (device 0 of CUDA_VISIBLE_DEVICES), of this catalog kind");
@@ -159,6 +196,7 @@ Command AddCalibrateCommand(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--catalog", o->catalogs, "extra catalog file with your own GPU kinds");
   sub->add_option("--measure", o->measure_kind)->group("");  // the measuring process
+  sub->add_option("--mps-into", o->mps_into)->group("");     // the simulated GPU's MPS pass
   sub->add_option("--load", o->load_seconds)->group("");     // a co-runner
   return {sub, [o] { return RunCalibrate(*o); }};
 }

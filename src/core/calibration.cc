@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
@@ -30,6 +31,30 @@ std::string Text(const json& j, const char* key, const std::string& where) {
   return j[key].get<std::string>();
 }
 
+// The optional field `key` of `j`: process counts from 2 mapped to fractions in (0, 1].
+std::map<int, double> UsableByCount(const json& j, const char* key, const std::string& where) {
+  std::map<int, double> usable;
+  if (!j.contains(key)) return usable;
+  if (!j[key].is_object())
+    throw BadInput(fmt::format("{}: '{}' must map process counts to fractions", where, key));
+  for (auto& [n, v] : j[key].items()) {
+    int count = std::atoi(n.c_str());
+    if (count < 2 || count > 64 || std::to_string(count) != n || !v.is_number() ||
+        !(v.get<double>() > 0 && v.get<double>() <= 1.0))
+      throw BadInput(fmt::format(
+          "{}: {} '{}' must be a count from 2 mapped to a fraction above 0 and at most 1", where,
+          key, n));
+    usable[count] = v.get<double>();
+  }
+  return usable;
+}
+
+json UsableJson(const std::map<int, double>& usable) {
+  json j = json::object();
+  for (auto [n, f] : usable) j[std::to_string(n)] = f;
+  return j;
+}
+
 }  // namespace
 
 GpuCalibration LoadCalibration(const std::string& path) {
@@ -50,26 +75,12 @@ GpuCalibration LoadCalibration(const std::string& path) {
   c.flops = Number(j, "flops_per_second", 1e6, 1e18, path);
   c.launch_seconds = Number(j, "launch_seconds", 0, 1, path);
   c.sync_seconds = Number(j, "sync_seconds", 0, 1, path);
-  if (j.contains("timeslice_usable")) {
-    if (!j["timeslice_usable"].is_object())
-      throw BadInput(path + ": 'timeslice_usable' must map process counts to fractions");
-    for (auto& [n, v] : j["timeslice_usable"].items()) {
-      int count = std::atoi(n.c_str());
-      if (count < 2 || count > 64 || std::to_string(count) != n || !v.is_number() ||
-          !(v.get<double>() > 0 && v.get<double>() <= 1.0))
-        throw BadInput(
-            fmt::format("{}: timeslice_usable '{}' must be a count from 2 mapped to a "
-                        "fraction above 0 and at most 1",
-                        path, n));
-      c.timeslice_usable[count] = v.get<double>();
-    }
-  }
+  c.timeslice_usable = UsableByCount(j, "timeslice_usable", path);
+  c.mps_usable = UsableByCount(j, "mps_usable", path);
   return c;
 }
 
 void SaveCalibration(const GpuCalibration& c, const std::string& path) {
-  json usable = json::object();
-  for (auto [n, f] : c.timeslice_usable) usable[std::to_string(n)] = f;
   json j = {{"gpu", c.gpu},
             {"device_name", c.device_name},
             {"driver", c.driver},
@@ -79,7 +90,8 @@ void SaveCalibration(const GpuCalibration& c, const std::string& path) {
             {"flops_per_second", c.flops},
             {"launch_seconds", c.launch_seconds},
             {"sync_seconds", c.sync_seconds},
-            {"timeslice_usable", usable}};
+            {"timeslice_usable", UsableJson(c.timeslice_usable)}};
+  if (!c.mps_usable.empty()) j["mps_usable"] = UsableJson(c.mps_usable);
   std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);

@@ -1,8 +1,8 @@
 // What `gpumux calibrate` measured on one GPU, kept in a JSON file: which GPU (its catalog kind,
 // and the device and driver as the driver named them), when, and each figure. `explain` and `plan`
 // use the calibration of a GPU kind when given one (--calibration FILE): its achieved bandwidth and
-// math rate stand for the efficiencies a workload does not state, and its time-sliced figures for
-// the time left after context switches. Plain data; the measuring is node/calibration_probe.h.
+// math rate stand for the efficiencies a workload does not state, its time-sliced figures for the
+// time left after context switches, and its MPS figures for what MPS clients move together. Plain data; the measuring is node/calibration_probe.h.
 #pragma once
 
 #include <map>
@@ -23,6 +23,9 @@ struct GpuCalibration {
   // n → the share of the GPU's time n processes streaming at once get together (time-sliced), as a
   // fraction of what one gets alone; n from 2.
   std::map<int, double> timeslice_usable;
+  // n → the same for n processes streaming at once under MPS (clients of one control daemon);
+  // empty when not measured (a real GPU without a daemon running).
+  std::map<int, double> mps_usable;
 };
 
 // Reads a calibration file. Throws Error (bad input) naming the file and the field for anything

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <map>
 
 namespace gpumux {
 
@@ -28,11 +29,27 @@ std::optional<double> GpuKind::MeasuredComputeEfficiency() const {
   return std::min(1.0, calibration->flops / peak);
 }
 
+namespace {
+
+// The figure measured for `n` processes, or for the largest count measured below it; `otherwise`
+// when none was.
+double ForCount(const std::map<int, double>& measured, int n, double otherwise) {
+  auto it = measured.upper_bound(n);
+  return it == measured.begin() ? otherwise : std::prev(it)->second;
+}
+
+}  // namespace
+
 double GpuKind::TimeSliceUsable(int n, double modelled) const {
   if (!calibration || n < 2) return modelled;
-  auto it = calibration->timeslice_usable.upper_bound(n);
-  if (it == calibration->timeslice_usable.begin()) return modelled;
-  return std::prev(it)->second;
+  return ForCount(calibration->timeslice_usable, n, modelled);
+}
+
+Capacity GpuKind::MpsCapacity(int tenants) const {
+  double together = calibration && tenants >= 2 ? ForCount(calibration->mps_usable, tenants, 1.0)
+                                                : 1.0;
+  return {MeasuredBandwidthEfficiency().value_or(1.0) * together,
+          MeasuredComputeEfficiency().value_or(1.0)};
 }
 
 }  // namespace gpumux

@@ -70,11 +70,10 @@ struct GpuKind {
   // The share of its time `n` time-sliced tenants get together: the calibration's for n (or its
   // largest n below), else `modelled`.
   double TimeSliceUsable(int n, double modelled) const;
-  // What co-running tenants can use together of the peak bandwidth and bf16 math: the calibration's
-  // achieved fractions, else all of it.
-  Capacity MpsCapacity() const {
-    return {MeasuredBandwidthEfficiency().value_or(1.0), MeasuredComputeEfficiency().value_or(1.0)};
-  }
+  // What `tenants` MPS clients can use together of the peak bandwidth and bf16 math: the
+  // calibration's achieved fractions (the bandwidth times what that many streaming clients got
+  // together under MPS, where measured), else all of it.
+  Capacity MpsCapacity(int tenants = 1) const;
 };
 
 }  // namespace gpumux

@@ -100,6 +100,15 @@ TEST_F(WorkloadTest, ACalibratedGpusMeasuredEfficienciesStandForUnstatedOnes) {
   EXPECT_DOUBLE_EQ(measured.TimeSliceUsable(3, 0.97), 0.9);
   EXPECT_DOUBLE_EQ(measured.TimeSliceUsable(8, 0.97), 0.8);
   EXPECT_DOUBLE_EQ(h100_.TimeSliceUsable(2, 0.97), 0.97);
+  // MPS: what its streaming kernel achieved, times what that many clients moved together where
+  // measured (for n, or the largest n measured below it).
+  EXPECT_DOUBLE_EQ(measured.MpsCapacity(3).bandwidth, 0.5) << "no MPS co-runs measured";
+  measured.calibration->mps_usable = {{2, 0.9}, {4, 0.8}};
+  EXPECT_DOUBLE_EQ(measured.MpsCapacity(1).bandwidth, 0.5);
+  EXPECT_DOUBLE_EQ(measured.MpsCapacity(3).bandwidth, 0.45);
+  EXPECT_DOUBLE_EQ(measured.MpsCapacity(6).bandwidth, 0.4);
+  EXPECT_DOUBLE_EQ(measured.MpsCapacity(6).compute, 0.25);
+  EXPECT_DOUBLE_EQ(h100_.MpsCapacity(4).bandwidth, 1.0);
 }
 
 TEST_F(WorkloadTest, ReferenceDecodeCeilingsAtContext2048) {

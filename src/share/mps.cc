@@ -54,7 +54,7 @@ bool FitsMps(const GpuKind& gpu, std::span<const TenantLoad* const> loads) {
   // Hot path of the planner: called for every tentative addition to a GPU.
   if (loads.size() > size_t(kMpsMaxClients) || TotalMemory(loads) > gpu.memory_bytes) return false;
   std::vector<double> caps = Caps(loads);
-  Capacity capacity = gpu.MpsCapacity();
+  Capacity capacity = gpu.MpsCapacity(int(loads.size()));
   Stretch s = SolveMpsStretch(loads, caps, capacity);
   std::vector<double> rates = StepRates(loads, caps, capacity, s);
   for (size_t i = 0; i < loads.size(); ++i) {
@@ -72,7 +72,7 @@ StrategyResult EvaluateMps(const GpuKind& gpu, std::span<const TenantLoad* const
     return r;
   }
   std::vector<double> caps = Caps(loads);
-  Capacity capacity = gpu.MpsCapacity();
+  Capacity capacity = gpu.MpsCapacity(int(loads.size()));
   Stretch s = SolveMpsStretch(loads, caps, capacity);
   std::vector<double> rates = StepRates(loads, caps, capacity, s);
   double solo_bandwidth = 0, solo_compute = 0, slowest = 1;
@@ -94,9 +94,8 @@ StrategyResult EvaluateMps(const GpuKind& gpu, std::span<const TenantLoad* const
   } else {
     cause = fmt::format("mps: bandwidth demand {} of {}", FormatPercent(solo_bandwidth),
                         FormatBandwidth(gpu.bandwidth));
-    if (gpu.MpsCapacity().bandwidth < 1)
-      cause +=
-          fmt::format(" ({} attainable, calibrated)", FormatPercent(gpu.MpsCapacity().bandwidth));
+    if (capacity.bandwidth < 1)
+      cause += fmt::format(" ({} attainable, calibrated)", FormatPercent(capacity.bandwidth));
     if (s.bandwidth > 1 + 1e-9) cause += fmt::format(", stretched {:.2f}x", s.bandwidth);
     if (s.compute > 1 + 1e-9) {
       cause += fmt::format("; compute demand {}, stretched {:.2f}x", FormatPercent(solo_compute),
