@@ -4,44 +4,22 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <utility>
 
-#include "base/comma_list.h"
 #include "base/error.h"
+#include "core/measurement_csv.h"
 #include "core/workload.h"
 
 namespace gpumux {
 
 std::vector<DecodeMeasurement> ReadDecodeMeasurements(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw BadInput(path + ": cannot read the measurements");
   const std::vector<std::string> kColumns = {
       "id", "half",  "gpu",     "model",          "dtype",  "quant_group", "engine",
       "tp", "batch", "context", "measured_tok_s", "source", "notes"};
   std::vector<DecodeMeasurement> rows;
-  std::string line;
-  bool header = false;
-  for (int number = 1; std::getline(in, line); ++number) {
-    if (line.empty() || line[0] == '#') continue;
-    std::vector<std::string> f = SplitCommas(line);
-    std::string where = fmt::format("{}:{}", path, number);
-    if (!header) {
-      if (f != kColumns)
-        throw BadInput(where + ": expected the header " +
-                       fmt::format("{}", fmt::join(kColumns, ",")));
-      header = true;
-      continue;
-    }
-    if (f.size() != kColumns.size())
-      throw BadInput(fmt::format("{}: {} fields, expected {}", where, f.size(), kColumns.size()));
-    auto number_of = [&](size_t i) {
-      char* end = nullptr;
-      double v = std::strtod(f[i].c_str(), &end);
-      if (f[i].empty() || *end != '\0' || !(v >= 0))
-        throw BadInput(fmt::format("{}: {}: '{}' is not a number", where, kColumns[i], f[i]));
-      return v;
-    };
+  ReadMeasurementRows(path, kColumns, [&](const std::string& where,
+                                          const std::vector<std::string>& f) {
+    auto number_of = [&](size_t i) { return MeasurementNumber(where, kColumns[i], f[i]); };
     DecodeMeasurement m;
     m.id = f[0];
     if (f[1] != "fit" && f[1] != "check")
@@ -57,8 +35,7 @@ std::vector<DecodeMeasurement> ReadDecodeMeasurements(const std::string& path) {
     if (m.tp < 1 || m.batch < 1 || !(m.measured_tokens_per_second > 0))
       throw BadInput(where + ": tp and batch must be at least 1, the rate above 0");
     rows.push_back(m);
-  }
-  if (!header) throw BadInput(path + ": no header line");
+  });
   return rows;
 }
 

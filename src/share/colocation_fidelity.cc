@@ -4,45 +4,24 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <utility>
 
-#include "base/comma_list.h"
 #include "base/error.h"
+#include "core/measurement_csv.h"
 #include "share/strategy_registry.h"
 #include "share/tenant.h"
 
 namespace gpumux {
 
 std::vector<ColocationMeasurement> ReadColocationMeasurements(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw BadInput(path + ": cannot read the measurements");
   const std::vector<std::string> kColumns = {
       "id",        "half",        "gpu",           "mode",             "copies",
       "solo_busy", "busy_metric", "measured_speedup", "source",        "notes"};
   std::vector<ColocationMeasurement> rows;
-  std::string line;
-  bool header = false;
-  for (int number = 1; std::getline(in, line); ++number) {
-    if (line.empty() || line[0] == '#') continue;
-    std::vector<std::string> f = SplitCommas(line);
-    std::string where = fmt::format("{}:{}", path, number);
-    if (!header) {
-      if (f != kColumns)
-        throw BadInput(where + ": expected the header " +
-                       fmt::format("{}", fmt::join(kColumns, ",")));
-      header = true;
-      continue;
-    }
-    if (f.size() != kColumns.size())
-      throw BadInput(fmt::format("{}: {} fields, expected {}", where, f.size(), kColumns.size()));
+  ReadMeasurementRows(path, kColumns, [&](const std::string& where,
+                                          const std::vector<std::string>& f) {
     auto number_of = [&](size_t i) {
-      char* end = nullptr;
-      double v = std::strtod(f[i].c_str(), &end);
-      if (f[i].empty() || *end != '\0' || !(v > 0))
-        throw BadInput(
-            fmt::format("{}: {}: '{}' is not a positive number", where, kColumns[i], f[i]));
-      return v;
+      return MeasurementNumber(where, kColumns[i], f[i], /*positive=*/true);
     };
     ColocationMeasurement m;
     m.id = f[0];
@@ -62,8 +41,8 @@ std::vector<ColocationMeasurement> ReadColocationMeasurements(const std::string&
     m.mode = *mode;
     double copies = number_of(4);
     if (copies < 2 || copies != std::floor(copies))
-      throw BadInput(fmt::format("{}: copies: '{}' is not a whole number of at least 2", where,
-                                 f[4]));
+      throw BadInput(
+          fmt::format("{}: copies: '{}' is not a whole number of at least 2", where, f[4]));
     m.copies = int(copies);
     m.solo_busy = number_of(5);
     if (m.solo_busy > 1)
@@ -75,8 +54,7 @@ std::vector<ColocationMeasurement> ReadColocationMeasurements(const std::string&
     m.measured_speedup = number_of(7);
     m.source = f[8], m.notes = f[9];
     rows.push_back(m);
-  }
-  if (!header) throw BadInput(path + ": no header line");
+  });
   return rows;
 }
 
