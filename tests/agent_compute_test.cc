@@ -77,4 +77,30 @@ TEST_F(AgentComputeTest, ABestEffortTenantRunsBetweenAHighPriorityTenantsStepsAn
   EXPECT_GT(neighbour["gpu_share"].get<double>(), 0.40) << neighbour << ", steps " << guarded;
 }
 
+// A tenant over two GPUs is held to its weight on each: gpumuxd sees it want its second GPU as
+// well as its first (its processes count their launches in one activity file for the tenant, which
+// each GPU's governor reads), so a neighbour there is held to its own share.
+TEST_F(AgentComputeTest, ATenantOverTwoGpusKeepsItsWeightOnTheSecond) {
+  StartAgentOn({"--sim", "H100", "--gpus", "2"}, {});
+  json wide = Call("POST", "/v1/tenants",
+                   {{"id", "wide"}, {"gpus", {0, 1}}, {"memory", "1GiB"}, {"weight", 3}}, 201);
+  json narrow = Call("POST", "/v1/tenants",
+                     {{"id", "narrow"}, {"gpu", 1}, {"memory", "1GiB"}, {"weight", 1}}, 201);
+  std::string start = std::to_string(gpumux::NowNs() + 500'000'000ull);
+  std::string busy = std::string(GPUMUX_COMPUTE_CLIENT) + " launch busy " + start + " 3 1";
+  // Its second GPU is its device 1; the neighbour's only GPU is its device 0.
+  FILE* second = popen(("COMPUTE_CLIENT_DEVICE=1 " + Env(wide) + busy).c_str(), "r");
+  auto [code, out] = Sh(Env(narrow) + busy);
+  ASSERT_EQ(code, 0) << out;
+  std::string wide_out;
+  char buf[512];
+  while (fgets(buf, sizeof(buf), second)) wide_out += buf;
+  ASSERT_EQ(pclose(second), 0) << wide_out;
+  double wide_share = json::parse(wide_out)["gpu_share"].get<double>();
+  double narrow_share = json::parse(out)["gpu_share"].get<double>();
+  // Weights 3 : 1 of the GPU both keep busy.
+  EXPECT_NEAR(wide_share, 0.75, 0.07) << "neighbour " << narrow_share;
+  EXPECT_NEAR(narrow_share, 0.25, 0.07) << "spanning tenant " << wide_share;
+}
+
 }  // namespace

@@ -9,7 +9,8 @@
 //       instantiate a graph holding a BYTES memory node; report the driver's answer
 // PATH: launch (cuLaunchKernel), ex (cuLaunchKernelEx), coop (cuLaunchCooperativeKernel), graph
 // (a captured launch replayed by cuGraphLaunch), ptsz (cuLaunchKernel resolved by cuGetProcAddress
-// with the per-thread-default-stream flag).
+// with the per-thread-default-stream flag). It runs on device 0 of those it sees, or on the one
+// COMPUTE_CLIENT_DEVICE names.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -71,7 +72,8 @@ int GraphMemory(size_t bytes) {
 int main(int argc, char** argv) {
   if (argc < 3) return 2;
   if (CUresult r = cuInit(0)) return ReportFailure("cuInit", r);
-  if (CUresult r = gpumux::cuda::UsePrimaryContext())
+  const char* device = std::getenv("COMPUTE_CLIENT_DEVICE");
+  if (CUresult r = gpumux::cuda::UsePrimaryContext(device ? std::atoi(device) : 0))
     return ReportFailure("the primary context", r);
   std::string path = argv[1];
   if (path == "graphmem") return GraphMemory(std::strtoull(argv[2], nullptr, 10));

@@ -192,6 +192,7 @@ void Agent::Unapply(Slot& slot, const std::string& id) {
   for (node::Ledger* ledger : {slot.ledger.get(), slot.authority.get()}) {
     if (std::optional<int> s = ledger->FindTenant(id)) ledger->RemoveTenant(*s);
   }
+  slot.last_active_ticks.erase(id);
   if (auto a = activity_.find(id); a != activity_.end()) {
     if (a->second.file) a->second.file->Remove();
     activity_.erase(a);
@@ -870,8 +871,9 @@ void Agent::TickSlot(Slot& slot, uint64_t now_ns) {
     uint64_t held = 0;
     if (auto a = activity_.find(id); a != activity_.end() && a->second.file) {
       node::ActivityReader::Reading r = a->second.file->Read();
-      wants = r.active_ticks != a->second.last_ticks;
-      a->second.last_ticks = r.active_ticks;
+      uint64_t& last = slot.last_active_ticks[id];
+      wants = r.active_ticks != last;
+      last = r.active_ticks;
       held = r.held;
       stamped = r.burst.stamp_ns != 0 &&
                 slot.authority->TenantPriority(t) == node::Priority::kHigh;

@@ -108,15 +108,17 @@ class Agent {
     std::unique_ptr<node::Ledger> authority;
     std::unique_ptr<GpuTimeMeter> meter;
     uint64_t next_meter_read_ns = 0;
+    // Each tenant's activity count as this slot's governor last read it: a tenant over several
+    // GPUs keeps one activity file, and each of its GPUs must see its launches.
+    std::map<std::string, uint64_t> last_active_ticks{};
     // Every tenant's figures, from the authority.
     std::vector<node::TenantUsage> Usage() const { return authority->Snapshot(); }
     // Returns to their tenants what dead processes held; returns the bytes. Updates the view.
     uint64_t ReclaimDead();
   };
-  // What gpumuxd last read of a tenant's activity file.
+  // A tenant's activity file, as gpumuxd reads it.
   struct Activity {
     std::unique_ptr<node::ActivityReader> file;
-    uint64_t last_ticks = 0;
   };
   struct Gpu {
     node::Device device;
