@@ -110,7 +110,7 @@ CUresult Submit(CUstream stream, uint64_t duration_ns) {
   }
   uint64_t now = NowNs();
   uint64_t tail = s->Tail().end_ns;
-  if (tail > now + kMaxQueuedNs) gpumux::sim::SleepUntilPrecisely(tail - kMaxQueuedNs), now = NowNs();
+  if (tail > now + kMaxQueuedNs) gpumux::SleepUntilNsPrecisely(tail - kMaxQueuedNs), now = NowNs();
   s->After(gpumux::sim::Execute(Device(s->device), std::max(now, tail), duration_ns, kMaxQueuedNs));
   return kSuccess;
 }

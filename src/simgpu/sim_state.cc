@@ -5,7 +5,6 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -277,7 +276,7 @@ Completion Execute(const SimDevice& device, uint64_t ready_ns, uint64_t duration
         }
         wait_until = EarliestDone(s->schedule, slot, mine.submitted_ns - max_queued_ns);
       }
-      SleepUntilPrecisely(std::min(wait_until, NowNs() + 1'000'000));
+      SleepUntilNsPrecisely(std::min(wait_until, NowNs() + 1'000'000));
     }
   }
   uint64_t busy = 1;  // this process, plus every other process whose work has not ended
@@ -314,12 +313,6 @@ void ForEachTicket(const Completion& c, F f) {
 
 }  // namespace
 
-void SleepUntilPrecisely(uint64_t deadline_ns) {
-  static thread_local bool precise = prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0) == 0;
-  (void)precise;
-  SleepUntilNs(deadline_ns);
-}
-
 bool IsDone(const Completion& c) {
   if (NowNs() < c.end_ns) return false;
   bool done = true;
@@ -332,7 +325,7 @@ bool IsDone(const Completion& c) {
 }
 
 void WaitDone(const Completion& c) {
-  SleepUntilPrecisely(c.end_ns);
+  SleepUntilNsPrecisely(c.end_ns);
   ForEachTicket(c, [](SimState* s, int slot, uint64_t ticket) {
     for (;;) {
       uint64_t earliest;
@@ -343,7 +336,7 @@ void WaitDone(const Completion& c) {
         earliest = EarliestDone(s->schedule, slot, ticket);
       }
       // At least once a millisecond, so that the GPU time of work running is charged as it runs.
-      SleepUntilPrecisely(std::min(earliest, NowNs() + 1'000'000));
+      SleepUntilNsPrecisely(std::min(earliest, NowNs() + 1'000'000));
     }
   });
 }

@@ -124,7 +124,8 @@ void Governor::WaitForTurn() {
   } else if (ledger_) {
     ledger_->CountHeld(process_);
   }
-  while (gate_closed_.load(std::memory_order_relaxed)) SleepUntilNs(NowNs() + kRecheckNs);
+  while (gate_closed_.load(std::memory_order_relaxed))
+    SleepUntilNsPrecisely(NowNs() + kRecheckNs);
   waiting_.store(false, std::memory_order_relaxed);
 }
 

@@ -81,7 +81,7 @@ void LaunchForecast::Hold(const void* work, CUstream stream) {
       break;
     }
     lock.unlock();
-    SleepUntilNs(now + kRecheckNs);
+    SleepUntilNsPrecisely(now + kRecheckNs);  // the re-check's 100 µs, not 100-150
     lock.lock();
     Learn();
   }
