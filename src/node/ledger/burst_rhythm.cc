@@ -4,6 +4,8 @@
 #include <atomic>
 #include <cmath>
 
+#include "node/ledger/shared_stamp.h"
+
 namespace gpumux::node {
 namespace {
 
@@ -16,20 +18,6 @@ T Load(const T& word) {
 template <typename T>
 void Store(T& word, T value) {
   std::atomic_ref<T>(word).store(value, std::memory_order_relaxed);
-}
-
-// Whether a time noted in a word (0: never) lies within `window` before `now_ns` (or after it).
-bool Within(uint64_t at_ns, uint64_t now_ns, uint64_t window) {
-  return at_ns != 0 && now_ns - std::min(now_ns, at_ns) < window;
-}
-
-// Moves a time stamp forward to `now_ns` (never back: threads race); returns the one before.
-uint64_t StampForward(uint64_t& stamp, uint64_t now_ns) {
-  std::atomic_ref<uint64_t> s(stamp);
-  uint64_t before = s.load(std::memory_order_relaxed);
-  while (before < now_ns && !s.compare_exchange_weak(before, now_ns, std::memory_order_relaxed)) {
-  }
-  return before;
 }
 
 }  // namespace
@@ -52,7 +40,7 @@ BurstPeriod NextBurstPeriod(BurstPeriod now, uint64_t gap_ns) {
 }
 
 void NoteBurstLaunch(BurstWords& w, uint64_t now_ns) {
-  uint64_t before = StampForward(w.stamp_ns, now_ns);
+  uint64_t before = StampForward(std::atomic_ref<uint64_t>(w.stamp_ns), now_ns);
   uint64_t was_return = std::atomic_ref<uint64_t>(w.stamp_was_return).exchange(0);
   if (before >= now_ns) return;
   uint64_t period = Load(w.period_ns);
@@ -95,7 +83,7 @@ void NoteBurstSync(BurstWords& w, uint64_t now_ns, bool entering) {
   } else if (syncing.fetch_sub(1, std::memory_order_relaxed) <= 0) {
     syncing.store(0, std::memory_order_relaxed);  // a count a killed process left behind
   }
-  StampForward(w.stamp_ns, now_ns);
+  StampForward(std::atomic_ref<uint64_t>(w.stamp_ns), now_ns);
   Store<uint64_t>(w.stamp_was_return, entering ? 0 : 1);
 }
 

@@ -16,22 +16,10 @@
 #include "base/clock.h"
 #include "base/process.h"
 #include "base/tenant_id.h"
+#include "node/ledger/shared_stamp.h"
 
 namespace gpumux::node {
 namespace {
-
-// Whether a time noted in a slot (0: never) lies within `window` before `now_ns` (or after it).
-bool Within(uint64_t at_ns, uint64_t now_ns, uint64_t window) {
-  return at_ns != 0 && now_ns - std::min(now_ns, at_ns) < window;
-}
-
-// Moves a slot's time stamp forward to `now_ns` (never back: threads race).
-void StampForward(std::atomic<uint64_t>& stamp, uint64_t now_ns) {
-  uint64_t before = stamp.load(std::memory_order_relaxed);
-  while (before < now_ns &&
-         !stamp.compare_exchange_weak(before, now_ns, std::memory_order_relaxed)) {
-  }
-}
 
 // A slot's id, read within its array whatever bytes another process wrote there.
 std::string SlotId(const TenantSlot& s) { return std::string(s.id, strnlen(s.id, sizeof(s.id))); }
