@@ -35,8 +35,7 @@ void PrintSummary(const char* what, const gpumux::ErrorSummary& fit,
 double SlowdownBefore(const gpumux::ColocationMeasurement& m) {
   double demand = m.copies * m.solo_busy;
   if (m.mode == gpumux::ShareMode::kMps) return std::max(1.0, demand);
-  double usable = gpumux::kTimeSliceQuantumSeconds /
-                  (gpumux::kTimeSliceQuantumSeconds + gpumux::kContextSwitchSeconds);
+  double usable = gpumux::kTimeSliceUsableModelled;
   return std::max(1.0, demand / usable);
 }
 

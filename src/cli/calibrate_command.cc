@@ -164,9 +164,8 @@ int RunCalibrate(const CalibrateOptions& o) {
              std::getenv("LD_LIBRARY_PATH") ? std::getenv("LD_LIBRARY_PATH") : ""))
       setenv(k.c_str(), v.c_str(), 1);
     setenv("GPUMUX_SIM_MODE", mode, 1);
-    for (const std::string& a : {std::string("--seconds"), fmt::format("{}", o.seconds),
-                                 std::string("--processes"), std::to_string(o.processes)})
-      args.push_back(a);
+    args.insert(args.end(), {"--seconds", fmt::format("{}", o.seconds), "--processes",
+                             std::to_string(o.processes)});
     return Wait(Spawn(args));
   };
   int code = pass("timeslice", {"gpumux", "calibrate", "--measure", kind.name, "--out", o.out});

@@ -69,11 +69,12 @@ double SolveOne(std::vector<Term>& terms) {
 
 }  // namespace
 
+double StretchedPhase(const TenantLoad& load, const Stretch& s, double cap) {
+  return std::max(load.whole.memory * s.bandwidth, load.whole.compute * s.compute / cap);
+}
+
 double StretchedStepRate(const TenantLoad& load, const Stretch& s, double cap) {
-  double step = std::max(load.whole.pace, std::max(load.whole.memory * s.bandwidth,
-                                                   load.whole.compute * s.compute / cap) +
-                                              load.whole.overhead);
-  return 1.0 / step;
+  return 1.0 / std::max(load.whole.pace, StretchedPhase(load, s, cap) + load.whole.overhead);
 }
 
 Stretch SolveMpsStretch(std::span<const TenantLoad* const> loads, std::span<const double> caps,

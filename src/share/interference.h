@@ -42,7 +42,9 @@ struct Stretch {
 Stretch SolveMpsStretch(std::span<const TenantLoad* const> loads, std::span<const double> caps = {},
                         const Capacity& capacity = {});
 
-// Step rate of one tenant under a stretch.
+// One tenant's GPU phase (its kernels' time each step) under a stretch, with MPS thread cap `cap`.
+double StretchedPhase(const TenantLoad& load, const Stretch& s, double cap = 1.0);
+// Step rate of one tenant under a stretch, by the fluid model alone.
 double StretchedStepRate(const TenantLoad& load, const Stretch& s, double cap = 1.0);
 
 }  // namespace gpumux

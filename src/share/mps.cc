@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <numeric>
 #include <vector>
 
 #include "core/units.h"
@@ -36,7 +35,7 @@ std::vector<double> StepRates(std::span<const TenantLoad* const> loads,
     const TenantLoad& l = *loads[i];
     double memory = l.whole.memory, compute = l.whole.compute / caps[i];
     double kernels = std::max(memory, compute);
-    double stretched = std::max(memory * s.bandwidth, compute * s.compute);
+    double stretched = StretchedPhase(l, s, caps[i]);
     double weight = 1;
     if (kernels > 0) {
       weight = memory >= compute ? l.bandwidth_use / memory / capacity.bandwidth

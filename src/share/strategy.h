@@ -25,6 +25,10 @@ namespace gpumux {
 // assumption within the 10s-100s of µs reported (uncertain; measure on the device).
 inline constexpr double kTimeSliceQuantumSeconds = 1.024e-3;
 inline constexpr double kContextSwitchSeconds = 50e-6;
+// The share of the GPU's time time-sliced tenants keep together after the switches, as modelled:
+// q/(q+c). A calibration's measured share replaces it (GpuKind::TimeSliceUsable).
+inline constexpr double kTimeSliceUsableModelled =
+    kTimeSliceQuantumSeconds / (kTimeSliceQuantumSeconds + kContextSwitchSeconds);
 // MPS clients per GPU on Volta and later with CUDA ≤ 13.0 (60 from CUDA 13.1; we keep the lower).
 inline constexpr int kMpsMaxClients = 48;
 

@@ -18,10 +18,7 @@ namespace {
 // The share of its time `tenants` contexts get together: what switching leaves, or what a
 // calibration measured on this GPU kind.
 double UsableTime(const GpuKind& gpu, size_t tenants) {
-  return tenants < 2 ? 1.0
-                     : gpu.TimeSliceUsable(int(tenants),
-                                           kTimeSliceQuantumSeconds /
-                                               (kTimeSliceQuantumSeconds + kContextSwitchSeconds));
+  return tenants < 2 ? 1.0 : gpu.TimeSliceUsable(int(tenants), kTimeSliceUsableModelled);
 }
 
 // Each tenant's step rate when they take turns.
