@@ -3,7 +3,7 @@
 // one at a time (CMake: SERIAL), since a neighbouring test's load shifts what they measure.
 #include <gtest/gtest.h>
 
-#include <cstdio>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -50,18 +50,18 @@ TEST_F(AgentComputeTest, ABestEffortTenantRunsBetweenAHighPriorityTenantsStepsAn
   auto run = [&](bool with_neighbour) {
     std::string start = std::to_string(gpumux::NowNs() + 500'000'000ull);
     std::string client = std::string(GPUMUX_COMPUTE_CLIENT) + " launch ";
-    FILE* busy = with_neighbour
-                     ? popen((Env(be) + client + "busy " + start + " 3 0.5").c_str(), "r")
-                     : nullptr;
+    std::future<std::pair<int, std::string>> busy;
+    if (with_neighbour)
+      busy = std::async(std::launch::async, Sh, Env(be) + client + "busy " + start + " 3 0.5");
     auto [code, out] = Sh(Env(hp) + client + "latency " + start + " 3 0.5 3");
     EXPECT_EQ(code, 0) << out;
-    std::string neighbour;
-    if (busy) {
-      char buf[512];
-      while (fgets(buf, sizeof(buf), busy)) neighbour += buf;
-      EXPECT_EQ(pclose(busy), 0) << neighbour;
+    json neighbour;
+    if (busy.valid()) {
+      auto [busy_code, busy_out] = busy.get();
+      EXPECT_EQ(busy_code, 0) << busy_out;
+      neighbour = json::parse(busy_out);
     }
-    return std::pair(json::parse(out), neighbour.empty() ? json() : json::parse(neighbour));
+    return std::pair(json::parse(out), neighbour);
   };
   json solo = run(false).first;
   auto [guarded, neighbour] = run(true);
@@ -89,13 +89,11 @@ TEST_F(AgentComputeTest, ATenantOverTwoGpusKeepsItsWeightOnTheSecond) {
   std::string start = std::to_string(gpumux::NowNs() + 500'000'000ull);
   std::string busy = std::string(GPUMUX_COMPUTE_CLIENT) + " launch busy " + start + " 3 1";
   // Its second GPU is its device 1; the neighbour's only GPU is its device 0.
-  FILE* second = popen(("COMPUTE_CLIENT_DEVICE=1 " + Env(wide) + busy).c_str(), "r");
+  auto second = std::async(std::launch::async, Sh, "COMPUTE_CLIENT_DEVICE=1 " + Env(wide) + busy);
   auto [code, out] = Sh(Env(narrow) + busy);
+  auto [wide_code, wide_out] = second.get();
   ASSERT_EQ(code, 0) << out;
-  std::string wide_out;
-  char buf[512];
-  while (fgets(buf, sizeof(buf), second)) wide_out += buf;
-  ASSERT_EQ(pclose(second), 0) << wide_out;
+  ASSERT_EQ(wide_code, 0) << wide_out;
   double wide_share = json::parse(wide_out)["gpu_share"].get<double>();
   double narrow_share = json::parse(out)["gpu_share"].get<double>();
   // Weights 3 : 1 of the GPU both keep busy.
