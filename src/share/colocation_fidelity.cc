@@ -76,9 +76,7 @@ double PredictColocationSlowdown(const ColocationMeasurement& m, const Colocatio
   copy.work.bandwidth_efficiency = 1;
   copy.work.efficiency_stated = true;
   copy.work.step_overhead_seconds = (1 - busy) * kStep;
-  std::vector<Tenant> tenants(size_t(m.copies), copy);
-  std::vector<TenantLoad> loads;
-  for (const Tenant& t : tenants) loads.push_back(MakeLoad(t, gpu));
+  std::vector<TenantLoad> loads(size_t(m.copies), MakeLoad(copy, gpu));  // identical copies
   std::vector<const TenantLoad*> view;
   for (const TenantLoad& l : loads) view.push_back(&l);
   return StrategyFor(m.mode).Evaluate(gpu, view).tenants[0].slowdown;
