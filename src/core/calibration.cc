@@ -57,30 +57,26 @@ json UsableJson(const std::map<int, double>& usable) {
 
 }  // namespace
 
-GpuCalibration LoadCalibration(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw BadInput(path + ": cannot read the calibration file");
-  json j = json::parse(in, nullptr, false);
-  if (j.is_discarded() || !j.is_object())
-    throw BadInput(path + ": not a calibration file (expected a JSON object)");
+GpuCalibration CalibrationFromJson(const json& j, const std::string& where) {
+  if (!j.is_object()) throw BadInput(where + ": not a calibration (expected a JSON object)");
   GpuCalibration c;
-  c.gpu = Text(j, "gpu", path);
-  c.device_name = Text(j, "device_name", path);
-  c.driver = Text(j, "driver", path);
-  c.date = Text(j, "date", path);
+  c.gpu = Text(j, "gpu", where);
+  c.device_name = Text(j, "device_name", where);
+  c.driver = Text(j, "driver", where);
+  c.date = Text(j, "date", where);
   if (!j.contains("simulated") || !j["simulated"].is_boolean())
-    throw BadInput(path + ": 'simulated' must be true or false");
+    throw BadInput(where + ": 'simulated' must be true or false");
   c.simulated = j["simulated"].get<bool>();
-  c.bandwidth = Number(j, "bandwidth_bytes_per_second", 1e6, 1e15, path);
-  c.flops = Number(j, "flops_per_second", 1e6, 1e18, path);
-  c.launch_seconds = Number(j, "launch_seconds", 0, 1, path);
-  c.sync_seconds = Number(j, "sync_seconds", 0, 1, path);
-  c.timeslice_usable = UsableByCount(j, "timeslice_usable", path);
-  c.mps_usable = UsableByCount(j, "mps_usable", path);
+  c.bandwidth = Number(j, "bandwidth_bytes_per_second", 1e6, 1e15, where);
+  c.flops = Number(j, "flops_per_second", 1e6, 1e18, where);
+  c.launch_seconds = Number(j, "launch_seconds", 0, 1, where);
+  c.sync_seconds = Number(j, "sync_seconds", 0, 1, where);
+  c.timeslice_usable = UsableByCount(j, "timeslice_usable", where);
+  c.mps_usable = UsableByCount(j, "mps_usable", where);
   return c;
 }
 
-void SaveCalibration(const GpuCalibration& c, const std::string& path) {
+json CalibrationToJson(const GpuCalibration& c) {
   json j = {{"gpu", c.gpu},
             {"device_name", c.device_name},
             {"driver", c.driver},
@@ -92,10 +88,23 @@ void SaveCalibration(const GpuCalibration& c, const std::string& path) {
             {"sync_seconds", c.sync_seconds},
             {"timeslice_usable", UsableJson(c.timeslice_usable)}};
   if (!c.mps_usable.empty()) j["mps_usable"] = UsableJson(c.mps_usable);
+  return j;
+}
+
+GpuCalibration LoadCalibration(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw BadInput(path + ": cannot read the calibration file");
+  json j = json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    throw BadInput(path + ": not a calibration file (expected a JSON object)");
+  return CalibrationFromJson(j, path);
+}
+
+void SaveCalibration(const GpuCalibration& c, const std::string& path) {
   std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << j.dump(2) << "\n";
+    out << CalibrationToJson(c).dump(2) << "\n";
     if (!out.flush()) throw Unavailable(tmp + ": cannot write the calibration");
   }
   std::filesystem::rename(tmp, path);

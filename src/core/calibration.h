@@ -6,6 +6,7 @@
 #pragma once
 
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 
 namespace gpumux {
@@ -31,6 +32,11 @@ struct GpuCalibration {
 // Reads a calibration file. Throws Error (bad input) naming the file and the field for anything
 // missing, of the wrong type or out of range.
 GpuCalibration LoadCalibration(const std::string& path);
+// The same from JSON already parsed (gpumuxd's answer to GET /v1/gpus carries each GPU's); `where`
+// names the source in errors.
+GpuCalibration CalibrationFromJson(const nlohmann::json& j, const std::string& where);
+// The file's JSON.
+nlohmann::json CalibrationToJson(const GpuCalibration& c);
 // Writes it (replacing the file whole). Throws Error (unavailable) when it cannot.
 void SaveCalibration(const GpuCalibration& c, const std::string& path);
 // "calibration FILE: H100-SXM5-80GB (simulated), 2026-12-05T01:02:03Z" for reports.

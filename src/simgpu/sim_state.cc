@@ -324,8 +324,24 @@ bool IsDone(const Completion& c) {
   return done;
 }
 
+namespace {
+
+// Waits until `deadline_ns` as a driver's synchronising call does while few contexts are active
+// (CU_CTX_SCHED_AUTO spins then): sleeps until shortly before it, then polls the clock.
+void SpinUntilNs(uint64_t deadline_ns) {
+  constexpr uint64_t kSpinNs = 50'000;
+  if (deadline_ns > NowNs() + kSpinNs) SleepUntilNsPrecisely(deadline_ns - kSpinNs);
+  while (NowNs() < deadline_ns) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
+
+}  // namespace
+
 void WaitDone(const Completion& c) {
-  SleepUntilNsPrecisely(c.end_ns);
+  SpinUntilNs(c.end_ns);
   ForEachTicket(c, [](SimState* s, int slot, uint64_t ticket) {
     for (;;) {
       uint64_t earliest;
@@ -336,7 +352,12 @@ void WaitDone(const Completion& c) {
         earliest = EarliestDone(s->schedule, slot, ticket);
       }
       // At least once a millisecond, so that the GPU time of work running is charged as it runs.
-      SleepUntilNsPrecisely(std::min(earliest, NowNs() + 1'000'000));
+      uint64_t charge_by = NowNs() + 1'000'000;
+      if (earliest <= charge_by) {
+        SpinUntilNs(earliest);
+      } else {
+        SleepUntilNsPrecisely(charge_by);
+      }
     }
   });
 }

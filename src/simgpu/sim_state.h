@@ -125,9 +125,11 @@ inline Completion Later(const Completion& a, const Completion& b) {
 Completion Execute(const SimDevice& device, uint64_t ready_ns, uint64_t duration_ns,
                    uint64_t max_queued_ns);
 bool IsDone(const Completion& c);
-// Waits until `c` is done, waking within microseconds of it (SleepUntilNsPrecisely): a real
-// driver's synchronising calls spin while few contexts are active (a launch-and-synchronise round
-// trip took 112 µs here with Linux's default timer slack, 27 µs with this).
+// Waits until `c` is done and returns within a microsecond or two of it, as a real driver's
+// synchronising call does while few contexts are active (CU_CTX_SCHED_AUTO then spins): sleeps
+// until 50 µs before the work's earliest end, then spins on the clock (a launch-and-synchronise
+// round trip: 112 µs sleeping with Linux's default timer slack, 27 µs with a slack of 1 ns, ~2 µs
+// spinning).
 void WaitDone(const Completion& c);
 // When done work completed (waits until it is done).
 uint64_t DoneAtNs(const Completion& c);
