@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -152,6 +154,95 @@ TEST_F(ApplyTest, ABadPlanFileIsABadInputThatNamesTheField) {
   std::ofstream(plan_json) << "{not json";
   EXPECT_EQ(Gpumux("apply " + plan_json).first, 2);
   EXPECT_TRUE(Call("GET", "/v1/tenants", json(), 200)["tenants"].empty());
+}
+
+// A node measured once (`gpumux calibrate`) and given to gpumuxd (--calibration): gpumuxd serves the
+// figures with each GPU they were measured on, a plan made for the node (--apply) uses them without
+// being told, and applying a plan made without them says so. A calibration of another GPU stops
+// gpumuxd from starting, saying why.
+TEST_F(ApplyTest, ANodesCalibrationIsServedWithItsGpusAndPlansForTheNodeUseIt) {
+  std::string file = (dir_ / "h100.json").string();
+  auto [measured, how] =
+      Sh(kGpumux + " calibrate --sim H100 --seconds 0.2 --processes 2 --out " + file + " 2>&1");
+  ASSERT_EQ(measured, 0) << how;
+  json c = json::parse(std::ifstream(file));
+  c["bandwidth_bytes_per_second"] = 0.8 * c["bandwidth_bytes_per_second"].get<double>();
+  std::ofstream(file) << c.dump();  // a GPU slower than its catalog kind, as measured
+
+  StartAgentOn({"--sim", "H100-SXM5-80GB", "--gpus", "8", "--calibration", file}, {});
+  json gpus = Call("GET", "/v1/gpus", json(), 200)["gpus"];
+  ASSERT_EQ(gpus.size(), 8u);
+  for (const json& g : gpus) {
+    ASSERT_TRUE(g.contains("calibration")) << g;
+    EXPECT_EQ(g["calibration"]["bandwidth_bytes_per_second"], c["bandwidth_bytes_per_second"]);
+    EXPECT_EQ(g["calibration_file"], file);
+  }
+
+  // The plan for this node (--apply) is made with the node's calibration: the rates it predicts
+  // are those the same file given by hand gives, not the catalog's (batch-1 decoders that state no
+  // efficiency take the measured one).
+  std::string plan_file = (dir_ / "chat.yaml").string();
+  std::ofstream(plan_file) << "fleet:\n  - {gpu: H100-SXM5-80GB, count: 8}\ntenants:\n"
+                              "  - name: chat\n    count: 3\n    workload: {kind: llm-decode, "
+                              "model: Llama-2-13B, dtype: bf16, batch: 1, context: 2048}\n"
+                              "    slo: {min_tokens_per_second: 20}\n";
+  auto rates = [](const std::string& plan_json) {
+    std::map<std::string, double> rate;
+    json plan = json::parse(plan_json);
+    for (const json& g : plan["gpus"])
+      for (const json& t : g["chosen"]["tenants"]) rate[t["name"]] = t["solo_rate"];
+    return rate;
+  };
+  auto [plain_code, plain] = Sh(kGpumux + " plan " + plan_file + " --json");
+  ASSERT_EQ(plain_code, 0) << plain;
+  auto [told_code, told] = Sh(kGpumux + " plan " + plan_file + " --json --calibration " + file);
+  ASSERT_EQ(told_code, 0) << told;
+  auto [code, out] = Sh(kGpumux + " plan " + plan_file + " --json --apply --dry-run --agent " +
+                        socket_ + " 2>/dev/null");
+  ASSERT_EQ(code, 0) << out;
+  json calibrated = json::parse(out);
+  ASSERT_EQ(calibrated["calibrations"].size(), 1u) << calibrated["calibrations"];
+  std::string used = calibrated["calibrations"][0].get<std::string>();
+  EXPECT_NE(used.find(file), std::string::npos) << used;
+  EXPECT_NE(used.find("gpumuxd at " + socket_), std::string::npos) << used;
+  std::map<std::string, double> node = rates(out), by_hand = rates(told), catalog = rates(plain);
+  ASSERT_EQ(node.size(), 3u) << out;
+  for (const auto& [name, rate] : node) {
+    EXPECT_DOUBLE_EQ(rate, by_hand[name]) << name;
+    EXPECT_GT(std::abs(rate / catalog[name] - 1), 0.05) << name << ": " << rate << " vs the "
+                                                        << "catalog's " << catalog[name];
+  }
+  // Told a calibration, a plan for the node uses that one.
+  auto [told_node_code, told_node] =
+      Sh(kGpumux + " plan " + plan_file + " --json --apply --dry-run --agent " + socket_ +
+         " --calibration " + file + " 2>/dev/null");
+  EXPECT_EQ(json::parse(told_node)["calibrations"][0].get<std::string>().find("gpumuxd"),
+            std::string::npos);
+
+  // A plan made without the node's calibration is applied with a note that says so.
+  std::string plan_json = (dir_ / "plan.json").string();
+  std::ofstream(plan_json) << plain;
+  auto [apply_code, applied] = Gpumux("apply " + plan_json + " --dry-run");
+  EXPECT_EQ(apply_code, 0) << applied;
+  EXPECT_NE(applied.find("planned without a calibration"), std::string::npos) << applied;
+  EXPECT_NE(applied.find(file), std::string::npos) << applied;
+
+  // gpumuxd given a calibration of another GPU, or a broken one, does not start, and says why.
+  for (const char* kind : {"A100-SXM4-80GB", "H100-SXM5-80GB"}) {
+    std::string bad = (dir_ / "bad.json").string();
+    std::ofstream(bad) << (std::string(kind) == "H100-SXM5-80GB" ? "{\"gpu\": 1}" : c.dump());
+    gpumux::testing::ShellResult r = gpumux::testing::Shell(
+        std::string(GPUMUXD_BINARY) + " --sim " + kind + " --calibration " + bad +
+        " --socket " + (dir_ / "b.sock").string() + " --tenant-socket " +
+        (dir_ / "bt.sock").string() + " --state " + (dir_ / "b.db").string() + " --runtime-dir " +
+        (dir_ / "brun").string() + " 2>&1");
+    EXPECT_EQ(r.exit_code, 2) << kind << ": " << r.out;
+    EXPECT_NE(r.out.find(bad), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(std::string(kind) == "H100-SXM5-80GB" ? "'gpu' must be a string"
+                                                                : "none of this node's GPUs"),
+              std::string::npos)
+        << r.out;
+  }
 }
 
 // Five plans that a naive pre-check passes and gpumuxd refuses midway (issue 21): each is refused

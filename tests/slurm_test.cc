@@ -1,5 +1,5 @@
 // The Slurm integration end to end: munged, slurmctld and slurmd on localhost
-// (tests/slurm/cluster.sh, the steps of the README's install section) with two simulated H100s in
+// (tests/slurm/cluster.sh, the steps of docs/slurm.md's install section) with two simulated H100s in
 // 80 shards of 1 GiB each, the gpumux SPANK plugin and gpumuxd. Jobs sharing the GPU by shards get quotas
 // of their shards; one that allocates past its share gets OOM while its neighbour completes;
 // scancel releases a job's quota; gpumuxd restarted mid-job loses nothing. Every daemon started

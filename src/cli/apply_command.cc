@@ -46,7 +46,18 @@ int RunApplyFile(const ApplyOptions& o) {
     throw DoesNotFit(o.file + ": the plan leaves " + std::to_string(plan["unplaced"].size()) +
                      " tenant(s) unplaced; it is not applied");
   }
-  return ApplyToNode(NodePlanFromJson(plan["agent"], o.file + ": agent"), o.agent, o.dry_run);
+  NodePlan node = NodePlanFromJson(plan["agent"], o.file + ": agent");
+  bool calibrated = plan.contains("calibrations") && plan["calibrations"].is_array() &&
+                    !plan["calibrations"].empty();
+  if (!calibrated) {
+    auto measured = NodeCalibrations(agent::AgentClient(o.agent).Gpus(), "gpumuxd at " + o.agent);
+    if (!measured.empty())
+      fmt::print(stderr,
+                 "gpumux: note: {} was planned without a calibration, while this node's GPUs "
+                 "have one: {} (`gpumux plan FILE.yaml --apply` plans with it)\n",
+                 o.file, measured[0].path);
+  }
+  return ApplyToNode(node, o.agent, o.dry_run);
 }
 
 }  // namespace

@@ -130,7 +130,7 @@ Sharing EvaluateSharing(const GpuKind& gpu, const Workload& w, const Slo& slo, i
 int RunExplain(const ExplainOptions& o) {
   Catalog catalog = Catalog::LoadBundled();
   for (const std::string& path : o.catalogs) catalog.AddFile(path);
-  std::vector<std::string> calibrations = ApplyCalibrations(catalog, o.calibrations);
+  std::vector<std::string> calibrations = ApplyCalibrationFiles(catalog, o.calibrations);
   const GpuKind& gpu = catalog.FindGpu(o.gpu);
   if (o.model.empty() == o.params.empty())
     throw BadInput("give exactly one of --model and --params");

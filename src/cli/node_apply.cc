@@ -305,4 +305,23 @@ std::vector<AgentCall> ApplyNodePlan(const agent::AgentClient& agent, const Node
   return calls;
 }
 
+std::vector<CalibrationFile> NodeCalibrations(const nlohmann::json& gpus,
+                                              const std::string& where) {
+  std::vector<CalibrationFile> found;
+  if (!gpus.is_object() || !gpus.contains("gpus") || !gpus["gpus"].is_array()) return found;
+  for (const nlohmann::json& g : gpus["gpus"]) {
+    if (!g.is_object() || !g.contains("calibration")) continue;
+    std::string gpu = where + ": GPU " + g.value("index", nlohmann::json(-1)).dump();
+    std::string file = g.contains("calibration_file") && g["calibration_file"].is_string()
+                           ? g["calibration_file"].get<std::string>()
+                           : "calibration";
+    CalibrationFile c{file + " (" + where + ")",
+                      CalibrationFromJson(g["calibration"], gpu + ": calibration")};
+    bool seen = false;
+    for (const CalibrationFile& f : found) seen = seen || f.path == c.path;
+    if (!seen) found.push_back(std::move(c));
+  }
+  return found;
+}
+
 }  // namespace gpumux

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/calibration.h"
 #include "node/agent/agent_client.h"
 #include "share/node_plan.h"
 
@@ -43,5 +44,10 @@ std::vector<AgentCall> CallsToApply(const NodePlan& plan, const nlohmann::json& 
 // and modes are put back); the Error says which call was refused, and whether undoing failed too.
 std::vector<AgentCall> ApplyNodePlan(const agent::AgentClient& agent, const NodePlan& plan,
                                      bool dry_run);
+
+// The calibrations a node's gpumuxd serves with its GPUs (`gpus`: its answer to GET /v1/gpus), one
+// per file however many GPUs share it, each path "FILE (`where`)". Throws Error (bad input) naming
+// the GPU for one that does not read as a calibration.
+std::vector<CalibrationFile> NodeCalibrations(const nlohmann::json& gpus, const std::string& where);
 
 }  // namespace gpumux

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/node_apply.h"
 #include "cli/node_plan_json.h"
 #include "cli/report.h"
 #include "core/catalog.h"
@@ -105,7 +106,12 @@ nlohmann::json ToJson(const PlanFile& file, const Plan& plan, const NodePlan& no
 int RunPlan(const PlanOptions& o) {
   Catalog catalog = Catalog::LoadBundled();
   for (const std::string& path : o.catalogs) catalog.AddFile(path);
-  std::vector<std::string> calibrations = ApplyCalibrations(catalog, o.calibrations);
+  // A plan for this node (--apply) is made with the calibration its gpumuxd has, unless told one.
+  std::vector<std::string> calibrations =
+      o.apply && o.calibrations.empty()
+          ? ApplyCalibrations(catalog, NodeCalibrations(agent::AgentClient(o.agent).Gpus(),
+                                                        "gpumuxd at " + o.agent))
+          : ApplyCalibrationFiles(catalog, o.calibrations);
   PlanFile file = LoadPlanFile(o.file, catalog);
   Plan plan = PlanFleet(file.input);
   NodePlan node = MakeNodePlan(file.input, plan);
@@ -141,7 +147,7 @@ Command AddPlanCommand(CLI::App& app) {
   sub->add_option("--catalog", o->catalogs, "extra catalog file with your own GPU kinds or models");
   sub->add_option("--calibration", o->calibrations,
                   "a `gpumux calibrate` file: its GPU kind's measured efficiencies stand for those "
-                  "a workload does not state");
+                  "a workload does not state (with --apply, by default the one gpumuxd serves)");
   sub->add_flag("--json", o->json, "print one JSON object instead of tables");
   sub->add_flag("-v,--verbose", o->verbose, "show every strategy considered for every GPU");
   sub->add_flag("--apply", o->apply,

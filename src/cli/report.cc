@@ -10,19 +10,26 @@
 namespace gpumux {
 
 std::vector<std::string> ApplyCalibrations(Catalog& catalog,
-                                           const std::vector<std::string>& files) {
+                                           const std::vector<CalibrationFile>& calibrations) {
   std::vector<std::string> used;
-  for (const std::string& path : files) {
-    GpuCalibration c = LoadCalibration(path);
+  for (const CalibrationFile& c : calibrations) {
     try {
-      catalog.Calibrate(c);
+      catalog.Calibrate(c.figures);
     } catch (const Error& e) {
-      throw e.Within(path);
+      throw e.Within(c.path);
     }
-    used.push_back(DescribeCalibration(c, path));
+    used.push_back(DescribeCalibration(c.figures, c.path));
   }
   return used;
 }
+
+std::vector<std::string> ApplyCalibrationFiles(Catalog& catalog,
+                                               const std::vector<std::string>& files) {
+  std::vector<CalibrationFile> calibrations;
+  for (const std::string& path : files) calibrations.push_back({path, LoadCalibration(path)});
+  return ApplyCalibrations(catalog, calibrations);
+}
+
 namespace {
 
 // JSON has no infinity: a headroom without any SLO is written as null.

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/calibration.h"
 #include "core/catalog.h"
 #include "core/workload.h"
 #include "share/fleet_planner.h"
@@ -13,9 +14,13 @@
 
 namespace gpumux {
 
-// Reads each calibration file (`--calibration`) and attaches it to the catalog's GPU kind it names;
-// returns a line saying which each is (DescribeCalibration). Throws Error (bad input).
-std::vector<std::string> ApplyCalibrations(Catalog& catalog, const std::vector<std::string>& files);
+// Attaches each calibration to the catalog's GPU kind it names; returns a line saying which each is
+// (DescribeCalibration). Throws Error (bad input) naming the calibration's file.
+std::vector<std::string> ApplyCalibrations(Catalog& catalog,
+                                           const std::vector<CalibrationFile>& calibrations);
+// The same for calibration files (`--calibration`), read first.
+std::vector<std::string> ApplyCalibrationFiles(Catalog& catalog,
+                                               const std::vector<std::string>& files);
 
 nlohmann::json ToJson(const TenantOutcome& o);
 nlohmann::json ToJson(const StrategyResult& r);

@@ -29,6 +29,12 @@ struct GpuCalibration {
   std::map<int, double> mps_usable;
 };
 
+// A calibration and the file it was read from.
+struct CalibrationFile {
+  std::string path;
+  GpuCalibration figures;
+};
+
 // Reads a calibration file. Throws Error (bad input) naming the file and the field for anything
 // missing, of the wrong type or out of range.
 GpuCalibration LoadCalibration(const std::string& path);

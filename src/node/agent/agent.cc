@@ -44,6 +44,7 @@ Agent::Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend)
   mkdir(ActivityDir().c_str(), 0755);
   chmod(ActivityDir().c_str(), 0755);
   for (const node::Device& d : config_.gpus) gpus_.push_back({d, ShareMode::kTimeSlice, {}, {}});
+  MatchCalibrations();
   for (const AgentStore::GpuMode& m : store_.GpuModes()) {
     if (m.gpu < 0 || size_t(m.gpu) >= gpus_.size()) continue;
     gpus_[size_t(m.gpu)].mode = ShareMode(m.mode);
@@ -233,6 +234,28 @@ HttpResponse Agent::Handle(const HttpRequest& r) {
   }
 }
 
+void Agent::MatchCalibrations() {
+  for (const CalibrationFile& c : config_.calibrations) {
+    bool used = false;
+    std::string names;
+    for (Gpu& g : gpus_) {
+      names += (names.empty() ? "" : ", ") + g.device.name;
+      if (g.device.name != c.figures.device_name || g.device.simulated != c.figures.simulated)
+        continue;
+      if (g.calibration)
+        throw BadInput(c.path + ": GPU " + std::to_string(g.device.index) +
+                       " already has the calibration " + g.calibration->path);
+      g.calibration = &c;
+      used = true;
+    }
+    if (!used)
+      throw BadInput(c.path + ": measured on '" + c.figures.device_name + "'" +
+                     (c.figures.simulated ? " (simulated)" : "") +
+                     ", which is none of this node's GPUs (" + (names.empty() ? "none" : names) +
+                     ")");
+  }
+}
+
 HttpResponse Agent::Route(const HttpRequest& r) {
   const std::string prefix = "/v1/tenants";
   std::string id = r.path.rfind(prefix + "/", 0) == 0 ? r.path.substr(prefix.size() + 1) : "";
@@ -251,6 +274,10 @@ HttpResponse Agent::Route(const HttpRequest& r) {
                 {"shards", g.device.memory / config_.shard_bytes},
                 {"healthy", backend_->Healthy(g.device)}};
       if (!g.device.uuid.empty()) j["uuid"] = g.device.uuid;
+      if (g.calibration) {
+        j["calibration"] = CalibrationToJson(g.calibration->figures);
+        j["calibration_file"] = g.calibration->path;
+      }
       if (g.mode == ShareMode::kMig) {
         json instances = json::array();
         for (const Slot& slot : g.slots) {

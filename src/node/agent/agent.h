@@ -2,7 +2,7 @@
 // priority) and refuses what does not fit with a reason, keeps what it granted in the tenant store,
 // reclaims what dead processes held, and answers the HTTP API and the Prometheus scrape.
 //
-// API (JSON over the Unix socket; see README "gpumuxd"):
+// API (JSON over the Unix socket; see docs/gpumuxd.md):
 //   GET    /v1/health                    anyone
 //   GET    /v1/gpus                      anyone
 //   PUT    /v1/gpus/N                    operators: {"mode": "timeslice"|"mps"} (refused while
@@ -50,6 +50,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/calibration.h"
 #include "node/agent/agent_store.h"
 #include "node/agent/http_request.h"
 #include "node/agent/share_backend.h"
@@ -61,6 +62,10 @@ namespace gpumux::agent {
 
 struct AgentConfig {
   std::vector<node::Device> gpus;
+  // Calibrations of this node's GPUs: each belongs to every GPU of the device it was measured on
+  // (the same name, simulated or not), at most one a GPU, and GET /v1/gpus serves it with the GPU
+  // for planners (`gpumux plan --apply` plans with it when given none).
+  std::vector<CalibrationFile> calibrations;
   std::string runtime_dir;     // ledgers (and simulated device state) live here
   std::string state_path;      // SQLite database
   std::string bin_dir;         // where libgpumux.so (and simgpu/) are: node::RuntimeLibraryDir()
@@ -79,7 +84,8 @@ class Agent {
  public:
   // Opens the store and every GPU's ledger, readies each GPU through the backend (in its stored
   // mode), and re-admits the stored tenants (a restarted agent loses nothing; tenants that kept
-  // running meanwhile keep their usage). Throws Error.
+  // running meanwhile keep their usage). Throws Error; BadInput for a calibration of no GPU here,
+  // or a second one of a GPU.
   // `backend` puts GPUs into their sharing modes (simulated or NVIDIA).
   Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend);
 
@@ -125,7 +131,11 @@ class Agent {
     ShareMode mode = ShareMode::kTimeSlice;
     std::vector<std::string> layout;  // MIG profiles in creation order (mode kMig)
     std::vector<Slot> slots;          // the whole GPU, or one per MIG instance
+    const CalibrationFile* calibration = nullptr;  // in config_, if it has one
   };
+
+  // Gives each calibration of config_ to the GPUs it was measured on. Throws BadInput.
+  void MatchCalibrations();
 
   // Opens the ledgers of `g`'s slots, one per device in `devices` (the whole GPU, or its MIG
   // instances). Throws Error.

@@ -1,4 +1,4 @@
-// A typed client of gpumuxd's API (README "gpumuxd and Slurm") over its Unix socket. The API's
+// A typed client of gpumuxd's API (docs/gpumuxd.md) over its Unix socket. The API's
 // paths and the keys of its answers live here, so the CLI and the SPANK plugin cannot drift from
 // the agent. Request bodies are gpumuxd's JSON as documented (a plan's "agent" section holds them).
 //

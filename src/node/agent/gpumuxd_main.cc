@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
   std::string socket = "/run/gpumux/gpumuxd.sock", state = "/var/lib/gpumux/state.db",
               runtime_dir = "/run/gpumux";
   std::string sim, metrics_listen, operator_group, shard_size = "1GiB", tenant_socket;
-  std::vector<std::string> catalogs;
+  std::vector<std::string> catalogs, calibrations;
   int sim_gpus = 1;
   app.add_option("--socket", socket, "API socket")->capture_default_str();
   app.add_option("--tenant-socket", tenant_socket,
@@ -76,6 +76,9 @@ int main(int argc, char** argv) {
                  "group whose members may change tenants (root always may)");
   app.add_option("--shard-size", shard_size, "memory per Slurm shard")->capture_default_str();
   app.add_option("--catalog", catalogs, "extra catalog file with your own GPU kinds");
+  app.add_option("--calibration", calibrations,
+                 "a `gpumux calibrate` file of this node's GPUs, served with them in GET /v1/gpus "
+                 "for planners (one per kind of GPU)");
   CLI11_PARSE(app, argc, argv);
 
   using gpumux::agent::Log;
@@ -105,6 +108,8 @@ int main(int argc, char** argv) {
       int n = gpumux::node::RealDeviceCount();
       for (int i = 0; i < n; ++i) config.gpus.push_back(gpumux::node::RealDevice(i));
     }
+    for (const std::string& path : calibrations)
+      config.calibrations.push_back({path, gpumux::LoadCalibration(path)});
     std::filesystem::create_directories(std::filesystem::path(state).parent_path());
     std::filesystem::create_directories(std::filesystem::path(socket).parent_path());
     gpumux::agent::Agent agent(config, sim.empty()
