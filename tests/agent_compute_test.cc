@@ -3,9 +3,11 @@
 // one at a time (CMake: SERIAL), since a neighbouring test's load shifts what they measure.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "agent_fixture.h"
@@ -47,13 +49,20 @@ TEST_F(AgentComputeTest, ABestEffortTenantRunsBetweenAHighPriorityTenantsStepsAn
                  {{"id", "be"}, {"gpu", 0}, {"memory", "1GiB"}, {"priority", "low"}}, 201);
   // Steps of one 0.5 ms kernel, synchronised, 3 ms apart; the neighbour's 0.5 ms kernels back to
   // back.
+  json learnt;
   auto run = [&](bool with_neighbour) {
     std::string start = std::to_string(gpumux::NowNs() + 500'000'000ull);
     std::string client = std::string(GPUMUX_COMPUTE_CLIENT) + " launch ";
     std::future<std::pair<int, std::string>> busy;
     if (with_neighbour)
       busy = std::async(std::launch::async, Sh, Env(be) + client + "busy " + start + " 3 0.5");
-    auto [code, out] = Sh(Env(hp) + client + "latency " + start + " 3 0.5 3");
+    auto steps = std::async(std::launch::async, Sh, Env(hp) + client + "latency " + start +
+                                                        " 3 0.5 3");
+    if (with_neighbour) {  // halfway, gpumuxd shows the rhythm its neighbour keeps clear of
+      std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+      learnt = Call("GET", "/v1/tenants/hp", json(), 200);
+    }
+    auto [code, out] = steps.get();
     EXPECT_EQ(code, 0) << out;
     json neighbour;
     if (busy.valid()) {
@@ -75,6 +84,9 @@ TEST_F(AgentComputeTest, ABestEffortTenantRunsBetweenAHighPriorityTenantsStepsAn
   EXPECT_LE(guarded["mean_latency_ms"].get<double>(), 1.10 * solo["mean_latency_ms"].get<double>())
       << "solo " << solo << ", beside best effort " << guarded;
   EXPECT_GT(neighbour["gpu_share"].get<double>(), 0.40) << neighbour << ", steps " << guarded;
+  ASSERT_TRUE(learnt.contains("rhythm")) << learnt;
+  EXPECT_NEAR(learnt["rhythm"]["period_ms"].get<double>(), 3.5, 0.3) << learnt;
+  EXPECT_NEAR(learnt["rhythm"]["burst_ms"].get<double>(), 0.5, 0.2) << learnt;
 }
 
 // A tenant over two GPUs is held to its weight on each: gpumuxd sees it want its second GPU as

@@ -118,6 +118,38 @@ TEST_F(ComputeTest, HighPriorityLatencyStaysWithinTenPercentOfSoloNextToABusyNei
       << "with equal priority the neighbour computes";
 }
 
+// `gpumux status` shows a high-priority tenant's rhythm as its neighbours' launches see it, while it
+// runs: a server launching a 1 ms kernel every ~5 ms (a 4 ms pause after each).
+TEST_F(ComputeTest, StatusShowsAHighPriorityTenantsLearntRhythm) {
+  std::string start = std::to_string(gpumux::NowNs() + 1'000'000'000ull);
+  std::string run = "(" + Launch("hp", "--mem 1GiB --priority high",
+                                 kClient + " launch latency " + start + " 3 1 4") +
+                    " > hp.json &" +
+                    Launch("be", "--mem 1GiB --priority low",
+                           kClient + " launch busy " + start + " 3 1") +
+                    " > be.json & sleep 3; " + GPUMUX_BINARY + " status --json; " +
+                    GPUMUX_BINARY + " status; wait)";
+  auto [code, out] = Sh(run);
+  size_t brace = out.find('{'), text = out.find("\nGPU 0:");
+  ASSERT_NE(brace, std::string::npos) << out;
+  ASSERT_NE(text, std::string::npos) << out;
+  nlohmann::json status = nlohmann::json::parse(out.substr(brace, text - brace));
+  bool saw_hp = false;
+  for (const nlohmann::json& t : status["tenants"]) {
+    if (t["id"] == "be") {
+      EXPECT_FALSE(t.contains("rhythm")) << "a best-effort tenant has none: " << t;
+      continue;
+    }
+    saw_hp = true;
+    ASSERT_TRUE(t.contains("rhythm")) << t;
+    EXPECT_NEAR(t["rhythm"]["period_ms"].get<double>(), 5.0, 0.5) << t;
+    EXPECT_NEAR(t["rhythm"]["burst_ms"].get<double>(), 1.0, 0.3) << t;
+    EXPECT_GE(t["rhythm"]["margin_ms"].get<double>(), 0.2) << t;
+  }
+  EXPECT_TRUE(saw_hp) << status;
+  EXPECT_NE(out.find("hp: bursts every "), std::string::npos) << "the text view says it too: " << out;
+}
+
 TEST_F(ComputeTest, GraphMemoryNodesCountAgainstTheQuota) {
   auto [code1, fits] = Sh(Launch(
       "g", "--mem 1GiB", kClient + " graphmem " + std::to_string(512 * gpumux::testing::kMiB)));

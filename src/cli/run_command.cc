@@ -216,6 +216,8 @@ int ShowAgentStatus(const StatusOptions& o) {
                     t.value("source", "")});
   }
   fmt::print("{}", FormatTable(rows));
+  for (const auto& t : j["tenants"])
+    if (t.contains("rhythm")) fmt::print("{}: {}\n", t.value("id", ""), agent::DescribeRhythm(t["rhythm"]));
   return kExitOk;
 }
 
@@ -257,6 +259,7 @@ int ShowStatus(const StatusOptions& o) {
                               {"gpu_time_share", GpuTimeShare(u)},
                               {"held_launches", u.held},
                               {"processes", procs}});
+      if (u.rhythm) j["tenants"].back()["rhythm"] = agent::RhythmJson(*u.rhythm);
     }
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
@@ -279,6 +282,8 @@ int ShowStatus(const StatusOptions& o) {
                     std::to_string(u.held), procs.empty() ? "-" : procs});
   }
   fmt::print("{}", FormatTable(rows));
+  for (const node::TenantUsage& u : tenants)
+    if (u.rhythm) fmt::print("{}: {}\n", u.id, agent::DescribeRhythm(agent::RhythmJson(*u.rhythm)));
   return kExitOk;
 }
 

@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "base/process.h"
 #include "core/units.h"
+#include "node/agent/agent_client.h"
 #include "node/agent/log.h"
 #include "node/agent/metrics.h"
 #include "node/agent/request_body.h"
@@ -767,6 +768,7 @@ HttpResponse Agent::ListTenants(const HttpRequest& r, const std::string& only_id
           if (t.spans_several()) p["gpu"] = gpu;
           procs.push_back(p);
         }
+        if (u.rhythm && !j.contains("rhythm")) j["rhythm"] = RhythmJson(*u.rhythm);
         json place = {{"gpu", gpu},
                       {"quota_bytes", t.LimitsAt(gpu, instance).memory},
                       {"used_bytes", u.used},

@@ -1,5 +1,7 @@
 #include "node/agent/agent_client.h"
 
+#include <fmt/format.h>
+
 #include "base/error.h"
 #include "node/agent/http_client.h"
 
@@ -50,6 +52,19 @@ bool AgentClient::Remove(const std::string& id, bool missing_ok) const {
 
 json AgentClient::SetMode(int gpu, const json& mode) const {
   return Call("PUT", "/v1/gpus/" + std::to_string(gpu), mode).second;
+}
+
+nlohmann::json RhythmJson(const node::RhythmSummary& r) {
+  return {{"period_ms", r.period_ns / 1e6},
+          {"burst_ms", r.length_ns / 1e6},
+          {"jitter_ms", r.jitter_ns / 1e6},
+          {"margin_ms", r.margin_ns / 1e6}};
+}
+
+std::string DescribeRhythm(const nlohmann::json& r) {
+  auto ms = [&](const char* key) { return fmt::format("{:.2f} ms", r.value(key, 0.0)); };
+  return "bursts every " + ms("period_ms") + ", " + ms("burst_ms") + " long, starts off by " +
+         ms("jitter_ms") + "; others clear the GPU " + ms("margin_ms") + " before the next";
 }
 
 }  // namespace gpumux::agent

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "node/ledger/burst_rhythm.h"
+
 namespace gpumux::agent {
 
 struct Admission {
@@ -45,5 +47,10 @@ class AgentClient {
                                       const nlohmann::json& body) const;
   std::string socket_;
 };
+
+// A high-priority tenant's learnt rhythm as GET /v1/tenants (and `gpumux status --json`) give it:
+// {"period_ms", "burst_ms", "jitter_ms", "margin_ms"}; and as a line for people.
+nlohmann::json RhythmJson(const node::RhythmSummary& r);
+std::string DescribeRhythm(const nlohmann::json& rhythm);
 
 }  // namespace gpumux::agent

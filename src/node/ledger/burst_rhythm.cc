@@ -114,6 +114,13 @@ bool ForecastNextBurst(const BurstWords& w, uint64_t now_ns, NextBurst* next) {
   return true;
 }
 
+bool SummariseRhythm(const BurstWords& w, uint64_t now_ns, RhythmSummary* out) {
+  NextBurst next;
+  if (!ForecastNextBurst(w, now_ns, &next)) return false;
+  *out = {next.period_ns, Load(w.length_ns), Load(w.jitter_ns), next.margin_ns};
+  return true;
+}
+
 void CopyBurstFrom(BurstWords& to, const BurstWords& from, uint64_t now_ns) {
   constexpr uint64_t kLeastPeriodNs = 100'000, kMostPeriodNs = 60'000'000'000;
   uint64_t period = Load(from.period_ns);

@@ -71,6 +71,14 @@ struct NextBurst {
 };
 bool ForecastNextBurst(const BurstWords& w, uint64_t now_ns, NextBurst* next);
 
+// A tenant's rhythm as people read it (`gpumux status`, gpumuxd's GET /v1/tenants): its period,
+// its shortest burst lately, how far its starts missed lately, and the margin others keep before
+// its next burst. False (and `out` untouched) while it has no rhythm at `now_ns`.
+struct RhythmSummary {
+  uint64_t period_ns, length_ns, jitter_ns, margin_ns;
+};
+bool SummariseRhythm(const BurstWords& w, uint64_t now_ns, RhythmSummary* out);
+
 // Copies `from` (a tenant's own words, which it may have written anything into) over `to` as of
 // `now_ns`, made sane: no time after now, no negative or huge count of syncing threads, a period
 // of at least 100 µs (or none), lengths and errors within a period.

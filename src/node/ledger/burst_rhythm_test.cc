@@ -58,5 +58,29 @@ TEST(BurstWords, WhatATenantWroteIsMadeSaneBeforeGpumuxdUsesIt) {
   EXPECT_LE(next.margin_ns, kMaxMarginNs);
 }
 
+TEST(BurstWords, ARhythmIsSummarisedOnceLearntAndNotBefore) {
+  BurstWords w{};
+  RhythmSummary r{1, 1, 1, 1};
+  uint64_t t = 1'000 * kMs;
+  auto step = [&](uint64_t start) {  // four synchronised kernels of 1 ms: a 4 ms burst
+    for (int k = 0; k < 4; ++k) {
+      NoteBurstLaunch(w, start + k * kMs);
+      NoteBurstSync(w, start + k * kMs, true);
+      NoteBurstSync(w, start + (k + 1) * kMs, false);
+    }
+  };
+  step(t);
+  EXPECT_FALSE(SummariseRhythm(w, t + 10 * kMs, &r)) << "one burst is no rhythm";
+  EXPECT_EQ(r.period_ns, 1u) << "untouched";
+  for (int i = 1; i <= 5; ++i) step(t + i * 20 * kMs);
+  ASSERT_TRUE(SummariseRhythm(w, t + 110 * kMs, &r));
+  EXPECT_EQ(r.period_ns, 20 * kMs);
+  EXPECT_EQ(r.length_ns, 4 * kMs);
+  EXPECT_LT(r.jitter_ns, kMs / 20) << "every start on the beat (what the first, before any "
+                                       "period, missed by fades)";
+  EXPECT_EQ(r.margin_ns, kMinMarginNs + 3 * r.jitter_ns);
+  EXPECT_FALSE(SummariseRhythm(w, t + 1'000 * kMs, &r)) << "lost after four quiet periods";
+}
+
 }  // namespace
 }  // namespace gpumux::node

@@ -455,6 +455,7 @@ void Ledger::CopyRhythm(int tenant, const Ledger& authority, int from) {
 }
 
 std::vector<TenantUsage> Ledger::Snapshot() const {
+  const uint64_t now = NowNs();
   std::vector<TenantUsage> out;
   int index_of[kMaxTenants];
   for (int t = 0; t < kMaxTenants; ++t) {
@@ -476,6 +477,9 @@ std::vector<TenantUsage> Ledger::Snapshot() const {
                    s.gpu_ns.load(),
                    s.held.load(),
                    {}});
+    RhythmSummary rhythm;
+    if (Priority(s.priority.load()) == Priority::kHigh && SummariseRhythm(s.burst, now, &rhythm))
+      out.back().rhythm = rhythm;
   }
   for (const ProcessSlot& ps : layout_->processes) {
     int32_t pid = ps.pid.load();

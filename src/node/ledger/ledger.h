@@ -143,6 +143,7 @@ struct TenantUsage {
   Priority priority;
   uint64_t added_ns, gpu_ns, held;
   std::vector<std::pair<pid_t, uint64_t>> processes;  // live (pid, bytes)
+  std::optional<RhythmSummary> rhythm{};  // a high-priority tenant's, once learnt
 };
 
 // What a process's governor must do until its next tick.
