@@ -177,6 +177,19 @@ TEST_F(ApplyTest, ANodesCalibrationIsServedWithItsGpusAndPlansForTheNodeUseIt) {
     EXPECT_EQ(g["calibration"]["bandwidth_bytes_per_second"], c["bandwidth_bytes_per_second"]);
     EXPECT_EQ(g["calibration_file"], file);
   }
+  // ... and in its metrics, which promtool accepts.
+  auto [metrics_status, metrics] = gpumux::agent::CallUnix(socket_, "GET", "/metrics");
+  ASSERT_EQ(metrics_status, 200);
+  for (int gpu : {0, 7})
+    EXPECT_NE(metrics.find("gpumux_gpu_calibrated_bandwidth_bytes_per_second{gpu=\"" +
+                           std::to_string(gpu) + "\"} "),
+              std::string::npos)
+        << metrics;
+  EXPECT_NE(metrics.find("gpumux_gpu_calibrated_flops_per_second{gpu=\"0\"} "), std::string::npos);
+  std::ofstream(dir_ / "metrics.txt") << metrics;
+  auto [promtool, verdict] =
+      Sh("promtool check metrics < " + (dir_ / "metrics.txt").string() + " 2>&1");
+  EXPECT_EQ(promtool, 0) << verdict;
 
   // The plan for this node (--apply) is made with the node's calibration: the rates it predicts
   // are those the same file given by hand gives, not the catalog's (batch-1 decoders that state no

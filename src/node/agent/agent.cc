@@ -859,6 +859,10 @@ std::string Agent::MetricsText() {
     for (const Slot& slot : g.slots) {
       gpus.push_back({node::DeviceStem(slot.device).substr(3), slot.device.name, slot.device.memory,
                       slot.Usage(), labels});
+      if (g.calibration && g.mode != ShareMode::kMig) {
+        gpus.back().calibrated_bandwidth = g.calibration->figures.bandwidth;
+        gpus.back().calibrated_flops = g.calibration->figures.flops;
+      }
     }
   }
   return FormatMetrics(gpus, NowNs());

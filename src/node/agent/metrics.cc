@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <sstream>
+#include <string>
 
 #include "node/agent/log.h"
 
@@ -32,6 +33,22 @@ std::string FormatMetrics(const std::vector<GpuMetrics>& gpus, uint64_t now_ns) 
     for (const GpuMetrics& g : gpus)
       out << "gpumux_gpu_tenants{gpu=\"" << g.id << "\"} " << g.tenants.size() << '\n';
   });
+  for (const Family& f :
+       {Family{"gpumux_gpu_calibrated_bandwidth_bytes_per_second", "gauge",
+               "HBM bandwidth a streaming kernel achieved on the GPU (gpumux calibrate)."},
+        Family{"gpumux_gpu_calibrated_flops_per_second", "gauge",
+               "Math rate a matmul-like kernel achieved on the GPU (gpumux calibrate)."}}) {
+    bool bandwidth = std::string(f.name).find("bandwidth") != std::string::npos;
+    bool any = false;
+    for (const GpuMetrics& g : gpus) any = any || g.calibrated_bandwidth > 0;
+    if (!any) continue;
+    family(f, [&] {
+      for (const GpuMetrics& g : gpus)
+        if (g.calibrated_bandwidth > 0)
+          out << f.name << "{gpu=\"" << g.id << "\"} "
+              << (bandwidth ? g.calibrated_bandwidth : g.calibrated_flops) << '\n';
+    });
+  }
   // One family per tenant measure.
   struct TenantFamily {
     Family f;

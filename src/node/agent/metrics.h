@@ -3,7 +3,7 @@
 // at admission namespace, pod and container of a Kubernetes container, job of a Slurm job) its
 // quota, memory used, compute cap, GPU time and its share of wall time since admission, launches
 // held by its share, allocations refused for its quota, and memory and processes reclaimed from
-// dead processes.
+// dead processes; per GPU given a calibration, its measured bandwidth and math rate.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +22,9 @@ struct GpuMetrics {
   uint64_t capacity;
   std::vector<node::TenantUsage> tenants;
   std::map<std::string, TenantLabels> labels;  // by tenant id; each left out when empty
+  // What `gpumux calibrate` measured on the GPU, where gpumuxd was given it (0: not given; never
+  // for a MIG instance, which was not what was measured).
+  double calibrated_bandwidth = 0, calibrated_flops = 0;
 };
 
 // `now_ns` on the node's monotonic clock (for the GPU-time share).
