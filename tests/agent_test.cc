@@ -405,6 +405,11 @@ TEST_F(AgentTest, OnARealGpuMpsModeRunsTheControlDaemonAndHandsClientsTheirLimit
       << "the driver holds it to its quota";
   EXPECT_EQ(t["env"]["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], "30") << "and to its share of the SMs";
   EXPECT_EQ(t["env"]["CUDA_VISIBLE_DEVICES"], uuid) << "its GPU, by UUID";
+  EXPECT_FALSE(t["env"].contains("CUDA_MPS_CLIENT_PRIORITY")) << "a normal client";
+  json batch = Call("POST", "/v1/tenants",
+                    {{"id", "batch"}, {"gpu", 0}, {"memory", "1GiB"}, {"priority", "low"}}, 201);
+  EXPECT_EQ(batch["env"]["CUDA_MPS_CLIENT_PRIORITY"], "1") << "best effort: below normal";
+  Call("DELETE", "/v1/tenants/batch", json(), 200);
   Call("DELETE", "/v1/tenants/served", json(), 200);
   Call("PUT", "/v1/gpus/0", {{"mode", "timeslice"}}, 200);
   std::ifstream in(log);

@@ -150,6 +150,29 @@ TEST_F(ComputeTest, StatusShowsAHighPriorityTenantsLearntRhythm) {
   EXPECT_NE(out.find("hp: bursts every "), std::string::npos) << "the text view says it too: " << out;
 }
 
+// Under MPS (the simulated GPU's MPS-like mode) a below-normal client's work (CUDA_MPS_CLIENT_PRIORITY=1,
+// which `gpumux run --priority low` and gpumuxd set for a best-effort tenant) does not slow a
+// normal client's kernels; a normal neighbour's doubles their time (both run at once).
+TEST_F(ComputeTest, UnderMpsABelowNormalClientDoesNotSlowANormalOne) {
+  auto p50_beside = [&](const std::string& client_priority) {
+    std::string start = std::to_string(gpumux::NowNs() + 1'500'000'000ull);
+    Sh("(export GPUMUX_SIM_MODE=mps; " +
+       Launch("server", "--mem 1GiB", kClient + " launch latency " + start + " 2 1 1") +
+       " > server.json & " +
+       Launch("batch", "--mem 1GiB",
+              "env CUDA_MPS_CLIENT_PRIORITY=" + client_priority + " " + kClient +
+                  " launch busy " + start + " 2 1") +
+       " > batch.json & wait)");
+    auto [code, out] = Sh("cat server.json");
+    return nlohmann::json::parse(out.empty() ? "{}" : out);
+  };
+  nlohmann::json below = p50_beside("1"), normal = p50_beside("0");
+  ASSERT_TRUE(below.contains("p50_latency_ms") && normal.contains("p50_latency_ms"))
+      << below << normal;
+  EXPECT_LT(below["p50_latency_ms"].get<double>(), 1.15) << "1 ms kernels: " << below;
+  EXPECT_GT(normal["p50_latency_ms"].get<double>(), 1.6) << "1 ms kernels: " << normal;
+}
+
 TEST_F(ComputeTest, GraphMemoryNodesCountAgainstTheQuota) {
   auto [code1, fits] = Sh(Launch(
       "g", "--mem 1GiB", kClient + " graphmem " + std::to_string(512 * gpumux::testing::kMiB)));

@@ -162,6 +162,9 @@ int RunTenant(const RunOptions& o) {
 
   std::vector<std::pair<std::string, std::string>> env = node::TenantEnvironment(
       devices, paths, id, node::RuntimeLibraryDir(), EnvOr("LD_PRELOAD"), EnvOr("LD_LIBRARY_PATH"));
+  // What the driver offers too: under MPS a best-effort tenant is a below-normal client, whose
+  // work the hardware runs after normal clients' (ignored without an MPS daemon).
+  if (shared.priority == node::Priority::kLow) env.push_back({"CUDA_MPS_CLIENT_PRIORITY", "1"});
   g_child = fork();
   if (g_child < 0) throw Internal(fmt::format("cannot start '{}': fork failed", o.command[0]));
   if (g_child == 0) {
@@ -307,8 +310,7 @@ Command AddRunCommand(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--priority", o->priority,
                   "high (launches never wait), normal, or low/best-effort; a tenant yields while "
-                  "one of higher "
-                  "priority has work in flight")
+                  "one of higher priority has work in flight (low: also a below-normal MPS client)")
       ->capture_default_str();
   sub->add_option("--sim", o->sim,
                   "run on the simulated GPU of this catalog kind (or set GPUMUX_SIM)");

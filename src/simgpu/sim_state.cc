@@ -163,6 +163,8 @@ int ProcessSlot(const SimDevice& device) {
         int32_t expected = 0;
         if (s->processes[i].pid.compare_exchange_strong(expected, -1)) {
           s->processes[i].start_time = *start;
+          const char* priority = std::getenv("CUDA_MPS_CLIENT_PRIORITY");
+          s->processes[i].below_normal = priority && std::string(priority) == "1";
           s->processes[i].used.store(0);
           s->processes[i].gpu_ns.store(0);
           s->processes[i].tail_ns.store(0);
@@ -279,10 +281,14 @@ Completion Execute(const SimDevice& device, uint64_t ready_ns, uint64_t duration
       SleepUntilNsPrecisely(std::min(wait_until, NowNs() + 1'000'000));
     }
   }
-  uint64_t busy = 1;  // this process, plus every other process whose work has not ended
+  // This process, plus every other process whose work has not ended; a normal MPS client's work is
+  // not slowed by below-normal clients' (the hardware hands freed SMs to the higher priority first:
+  // NVIDIA calls it a hint, and a below-normal kernel whose blocks run long would still hold SMs).
+  const bool yields = slot >= 0 && s->processes[slot].below_normal;
+  uint64_t busy = 1;
   for (const SimProcess& p : s->processes) {
     if (p.pid.load(std::memory_order_relaxed) > 0 && p.pid.load() != getpid() &&
-        p.tail_ns.load() > ready_ns)
+        p.tail_ns.load() > ready_ns && (yields || !p.below_normal))
       ++busy;
   }
   uint64_t end = ready_ns + duration_ns * busy;

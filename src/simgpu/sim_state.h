@@ -33,6 +33,9 @@ inline constexpr int kMaxSimDevices = 8;
 
 struct SimProcess {
   std::atomic<int32_t> pid;
+  // 1: an MPS client of below-normal priority (CUDA_MPS_CLIENT_PRIORITY=1): in MPS-like mode its
+  // work yields to normal clients' (sim_state.cc, Execute).
+  int32_t below_normal;
   uint64_t start_time;
   std::atomic<uint64_t> used;
   std::atomic<uint64_t> gpu_ns;   // GPU time charged to its work

@@ -21,8 +21,7 @@ namespace {
 
 // A simulated process slot as its bytes lie in the state file (sim::SimProcess without atomics).
 struct SimProcessBytes {
-  int32_t pid;
-  uint32_t padding;
+  int32_t pid, below_normal;
   uint64_t start_time, used, gpu_ns, tail_ns;
 };
 static_assert(sizeof(SimProcessBytes) == sizeof(sim::SimProcess));

@@ -14,6 +14,14 @@ namespace gpumux::agent {
 
 namespace {
 
+// A best-effort tenant is a below-normal MPS client (CUDA_MPS_CLIENT_PRIORITY=1): the hardware
+// schedules normal clients' work first (NVIDIA: a hint, not a guarantee of order). Normal and
+// high-priority tenants are normal clients; gpumux's own priorities tell them apart.
+void AddMpsClientPriority(const node::TenantLimits& limits,
+                          std::vector<std::pair<std::string, std::string>>* env) {
+  if (limits.priority == node::Priority::kLow) env->push_back({"CUDA_MPS_CLIENT_PRIORITY", "1"});
+}
+
 class SimulatedBackend : public ShareBackend {
  public:
   explicit SimulatedBackend(std::string dir) : dir_(std::move(dir)) {}
@@ -45,8 +53,11 @@ class SimulatedBackend : public ShareBackend {
     return {};
   }
   std::vector<std::pair<std::string, std::string>> ClientEnvironment(
-      const node::Device&, ShareMode mode, const node::TenantLimits&) const override {
-    return {{"GPUMUX_SIM_MODE", mode == ShareMode::kMps ? "mps" : "timeslice"}};
+      const node::Device&, ShareMode mode, const node::TenantLimits& limits) const override {
+    std::vector<std::pair<std::string, std::string>> env = {
+        {"GPUMUX_SIM_MODE", mode == ShareMode::kMps ? "mps" : "timeslice"}};
+    if (mode == ShareMode::kMps) AddMpsClientPriority(limits, &env);
+    return env;
   }
   bool Healthy(const node::Device& gpu) const override {
     return access((Path(gpu) + ".lost").c_str(), F_OK) != 0;
@@ -107,6 +118,7 @@ class NvidiaBackend : public ShareBackend {
       env.push_back(
           {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", std::to_string((limits.cap_permille + 9) / 10)});
     }
+    AddMpsClientPriority(limits, &env);
     return env;
   }
   bool Healthy(const node::Device& gpu) const override {
