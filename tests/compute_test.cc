@@ -150,13 +150,15 @@ TEST_F(ComputeTest, StatusShowsAHighPriorityTenantsLearntRhythm) {
   EXPECT_NE(out.find("hp: bursts every "), std::string::npos) << "the text view says it too: " << out;
 }
 
-// Under MPS (the simulated GPU's MPS-like mode) a below-normal client's work (CUDA_MPS_CLIENT_PRIORITY=1,
-// which `gpumux run --priority low` and gpumuxd set for a best-effort tenant) does not slow a
-// normal client's kernels; a normal neighbour's doubles their time (both run at once).
+// Under MPS, a best-effort tenant is a below-normal client (CUDA_MPS_CLIENT_PRIORITY=1, which
+// `gpumux run --priority low` and gpumuxd set). The simulated GPU's MPS-like mode, told to model
+// the priority at its ideal (GPUMUX_SIM_BELOW_NORMAL_WEIGHT=0; by default it does not), runs a
+// normal client's kernels unslowed beside below-normal work, where a normal neighbour's doubles
+// their time (both run at once).
 TEST_F(ComputeTest, UnderMpsABelowNormalClientDoesNotSlowANormalOne) {
   auto p50_beside = [&](const std::string& client_priority) {
     std::string start = std::to_string(gpumux::NowNs() + 1'500'000'000ull);
-    Sh("(export GPUMUX_SIM_MODE=mps; " +
+    Sh("(export GPUMUX_SIM_MODE=mps GPUMUX_SIM_BELOW_NORMAL_WEIGHT=0; " +
        Launch("server", "--mem 1GiB", kClient + " launch latency " + start + " 2 1 1") +
        " > server.json & " +
        Launch("batch", "--mem 1GiB",

@@ -22,7 +22,7 @@
 namespace gpumux::sim {
 namespace {
 
-constexpr uint64_t kStateMagic = 0x334d495358555047ull;  // "GPUXSIM3": layout 3, round robin
+constexpr uint64_t kStateMagic = 0x344d495358555047ull;  // "GPUXSIM4": layout 4, client priority
 
 double EnvDouble(const char* name, double fallback) {
   const char* v = std::getenv(name);
@@ -37,6 +37,7 @@ SimSpec SpecFromEnvironment(uint64_t capacity) {
                mode && std::string(mode) == "mps" ? ShareMode::kMps : ShareMode::kTimeSlice};
   spec.timeslice_ns = uint64_t(EnvDouble("GPUMUX_SIM_TIMESLICE_US", 1024) * 1000);
   spec.switch_ns = uint64_t(EnvDouble("GPUMUX_SIM_SWITCH_US", 25) * 1000);
+  spec.below_normal_weight = std::clamp(EnvDouble("GPUMUX_SIM_BELOW_NORMAL_WEIGHT", 1.0), 0.0, 1.0);
   return spec;
 }
 
@@ -45,6 +46,7 @@ void Describe(SimState* s, const SimSpec& spec) {
   s->capacity = spec.capacity;
   s->bandwidth = spec.bandwidth;
   s->flops = spec.flops;
+  s->below_normal_weight = spec.below_normal_weight;
   s->mode.store(spec.mode);
   s->next_address.store(0x7f0000000000ull);
   StartSchedule(&s->schedule, spec.timeslice_ns, spec.switch_ns);
@@ -281,17 +283,16 @@ Completion Execute(const SimDevice& device, uint64_t ready_ns, uint64_t duration
       SleepUntilNsPrecisely(std::min(wait_until, NowNs() + 1'000'000));
     }
   }
-  // This process, plus every other process whose work has not ended; a normal MPS client's work is
-  // not slowed by below-normal clients' (the hardware hands freed SMs to the higher priority first:
-  // NVIDIA calls it a hint, and a below-normal kernel whose blocks run long would still hold SMs).
+  // This process, plus every other process whose work has not ended; below-normal clients' work
+  // counts below_normal_weight of a normal client's toward a normal client's stretch.
   const bool yields = slot >= 0 && s->processes[slot].below_normal;
-  uint64_t busy = 1;
+  double busy = 1;
   for (const SimProcess& p : s->processes) {
     if (p.pid.load(std::memory_order_relaxed) > 0 && p.pid.load() != getpid() &&
-        p.tail_ns.load() > ready_ns && (yields || !p.below_normal))
-      ++busy;
+        p.tail_ns.load() > ready_ns)
+      busy += yields || !p.below_normal ? 1.0 : s->below_normal_weight;
   }
-  uint64_t end = ready_ns + duration_ns * busy;
+  uint64_t end = ready_ns + uint64_t(double(duration_ns) * busy);
   if (slot >= 0) {
     SimProcess& me = s->processes[slot];
     me.gpu_ns.fetch_add(duration_ns);

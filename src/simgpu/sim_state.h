@@ -34,7 +34,7 @@ inline constexpr int kMaxSimDevices = 8;
 struct SimProcess {
   std::atomic<int32_t> pid;
   // 1: an MPS client of below-normal priority (CUDA_MPS_CLIENT_PRIORITY=1): in MPS-like mode its
-  // work yields to normal clients' (sim_state.cc, Execute).
+  // work slows normal clients' by SimState::below_normal_weight of a normal client's.
   int32_t below_normal;
   uint64_t start_time;
   std::atomic<uint64_t> used;
@@ -47,6 +47,8 @@ struct SimState {
   uint64_t capacity;
   double bandwidth;  // bytes/s
   double flops;      // FLOP/s
+  // MPS-like mode: how much a below-normal client's work in flight slows a normal client's (SimSpec).
+  double below_normal_weight;
   std::atomic<ShareMode> mode;
   std::atomic<uint64_t> used;
   std::atomic<uint64_t> next_address;
@@ -91,6 +93,12 @@ struct SimSpec {
   ShareMode mode;
   uint64_t timeslice_ns = 1'024'000;  // sim_timeslice.h
   uint64_t switch_ns = 25'000;
+  // MPS-like mode: how much a below-normal client's work in flight slows a normal client's, as a
+  // fraction of what a normal client's does (GPUMUX_SIM_BELOW_NORMAL_WEIGHT). 1 (the default): as
+  // much, i.e. client priority not modelled; 0: not at all, the ideal of a priority the hardware
+  // applies to block dispatch only ("a hint", NVIDIA), which a below-normal kernel's resident blocks
+  // and its share of HBM bandwidth would erode. No published figure lies between.
+  double below_normal_weight = 1.0;
 };
 
 // Creates the state file at `path` (mode 0666: processes of every user share the device) if it
