@@ -15,6 +15,8 @@
 # in the last of each, no best-effort kernel fits between two bursts. High-priority latency is taken
 # after the first 0.5 s (steady state; gpumux learns the rhythm from the first bursts).
 #   bench/tail_latency.sh [BUILD_DIR] [SECONDS]     (defaults: build/release, 4)
+# The simulated GPU's knobs pass through the environment, e.g. GPUMUX_SIM_BELOW_NORMAL_WEIGHT=0 for
+# MPS client priority at its ideal (the best-effort tenant is a below-normal client).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build/release}
