@@ -248,6 +248,20 @@ TEST_F(ComputeTickTest, ABestEffortTenantKeepsWhatABusyHighPriorityTenantLeaves)
   EXPECT_GT(s[1], 0.30 * (1 - s[0])) << "best effort is not starved";
 }
 
+TEST_F(ComputeTickTest, AHighPriorityTenantWithoutARhythmCannotHoldItsNeighboursOffForGood) {
+  // High priority, launching a little all the time (5% of every millisecond: one endless burst, no
+  // rhythm). Others used to yield 10 ms after each of its launches, i.e. always, and best effort
+  // got nothing. Now they yield at most half the time (or twice its use, were that more).
+  Ledger l = Ledger::CreateOrOpen(path_, 1ull << 30, "sim");
+  int hp = l.AddTenant("hp", {1ull << 20, kNoCap, 1, Priority::kHigh});
+  int be = l.AddTenant("be", {1ull << 20, kNoCap, 1, Priority::kLow});
+  auto s = ShareOut(l, {{hp, 0.05}, {be, 1.0}}, l.Snapshot()[0].added_ns, 10,
+                    {Priority::kHigh, Priority::kLow});
+  EXPECT_NEAR(s[0], 0.05, 0.005) << "high priority gets all it launches";
+  EXPECT_GT(s[1], 0.45 * (1 - s[0])) << "best effort keeps about half of what it leaves";
+  EXPECT_LT(s[1], 0.60 * (1 - s[0])) << "and yields the other half, as the bound says";
+}
+
 TEST_F(ComputeTickTest, ATenPercentAndANinetyPercentCapHoldWithinOnePoint) {
   Ledger l = Ledger::CreateOrOpen(path_, 1ull << 30, "sim");
   int ten = l.AddTenant("ten", {1ull << 20, 100}),

@@ -216,6 +216,7 @@ int Ledger::AddTenant(const std::string& id, const TenantLimits& limits, bool st
       s.gate.store(0);
       s.use_ppm.store(0);
       s.share_ppm.store(0);
+      s.yield_ppm.store(0);
       s.credit_ns.store(0);
       s.added_ns.store(now);
       s.accrued_ns.store(now);
@@ -347,6 +348,22 @@ int Ledger::LiveProcesses(int tenant) const {
   return n;
 }
 
+namespace {
+
+// Whether normal and low tenants yield now to high-priority tenant `s`: while it has no rhythm
+// (once it has one, their launch forecasts keep clear of its bursts), for kYieldHoldNs after its
+// last launch, while they have yielded to it lately less than kMostYield of the time (or twice its
+// use of the GPU).
+bool YieldsTo(const TenantSlot& s, uint64_t now_ns) {
+  if (HasRhythm(s.burst, now_ns) ||
+      !Within(s.wanted_ns.load(std::memory_order_relaxed), now_ns, kYieldHoldNs))
+    return false;
+  double most = std::max(kMostYield, 2 * s.use_ppm.load(std::memory_order_relaxed) / 1e6);
+  return s.yield_ppm.load(std::memory_order_relaxed) < most * 1e6;
+}
+
+}  // namespace
+
 ComputeVerdict Ledger::ComputeTick(int process, uint64_t now_ns, uint64_t gpu_ns, bool wants_gpu,
                                    uint64_t unmeasured_ns) {
   ProcessSlot& p = layout_->processes[process];
@@ -394,9 +411,7 @@ ComputeVerdict Ledger::TenantComputeTick(int my_tenant, uint64_t now_ns, uint64_
     // 100 µs rather than to this tick (shim/launch_forecast.h). A rhythm lost (bursts running
     // together, e.g. slowed by others' work) is no rhythm: the long yield applies until bursts
     // come apart again.
-    if (priority == Priority::kHigh && !HasRhythm(s.burst, now_ns) &&
-        Within(wanted, now_ns, kYieldHoldNs))
-      yield = true;
+    if (priority == Priority::kHigh && YieldsTo(s, now_ns)) yield = true;
   }
   demand[my_tenant].wants_gpu = true;  // a process that asks is at least deciding whether to launch
   double share = FairShares(demand)[my_tenant];
@@ -417,6 +432,11 @@ ComputeVerdict Ledger::TenantComputeTick(int my_tenant, uint64_t now_ns, uint64_
     double keep = std::exp(-double(elapsed) / double(kUseWindowNs));
     double use = me.use_ppm.load() / 1e6;
     me.use_ppm.store(uint32_t(std::lround(1e6 * (use * keep + rate * (1 - keep)))));
+    if (my_priority == Priority::kHigh) {
+      double yielded = me.yield_ppm.load() / 1e6;
+      me.yield_ppm.store(uint32_t(
+          std::lround(1e6 * (yielded * keep + (YieldsTo(me, now_ns) ? 1 - keep : 0)))));
+    }
   }
   me.share_ppm.store(uint32_t(std::lround(share * 1e6)), std::memory_order_relaxed);
   ComputeVerdict v;

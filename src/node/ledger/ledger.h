@@ -45,7 +45,7 @@
 namespace gpumux::node {
 
 inline constexpr uint64_t kLedgerMagic = 0x4c58554d55504725ull;  // "%GPUMUXL"
-inline constexpr uint32_t kLedgerVersion = 7;
+inline constexpr uint32_t kLedgerVersion = 8;
 inline constexpr int kMaxTenants = 64;
 // Every tenant may hold kMaxProcessesPerTenant processes at once however many tenants there are,
 // so that one tenant's full table is never its neighbour's problem.
@@ -77,6 +77,9 @@ struct TenantSlot {
   // date, and the last time a verdict held it for its share (not its cap, nor a higher priority).
   std::atomic<uint32_t> use_ppm;
   std::atomic<uint32_t> share_ppm;  // the share the last verdict gave it, in millionths
+  // A high-priority tenant without a rhythm: how much of the time lately others yielded to it
+  // (millionths, averaged over about kUseWindowNs; its own ticks keep it).
+  std::atomic<uint32_t> yield_ppm;
   std::atomic<uint64_t> use_gpu_ns;
   std::atomic<uint64_t> share_held_ns;
   // A high-priority tenant's bursts (burst_rhythm.h).
@@ -158,6 +161,10 @@ inline constexpr uint64_t kWantWindowNs =
 inline constexpr uint64_t kYieldHoldNs =
     10'000'000;  // others yield this long after a high-priority launch, when it has no rhythm
 inline constexpr uint64_t kUseWindowNs = 100'000'000;  // what a tenant used "lately"
+// Others yield to a high-priority tenant without a rhythm at most this much of the time lately, or
+// twice what it uses of the GPU if that is more: one that launches a little all the time cannot
+// hold its neighbours off the GPU for good.
+inline constexpr double kMostYield = 0.5;
 inline constexpr uint64_t kBurstNs = 10'000'000;       // GPU time an idle tenant may bank
 
 class Ledger {
