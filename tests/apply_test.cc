@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -255,6 +256,27 @@ TEST_F(ApplyTest, ANodesCalibrationIsServedWithItsGpusAndPlansForTheNodeUseIt) {
                                                                 : "none of this node's GPUs"),
               std::string::npos)
         << r.out;
+  }
+}
+
+// Told no calibration, gpumuxd takes the node's own (GPUMUX_CALIBRATION_DIR) for the GPUs they were
+// measured on, and starts over one of a GPU it does not have (it uses none of that).
+TEST_F(ApplyTest, GpumuxdTakesTheNodesOwnCalibrationsOfItsGpus) {
+  std::filesystem::path dir = dir_ / "calibrations";
+  std::filesystem::create_directories(dir);
+  auto [measured, how] = Sh(kGpumux + " calibrate --sim H100 --seconds 0.1 --processes 1 --out " +
+                            (dir / "H100-SXM5-80GB.json").string() + " 2>&1");
+  ASSERT_EQ(measured, 0) << how;
+  json other = json::parse(std::ifstream(dir / "H100-SXM5-80GB.json"));
+  other["gpu"] = "A100-SXM4-80GB";
+  other["device_name"] = "NVIDIA A100-SXM4-80GB";
+  other["simulated"] = false;
+  std::ofstream(dir / "A100-SXM4-80GB.json") << other.dump();
+  StartAgentOn({"--sim", "H100-SXM5-80GB", "--gpus", "2"},
+               {{"GPUMUX_CALIBRATION_DIR", dir.string()}});
+  for (const json& g : Call("GET", "/v1/gpus", json(), 200)["gpus"]) {
+    ASSERT_TRUE(g.contains("calibration")) << g;
+    EXPECT_EQ(g["calibration_file"], (dir / "H100-SXM5-80GB.json").string());
   }
 }
 

@@ -139,6 +139,45 @@ TEST(Calibrate, TheSimulatedGpuIsMeasuredAndExplainAndPlanUseIt) {
   std::filesystem::remove(file);
 }
 
+// A node's own calibrations (GPUMUX_CALIBRATION_DIR, one file per kind) are what explain and plan
+// use when told none; simulated ones there never stand for a real GPU; "--calibration none" turns
+// them off; a file there that does not read is an error naming it.
+TEST(Calibrate, TheNodesOwnCalibrationIsUsedWhenNoneIsGiven) {
+  std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                              ("gpumux_node_calibrations_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::string simulated = (dir / "sim.json").string();
+  Result r = Gpumux("calibrate --sim H100 --seconds 0.1 --processes 1 --out " + simulated);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  nlohmann::json c = nlohmann::json::parse(std::ifstream(simulated));
+  c["simulated"] = false;  // as `gpumux calibrate --gpu H100` would write it, at 70% of peak
+  c["device_name"] = "NVIDIA H100 80GB HBM3";
+  c["bandwidth_bytes_per_second"] = 0.7 * 3.35e12;
+  std::ofstream(dir / "H100-SXM5-80GB.json") << c.dump();
+  std::string env = "GPUMUX_CALIBRATION_DIR=" + dir.string() + " ";
+  auto explain = [&](const std::string& extra) {
+    return gpumux::testing::Shell(env + GPUMUX_BINARY +
+                                  " explain --gpu H100 --params 13e9 --json " + extra + " 2>&1");
+  };
+  auto used = explain("");
+  ASSERT_EQ(used.exit_code, 0) << used.out;
+  nlohmann::json j = nlohmann::json::parse(used.out);
+  ASSERT_EQ(j["calibrations"].size(), 1u) << "the real one only, not the simulated: " << used.out;
+  EXPECT_NE(j["calibrations"][0].get<std::string>().find("H100-SXM5-80GB.json"), std::string::npos);
+  EXPECT_NEAR(j["efficiency"].get<double>(), 0.7, 0.01);
+  auto off = explain("--calibration none");
+  ASSERT_EQ(off.exit_code, 0) << off.out;
+  EXPECT_TRUE(nlohmann::json::parse(off.out)["calibrations"].empty()) << off.out;
+  auto plan = gpumux::testing::Shell(env + GPUMUX_BINARY + " plan " + Example("p5-48xlarge.yaml") +
+                                     " --json 2>&1");
+  EXPECT_EQ(nlohmann::json::parse(plan.out)["calibrations"].size(), 1u) << plan.out;
+  std::ofstream(dir / "broken.json") << "{";
+  auto broken = explain("");
+  EXPECT_EQ(broken.exit_code, 2);
+  EXPECT_NE(broken.out.find("broken.json"), std::string::npos) << broken.out;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Calibrate, WithoutAGpuOrAKindItSaysWhatIsMissing) {
   Result no_kind = Gpumux("calibrate --out /dev/null");
   EXPECT_EQ(no_kind.exit_code, 2) << no_kind.out;

@@ -36,7 +36,7 @@ namespace {
 struct CalibrateOptions {
   std::string gpu;  // a real GPU's catalog kind
   std::string sim;
-  std::string out = "gpumux-calibration.json";
+  std::string out;  // default: the node's calibration dir (a real GPU), gpumux-calibration.json
   double seconds = 1;
   int processes = 4;
   std::vector<std::string> catalogs;
@@ -150,8 +150,15 @@ int RunCalibrate(const CalibrateOptions& o) {
   if (!o.gpu.empty()) {  // the real GPU, measured in this process
     CalibrateOptions measure = o;
     measure.measure_kind = catalog.FindGpu(o.gpu).name;
+    if (measure.out.empty()) {  // the node's own, which explain, plan and gpumuxd then find
+      std::error_code error;
+      std::filesystem::create_directories(CalibrationDir(), error);
+      measure.out = CalibrationDir() + "/" + measure.measure_kind + ".json";
+    }
     return Measure(measure);
   }
+  CalibrateOptions sim = o;
+  if (sim.out.empty()) sim.out = "gpumux-calibration.json";  // never the node's: it is simulated
   const GpuKind& kind = catalog.FindGpu(o.sim);
   char dir_template[] = "/tmp/gpumux-calibrate-XXXXXX";
   if (!mkdtemp(dir_template)) throw Unavailable("calibrate: cannot make a temporary folder");
@@ -168,9 +175,9 @@ int RunCalibrate(const CalibrateOptions& o) {
                              std::to_string(o.processes)});
     return Wait(Spawn(args));
   };
-  int code = pass("timeslice", {"gpumux", "calibrate", "--measure", kind.name, "--out", o.out});
+  int code = pass("timeslice", {"gpumux", "calibrate", "--measure", kind.name, "--out", sim.out});
   if (code == kExitOk && o.processes >= 2)
-    code = pass("mps", {"gpumux", "calibrate", "--mps-into", o.out});
+    code = pass("mps", {"gpumux", "calibrate", "--mps-into", sim.out});
   std::filesystem::remove_all(dir);
   return code;
 }
@@ -186,7 +193,10 @@ Command AddCalibrateCommand(CLI::App& app) {
   sub->add_option("--gpu", o->gpu,
                   "measure the real GPU (device 0 of CUDA_VISIBLE_DEVICES), of this catalog kind");
   sub->add_option("--sim", o->sim, "measure the simulated GPU of this catalog kind");
-  sub->add_option("--out", o->out, "the calibration file to write")->capture_default_str();
+  sub->add_option("--out", o->out,
+                  "the calibration file to write (default: with --gpu the node's, "
+                  "$GPUMUX_CALIBRATION_DIR or /var/lib/gpumux/calibrations, KIND.json, which "
+                  "explain, plan and gpumuxd use; with --sim gpumux-calibration.json)");
   sub->add_option("--seconds", o->seconds, "how long each measurement runs")
       ->check(CLI::Range(0.05, 60.0))
       ->capture_default_str();

@@ -336,7 +336,9 @@ Command AddExplainCommand(CLI::App& app) {
       ->each([o](const std::string&) { o->efficiency_stated = true; });
   sub->add_option("--calibration", o->calibrations,
                   "a `gpumux calibrate` file: its GPU kind's measured efficiencies stand for "
-                  "--efficiency and --compute-efficiency when they are not given");
+                  "--efficiency and --compute-efficiency when they are not given (default: the "
+                  "node's, in $GPUMUX_CALIBRATION_DIR or /var/lib/gpumux/calibrations; 'none': "
+                  "none)");
   sub->add_option("--phase", o->phase, "decode or prefill")->capture_default_str();
   sub->add_option("--catalog", o->catalogs, "extra catalog file with your own GPU kinds or models");
   sub->add_option("--tenants", o->tenants, "evaluate this many copies sharing the GPU")

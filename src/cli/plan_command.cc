@@ -147,7 +147,9 @@ Command AddPlanCommand(CLI::App& app) {
   sub->add_option("--catalog", o->catalogs, "extra catalog file with your own GPU kinds or models");
   sub->add_option("--calibration", o->calibrations,
                   "a `gpumux calibrate` file: its GPU kind's measured efficiencies stand for those "
-                  "a workload does not state (with --apply, by default the one gpumuxd serves)");
+                  "a workload does not state (default: with --apply the one gpumuxd serves, else "
+                  "the node's, in $GPUMUX_CALIBRATION_DIR or /var/lib/gpumux/calibrations; "
+                  "'none': none)");
   sub->add_flag("--json", o->json, "print one JSON object instead of tables");
   sub->add_flag("-v,--verbose", o->verbose, "show every strategy considered for every GPU");
   sub->add_flag("--apply", o->apply,

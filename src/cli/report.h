@@ -18,7 +18,8 @@ namespace gpumux {
 // (DescribeCalibration). Throws Error (bad input) naming the calibration's file.
 std::vector<std::string> ApplyCalibrations(Catalog& catalog,
                                            const std::vector<CalibrationFile>& calibrations);
-// The same for calibration files (`--calibration`), read first.
+// The same for calibration files (`--calibration`), read first; with none given, the node's own
+// (LoadCalibrationDir(CalibrationDir(), false)); with the one word "none", none.
 std::vector<std::string> ApplyCalibrationFiles(Catalog& catalog,
                                                const std::vector<std::string>& files);
 

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -108,6 +110,25 @@ void SaveCalibration(const GpuCalibration& c, const std::string& path) {
     if (!out.flush()) throw Unavailable(tmp + ": cannot write the calibration");
   }
   std::filesystem::rename(tmp, path);
+}
+
+std::string CalibrationDir() {
+  const char* dir = std::getenv("GPUMUX_CALIBRATION_DIR");
+  return dir && *dir ? dir : "/var/lib/gpumux/calibrations";
+}
+
+std::vector<CalibrationFile> LoadCalibrationDir(const std::string& dir, bool simulated_too) {
+  std::vector<std::string> paths;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error))
+    if (entry.path().extension() == ".json") paths.push_back(entry.path().string());
+  std::sort(paths.begin(), paths.end());
+  std::vector<CalibrationFile> found;
+  for (const std::string& path : paths) {
+    GpuCalibration c = LoadCalibration(path);
+    if (simulated_too || !c.simulated) found.push_back({path, c});
+  }
+  return found;
 }
 
 std::string DescribeCalibration(const GpuCalibration& c, const std::string& path) {

@@ -8,6 +8,7 @@
 #include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <vector>
 
 namespace gpumux {
 
@@ -45,6 +46,16 @@ GpuCalibration CalibrationFromJson(const nlohmann::json& j, const std::string& w
 nlohmann::json CalibrationToJson(const GpuCalibration& c);
 // Writes it (replacing the file whole). Throws Error (unavailable) when it cannot.
 void SaveCalibration(const GpuCalibration& c, const std::string& path);
+// A node's calibrations of its real GPUs, one file per GPU kind (KIND.json): where `gpumux calibrate
+// --gpu` writes when not told a file, and where explain, plan and gpumuxd look when not told one.
+// $GPUMUX_CALIBRATION_DIR, else /var/lib/gpumux/calibrations.
+std::string CalibrationDir();
+// The calibrations in `dir` (files ending .json, in name order), those of simulated GPUs only if
+// `simulated_too` (gpumuxd matches each to its devices; explain and plan would take a simulated
+// one for the real kind); none if `dir` does not exist. Throws Error (bad input) naming a file
+// there that does not read as a calibration.
+std::vector<CalibrationFile> LoadCalibrationDir(const std::string& dir, bool simulated_too);
+
 // "calibration FILE: H100-SXM5-80GB (simulated), 2026-12-05T01:02:03Z" for reports.
 std::string DescribeCalibration(const GpuCalibration& c, const std::string& path);
 

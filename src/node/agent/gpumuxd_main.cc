@@ -78,7 +78,8 @@ int main(int argc, char** argv) {
   app.add_option("--catalog", catalogs, "extra catalog file with your own GPU kinds");
   app.add_option("--calibration", calibrations,
                  "a `gpumux calibrate` file of this node's GPUs, served with them in GET /v1/gpus "
-                 "for planners (one per kind of GPU)");
+                 "for planners (one per kind of GPU; default: those of its GPUs in "
+                 "$GPUMUX_CALIBRATION_DIR or /var/lib/gpumux/calibrations)");
   CLI11_PARSE(app, argc, argv);
 
   using gpumux::agent::Log;
@@ -110,6 +111,19 @@ int main(int argc, char** argv) {
     }
     for (const std::string& path : calibrations)
       config.calibrations.push_back({path, gpumux::LoadCalibration(path)});
+    if (calibrations.empty()) {  // the node's own, those of GPUs it has
+      for (gpumux::CalibrationFile& c : gpumux::LoadCalibrationDir(gpumux::CalibrationDir(), /*simulated_too=*/true)) {
+        bool ours = false;
+        for (const gpumux::node::Device& d : config.gpus)
+          ours = ours || (d.name == c.figures.device_name && d.simulated == c.figures.simulated);
+        if (ours) {
+          config.calibrations.push_back(std::move(c));
+        } else {
+          Log("info", "calibration of a GPU this node does not have: not used",
+              {{"file", c.path}, {"device", c.figures.device_name}});
+        }
+      }
+    }
     std::filesystem::create_directories(std::filesystem::path(state).parent_path());
     std::filesystem::create_directories(std::filesystem::path(socket).parent_path());
     gpumux::agent::Agent agent(config, sim.empty()
