@@ -157,8 +157,8 @@ int RunCalibrate(const CalibrateOptions& o) {
     }
     return Measure(measure);
   }
-  CalibrateOptions sim = o;
-  if (sim.out.empty()) sim.out = "gpumux-calibration.json";  // never the node's: it is simulated
+  // Never the node's calibration: it is simulated.
+  const std::string out = o.out.empty() ? "gpumux-calibration.json" : o.out;
   const GpuKind& kind = catalog.FindGpu(o.sim);
   char dir_template[] = "/tmp/gpumux-calibrate-XXXXXX";
   if (!mkdtemp(dir_template)) throw Unavailable("calibrate: cannot make a temporary folder");
@@ -175,9 +175,9 @@ int RunCalibrate(const CalibrateOptions& o) {
                              std::to_string(o.processes)});
     return Wait(Spawn(args));
   };
-  int code = pass("timeslice", {"gpumux", "calibrate", "--measure", kind.name, "--out", sim.out});
+  int code = pass("timeslice", {"gpumux", "calibrate", "--measure", kind.name, "--out", out});
   if (code == kExitOk && o.processes >= 2)
-    code = pass("mps", {"gpumux", "calibrate", "--mps-into", sim.out});
+    code = pass("mps", {"gpumux", "calibrate", "--mps-into", out});
   std::filesystem::remove_all(dir);
   return code;
 }

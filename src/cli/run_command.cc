@@ -220,7 +220,8 @@ int ShowAgentStatus(const StatusOptions& o) {
   }
   fmt::print("{}", FormatTable(rows));
   for (const auto& t : j["tenants"])
-    if (t.contains("rhythm")) fmt::print("{}: {}\n", t.value("id", ""), agent::DescribeRhythm(t["rhythm"]));
+    if (t.contains("rhythm"))
+      fmt::print("{}: {}\n", t.value("id", ""), agent::DescribeRhythm(t["rhythm"]));
   return kExitOk;
 }
 

@@ -241,8 +241,7 @@ void Agent::MatchCalibrations() {
     std::string names;
     for (Gpu& g : gpus_) {
       names += (names.empty() ? "" : ", ") + g.device.name;
-      if (g.device.name != c.figures.device_name || g.device.simulated != c.figures.simulated)
-        continue;
+      if (!MeasuredOn(c.figures, g.device)) continue;
       if (g.calibration)
         throw BadInput(c.path + ": GPU " + std::to_string(g.device.index) +
                        " already has the calibration " + g.calibration->path);
@@ -908,8 +907,7 @@ void Agent::TickSlot(Slot& slot, uint64_t now_ns) {
       wants = r.active_ticks != last;
       last = r.active_ticks;
       held = r.held;
-      stamped = r.burst.stamp_ns != 0 &&
-                slot.authority->TenantPriority(t) == node::Priority::kHigh;
+      stamped = r.burst.stamp_ns != 0 && slot.authority->TenantPriority(t) == node::Priority::kHigh;
       if (stamped) slot.authority->SetBurstFrom(t, r.burst, now_ns);
     }
     node::ComputeVerdict v =

@@ -60,6 +60,11 @@
 
 namespace gpumux::agent {
 
+// Whether `c` was measured on `gpu`: the device name the driver gave, simulated or not.
+inline bool MeasuredOn(const GpuCalibration& c, const node::Device& gpu) {
+  return gpu.name == c.device_name && gpu.simulated == c.simulated;
+}
+
 struct AgentConfig {
   std::vector<node::Device> gpus;
   // Calibrations of this node's GPUs: each belongs to every GPU of the device it was measured on
@@ -129,8 +134,8 @@ class Agent {
   struct Gpu {
     node::Device device;
     ShareMode mode = ShareMode::kTimeSlice;
-    std::vector<std::string> layout;  // MIG profiles in creation order (mode kMig)
-    std::vector<Slot> slots;          // the whole GPU, or one per MIG instance
+    std::vector<std::string> layout;               // MIG profiles in creation order (mode kMig)
+    std::vector<Slot> slots;                       // the whole GPU, or one per MIG instance
     const CalibrationFile* calibration = nullptr;  // in config_, if it has one
   };
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <filesystem>
@@ -112,11 +113,10 @@ int main(int argc, char** argv) {
     for (const std::string& path : calibrations)
       config.calibrations.push_back({path, gpumux::LoadCalibration(path)});
     if (calibrations.empty()) {  // the node's own, those of GPUs it has
-      for (gpumux::CalibrationFile& c : gpumux::LoadCalibrationDir(gpumux::CalibrationDir(), /*simulated_too=*/true)) {
-        bool ours = false;
-        for (const gpumux::node::Device& d : config.gpus)
-          ours = ours || (d.name == c.figures.device_name && d.simulated == c.figures.simulated);
-        if (ours) {
+      for (gpumux::CalibrationFile& c :
+           gpumux::LoadCalibrationDir(gpumux::CalibrationDir(), /*simulated_too=*/true)) {
+        if (std::any_of(config.gpus.begin(), config.gpus.end(),
+                        [&](const auto& d) { return gpumux::agent::MeasuredOn(c.figures, d); })) {
           config.calibrations.push_back(std::move(c));
         } else {
           Log("info", "calibration of a GPU this node does not have: not used",

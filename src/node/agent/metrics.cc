@@ -1,8 +1,8 @@
 #include "node/agent/metrics.h"
 
+#include <algorithm>
 #include <functional>
 #include <sstream>
-#include <string>
 
 #include "node/agent/log.h"
 
@@ -33,20 +33,26 @@ std::string FormatMetrics(const std::vector<GpuMetrics>& gpus, uint64_t now_ns) 
     for (const GpuMetrics& g : gpus)
       out << "gpumux_gpu_tenants{gpu=\"" << g.id << "\"} " << g.tenants.size() << '\n';
   });
-  for (const Family& f :
-       {Family{"gpumux_gpu_calibrated_bandwidth_bytes_per_second", "gauge",
-               "HBM bandwidth a streaming kernel achieved on the GPU (gpumux calibrate)."},
-        Family{"gpumux_gpu_calibrated_flops_per_second", "gauge",
-               "Math rate a matmul-like kernel achieved on the GPU (gpumux calibrate)."}}) {
-    bool bandwidth = std::string(f.name).find("bandwidth") != std::string::npos;
-    bool any = false;
-    for (const GpuMetrics& g : gpus) any = any || g.calibrated_bandwidth > 0;
-    if (!any) continue;
-    family(f, [&] {
+  // What a calibration measured, for the GPUs given one (a family only where some GPU has it).
+  struct CalibratedFamily {
+    Family f;
+    double GpuMetrics::*value;
+  };
+  const bool calibrated = std::any_of(
+      gpus.begin(), gpus.end(), [](const GpuMetrics& g) { return g.calibrated_bandwidth > 0; });
+  for (const CalibratedFamily& c :
+       {CalibratedFamily{
+            {"gpumux_gpu_calibrated_bandwidth_bytes_per_second", "gauge",
+             "HBM bandwidth a streaming kernel achieved on the GPU (gpumux calibrate)."},
+            &GpuMetrics::calibrated_bandwidth},
+        CalibratedFamily{{"gpumux_gpu_calibrated_flops_per_second", "gauge",
+                          "Math rate a matmul-like kernel achieved on the GPU (gpumux calibrate)."},
+                         &GpuMetrics::calibrated_flops}}) {
+    if (!calibrated) break;
+    family(c.f, [&] {
       for (const GpuMetrics& g : gpus)
         if (g.calibrated_bandwidth > 0)
-          out << f.name << "{gpu=\"" << g.id << "\"} "
-              << (bandwidth ? g.calibrated_bandwidth : g.calibrated_flops) << '\n';
+          out << c.f.name << "{gpu=\"" << g.id << "\"} " << g.*c.value << '\n';
     });
   }
   // One family per tenant measure.
