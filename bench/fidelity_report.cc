@@ -56,8 +56,8 @@ void ColocationReport(const std::string& path) {
   gpumux::ColocationConstants fitted = gpumux::FitColocation(rows);
   std::printf("\nco-location: each copy's slowdown (copies / aggregate speedup)\n");
   std::printf("%-24s %-5s %-5s %-9s %2s %5s %8s | %7s %7s | %7s %7s | %7s %7s\n", "id", "half",
-              "gpu", "mode", "n", "busy", "measured", "before", "error", "plain", "error",
-              "model", "error");
+              "gpu", "mode", "n", "busy", "measured", "before", "error", "plain", "error", "model",
+              "error");
   std::vector<double> before[3];
   for (const ColocationMeasurement& m : rows) {
     double b = SlowdownBefore(m);
@@ -65,12 +65,13 @@ void ColocationReport(const std::string& path) {
     double w = gpumux::PredictColocationSlowdown(m, model);
     double meas = m.measured_slowdown();
     before[int(m.half)].push_back(std::abs(gpumux::RelativeError(b, meas)));
-    std::printf("%-24s %-5s %-5s %-9s %2d %5.2f %8.2f | %7.2f %+6.1f%% | %7.2f %+6.1f%% | %7.2f "
-                "%+6.1f%%\n",
-                m.id.c_str(), HalfName(m.half), m.gpu.c_str(),
-                std::string(gpumux::ShareModeName(m.mode)).c_str(), m.copies, m.solo_busy, meas, b,
-                100 * gpumux::RelativeError(b, meas), p, 100 * gpumux::RelativeError(p, meas), w,
-                100 * gpumux::RelativeError(w, meas));
+    std::printf(
+        "%-24s %-5s %-5s %-9s %2d %5.2f %8.2f | %7.2f %+6.1f%% | %7.2f %+6.1f%% | %7.2f "
+        "%+6.1f%%\n",
+        m.id.c_str(), HalfName(m.half), m.gpu.c_str(),
+        std::string(gpumux::ShareModeName(m.mode)).c_str(), m.copies, m.solo_busy, meas, b,
+        100 * gpumux::RelativeError(b, meas), p, 100 * gpumux::RelativeError(p, meas), w,
+        100 * gpumux::RelativeError(w, meas));
   }
   std::printf("\n");
   PrintSummary("before (fluid MPS, fair time shares)",
@@ -79,7 +80,8 @@ void ColocationReport(const std::string& path) {
   PrintSummary("queueing, constants 1 (unfitted)",
                gpumux::SummariseColocation(rows, Half::kFit, plain),
                gpumux::SummariseColocation(rows, Half::kCheck, plain));
-  PrintSummary("queueing, the model's constants", gpumux::SummariseColocation(rows, Half::kFit, model),
+  PrintSummary("queueing, the model's constants",
+               gpumux::SummariseColocation(rows, Half::kFit, model),
                gpumux::SummariseColocation(rows, Half::kCheck, model));
   gpumux::ErrorSummary excluded = gpumux::SummariseColocation(rows, Half::kExcluded, model);
   std::printf("excluded rows with the model: median %.1f%%, worst %.1f%% (%zu rows)\n",

@@ -26,7 +26,9 @@ std::vector<std::string> ApplyCalibrations(Catalog& catalog,
 std::vector<std::string> ApplyCalibrationFiles(Catalog& catalog,
                                                const std::vector<std::string>& files) {
   if (files.size() == 1 && files[0] == "none") return {};
-  if (files.empty()) return ApplyCalibrations(catalog, LoadCalibrationDir(CalibrationDir(), /*simulated_too=*/false));
+  if (files.empty())
+    return ApplyCalibrations(catalog,
+                             LoadCalibrationDir(CalibrationDir(), /*simulated_too=*/false));
   std::vector<CalibrationFile> calibrations;
   for (const std::string& path : files) calibrations.push_back({path, LoadCalibration(path)});
   return ApplyCalibrations(catalog, calibrations);

@@ -2,7 +2,8 @@
 // and the device and driver as the driver named them), when, and each figure. `explain` and `plan`
 // use the calibration of a GPU kind when given one (--calibration FILE): its achieved bandwidth and
 // math rate stand for the efficiencies a workload does not state, its time-sliced figures for the
-// time left after context switches, and its MPS figures for what MPS clients move together. Plain data; the measuring is node/calibration_probe.h.
+// time left after context switches, and its MPS figures for what MPS clients move together.
+// Plain data; the measuring is node/calibration_probe.h.
 #pragma once
 
 #include <map>
