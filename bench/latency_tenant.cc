@@ -88,9 +88,12 @@ int main(int argc, char** argv) {
       if (step >= start + kWarmUpNs) latency_ms.push_back(double(NowNs() - began) / 1e6);
     }
     double gpu_s = double(steps) * kernels * kernel_us / 1e6;
-    std::printf("{\"steps\": %zu, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"gpu_share\": %.4f}\n",
+    std::printf("{\"steps\": %zu, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"gpu_share\": %.4f, ",
                 steps, Percentile(latency_ms, 0.5), Percentile(latency_ms, 0.99),
                 gpu_s / (double(end - start) / 1e9));
+    std::printf("\"latency_ms\": [");  // every step's, for pooling runs
+    for (size_t i = 0; i < latency_ms.size(); ++i) std::printf("%s%.3f", i ? ", " : "", latency_ms[i]);
+    std::printf("]}\n");
     return 0;
   }
 

@@ -235,6 +235,20 @@ TEST_F(ComputeTickTest, ABusyTenantGetsMostOfWhatALightOneLeaves) {
   EXPECT_GT(s[0] + s[1], 0.90) << "the GPU idles at most the room";
 }
 
+TEST_F(ComputeTickTest, WhatALightTenantLeavesBetweenItsBurstsIsNotKeptIdleForIt) {
+  // Equal weights; one works 5 ms of every 20 (an inference server between requests), the other
+  // all it can get. The light one's demand (what it used lately, and room) held the busy one at
+  // its share all along, and the GPU idled while the light one was between bursts (5% here).
+  // Now credit grows at the share among those at work now: while the light one is idle, the busy
+  // one may use it all.
+  Ledger l = Ledger::CreateOrOpen(path_, 1ull << 30, "sim");
+  int light = l.AddTenant("light", {1ull << 20}), busy = l.AddTenant("busy", {1ull << 20});
+  auto s = ShareOut(l, {{light, 1.0, 5, 20}, {busy, 1.0}}, l.Snapshot()[0].added_ns, 10,
+                    {Priority::kNormal, Priority::kNormal});
+  EXPECT_GT(s[0], 0.12) << "the light one gets at least round robin's half of its bursts";
+  EXPECT_GT(s[0] + s[1], 0.99) << "the GPU does not idle while the busy one has work";
+}
+
 TEST_F(ComputeTickTest, ABestEffortTenantKeepsWhatABusyHighPriorityTenantLeaves) {
   // High priority: work for 5 ms of every 20 ms, all of the GPU meanwhile (a quarter in all).
   Ledger l = Ledger::CreateOrOpen(path_, 1ull << 30, "sim");

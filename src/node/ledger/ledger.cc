@@ -392,12 +392,14 @@ ComputeVerdict Ledger::TenantComputeTick(int my_tenant, uint64_t now_ns, uint64_
   }
   // Who wants the GPU now, and is a high-priority tenant at work?
   std::vector<ComputeDemand> demand(kMaxTenants);
+  std::vector<bool> at_work(kMaxTenants, false);
   auto my_priority = Priority(me.priority.load());
   bool yield = false;
   for (int t = 0; t < kMaxTenants; ++t) {
     const TenantSlot& s = layout_->tenants[t];
     if (s.state.load(std::memory_order_relaxed) != 1) continue;
     uint64_t wanted = s.wanted_ns.load(std::memory_order_relaxed);
+    at_work[size_t(t)] = Within(wanted, now_ns, kAtWorkNs);
     auto priority = Priority(s.priority.load(std::memory_order_relaxed));
     bool held_lately =
         Within(s.share_held_ns.load(std::memory_order_relaxed), now_ns, kUseWindowNs);
@@ -415,6 +417,18 @@ ComputeVerdict Ledger::TenantComputeTick(int my_tenant, uint64_t now_ns, uint64_
   }
   demand[my_tenant].wants_gpu = true;  // a process that asks is at least deciding whether to launch
   double share = FairShares(demand)[my_tenant];
+  // The credit grows at the share among the tenants at work now: time a neighbour that wants the
+  // GPU lately leaves idle at the moment (between its steps, say) is not kept for it, so a busy
+  // tenant is held for its share only while others are at work (caps still hold).
+  double share_now = share;
+  bool others_idle = false;
+  for (int t = 0; t < kMaxTenants; ++t) {
+    if (t != my_tenant && demand[size_t(t)].wants_gpu && !at_work[size_t(t)]) {
+      demand[size_t(t)].wants_gpu = false;
+      others_idle = true;
+    }
+  }
+  if (others_idle) share_now = FairShares(demand)[my_tenant];
   // Bring the credit and the use up to now: the process that moves accrued_ns forward adds that
   // interval.
   uint64_t accrued = me.accrued_ns.load();
@@ -422,9 +436,9 @@ ComputeVerdict Ledger::TenantComputeTick(int my_tenant, uint64_t now_ns, uint64_
     uint64_t elapsed = now_ns - accrued, used = me.gpu_ns.load();
     int64_t credit = me.credit_ns.load();
     int64_t next;
-    uint64_t burst = kBurstNs + uint64_t(share * double(unmeasured_ns));
+    uint64_t burst = kBurstNs + uint64_t(share_now * double(unmeasured_ns));
     do {
-      next = AccrueCredit(credit, used, share, elapsed, burst);
+      next = AccrueCredit(credit, used, share_now, elapsed, burst);
     } while (!me.credit_ns.compare_exchange_weak(credit, next));
     // An average over about kUseWindowNs (exponential), of the GPU time measured meanwhile.
     uint64_t before = me.use_gpu_ns.exchange(used);

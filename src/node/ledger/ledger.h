@@ -158,6 +158,8 @@ struct ComputeVerdict {
 // Timing of the governor (see ComputeTick).
 inline constexpr uint64_t kWantWindowNs =
     100'000'000;  // a tenant wants the GPU if it launched within this
+inline constexpr uint64_t kAtWorkNs =
+    3'000'000;  // a tenant is at work now if it launched or waited within this (three ticks)
 inline constexpr uint64_t kYieldHoldNs =
     10'000'000;  // others yield this long after a high-priority launch, when it has no rhythm
 inline constexpr uint64_t kUseWindowNs = 100'000'000;  // what a tenant used "lately"
@@ -248,8 +250,10 @@ class Ledger {
   // Compute governor, called by each tenant process about once a millisecond (not on the launch
   // path). Adds `gpu_ns` (GPU time the process used since its last call) to its tenant, notes that
   // the tenant wants the GPU if `wants_gpu` (it launched, or a launch is waiting), brings the
-  // tenant's credit up to `now_ns` at its fair share (compute_share.h; each interval is accrued by
-  // exactly one process, claimed with a compare-and-swap), and tells the process to hold launches
+  // tenant's credit up to `now_ns` at its fair share among the tenants at work now (launched or
+  // waited within kAtWorkNs: time a neighbour between its bursts leaves is not kept idle for it;
+  // compute_share.h; each interval is accrued by exactly one process, claimed with a
+  // compare-and-swap), and tells the process to hold launches
   // while the tenant's GPU time exceeds its credit or a high-priority tenant without a rhythm
   // launched within kYieldHoldNs (once it has one, each process's launch forecast keeps clear of
   // its bursts instead: shim/launch_forecast.h). High-priority tenants are never held; their
