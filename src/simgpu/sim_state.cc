@@ -32,13 +32,9 @@ double EnvDouble(const char* name, double fallback) {
 // The device the environment describes (what `gpumux run --sim` and gpumuxd set).
 SimSpec SpecFromEnvironment(uint64_t capacity) {
   const char* mode = std::getenv("GPUMUX_SIM_MODE");
-  SimSpec spec{capacity, EnvDouble("GPUMUX_SIM_BANDWIDTH", 2.0e12),
-               EnvDouble("GPUMUX_SIM_FLOPS", 300e12),
-               mode && std::string(mode) == "mps" ? ShareMode::kMps : ShareMode::kTimeSlice};
-  spec.timeslice_ns = uint64_t(EnvDouble("GPUMUX_SIM_TIMESLICE_US", 1024) * 1000);
-  spec.switch_ns = uint64_t(EnvDouble("GPUMUX_SIM_SWITCH_US", 25) * 1000);
-  spec.below_normal_weight = std::clamp(EnvDouble("GPUMUX_SIM_BELOW_NORMAL_WEIGHT", 1.0), 0.0, 1.0);
-  return spec;
+  return WithSchedulingFromEnvironment(
+      {capacity, EnvDouble("GPUMUX_SIM_BANDWIDTH", 2.0e12), EnvDouble("GPUMUX_SIM_FLOPS", 300e12),
+       mode && std::string(mode) == "mps" ? ShareMode::kMps : ShareMode::kTimeSlice});
 }
 
 // Written once by the process that creates the state file; later processes use what it holds.
@@ -107,6 +103,13 @@ SimState* MapState(const std::string& path, const SimSpec& spec) {
 }
 
 }  // namespace
+
+SimSpec WithSchedulingFromEnvironment(SimSpec spec) {
+  spec.timeslice_ns = uint64_t(EnvDouble("GPUMUX_SIM_TIMESLICE_US", 1024) * 1000);
+  spec.switch_ns = uint64_t(EnvDouble("GPUMUX_SIM_SWITCH_US", 25) * 1000);
+  spec.below_normal_weight = std::clamp(EnvDouble("GPUMUX_SIM_BELOW_NORMAL_WEIGHT", 1.0), 0.0, 1.0);
+  return spec;
+}
 
 namespace {
 

@@ -101,6 +101,11 @@ struct SimSpec {
   double below_normal_weight = 1.0;
 };
 
+// `spec` with the scheduling the environment asks for: GPUMUX_SIM_TIMESLICE_US,
+// GPUMUX_SIM_SWITCH_US and GPUMUX_SIM_BELOW_NORMAL_WEIGHT (the defaults above where unset). For
+// whoever creates a device's state: the first process of `gpumux run --sim`, or gpumuxd.
+SimSpec WithSchedulingFromEnvironment(SimSpec spec);
+
 // Creates the state file at `path` (mode 0666: processes of every user share the device) if it
 // does not exist; false if it cannot, or if a file there is not a simulated device's state.
 bool CreateSimState(const std::string& path, const SimSpec& spec);

@@ -26,8 +26,9 @@ class SimulatedBackend : public ShareBackend {
  public:
   explicit SimulatedBackend(std::string dir) : dir_(std::move(dir)) {}
   void Prepare(const node::Device& device, ShareMode mode) override {
-    if (!sim::CreateSimState(Path(device),
-                             {device.memory, device.bandwidth, device.flops, SimMode(mode)})) {
+    // The simulated GPU's scheduling knobs as `gpumux run --sim` takes them: from the environment.
+    if (!sim::CreateSimState(Path(device), sim::WithSchedulingFromEnvironment({device.memory,
+                                           device.bandwidth, device.flops, SimMode(mode)}))) {
       throw Unavailable(Path(device) +
                         ": cannot create the simulated GPU's state (or it is not one)");
     }
