@@ -80,6 +80,19 @@ TEST_F(ComputeTest, BestEffortTenantsUseWhatTheOthersLeave) {
       << r[1] << ": the 70% the capped tenant may not use";
 }
 
+TEST_F(ComputeTest, ABusyTenantUsesWhatALightOneLeavesBetweenItsKernels) {
+  // A server: a 1 ms kernel, then a 9 ms pause (about a tenth of the GPU), beside a busy tenant of
+  // the same weight. The light one wants the GPU lately, so the division keeps its share and some
+  // room to grow; while it pauses, that room idled the GPU unless the busy one's credit grows at the
+  // share among the tenants at work now.
+  auto r = RunTogether({{"server", "", "launch latency {start} 3 1 9"},
+                        {"busy", "", "launch busy {start} 3 1"}});
+  ASSERT_TRUE(r[0].contains("gpu_share") && r[1].contains("gpu_share")) << r[0] << r[1];
+  double server = r[0]["gpu_share"].get<double>(), busy = r[1]["gpu_share"].get<double>();
+  EXPECT_GT(server, 0.07) << r[0] << ": the server gets its kernels";
+  EXPECT_GT(server + busy, 0.97) << r[0] << r[1] << ": the GPU idles while the busy one has work";
+}
+
 TEST_F(ComputeTest, EveryLaunchPathIsHeldToTheCap) {
   // Alone on the GPU, an ungoverned busy tenant would take ~100%.
   for (const char* path : {"launch", "ex", "coop", "graph", "ptsz"}) {
