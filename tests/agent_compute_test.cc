@@ -92,6 +92,26 @@ TEST_F(AgentComputeTest, ABestEffortTenantRunsBetweenAHighPriorityTenantsStepsAn
 // A tenant over two GPUs is held to its weight on each: gpumuxd sees it want its second GPU as
 // well as its first (its processes count their launches in one activity file for the tenant, which
 // each GPU's governor reads), so a neighbour there is held to its own share.
+// gpumuxd learns who is at work from the tenants' activity counts, a tick late: a busy tenant
+// still uses what a light neighbour leaves between its kernels (ComputeTest's twin under
+// `gpumux run`).
+TEST_F(AgentComputeTest, ABusyTenantUsesWhatALightOneLeavesBetweenItsKernels) {
+  StartAgent();
+  json server = Call("POST", "/v1/tenants", {{"id", "server"}, {"gpu", 0}, {"memory", "1GiB"}}, 201);
+  json busy = Call("POST", "/v1/tenants", {{"id", "busy"}, {"gpu", 0}, {"memory", "1GiB"}}, 201);
+  std::string start = std::to_string(gpumux::NowNs() + 500'000'000ull);
+  std::string client = std::string(GPUMUX_COMPUTE_CLIENT) + " launch ";
+  auto filler = std::async(std::launch::async, Sh, Env(busy) + client + "busy " + start + " 3 1");
+  auto [code, out] = Sh(Env(server) + client + "latency " + start + " 3 1 9");
+  auto [busy_code, busy_out] = filler.get();
+  ASSERT_EQ(code, 0) << out;
+  ASSERT_EQ(busy_code, 0) << busy_out;
+  double light = json::parse(out)["gpu_share"].get<double>();
+  double heavy = json::parse(busy_out)["gpu_share"].get<double>();
+  EXPECT_GT(light, 0.07) << out << ": the server gets its kernels";
+  EXPECT_GT(light + heavy, 0.97) << out << busy_out << ": the GPU idles while one has work";
+}
+
 TEST_F(AgentComputeTest, ATenantOverTwoGpusKeepsItsWeightOnTheSecond) {
   StartAgentOn({"--sim", "H100", "--gpus", "2"}, {});
   json wide = Call("POST", "/v1/tenants",
