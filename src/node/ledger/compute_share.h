@@ -7,9 +7,9 @@
 // others by weight (water-filling). Best-effort (low-priority) tenants are a second tier: they
 // share what the others leave (their caps, their demand, or their absence). What is still left
 // once every wanting tenant has its demand goes to them all by weight up to their caps, so the
-// division hands out the whole GPU while someone wants it; only a light tenant's room to grow
-// idles, and only while it is at work (the ledger accrues credit at the division among the
-// tenants at work now). On top of the division, normal and low tenants yield while a
+// division hands out the whole GPU while someone wants it. A light tenant's room to grow is kept
+// by its own credit only: the ledger accrues its neighbours' credit at the division among the
+// tenants at work now, a clearly light one wanting what it uses (Ledger::ComputeTick). On top of the division, normal and low tenants yield while a
 // high-priority (latency-sensitive) tenant launches (Ledger::ComputeTick).
 #pragma once
 

@@ -222,17 +222,19 @@ std::vector<double> ShareOut(Ledger& l, const std::vector<Load>& loads, uint64_t
   return share;
 }
 
-TEST_F(ComputeTickTest, ABusyTenantGetsMostOfWhatALightOneLeaves) {
-  // Equal weights; one needs a quarter of the GPU, the other all it can get. A division by
-  // "wanting" held the busy one at half and idled a quarter. Now the light one's demand is what it
-  // uses plus room to grow (DemandOf: a quarter more, and 2%): that room, 8% here, still idles.
+TEST_F(ComputeTickTest, ABusyTenantGetsWhatALightOneLeaves) {
+  // Equal weights; one needs a quarter of the GPU (at work every millisecond), the other all it can
+  // get. A division by "wanting" held the busy one at half and idled a quarter. The light one's
+  // demand is what it uses plus room to grow (DemandOf: a quarter more, and 2%), which its own
+  // credit keeps; the busy one's credit kept it too, and that room, 8%, idled (0.667 measured).
+  // Now others' credit keeps no room for a tenant well under its round-robin part.
   Ledger l = Ledger::CreateOrOpen(path_, 1ull << 30, "sim");
   int light = l.AddTenant("light", {1ull << 20}), busy = l.AddTenant("busy", {1ull << 20});
   auto s = ShareOut(l, {{light, 0.25}, {busy, 1.0}}, l.Snapshot()[0].added_ns, 10,
                     {Priority::kNormal, Priority::kNormal});
   EXPECT_NEAR(s[0], 0.25, 0.01) << "the light one gets all it needs";
-  EXPECT_GT(s[1], 0.65) << "the busy one gets what it leaves, but the light one's room";
-  EXPECT_GT(s[0] + s[1], 0.90) << "the GPU idles at most the room";
+  EXPECT_GT(s[1], 0.73) << "the busy one gets what it leaves";
+  EXPECT_GT(s[0] + s[1], 0.98) << "the GPU does not idle the light one's room";
 }
 
 TEST_F(ComputeTickTest, WhatALightTenantLeavesBetweenItsBurstsIsNotKeptIdleForIt) {

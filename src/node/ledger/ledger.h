@@ -160,6 +160,9 @@ inline constexpr uint64_t kWantWindowNs =
     100'000'000;  // a tenant wants the GPU if it launched within this
 inline constexpr uint64_t kAtWorkNs =
     3'000'000;  // a tenant is at work now if it launched or waited within this (three ticks)
+// A tenant at work that uses less than this fraction of its round-robin part (1 / tenants at work)
+// and leaves part of its share is light by its own doing: others' credit does not keep its room.
+inline constexpr double kClearlyLight = 0.8;
 inline constexpr uint64_t kYieldHoldNs =
     10'000'000;  // others yield this long after a high-priority launch, when it has no rhythm
 inline constexpr uint64_t kUseWindowNs = 100'000'000;  // what a tenant used "lately"
@@ -251,9 +254,10 @@ class Ledger {
   // path). Adds `gpu_ns` (GPU time the process used since its last call) to its tenant, notes that
   // the tenant wants the GPU if `wants_gpu` (it launched, or a launch is waiting), brings the
   // tenant's credit up to `now_ns` at its fair share among the tenants at work now (launched or
-  // waited within kAtWorkNs: time a neighbour between its bursts leaves is not kept idle for it;
-  // compute_share.h; each interval is accrued by exactly one process, claimed with a
-  // compare-and-swap), and tells the process to hold launches
+  // waited within kAtWorkNs: time a neighbour between its bursts leaves is not kept idle for it,
+  // nor a clearly light neighbour's room to grow, kClearlyLight; compute_share.h; each interval
+  // is accrued by exactly one process, claimed with a compare-and-swap), and tells the process
+  // to hold launches
   // while the tenant's GPU time exceeds its credit or a high-priority tenant without a rhythm
   // launched within kYieldHoldNs (once it has one, each process's launch forecast keeps clear of
   // its bursts instead: shim/launch_forecast.h). High-priority tenants are never held; their
