@@ -72,6 +72,25 @@ std::vector<double> FairShares(const std::vector<ComputeDemand>& tenants) {
   return share;
 }
 
+double ShareAtWorkNow(std::vector<ComputeDemand> tenants, size_t me, double share) {
+  tenants[me].wants_gpu = tenants[me].at_work = true;
+  int at_work = 0;
+  for (const ComputeDemand& t : tenants) at_work += t.wants_gpu && t.at_work;
+  bool changed = false;
+  for (size_t i = 0; i < tenants.size(); ++i) {
+    ComputeDemand& t = tenants[i];
+    if (i == me || !t.wants_gpu) continue;
+    if (!t.at_work) {
+      t.wants_gpu = false;
+      changed = true;
+    } else if (t.demand < 1.0 && t.use < kClearlyLight / at_work) {
+      t.demand = t.use;
+      changed = true;
+    }
+  }
+  return changed ? FairShares(tenants)[me] : share;
+}
+
 Priority ParsePriority(const std::string& text) {
   if (text == "high") return Priority::kHigh;
   if (text == "normal") return Priority::kNormal;

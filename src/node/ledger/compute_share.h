@@ -7,9 +7,9 @@
 // others by weight (water-filling). Best-effort (low-priority) tenants are a second tier: they
 // share what the others leave (their caps, their demand, or their absence). What is still left
 // once every wanting tenant has its demand goes to them all by weight up to their caps, so the
-// division hands out the whole GPU while someone wants it. A light tenant's room to grow is kept
-// by its own credit only: the ledger accrues its neighbours' credit at the division among the
-// tenants at work now, a clearly light one wanting what it uses (Ledger::ComputeTick). On top of the division, normal and low tenants yield while a
+// division hands out the whole GPU while someone wants it. Credit grows at the division among
+// the tenants at work now (ShareAtWorkNow), so neither a neighbour's pause nor a light one's room
+// to grow idles the GPU. On top of the division, normal and low tenants yield while a
 // high-priority (latency-sensitive) tenant launches (Ledger::ComputeTick).
 #pragma once
 
@@ -29,7 +29,13 @@ struct ComputeDemand {
   bool wants_gpu = false;
   bool best_effort = false;  // shares only what the others leave
   double demand = 1.0;       // fraction of GPU time it would use now (1: unknown, all it may)
+  bool at_work = false;      // launched or waited within the last few ms (not just lately)
+  double use = 0;            // fraction of GPU time it used lately
 };
+
+// A tenant at work that uses less than this fraction of its round-robin part (1 / tenants at work)
+// and leaves part of its share is light by its own doing, not held down by the others.
+inline constexpr double kClearlyLight = 0.8;
 
 // A tenant's demand from what it used lately (`use`, a fraction of GPU time), the share it was
 // given (`share`) and whether it was held for its share lately. A tenant that leaves part of its
@@ -45,6 +51,14 @@ uint32_t ParseComputeCap(const std::string& text);  // "40%" or "40" -> 400 per 
 
 // Fraction of GPU time (0..1) each tenant may use now; 0 for those that do not want the GPU.
 std::vector<double> FairShares(const std::vector<ComputeDemand>& tenants);
+
+// The share tenant `me`'s credit grows at: the division among the tenants at work now (time a
+// neighbour that wants the GPU lately leaves idle at the moment is not kept for it), a clearly
+// light neighbour (kClearlyLight) wanting only what it uses (its room to grow is kept by its own
+// credit; a heavy-weight tenant held to half by round robin before the gates divide is not
+// clearly light, so weights still divide). `me` counts as wanting and at work. `share`: FairShares
+// of the same tenants for `me`, returned when no neighbour is idle or clearly light.
+double ShareAtWorkNow(std::vector<ComputeDemand> tenants, size_t me, double share);
 
 // The token bucket of one tenant's GPU time: `credit_ns` grows at `share` of wall time and is
 // capped at `burst_ns` ahead of what the tenant used, so an idle tenant cannot bank unlimited time.

@@ -392,24 +392,23 @@ ComputeVerdict Ledger::TenantComputeTick(int my_tenant, uint64_t now_ns, uint64_
   }
   // Who wants the GPU now, and is a high-priority tenant at work?
   std::vector<ComputeDemand> demand(kMaxTenants);
-  std::vector<bool> at_work(kMaxTenants, false);
-  std::vector<double> use(kMaxTenants, 0.0);
   auto my_priority = Priority(me.priority.load());
   bool yield = false;
   for (int t = 0; t < kMaxTenants; ++t) {
     const TenantSlot& s = layout_->tenants[t];
     if (s.state.load(std::memory_order_relaxed) != 1) continue;
     uint64_t wanted = s.wanted_ns.load(std::memory_order_relaxed);
-    at_work[size_t(t)] = Within(wanted, now_ns, kAtWorkNs);
     auto priority = Priority(s.priority.load(std::memory_order_relaxed));
     bool held_lately =
         Within(s.share_held_ns.load(std::memory_order_relaxed), now_ns, kUseWindowNs);
-    use[size_t(t)] = s.use_ppm.load(std::memory_order_relaxed) / 1e6;
+    double use = s.use_ppm.load(std::memory_order_relaxed) / 1e6;
     demand[t] = {s.cap_permille.load(std::memory_order_relaxed),
-                 s.weight.load(std::memory_order_relaxed), Within(wanted, now_ns, kWantWindowNs),
+                 s.weight.load(std::memory_order_relaxed),
+                 Within(wanted, now_ns, kWantWindowNs),
                  priority == Priority::kLow,
-                 DemandOf(use[size_t(t)], s.share_ppm.load(std::memory_order_relaxed) / 1e6,
-                          held_lately)};
+                 DemandOf(use, s.share_ppm.load(std::memory_order_relaxed) / 1e6, held_lately),
+                 Within(wanted, now_ns, kAtWorkNs),
+                 use};
     // Others yield kYieldHoldNs after a high-priority tenant's last launch while it has no
     // rhythm. Once it has one, their launches keep clear of its bursts by themselves, to the
     // 100 µs rather than to this tick (shim/launch_forecast.h). A rhythm lost (bursts running
@@ -419,28 +418,8 @@ ComputeVerdict Ledger::TenantComputeTick(int my_tenant, uint64_t now_ns, uint64_
   }
   demand[my_tenant].wants_gpu = true;  // a process that asks is at least deciding whether to launch
   double share = FairShares(demand)[my_tenant];
-  // The credit grows at the share among the tenants at work now: time a neighbour that wants the
-  // GPU lately leaves idle at the moment (between its steps, say) is not kept for it, so a busy
-  // tenant is held for its share only while others are at work (caps still hold). Nor is a light
-  // neighbour's room to grow kept for it (its own credit keeps it): one whose use is well under
-  // what round robin among those at work would give it is light by its own doing, not held down
-  // by the others (as a heavy-weight tenant under round robin is, before the gates divide).
-  double share_now = share;
-  bool changed = false;
-  int at_work_now = 1;  // this tenant
-  for (int t = 0; t < kMaxTenants; ++t) at_work_now += t != my_tenant && at_work[size_t(t)];
-  for (int t = 0; t < kMaxTenants; ++t) {
-    ComputeDemand& d = demand[size_t(t)];
-    if (t == my_tenant || !d.wants_gpu) continue;
-    if (!at_work[size_t(t)]) {
-      d.wants_gpu = false;
-      changed = true;
-    } else if (d.demand < 1.0 && use[size_t(t)] < kClearlyLight / at_work_now) {
-      d.demand = use[size_t(t)];
-      changed = true;
-    }
-  }
-  if (changed) share_now = FairShares(demand)[my_tenant];
+  // The credit grows at the share among the tenants at work now (compute_share.h).
+  double share_now = ShareAtWorkNow(demand, size_t(my_tenant), share);
   // Bring the credit and the use up to now: the process that moves accrued_ns forward adds that
   // interval.
   uint64_t accrued = me.accrued_ns.load();

@@ -160,9 +160,6 @@ inline constexpr uint64_t kWantWindowNs =
     100'000'000;  // a tenant wants the GPU if it launched within this
 inline constexpr uint64_t kAtWorkNs =
     3'000'000;  // a tenant is at work now if it launched or waited within this (three ticks)
-// A tenant at work that uses less than this fraction of its round-robin part (1 / tenants at work)
-// and leaves part of its share is light by its own doing: others' credit does not keep its room.
-inline constexpr double kClearlyLight = 0.8;
 inline constexpr uint64_t kYieldHoldNs =
     10'000'000;  // others yield this long after a high-priority launch, when it has no rhythm
 inline constexpr uint64_t kUseWindowNs = 100'000'000;  // what a tenant used "lately"
@@ -255,7 +252,7 @@ class Ledger {
   // the tenant wants the GPU if `wants_gpu` (it launched, or a launch is waiting), brings the
   // tenant's credit up to `now_ns` at its fair share among the tenants at work now (launched or
   // waited within kAtWorkNs: time a neighbour between its bursts leaves is not kept idle for it,
-  // nor a clearly light neighbour's room to grow, kClearlyLight; compute_share.h; each interval
+  // nor a clearly light neighbour's room to grow: ShareAtWorkNow, compute_share.h; each interval
   // is accrued by exactly one process, claimed with a compare-and-swap), and tells the process
   // to hold launches
   // while the tenant's GPU time exceeds its credit or a high-priority tenant without a rhythm
