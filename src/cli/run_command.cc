@@ -22,6 +22,7 @@
 #include "core/catalog.h"
 #include "core/units.h"
 #include "node/agent/agent_client.h"
+#include "node/agent/share_backend.h"
 #include "node/device.h"
 #include "node/ledger/ledger.h"
 
@@ -162,9 +163,7 @@ int RunTenant(const RunOptions& o) {
 
   std::vector<std::pair<std::string, std::string>> env = node::TenantEnvironment(
       devices, paths, id, node::RuntimeLibraryDir(), EnvOr("LD_PRELOAD"), EnvOr("LD_LIBRARY_PATH"));
-  // What the driver offers too: under MPS a best-effort tenant is a below-normal client, whose
-  // work the hardware runs after normal clients' (ignored without an MPS daemon).
-  if (shared.priority == node::Priority::kLow) env.push_back({"CUDA_MPS_CLIENT_PRIORITY", "1"});
+  agent::AddMpsClientPriority(shared, &env);  // what the driver offers too, under MPS
   g_child = fork();
   if (g_child < 0) throw Internal(fmt::format("cannot start '{}': fork failed", o.command[0]));
   if (g_child == 0) {

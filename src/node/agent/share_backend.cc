@@ -12,15 +12,12 @@
 
 namespace gpumux::agent {
 
-namespace {
-
-// A best-effort tenant is a below-normal MPS client (CUDA_MPS_CLIENT_PRIORITY=1): the hardware
-// schedules normal clients' work first (NVIDIA: a hint, not a guarantee of order). Normal and
-// high-priority tenants are normal clients; gpumux's own priorities tell them apart.
 void AddMpsClientPriority(const node::TenantLimits& limits,
                           std::vector<std::pair<std::string, std::string>>* env) {
   if (limits.priority == node::Priority::kLow) env->push_back({"CUDA_MPS_CLIENT_PRIORITY", "1"});
 }
+
+namespace {
 
 class SimulatedBackend : public ShareBackend {
  public:

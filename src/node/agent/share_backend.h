@@ -17,6 +17,13 @@
 
 namespace gpumux::agent {
 
+// Adds to `env` what makes a best-effort tenant a below-normal MPS client
+// (CUDA_MPS_CLIENT_PRIORITY=1): the hardware schedules normal clients' work first (NVIDIA: a hint,
+// not a guarantee of order; ignored without an MPS daemon). Normal and high-priority tenants are
+// normal clients; gpumux's own priorities tell them apart. For gpumuxd and `gpumux run`.
+void AddMpsClientPriority(const node::TenantLimits& limits,
+                          std::vector<std::pair<std::string, std::string>>* env);
+
 class ShareBackend {
  public:
   virtual ~ShareBackend() = default;
