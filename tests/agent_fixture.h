@@ -103,6 +103,17 @@ class AgentTest : public NodeTest {
     return json::parse(text);
   }
 
+  // Asks GET /v1/tenants/`id` every 20 ms, for up to 2 s, until its used_bytes is `bytes`; returns
+  // the last answer.
+  json AwaitUsage(const std::string& id, uint64_t bytes) {
+    json t = Call("GET", "/v1/tenants/" + id, json(), 200);
+    for (int i = 0; i < 100 && t.value("used_bytes", bytes + 1) != bytes; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      t = Call("GET", "/v1/tenants/" + id, json(), 200);
+    }
+    return t;
+  }
+
   // Runs `body` in a child process as user and group `uid` (the caller must be root) and returns
   // the text it returned; empty if it could not become that user.
   static std::string AsUser(uid_t uid, const std::function<std::string()>& body) {

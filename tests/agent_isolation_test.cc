@@ -2,7 +2,8 @@
 // tenant can write no file that gpumuxd or another tenant reads as truth, can crash nothing by
 // truncating what it can reach, cannot hold a neighbour's launches or lift its own compute cap,
 // and fills only its own process table; a second gpumuxd exits; a failed admission leaves nothing
-// behind; root on the tenants' socket is capped like any user; a half-closed request is answered.
+// behind; root on the tenants' socket is capped like any user; a half-closed request is answered;
+// a process cannot have its memory adopted as a neighbour's by claiming the neighbour's name.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -177,6 +178,38 @@ TEST_F(IsolationTest, ATenantOverTwoGpusGetsItsQuotaOnEachPartAndNoMore) {
   EXPECT_EQ(r["negative"]["status"], 400) << r;
   ASSERT_EQ(r["per_gpu"].size(), 2u) << r;
   for (const json& gpu : r["per_gpu"]) EXPECT_EQ(gpu["used_bytes"], kGiB) << r;
+}
+
+// After its ledger is made anew, gpumuxd adopts what running tenant processes hold, each by the
+// tenant it was started as. A process of `nobody` that holds memory outside the shim and claims to
+// be root's tenant is charged to neither: the claim must come from the tenant's owner.
+TEST_F(IsolationTest, AProcessClaimingANeighboursNameIsNotAdoptedAsTheNeighbour) {
+  StartAgent();
+  Call("POST", "/v1/tenants", {{"id", "victim"}, {"gpu", 0}, {"memory", "2GiB"}}, 201);
+  json attacker =
+      Call("POST", "/v1/tenants",
+           {{"id", "attacker"}, {"gpu", 0}, {"memory", "1GiB"}, {"owner_uid", kNobody}}, 201);
+  const std::string as_nobody = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+  const std::string fill = std::string(GPUMUX_ALLOC_CLIENT) + " direct fill " +
+                           std::to_string(512 * kMiB) + " 5 >/dev/null 2>&1";
+  // Its own tenant's program, under the shim: 1 GiB, granted.
+  FILE* own = popen((as_nobody + Env(attacker) + fill).c_str(), "r");
+  json before = AwaitUsage("attacker", kGiB);
+  ASSERT_EQ(before["used_bytes"].get<uint64_t>(), kGiB) << before;
+  // A forger: the simulated driver without the shim, started as tenant "victim".
+  FILE* forger =
+      popen((as_nobody + Env(attacker) + "LD_PRELOAD= GPUMUX_TENANT=victim " + fill).c_str(), "r");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  StopAgent(SIGKILL);
+  gpumux::testing::Shell("head -c 300000 /dev/urandom > " + Run() + "/private/gpu0.ledger");
+  StartAgent();
+  EXPECT_EQ(Call("GET", "/v1/tenants/attacker", json(), 200)["used_bytes"].get<uint64_t>(), kGiB)
+      << "its own program's memory is adopted: " << Log();
+  EXPECT_EQ(Call("GET", "/v1/tenants/victim", json(), 200)["used_bytes"].get<uint64_t>(), 0u)
+      << "the forger's is not the victim's: " << Log();
+  EXPECT_NE(Log().find("claims_tenant=victim"), std::string::npos) << Log();
+  pclose(forger);
+  pclose(own);
 }
 
 TEST_F(IsolationTest, OneTenantsFullProcessTableIsItsOwn) {

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -81,11 +82,7 @@ TEST_F(AgentTest, ARestartLosesNothingAndRunningTenantsKeepRunning) {
   FILE* client = popen(
       (Env(a) + kClient + " direct fill " + std::to_string(256 * kMiB) + " 3 2>/dev/null").c_str(),
       "r");
-  json before = json::object();
-  for (int i = 0; i < 100 && before.value("used_bytes", 0ull) != kGiB; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    before = Call("GET", "/v1/tenants/steady", json(), 200);
-  }
+  json before = AwaitUsage("steady", kGiB);
   ASSERT_EQ(before["used_bytes"].get<uint64_t>(), kGiB) << before;
   StopAgent(SIGKILL);
   StartAgent();
@@ -100,6 +97,84 @@ TEST_F(AgentTest, ARestartLosesNothingAndRunningTenantsKeepRunning) {
   EXPECT_EQ(json::parse(buf)["allocated"].get<uint64_t>(), kGiB)
       << "the tenant ran on while the agent was down";
   Call("DELETE", "/v1/tenants/steady", json(), 200);
+}
+
+// An upgrade to a gpumuxd of another ledger version makes its ledgers anew while tenants run: what
+// they hold is adopted from the driver, so that their quotas still hold.
+TEST_F(AgentTest, ALedgerMadeAnewAdoptsWhatRunningTenantsHoldFromTheDriver) {
+  StartAgent();
+  json a = Call("POST", "/v1/tenants", {{"id", "steady"}, {"gpu", 0}, {"memory", "1GiB"}}, 201);
+  FILE* client = popen(
+      (Env(a) + kClient + " direct fill " + std::to_string(256 * kMiB) + " 5 2>/dev/null").c_str(),
+      "r");
+  json before = AwaitUsage("steady", kGiB);
+  ASSERT_EQ(before["used_bytes"].get<uint64_t>(), kGiB) << before;
+  StopAgent(SIGKILL);
+  // Both ledgers as a gpumuxd of the next layout version would find them.
+  for (const char* ledger : {"/run/gpu0.ledger", "/run/private/gpu0.ledger"}) {
+    std::fstream f(dir_.string() + ledger, std::ios::in | std::ios::out | std::ios::binary);
+    const uint32_t next = gpumux::node::kLedgerVersion + 1;
+    f.seekp(offsetof(gpumux::node::LedgerHeader, version));
+    f.write(reinterpret_cast<const char*>(&next), sizeof(next));
+  }
+  StartAgent();
+  std::string log = gpumux::testing::Shell("cat " + (dir_ / "agent.log").string()).out;
+  ASSERT_NE(log.find("ledger made anew"), std::string::npos) << log;
+  EXPECT_NE(log.find("adopted what a running tenant process holds"), std::string::npos) << log;
+  json after = Call("GET", "/v1/tenants/steady", json(), 200);
+  EXPECT_EQ(after["used_bytes"].get<uint64_t>(), kGiB) << after;
+  EXPECT_EQ(after["processes"].size(), 1u) << after;
+  // A second program of the tenant finds the quota taken (without adoption it got 1 GiB more).
+  std::string out =
+      Sh(Env(a) + kClient + " direct fill " + std::to_string(64 * kMiB) + " 0").second;
+  EXPECT_EQ(json::parse(out)["allocated"].get<uint64_t>(), 0u) << out;
+  char buf[512] = {0};
+  fread(buf, 1, sizeof(buf) - 1, client);
+  EXPECT_EQ(WEXITSTATUS(pclose(client)), 0);
+  EXPECT_EQ(json::parse(buf)["allocated"].get<uint64_t>(), kGiB) << "it ran on: " << buf;
+  // What it held leaves with it (reclaimed twice a second).
+  json gone = AwaitUsage("steady", 0);
+  EXPECT_EQ(gone["used_bytes"].get<uint64_t>(), 0u) << gone;
+}
+
+// The other half of such an upgrade: a running process's shim cannot read the new view, and the
+// gate it followed in the old one is no longer written. It must not stay shut: the gate opens.
+TEST_F(AgentTest, AProcessWhoseViewWasMadeAnewIsNotHeldForGood) {
+  StartAgent();
+  json t = Call("POST", "/v1/tenants",
+                {{"id", "capped"}, {"gpu", 0}, {"memory", "1GiB"}, {"compute", "20%"}}, 201);
+  std::string start = std::to_string(gpumux::NowNs() + 1'000'000'000ull);
+  std::string err = (dir_ / "client.err").string();
+  auto run = std::async(std::launch::async, gpumux::testing::Shell,
+                        "timeout 20 " + Env(t) + std::string(GPUMUX_COMPUTE_CLIENT) +
+                            " launch busy " + start + " 3 1 2>" + err);
+  // The shim registers on the program's first launch: it runs, held to its cap, until gpumuxd dies.
+  json seen = json::object();
+  for (int i = 0; i < 150 && seen.value("processes", json::array()).empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    seen = Call("GET", "/v1/tenants/capped", json(), 200);
+  }
+  ASSERT_EQ(seen["processes"].size(), 1u) << seen;
+  StopAgent(SIGKILL);
+  const std::string view = (dir_ / "run" / "gpu0.ledger").string();
+  {  // the gate as a gpumuxd killed while it held the tenant leaves it
+    gpumux::node::Ledger old = gpumux::node::Ledger::Open(view);
+    old.SetGate(*old.FindTenant("capped"), true);
+  }
+  // The next gpumuxd's view, of the next layout version, made anew at the same path.
+  gpumux::testing::Shell("cp " + view + " " + view + ".new");
+  {
+    std::fstream f(view + ".new", std::ios::in | std::ios::out | std::ios::binary);
+    const uint32_t next = gpumux::node::kLedgerVersion + 1;
+    f.seekp(offsetof(gpumux::node::LedgerHeader, version));
+    f.write(reinterpret_cast<const char*>(&next), sizeof(next));
+  }
+  std::filesystem::rename(view + ".new", view);
+  gpumux::testing::ShellResult r = run.get();
+  std::string said = gpumux::testing::Shell("cat " + err).out;
+  ASSERT_EQ(r.exit_code, 0) << "held for good (124: timed out): " << r.out << said;
+  EXPECT_GT(json::parse(r.out)["gpu_share"].get<double>(), 0.5) << r.out;
+  EXPECT_NE(said.find("no longer held for its compute share"), std::string::npos) << said;
 }
 
 // A tensor-parallel job as one gpumuxd tenant over two GPUs: its program sees both, is held to the

@@ -41,4 +41,26 @@ bool ProcessInCgroup(pid_t pid, const std::string& name) {
   return false;
 }
 
+std::optional<uid_t> ProcessUid(pid_t pid) {
+  if (pid <= 0) return std::nullopt;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("Uid:", 0) != 0) continue;
+    std::istringstream fields(line.substr(4));
+    unsigned long real = 0, effective = 0;
+    if (fields >> real >> effective) return uid_t(effective);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> ProcessEnvironment(pid_t pid, const std::string& name) {
+  if (pid <= 0) return std::nullopt;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  const std::string prefix = name + "=";
+  for (std::string entry; std::getline(in, entry, '\0');) {
+    if (entry.compare(0, prefix.size(), prefix) == 0) return entry.substr(prefix.size());
+  }
+  return std::nullopt;
+}
+
 }  // namespace gpumux

@@ -20,4 +20,13 @@ std::optional<uint64_t> ProcessStartTime(pid_t pid);
 // for a process that is gone. Thread-safe.
 bool ProcessInCgroup(pid_t pid, const std::string& name);
 
+// The effective uid of process `pid` (/proc/PID/status), or nullopt if it is gone. Thread-safe.
+std::optional<uid_t> ProcessUid(pid_t pid);
+
+// The value of variable `name` in the environment process `pid` was started with
+// (/proc/PID/environ, readable by its own user and root), or nullopt where it has none or it
+// cannot be read. The process may have rewritten that memory since: it says only what the process
+// claims. Thread-safe.
+std::optional<std::string> ProcessEnvironment(pid_t pid, const std::string& name);
+
 }  // namespace gpumux

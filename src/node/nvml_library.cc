@@ -48,6 +48,7 @@ const NvmlLibrary& Nvml() {
     Bind(lib, n->uuid, "nvmlDeviceGetUUID");
     Bind(lib, n->memory, "nvmlDeviceGetMemoryInfo");
     Bind(lib, n->process_utilization, "nvmlDeviceGetProcessUtilization");
+    Bind(lib, n->compute_processes, "nvmlDeviceGetComputeRunningProcesses_v3");
     Bind(lib, n->get_mig_mode, "nvmlDeviceGetMigMode");
     Bind(lib, n->set_mig_mode, "nvmlDeviceSetMigMode");
     Bind(lib, n->gpu_instance_profile, "nvmlDeviceGetGpuInstanceProfileInfoV");

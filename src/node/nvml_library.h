@@ -18,6 +18,8 @@ struct NvmlLibrary {
   decltype(&nvmlDeviceGetMemoryInfo) memory = nullptr;
   // Per-process GPU time samples; null where the driver's NVML lacks it.
   decltype(&nvmlDeviceGetProcessUtilization) process_utilization = nullptr;
+  // The processes holding memory on a device, and how much each holds.
+  decltype(&nvmlDeviceGetComputeRunningProcesses_v3) compute_processes = nullptr;
   // Multi-Instance GPU; null where the driver's NVML predates it.
   decltype(&nvmlDeviceGetMigMode) get_mig_mode = nullptr;
   decltype(&nvmlDeviceSetMigMode) set_mig_mode = nullptr;

@@ -78,6 +78,9 @@ Agent::Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend)
     Apply(t);
     Log("info", "tenant restored", {{"tenant", t.id}, {"gpu", std::to_string(t.gpu)}});
   }
+  for (Gpu& g : gpus_) {
+    for (Slot& slot : g.slots) AdoptUngranted(slot);
+  }
 }
 
 namespace {
@@ -138,8 +141,51 @@ void Agent::RebuildSharedLedger(Slot& slot) {
 
 uint64_t Agent::Slot::ReclaimDead() {
   uint64_t bytes = authority->ReclaimDead();
-  ledger->CopyProcessesFrom(*authority);
+  PublishUsage();
   return bytes;
+}
+
+void Agent::Slot::PublishUsage() {
+  ledger->CopyProcessesFrom(*authority);
+  // The usage tenants read is what gpumuxd granted, whatever was written there since.
+  for (const node::TenantUsage& a : authority->Snapshot()) {
+    if (std::optional<int> s = ledger->FindTenant(a.id)) ledger->SetTenantUsed(*s, a.used);
+  }
+}
+
+void Agent::AdoptUngranted(Slot& slot) {
+  std::vector<DeviceMeter::Held> held;
+  slot.meter->ReadMemory(&held);
+  const std::string device = node::DeviceStem(slot.device);
+  for (const DeviceMeter::Held& h : held) {
+    if (slot.authority->FindProcess(h.pid)) continue;  // gpumuxd granted what it holds
+    std::optional<std::string> id = ProcessEnvironment(h.pid, "GPUMUX_TENANT");
+    std::optional<TenantRecord> t = id ? store_.Find(*id) : std::nullopt;
+    std::optional<int> tenant = t ? slot.authority->FindTenant(t->id) : std::nullopt;
+    std::optional<uid_t> uid = ProcessUid(h.pid);
+    if (!tenant || !uid || *uid != t->owner ||
+        (!t->cgroup.empty() && !ProcessInCgroup(h.pid, t->cgroup))) {
+      Log("info", "a process holds memory on the device that no tenant here accounts for",
+          {{"device", device},
+           {"pid", std::to_string(h.pid)},
+           {"bytes", std::to_string(h.bytes)},
+           {"claims_tenant", id.value_or("")}});
+      continue;
+    }
+    try {
+      slot.authority->Adopt(slot.authority->RegisterProcess(*tenant, h.pid), h.bytes);
+    } catch (const Error& e) {  // it exited meanwhile, or its tenant's table is full
+      Log("warn", "cannot adopt a tenant process's memory",
+          {{"tenant", t->id}, {"pid", std::to_string(h.pid)}, {"reason", e.what()}});
+      continue;
+    }
+    Log("warn", "adopted what a running tenant process holds, as the driver counts it",
+        {{"tenant", t->id},
+         {"device", device},
+         {"pid", std::to_string(h.pid)},
+         {"bytes", std::to_string(h.bytes)}});
+  }
+  slot.PublishUsage();
 }
 
 Agent::Slot* Agent::SlotOf(int gpu, int instance) {
@@ -802,22 +848,17 @@ uint64_t Agent::Reclaim() {
   std::map<const Slot*, std::vector<node::TenantUsage>> snapshots;
   for (Gpu& g : gpus_) {
     for (Slot& slot : g.slots) {
+      if (!slot.ledger->Intact() || slot.ledger->capacity() != slot.device.memory ||
+          slot.ledger->gpu_name() != slot.device.name) {
+        RebuildSharedLedger(slot);
+      }
       uint64_t bytes = slot.ReclaimDead();
       if (bytes) {
         Log("info", "reclaimed memory of dead processes",
             {{"device", node::DeviceStem(slot.device)}, {"bytes", std::to_string(bytes)}});
       }
       total += bytes;
-      if (!slot.ledger->Intact() || slot.ledger->capacity() != slot.device.memory ||
-          slot.ledger->gpu_name() != slot.device.name) {
-        RebuildSharedLedger(slot);
-      }
       snapshots[&slot] = slot.ledger->Snapshot();
-      // The usage tenants read is what gpumuxd granted, whatever was written there since.
-      for (const node::TenantUsage& a : slot.authority->Snapshot()) {
-        if (std::optional<int> s = slot.ledger->FindTenant(a.id))
-          slot.ledger->SetTenantUsed(*s, a.used);
-      }
     }
   }
   // Limits in the ledgers are the agent's to write: put back any that differ from what it granted,
@@ -883,7 +924,7 @@ void Agent::TickSlot(Slot& slot, uint64_t now_ns) {
     slot.meter->Read(&uses_);
     slot.next_meter_read_ns = now_ns + slot.meter->period_ns();
     if (!uses_.empty()) slot.authority->ProcessTenants(&pids_);
-    for (const GpuTimeMeter::Use& use : uses_) {
+    for (const DeviceMeter::Use& use : uses_) {
       for (const auto& [pid, tenant] : pids_) {
         if (pid == use.pid) {
           gpu_ns[tenant] += use.gpu_ns;

@@ -30,7 +30,7 @@
 // Operators are root and members of the configured operator group, identified by the connection's
 // credentials (SO_PEERCRED), never by what the request says, and never on the tenants' socket.
 //
-// Compute: gpumuxd measures every process's GPU time itself (the backend's GpuTimeMeter), charges
+// Compute: gpumuxd measures every process's GPU time itself (the backend's DeviceMeter), charges
 // it to the tenant that registered the process, reads each tenant's launch activity from its own
 // file (node/ledger/activity.h) and ticks every tenant's share in the authority ledger
 // (ComputeTick, once a millisecond), writing each tenant's gate into the view its processes map
@@ -117,7 +117,7 @@ class Agent {
     // granted to each of its processes, and its compute state.
     std::string authority_path;
     std::unique_ptr<node::Ledger> authority;
-    std::unique_ptr<GpuTimeMeter> meter;
+    std::unique_ptr<DeviceMeter> meter;
     uint64_t next_meter_read_ns = 0;
     // Each tenant's activity count as this slot's governor last read it: a tenant over several
     // GPUs keeps one activity file, and each of its GPUs must see its launches.
@@ -126,6 +126,8 @@ class Agent {
     std::vector<node::TenantUsage> Usage() const { return authority->Snapshot(); }
     // Returns to their tenants what dead processes held; returns the bytes. Updates the view.
     uint64_t ReclaimDead();
+    // Copies the authority's processes and each tenant's usage into the view (what tenants read).
+    void PublishUsage();
   };
   // A tenant's activity file, as gpumuxd reads it.
   struct Activity {
@@ -173,6 +175,11 @@ class Agent {
   bool Everywhere(const TenantRecord& t);
   bool IsOn(const TenantRecord& t, const Slot& slot);
   static bool OnGpu(const TenantRecord& t, int gpu);
+  // Charges to their tenants what processes hold on `slot`'s device that gpumuxd granted them
+  // nothing of: its ledger was made anew (an upgrade to another ledger version) while they ran.
+  // A process counts as tenant T's when it was started as T (GPUMUX_TENANT), runs as T's owner,
+  // and is in T's cgroup if T has one; the driver says what it holds (Ledger::Adopt). At start-up.
+  void AdoptUngranted(Slot& slot);
   // Takes tenant `id` out of `slot`'s ledgers and removes its activity file (what Apply made).
   void Unapply(Slot& slot, const std::string& id);
   // Ticks the compute shares of one device's tenants at `now_ns` (with mu_ held).
@@ -184,7 +191,7 @@ class Agent {
   AgentStore store_;
   std::vector<Gpu> gpus_;
   std::map<std::string, Activity> activity_;  // by tenant id
-  std::vector<GpuTimeMeter::Use> uses_;       // ComputeTick's scratch
+  std::vector<DeviceMeter::Use> uses_;        // ComputeTick's scratch
   std::vector<std::pair<pid_t, int>> pids_;   // ComputeTick's scratch
   std::mutex mu_;
 };

@@ -60,7 +60,7 @@ class SimulatedBackend : public ShareBackend {
   bool Healthy(const node::Device& gpu) const override {
     return access((Path(gpu) + ".lost").c_str(), F_OK) != 0;
   }
-  std::unique_ptr<GpuTimeMeter> Meter(const node::Device& device) const override {
+  std::unique_ptr<DeviceMeter> Meter(const node::Device& device) const override {
     return MakeSimulatedMeter(Path(device));
   }
 
@@ -129,7 +129,7 @@ class NvidiaBackend : public ShareBackend {
   }
   // NVML measures no per-process GPU time inside MIG instances: their meter reads nothing (and
   // gpumuxd refuses caps and weights there).
-  std::unique_ptr<GpuTimeMeter> Meter(const node::Device& device) const override {
+  std::unique_ptr<DeviceMeter> Meter(const node::Device& device) const override {
     return MakeNvmlMeter(device.mig_instance >= 0 ? -1 : device.index);
   }
 

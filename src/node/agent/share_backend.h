@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "base/share_mode.h"
-#include "node/agent/gpu_time_meter.h"
+#include "node/agent/device_meter.h"
 #include "node/device.h"
 #include "node/ledger/ledger.h"
 
@@ -45,7 +45,7 @@ class ShareBackend {
   // or cannot read. A simulated GPU is lost while a file STATE.lost lies beside its state file.
   virtual bool Healthy(const node::Device& gpu) const = 0;
   // What measures the GPU time of the processes on `device` (a whole GPU or a MIG instance).
-  virtual std::unique_ptr<GpuTimeMeter> Meter(const node::Device& device) const = 0;
+  virtual std::unique_ptr<DeviceMeter> Meter(const node::Device& device) const = 0;
 };
 
 // `runtime_dir` holds the simulated GPUs' state files (sim-gpu<N>.state) or the MPS pipe and log

@@ -296,6 +296,20 @@ void Ledger::Release(int process, uint64_t bytes) {
   t->used.fetch_sub(bytes, std::memory_order_acq_rel);
 }
 
+bool Ledger::StillAt(const std::string& path) const {
+  struct stat mapped, named;
+  return fstat(fd_, &mapped) == 0 && stat(path.c_str(), &named) == 0 &&
+         mapped.st_dev == named.st_dev && mapped.st_ino == named.st_ino;
+}
+
+void Ledger::Adopt(int process, uint64_t bytes) {
+  ProcessSlot& p = layout_->processes[process];
+  TenantSlot* t = TenantOf(p);
+  if (!t) return;
+  p.used.fetch_add(bytes, std::memory_order_relaxed);
+  t->used.fetch_add(bytes, std::memory_order_acq_rel);
+}
+
 std::optional<int> Ledger::FindProcess(pid_t pid) const {
   std::optional<uint64_t> start = ProcessStartTime(pid);
   if (!start) return std::nullopt;

@@ -194,6 +194,9 @@ class Ledger {
     return layout_->header.magic == kLedgerMagic && layout_->header.version == kLedgerVersion &&
            layout_->header.size == sizeof(LedgerLayout);
   }
+  // Whether `path` still names the file this ledger maps: false once it was removed or made anew
+  // (a gpumuxd of another ledger version makes its view anew and no longer writes this one).
+  bool StillAt(const std::string& path) const;
   std::string gpu_name() const {
     return std::string(layout_->header.gpu_name,
                        strnlen(layout_->header.gpu_name, sizeof(layout_->header.gpu_name)));
@@ -219,6 +222,11 @@ class Ledger {
   uint64_t ReserveUpTo(int process, uint64_t want, uint64_t least);
   // Returns bytes reserved earlier (after a free, or when the driver refused the allocation).
   void Release(int process, uint64_t bytes);
+  // gpumuxd: charges `bytes` that process slot `process` already holds on the device (found there
+  // by the driver, not reserved through this ledger: one that lost its ledger) to it and its
+  // tenant, whatever the quota; the tenant may then be over it, and its reservations are refused
+  // until it is back under.
+  void Adopt(int process, uint64_t bytes);
   // The slot of live process `pid` (same pid and start time); nullopt if it has none.
   std::optional<int> FindProcess(pid_t pid) const;
   // Agent side, for tenants whose memory gpumuxd grants: writes the tenant's usage as gpumuxd

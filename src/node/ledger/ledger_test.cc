@@ -66,6 +66,21 @@ TEST(Ledger, ReservesUpToTheQuotaExactly) {
   EXPECT_EQ(l.Snapshot()[0].refused, 1u);
 }
 
+TEST(Ledger, AdoptedMemoryCountsPastTheQuotaAndHoldsReservationsUntilItIsFreed) {
+  Ledger l = Ledger::CreateOrOpen(FreshPath("adopt.ledger"), 80 * kGiB, "H100");
+  int t = l.AddTenant("t", {2 * kGiB});
+  int p = l.RegisterProcess(t);
+  l.Adopt(p, 3 * kGiB);  // what the driver says it holds: more than the quota
+  EXPECT_EQ(l.TenantUsed(t), 3 * kGiB);
+  EXPECT_EQ(l.ProcessUsed(p), 3 * kGiB);
+  EXPECT_FALSE(l.TryReserve(p, 1)) << "over its quota, it is granted nothing";
+  l.Release(p, 2 * kGiB);  // it frees what it held
+  EXPECT_TRUE(l.TryReserve(p, kGiB));
+  EXPECT_EQ(l.TenantUsed(t), 2 * kGiB);
+  l.UnregisterProcess(p);
+  EXPECT_EQ(l.TenantUsed(t), 0u) << "what it held leaves with it";
+}
+
 TEST(Ledger, StrictModeRefusesQuotasPastTheDevice) {
   Ledger l = Ledger::CreateOrOpen(FreshPath("c.ledger"), 10 * kGiB, "L4");
   l.AddTenant("a", {6 * kGiB}, true);

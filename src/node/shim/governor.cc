@@ -25,6 +25,9 @@ constexpr uint64_t kRecheckNs = 100'000;  // a held launch looks at the gate thi
 // (about 200 ms on an H200, driver 580).
 // Launch activity, priorities and credit are ticked every millisecond either way (shared memory).
 constexpr int kRealGpuMeterEvery = 20;
+// Under gpumuxd, whether the view is still the one gpumuxd writes is checked every this many ticks
+// (one stat, not on the launch path).
+constexpr int kViewCheckEvery = 100;
 
 // How far a measurement may lag at most: beyond this a process is taken as idle, not unreported.
 constexpr uint64_t kMaxUnmeasuredNs = 1'000'000'000;
@@ -93,9 +96,12 @@ void Governor::Start(node::Ledger* ledger, int process, int gpu_index) {
   Launch([this, gpu_index] { Run(gpu_index); });
 }
 
-void Governor::Follow(const node::Ledger* view, int tenant, node::ActivityWriter* activity) {
+void Governor::Follow(const node::Ledger* view, std::string view_path, int tenant,
+                      node::ActivityWriter* activity) {
   activity_ = activity;
-  Launch([this, view, tenant] { RunFollowing(view, tenant); });
+  Launch([this, view, view_path = std::move(view_path), tenant] {
+    RunFollowing(view, view_path, tenant);
+  });
 }
 
 void Governor::Launch(std::function<void()> loop) {
@@ -174,11 +180,19 @@ void Governor::Run(int gpu_index) {
   gate_closed_.store(false);
 }
 
-void Governor::RunFollowing(const node::Ledger* view, int tenant) {
-  while (!stopped_.load()) {
+void Governor::RunFollowing(const node::Ledger* view, const std::string& view_path, int tenant) {
+  bool governed = true;  // gpumuxd still writes `view`
+  for (int tick = 0; !stopped_.load(); ++tick) {
     uint64_t now = NowNs();
     if (TakeActivity() && activity_) activity_->Tick();
-    gate_closed_.store(view->Gate(tenant), std::memory_order_relaxed);
+    if (governed && tick % kViewCheckEvery == 0 && !view->StillAt(view_path)) {
+      governed = false;
+      std::fprintf(stderr,
+                   "gpumux: gpumuxd made its view %s anew (an upgrade?): the launches of pid %d "
+                   "are no longer held for its compute share\n",
+                   view_path.c_str(), int(getpid()));
+    }
+    gate_closed_.store(governed && view->Gate(tenant), std::memory_order_relaxed);
     if (forecast_) forecast_->Refresh(now);
     SleepUntilNs(now + kTickNs);
   }

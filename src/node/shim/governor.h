@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <functional>
+#include <string>
 
 #include "node/ledger/activity.h"
 #include "node/ledger/ledger.h"
@@ -37,8 +38,12 @@ class Governor {
   // (again in a forked child, after Forget()).
   void Start(node::Ledger* ledger, int process, int gpu_index);
   // Under gpumuxd: starts the thread that follows tenant slot `tenant`'s gate in `view` (mapped
-  // read-only) and publishes into `activity` (null: publishes nothing). Both must outlive it.
-  void Follow(const node::Ledger* view, int tenant, node::ActivityWriter* activity);
+  // read-only from `view_path`) and publishes into `activity` (null: publishes nothing). Both must
+  // outlive it. Once `view_path` names another file (a gpumuxd of another ledger version made its
+  // view anew, which this process cannot read) the gate stays open, said once on stderr: launches
+  // of a process gpumuxd no longer governs are never held for good.
+  void Follow(const node::Ledger* view, std::string view_path, int tenant,
+              node::ActivityWriter* activity);
   // Refreshes `forecast` (which must outlive the thread) on every tick. Before Start or Follow.
   void Tick(LaunchForecast* forecast) { forecast_ = forecast; }
   // Stops ticking and waits (up to 50 ms, in case NVML hangs) until the thread has left its loop,
@@ -58,7 +63,7 @@ class Governor {
   // Whether this process launched since the last call, or has a launch waiting at the gate.
   bool TakeActivity();
   void Run(int gpu_index);
-  void RunFollowing(const node::Ledger* view, int tenant);
+  void RunFollowing(const node::Ledger* view, const std::string& view_path, int tenant);
 
   node::Ledger* ledger_ = nullptr;
   int process_ = -1;

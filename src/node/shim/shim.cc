@@ -235,7 +235,7 @@ void Initialise(Enforcement& e) {
         }
         const char* activity = std::getenv("GPUMUX_ACTIVITY");
         if (activity && !e.activity) e.activity.emplace(activity);
-        gpu.governor.Follow(&*gpu.ledger, slot, e.activity ? &*e.activity : nullptr);
+        gpu.governor.Follow(&*gpu.ledger, ledgers[g], slot, e.activity ? &*e.activity : nullptr);
         gpu.stamps.Start(e.activity ? e.activity->burst() : nullptr, high);
       } else {
         gpu.process = gpu.ledger->RegisterProcess(slot);

@@ -1,4 +1,4 @@
-#include "node/agent/gpu_time_meter.h"
+#include "node/agent/device_meter.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -27,8 +27,9 @@ struct SimProcessBytes {
 static_assert(sizeof(SimProcessBytes) == sizeof(sim::SimProcess));
 static_assert(offsetof(SimProcessBytes, gpu_ns) == offsetof(sim::SimProcess, gpu_ns));
 static_assert(offsetof(SimProcessBytes, start_time) == offsetof(sim::SimProcess, start_time));
+static_assert(offsetof(SimProcessBytes, used) == offsetof(sim::SimProcess, used));
 
-class SimulatedMeter : public GpuTimeMeter {
+class SimulatedMeter : public DeviceMeter {
  public:
   explicit SimulatedMeter(std::string path) : path_(std::move(path)) {
     slots_.resize(sim::kMaxSimProcesses);
@@ -38,11 +39,7 @@ class SimulatedMeter : public GpuTimeMeter {
   }
   void Read(std::vector<Use>* out) override {
     out->clear();
-    if (fd_ < 0) fd_ = open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd_ < 0) return;
-    size_t bytes = slots_.size() * sizeof(SimProcessBytes);
-    if (pread(fd_, slots_.data(), bytes, offsetof(sim::SimState, processes)) != ssize_t(bytes))
-      return;  // a file cut short: nothing measured this time
+    if (!ReadSlots()) return;  // a file cut short: nothing measured this time
     std::map<std::pair<pid_t, uint64_t>, uint64_t> now;
     for (const SimProcessBytes& p : slots_) {
       if (p.pid <= 0) continue;
@@ -55,10 +52,25 @@ class SimulatedMeter : public GpuTimeMeter {
     }
     last_ = std::move(now);
   }
+  void ReadMemory(std::vector<Held>* out) override {
+    out->clear();
+    if (!ReadSlots()) return;
+    for (const SimProcessBytes& p : slots_) {
+      if (p.pid > 0 && p.used > 0) out->push_back({p.pid, p.used});
+    }
+  }
   uint64_t UnmeasuredNs() const override { return 0; }  // charged when the work is submitted
   uint64_t period_ns() const override { return 1'000'000; }
 
  private:
+  // Reads the state file's process slots into slots_; false when it cannot (absent, cut short).
+  bool ReadSlots() {
+    if (fd_ < 0) fd_ = open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd_ < 0) return false;
+    size_t bytes = slots_.size() * sizeof(SimProcessBytes);
+    return pread(fd_, slots_.data(), bytes, offsetof(sim::SimState, processes)) == ssize_t(bytes);
+  }
+
   std::string path_;
   int fd_ = -1;
   std::vector<SimProcessBytes> slots_;
@@ -77,18 +89,19 @@ constexpr uint64_t kRecentUs = 2'000'000;
 constexpr uint64_t kMaxUnmeasuredNs = 1'000'000'000;
 constexpr size_t kMaxPids = 4096;
 
-class NvmlMeter : public GpuTimeMeter {
+class NvmlMeter : public DeviceMeter {
  public:
   // `index` -1: a MIG instance, where NVML measures nothing.
   explicit NvmlMeter(int index) : started_us_(WallClockUs()), newest_us_(started_us_) {
     if (index < 0) return;
     try {
       const node::NvmlLibrary& nvml = node::Nvml();
-      if (!nvml.process_utilization) return;
-      utilisation_ = nvml.process_utilization;
       device_ = nvml.Gpu(index);
+      utilisation_ = nvml.process_utilization;
+      processes_ = nvml.compute_processes;
     } catch (const Error&) {
       utilisation_ = nullptr;
+      processes_ = nullptr;
     }
     buffer_.resize(256);
   }
@@ -132,9 +145,28 @@ class NvmlMeter : public GpuTimeMeter {
   // NVML samples once a period (about 200 ms on an H200): reading more often than every 20 ms
   // costs driver calls and shows nothing new.
   uint64_t period_ns() const override { return 20'000'000; }
+  void ReadMemory(std::vector<Held>* out) override {
+    out->clear();
+    if (!processes_) return;
+    std::vector<nvmlProcessInfo_t> infos(256);
+    unsigned int n = unsigned(infos.size());
+    nvmlReturn_t r = processes_(device_, &n, infos.data());
+    if (r == nvml::kErrorInsufficientSize) {  // n now says how many there are
+      infos.resize(n + 16);
+      n = unsigned(infos.size());
+      r = processes_(device_, &n, infos.data());
+    }
+    if (r != nvml::kSuccess) return;
+    for (unsigned i = 0; i < n && i < infos.size(); ++i) {
+      // NVML_VALUE_NOT_AVAILABLE (all ones) where the driver cannot say.
+      if (infos[i].usedGpuMemory != ~0ull && infos[i].usedGpuMemory > 0)
+        out->push_back({pid_t(infos[i].pid), infos[i].usedGpuMemory});
+    }
+  }
 
  private:
   decltype(&nvmlDeviceGetProcessUtilization) utilisation_ = nullptr;
+  decltype(&nvmlDeviceGetComputeRunningProcesses_v3) processes_ = nullptr;
   nvmlDevice_t device_ = nullptr;
   uint64_t started_us_, newest_us_;
   std::vector<nvmlProcessUtilizationSample_t> buffer_;
@@ -143,11 +175,9 @@ class NvmlMeter : public GpuTimeMeter {
 
 }  // namespace
 
-std::unique_ptr<GpuTimeMeter> MakeSimulatedMeter(std::string state_path) {
+std::unique_ptr<DeviceMeter> MakeSimulatedMeter(std::string state_path) {
   return std::make_unique<SimulatedMeter>(std::move(state_path));
 }
-std::unique_ptr<GpuTimeMeter> MakeNvmlMeter(int index) {
-  return std::make_unique<NvmlMeter>(index);
-}
+std::unique_ptr<DeviceMeter> MakeNvmlMeter(int index) { return std::make_unique<NvmlMeter>(index); }
 
 }  // namespace gpumux::agent
