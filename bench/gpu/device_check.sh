@@ -3,12 +3,13 @@
 # device (minutes of it, every start counted): build; the `gpu`-labelled tests; `gpumux calibrate`;
 # the shim's cost (bench/gpu_shim.sh); decode-like PyTorch programs shaped like 1.5B, 8B and 13B
 # models at batch 1 and 8, alone and 2-4 copies time-sliced, against gpumux's predictions (issue
-# 24); PyTorch tenants' step latency bare and under gpumux priorities, and a 10%/90% split (issue
-# 25). Prints short tables and keeps them, with every raw line, under OUT.
+# 24); PyTorch tenants' step latency bare and under gpumux priorities, time-sliced and under MPS
+# (a daemon of its own), and a 10%/90% split (issue 25). Prints short tables and keeps them, with
+# every raw line, under OUT.
 # Needs an NVIDIA driver, and python3 with CUDA PyTorch for the PyTorch parts ("-" where missing).
 #   bench/gpu/device_check.sh [OUT]          (default: $OUT, else ./device-check)
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 out=${1:-${OUT:-device-check}}
 mkdir -p "$out"
 build=build/release
@@ -92,7 +93,7 @@ done
 
 # PyTorch tenants' step latency (issue 25, item 4): a high-priority tenant (every 20 ms, 25 bf16
 # 2048^3 matmuls, synchronised) beside a best-effort one (8192^3 matmuls back to back), bare and
-# under gpumux; then two busy tenants capped at 10% and 90%.
+# under gpumux, time-sliced and then under MPS; then two busy tenants capped at 10% and 90%.
 rt=$(mktemp -d)
 trap 'rm -rf "$rt"' EXIT
 run_pair() {  # run_pair HP_PREFIX BE_PREFIX TAG: both from one start, 6 s
@@ -102,27 +103,54 @@ run_pair() {  # run_pair HP_PREFIX BE_PREFIX TAG: both from one start, 6 s
   wait
 }
 under() { echo "env GPUMUX_RUNTIME_DIR=$rt $gpumux run --gpu 0 --mem 16GiB --tenant $1 $2 --"; }
+# from NAME KEY: KEY of $out/NAME.json ("-" where the run left none).
+from() { field "['$2']" 2>/dev/null <"$out/$1.json" || echo -; }
+# pair_table SOLO TAG...: the rows of the pairs TAG against the tenants alone (hp-SOLO, be-solo).
+pair_table() {
+  local solo=$1; shift
+  local solo_p50 solo_p99 be_solo leaves p50 p99 be
+  solo_p50=$(from "hp-$solo" p50_ms); solo_p99=$(from "hp-$solo" p99_ms)
+  be_solo=$(from be-solo matmuls_per_s)
+  leaves=$(python3 -c "print(1 - float('$solo_p50') / 20)" 2>/dev/null || echo -)
+  say ""
+  say "| HP + BE | HP p50 / p99 ms | p99 × solo | BE matmuls/s | BE share of what HP leaves |"
+  say "|---|---|---|---|---|"
+  say "| HP alone ($solo) | $solo_p50 / $solo_p99 | 1 | - | - |"
+  for tag in "$@"; do
+    p50=$(from "hp-$tag" p50_ms); p99=$(from "hp-$tag" p99_ms); be=$(from "be-$tag" matmuls_per_s)
+    say "| $tag | $p50 / $p99 | $(ratio "$p99" "$solo_p99") | $be | $(ratio "$(ratio "$be" "$be_solo")" "$leaves") |"
+  done
+}
 python3 $here/steps.py hp "$(now_ns 5)" 6 20 25 2048 >"$out/hp-solo.json" 2>>"$out/python.log"
 python3 $here/steps.py be "$(now_ns 5)" 6 8192 >"$out/be-solo.json" 2>>"$out/python.log"
 run_pair "" "" bare
 run_pair "$(under hp "--priority high")" "$(under be "--priority low")" gpumux
-solo_p50=$(field "['p50_ms']" <"$out/hp-solo.json")
-solo_p99=$(field "['p99_ms']" <"$out/hp-solo.json")
-be_solo=$(field "['matmuls_per_s']" <"$out/be-solo.json")
-leaves=$(python3 -c "print(1 - float('$solo_p50') / 20)" 2>/dev/null || echo -)
-say ""
-say "| HP + BE | HP p50 / p99 ms | p99 × solo | BE matmuls/s | BE share of what HP leaves |"
-say "|---|---|---|---|---|"
-say "| HP alone | $solo_p50 / $solo_p99 | 1 | - | - |"
-for tag in bare gpumux; do
-  p50=$(field "['p50_ms']" <"$out/hp-$tag.json"); p99=$(field "['p99_ms']" <"$out/hp-$tag.json")
-  be=$(field "['matmuls_per_s']" <"$out/be-$tag.json")
-  say "| $tag | $p50 / $p99 | $(ratio "$p99" "$solo_p99") | $be | $(ratio "$(ratio "$be" "$be_solo")" "$leaves") |"
-done
+pair_table solo bare gpumux
+
+# Under MPS, with a control daemon of this run's own (its pipe and log directories in $rt; the GPU's
+# compute mode is left as it is, and the daemon is stopped at the end): both normal clients; the
+# best-effort one a below-normal client (CUDA_MPS_CLIENT_PRIORITY=1: the driver's own priority,
+# alone); and under gpumux priorities (`gpumux run --priority low` sets that variable too).
+mps="env CUDA_MPS_PIPE_DIRECTORY=$rt/mps-pipe CUDA_MPS_LOG_DIRECTORY=$rt/mps-log"
+mkdir -p "$rt/mps-pipe" "$rt/mps-log"
+if command -v nvidia-cuda-mps-control >/dev/null && $mps nvidia-cuda-mps-control -d >>"$out/mps.log" 2>&1; then
+  trap 'echo quit | $mps nvidia-cuda-mps-control >/dev/null 2>&1; rm -rf "$rt"' EXIT
+  $mps python3 $here/steps.py hp "$(now_ns 5)" 6 20 25 2048 >"$out/hp-mps-solo.json" 2>>"$out/python.log"
+  run_pair "$mps" "$mps" mps-bare
+  run_pair "$mps" "$mps CUDA_MPS_CLIENT_PRIORITY=1" mps-client-priority
+  run_pair "$mps $(under hp "--priority high")" "$mps $(under be "--priority low")" mps-gpumux
+  echo quit | $mps nvidia-cuda-mps-control >>"$out/mps.log" 2>&1
+  pair_table mps-solo mps-bare mps-client-priority mps-gpumux
+else
+  say ""
+  say "MPS: no control daemon could be started here (see $out/mps.log)"
+fi
+
 start=$(now_ns 8)
 $(under cap10 "--compute 10%") python3 $here/steps.py be "$start" 10 8192 >"$out/cap10.json" 2>>"$out/python.log" &
 $(under cap90 "--compute 90%") python3 $here/steps.py be "$start" 10 8192 >"$out/cap90.json" 2>>"$out/python.log"
 wait
+be_solo=$(from be-solo matmuls_per_s)
 say ""
-say "caps 10% / 90%, both busy 10 s: $(ratio "$(field "['matmuls_per_s']" <"$out/cap10.json")" "$be_solo") / $(ratio "$(field "['matmuls_per_s']" <"$out/cap90.json")" "$be_solo") of one alone"
+say "caps 10% / 90%, both busy 10 s: $(ratio "$(from cap10 matmuls_per_s)" "$be_solo") / $(ratio "$(from cap90 matmuls_per_s)" "$be_solo") of one alone"
 say "(raw lines, logs and the calibration file: $out)"
