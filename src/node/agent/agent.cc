@@ -169,7 +169,8 @@ void Agent::AdoptUngranted(Slot& slot) {
           {{"device", device},
            {"pid", std::to_string(h.pid)},
            {"bytes", std::to_string(h.bytes)},
-           {"claims_tenant", id.value_or("")}});
+           {"claims_tenant",
+            id.value_or("").substr(0, node::kTenantIdSize)}});  // its text, bounded
       continue;
     }
     try {
