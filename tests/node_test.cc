@@ -1,8 +1,10 @@
 // The node runtime end to end on the simulated GPU: `gpumux run` starts tenant programs under the
 // shim; the quota holds however the program reaches the driver, across processes and threads, and
 // a killed tenant's memory goes back to the pool.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -166,6 +169,36 @@ TEST_F(NodeTest, EightProcessesOfEightThreadsNeverOvershootAndEndAtZero) {
   EXPECT_GT(max_seen, quota / 2) << "the processes did press against the quota";
   EXPECT_EQ(ledger.TenantUsed(tenant), 0u) << "every reservation was released";
   EXPECT_GT(ledger.Snapshot()[0].refused, 0u);
+}
+
+// After an upgrade of gpumux the ledger an older one left cannot be read: `gpumux run` makes it
+// anew once no process uses it, and until then refuses, naming the process.
+TEST_F(NodeTest, ALedgerOfAnotherVersionIsMadeAnewOnceNoProcessUsesIt) {
+  const std::string path = (dir_ / "gpu0.ledger").string();
+  { gpumux::node::Ledger::CreateOrOpen(path, 80 * kGiB, "NVIDIA H100 80GB HBM3"); }
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    const uint32_t older = gpumux::node::kLedgerVersion - 1;
+    f.seekp(offsetof(gpumux::node::LedgerHeader, version));
+    f.write(reinterpret_cast<const char*>(&older), sizeof(older));
+  }
+  // A tenant of the older gpumux still maps it: here, this process.
+  int fd = open(path.c_str(), O_RDONLY);
+  void* mapped = mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd, 0);
+  ASSERT_NE(mapped, MAP_FAILED);
+  gpumux::testing::ShellResult busy =
+      gpumux::testing::Shell(kGpumux + " run --sim H100 --mem 1GiB -- true 2>&1");
+  EXPECT_EQ(busy.exit_code, 2) << busy.out;
+  EXPECT_NE(busy.out.find("process " + std::to_string(getpid()) + " still uses it"),
+            std::string::npos)
+      << busy.out;
+  munmap(mapped, 4096);
+  close(fd);
+  gpumux::testing::ShellResult run =
+      gpumux::testing::Shell(kGpumux + " run --sim H100 --mem 1GiB -- true 2>&1");
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_NE(run.out.find("no process uses it: made anew"), std::string::npos) << run.out;
+  EXPECT_NO_THROW(gpumux::node::Ledger::Open(path)) << "this version's ledger now";
 }
 
 TEST_F(NodeTest, BadInputIsRefusedBeforeAnythingStarts) {

@@ -1,6 +1,11 @@
 #include "base/process.h"
 
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -49,6 +54,29 @@ std::optional<uid_t> ProcessUid(pid_t pid) {
     std::istringstream fields(line.substr(4));
     unsigned long real = 0, effective = 0;
     if (fields >> real >> effective) return uid_t(effective);
+  }
+  return std::nullopt;
+}
+
+std::optional<pid_t> ProcessMapping(const std::string& path) {
+  struct stat file;
+  if (stat(path.c_str(), &file) != 0) return std::nullopt;
+  // A maps line: address perms offset major:minor inode [path], the device in hex.
+  char device[32];
+  std::snprintf(device, sizeof(device), "%02x:%02x", major(file.st_dev), minor(file.st_dev));
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream maps(entry.path() / "maps");
+    for (std::string line; std::getline(maps, line);) {
+      std::istringstream fields(line);
+      std::string address, perms, offset, dev;
+      unsigned long long inode = 0;
+      if (fields >> address >> perms >> offset >> dev >> inode && inode == file.st_ino &&
+          dev == device)
+        return pid_t(std::stol(name));
+    }
   }
   return std::nullopt;
 }

@@ -23,6 +23,11 @@ bool ProcessInCgroup(pid_t pid, const std::string& name);
 // The effective uid of process `pid` (/proc/PID/status), or nullopt if it is gone. Thread-safe.
 std::optional<uid_t> ProcessUid(pid_t pid);
 
+// A live process that maps the file at `path` (by device and inode, in /proc/PID/maps of the
+// processes this user may read), or nullopt if none does or the file does not exist. Reads every
+// process's maps: for rare checks, not a hot path. Thread-safe.
+std::optional<pid_t> ProcessMapping(const std::string& path);
+
 // The value of variable `name` in the environment process `pid` was started with
 // (/proc/PID/environ, readable by its own user and root), or nullopt where it has none or it
 // cannot be read. The process may have rewritten that memory since: it says only what the process

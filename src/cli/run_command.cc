@@ -1,8 +1,11 @@
 // `gpumux run`: start a command as a tenant of a shared GPU with a memory quota and a compute
 // share, under the shim; `gpumux status`: show each tenant's limits, usage and processes from the
 // GPU's ledger.
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +20,7 @@
 #include "base/clock.h"
 #include "base/comma_list.h"
 #include "base/error.h"
+#include "base/process.h"
 #include "cli/commands.h"
 #include "cli/report.h"
 #include "core/catalog.h"
@@ -53,6 +57,46 @@ struct StatusOptions {
 std::string EnvOr(const char* var) {
   const char* v = std::getenv(var);
   return v ? v : "";
+}
+
+// GPU `device`'s ledger at `path` for `gpumux run`: opened, or made anew when the file there cannot
+// be used (left by another gpumux version, of another GPU, cut short) and no process maps it any
+// more, so that upgrading gpumux needs no file removed by hand. Throws Error (bad input) naming a
+// process that still uses such a file. Two runs that find one stale file agree: whoever holds its
+// lock first replaces it, the other opens the replacement.
+node::Ledger OpenRunLedger(const std::string& path, const node::Device& device) {
+  for (int attempt = 0;; ++attempt) {
+    std::string problem;
+    try {
+      node::Ledger ledger = node::Ledger::CreateOrOpen(path, device.memory, device.name);
+      if (ledger.gpu_name() == device.name && ledger.capacity() == device.memory) return ledger;
+      problem = fmt::format("{}: the ledger of a {} ({}), not of this {} ({})", path,
+                            ledger.gpu_name(), FormatBytes(double(ledger.capacity())), device.name,
+                            FormatBytes(double(device.memory)));
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kBadInput || attempt > 2) throw;
+      problem = e.what();
+    }
+    if (attempt > 2) throw BadInput(problem);
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;  // replaced meanwhile: open what is there now
+    flock(fd, LOCK_EX);
+    struct stat held, named;
+    const bool same = fstat(fd, &held) == 0 && stat(path.c_str(), &named) == 0 &&
+                      held.st_dev == named.st_dev && held.st_ino == named.st_ino;
+    if (same) {
+      if (std::optional<pid_t> user = ProcessMapping(path)) {
+        close(fd);
+        throw BadInput(fmt::format(
+            "{}; process {} still uses it (a tenant of another gpumux?): wait until it exits, or "
+            "run with GPUMUX_RUNTIME_DIR set to another directory",
+            problem, *user));
+      }
+      fmt::print(stderr, "gpumux: {}; no process uses it: made anew\n", problem);
+      unlink(path.c_str());
+    }
+    close(fd);  // unlocks: a run waiting on it finds the file replaced, and opens the new one
+  }
 }
 
 pid_t g_child = 0;
@@ -145,14 +189,8 @@ int RunTenant(const RunOptions& o) {
     for (size_t i = 0; i < devices.size(); ++i) {
       const node::Device& device = devices[i];
       paths.push_back(node::LedgerPath(device.index));
-      ledgers.push_back(node::Ledger::CreateOrOpen(paths[i], device.memory, device.name));
+      ledgers.push_back(OpenRunLedger(paths[i], device));
       node::Ledger& ledger = ledgers[i];
-      if (ledger.gpu_name() != device.name || ledger.capacity() != device.memory) {
-        throw BadInput(fmt::format(
-            "{} is the ledger of a {} ({}), not of this {} ({}); remove it if the GPU changed",
-            paths[i], ledger.gpu_name(), FormatBytes(double(ledger.capacity())), device.name,
-            FormatBytes(double(device.memory))));
-      }
       ledger.ReclaimDead();
       slots.push_back(ledger.AddTenant(id, limits[i], o.strict));
     }
