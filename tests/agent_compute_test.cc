@@ -133,4 +133,27 @@ TEST_F(AgentComputeTest, ATenantOverTwoGpusKeepsItsWeightOnTheSecond) {
   EXPECT_NEAR(narrow_share, 0.25, 0.07) << "spanning tenant " << wide_share;
 }
 
+// A high-priority tenant over two GPUs that works on its first only: its neighbour on the second
+// keeps that GPU, neither yielding to its launches nor keeping clear of its bursts there.
+TEST_F(AgentComputeTest, AHighPriorityTenantOverTwoGpusIsNotSeenOnTheOneItLeavesIdle) {
+  StartAgentOn({"--sim", "H100", "--gpus", "2"}, {});
+  json wide =
+      Call("POST", "/v1/tenants",
+           {{"id", "wide"}, {"gpus", {0, 1}}, {"memory", "1GiB"}, {"priority", "high"}}, 201);
+  json be = Call("POST", "/v1/tenants",
+                 {{"id", "be"}, {"gpu", 1}, {"memory", "1GiB"}, {"priority", "low"}}, 201);
+  std::string start = std::to_string(gpumux::NowNs() + 500'000'000ull);
+  std::string client = std::string(GPUMUX_COMPUTE_CLIENT) + " launch ";
+  // Steps of one 1 ms kernel, 2 ms apart, on its device 0 (GPU 0); the neighbour busy on GPU 1.
+  auto steps =
+      std::async(std::launch::async, Sh, Env(wide) + client + "latency " + start + " 3 1 2");
+  auto [code, out] = Sh(Env(be) + client + "busy " + start + " 3 1");
+  auto [steps_code, steps_out] = steps.get();
+  ASSERT_EQ(code, 0) << out;
+  ASSERT_EQ(steps_code, 0) << steps_out;
+  EXPECT_GT(json::parse(out)["gpu_share"].get<double>(), 0.9)
+      << out << ": GPU 1 is the neighbour's alone";
+  EXPECT_GT(json::parse(steps_out)["gpu_share"].get<double>(), 0.25) << steps_out;
+}
+
 }  // namespace

@@ -227,10 +227,13 @@ bool Agent::IsOn(const TenantRecord& t, const Slot& slot) {
 }
 
 void Agent::Apply(const TenantRecord& t) {
-  for (auto [gpu, instance] : t.Places()) {
+  const std::vector<std::pair<int, int>> places = t.Places();
+  for (size_t k = 0; k < places.size(); ++k) {
+    auto [gpu, instance] = places[k];
     Slot* slot = SlotOf(gpu, instance);
     slot->authority->AddTenant(t.id, t.LimitsAt(gpu, instance), false);
     slot->ledger->AddTenant(t.id, t.LimitsAt(gpu, instance), false);
+    slot->seen[t.id].gpu = int(k);
   }
   Activity& a = activity_[t.id];
   if (!a.file || a.file->owner() != t.owner)
@@ -241,7 +244,7 @@ void Agent::Unapply(Slot& slot, const std::string& id) {
   for (node::Ledger* ledger : {slot.ledger.get(), slot.authority.get()}) {
     if (std::optional<int> s = ledger->FindTenant(id)) ledger->RemoveTenant(*s);
   }
-  slot.last_active_ticks.erase(id);
+  slot.seen.erase(id);
   if (auto a = activity_.find(id); a != activity_.end()) {
     if (a->second.file) a->second.file->Remove();
     activity_.erase(a);
@@ -391,7 +394,7 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
     // A tenant over several GPUs or MIG instances (a tensor-parallel job): whole GPUs by index, or
     // any by UUID; the same compute limits on each, a memory quota each ("memory" a list).
     std::vector<TenantPlace> places;
-    if (auto list = body.NumberOrTextList("gpus", 8)) {
+    if (auto list = body.NumberOrTextList("gpus", node::kMaxTenantGpus)) {
       for (const std::string& text : *list) {  // 3, or "3.1" for MIG instance 1 of GPU 3
         TenantPlace p;
         try {
@@ -408,7 +411,7 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
     if (body.Has("devices")) {
       if (body.Has("gpus")) throw BadInput("devices: give either gpus or devices, not both");
       for (const std::string& uuid :
-           body.TextList("devices", 8).value_or(std::vector<std::string>{})) {
+           body.TextList("devices", node::kMaxTenantGpus).value_or(std::vector<std::string>{})) {
         std::optional<std::pair<int, int>> where = SlotWithUuid(uuid);
         if (!where)
           throw BadInput("devices: no GPU or MIG instance of this node has UUID '" + uuid + "'");
@@ -944,10 +947,10 @@ void Agent::TickSlot(Slot& slot, uint64_t now_ns) {
     bool wants = false, stamped = false;
     uint64_t held = 0;
     if (auto a = activity_.find(id); a != activity_.end() && a->second.file) {
-      node::ActivityReader::Reading r = a->second.file->Read();
-      uint64_t& last = slot.last_active_ticks[id];
-      wants = r.active_ticks != last;
-      last = r.active_ticks;
+      Slot::Seen& seen = slot.seen[id];
+      node::ActivityReader::Reading r = a->second.file->Read(seen.gpu);
+      wants = r.active_ticks != seen.active_ticks;
+      seen.active_ticks = r.active_ticks;
       held = r.held;
       stamped = r.burst.stamp_ns != 0 && slot.authority->TenantPriority(t) == node::Priority::kHigh;
       if (stamped) slot.authority->SetBurstFrom(t, r.burst, now_ns);

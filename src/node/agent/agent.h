@@ -119,9 +119,13 @@ class Agent {
     std::unique_ptr<node::Ledger> authority;
     std::unique_ptr<DeviceMeter> meter;
     uint64_t next_meter_read_ns = 0;
-    // Each tenant's activity count as this slot's governor last read it: a tenant over several
-    // GPUs keeps one activity file, and each of its GPUs must see its launches.
-    std::map<std::string, uint64_t> last_active_ticks{};
+    // Each tenant here: which of its GPUs this is (its activity file keeps a record per GPU), and
+    // its activity count there as this slot's governor last read it.
+    struct Seen {
+      int gpu = 0;
+      uint64_t active_ticks = 0;
+    };
+    std::map<std::string, Seen> seen{};
     // Every tenant's figures, from the authority.
     std::vector<node::TenantUsage> Usage() const { return authority->Snapshot(); }
     // Returns to their tenants what dead processes held; returns the bytes. Updates the view.

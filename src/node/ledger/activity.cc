@@ -65,14 +65,16 @@ ActivityReader::~ActivityReader() {
   if (fd_ >= 0) close(fd_);
 }
 
-ActivityReader::Reading ActivityReader::Read() const {
+ActivityReader::Reading ActivityReader::Read(int gpu) const {
+  if (gpu < 0 || gpu >= kMaxTenantGpus) return {};
   // The file as bytes; the counters and the burst words copied out of them.
   alignas(ActivityWords) unsigned char bytes[sizeof(ActivityWords)];
   if (pread(fd_, bytes, sizeof(bytes), 0) != ssize_t(sizeof(bytes))) return {};
+  const size_t at = offsetof(ActivityWords, gpus) + size_t(gpu) * sizeof(GpuActivity);
   Reading r;
-  std::memcpy(&r.active_ticks, bytes + offsetof(ActivityWords, active_ticks), sizeof(uint64_t));
   std::memcpy(&r.held, bytes + offsetof(ActivityWords, held), sizeof(uint64_t));
-  std::memcpy(&r.burst, bytes + offsetof(ActivityWords, burst), sizeof(BurstWords));
+  std::memcpy(&r.active_ticks, bytes + at + offsetof(GpuActivity, active_ticks), sizeof(uint64_t));
+  std::memcpy(&r.burst, bytes + at + offsetof(GpuActivity, burst), sizeof(BurstWords));
   return r;
 }
 

@@ -1,13 +1,13 @@
 // A tenant's launch activity under gpumuxd: the one thing its processes publish. A small file per
 // tenant, <runtime-dir>/activity/<id>, made by gpumuxd in a directory only gpumuxd may write,
 // owned by the tenant's user (mode 0600): the tenant's processes map it and count, once per
-// governor tick, that they launched or are waiting to (and each launch their gate held back); a
-// high-priority tenant's processes also stamp their launches and synchronising calls there as they
-// happen (burst_rhythm.h). gpumuxd reads it with pread, never a mapping, so nothing done to the
-// file (truncation, garbage) can fault gpumuxd, and what is written there counts only for the
-// tenant that wrote it: whether it wants the GPU, as launching a kernel would say anyway, and, for
-// a high-priority tenant, when its bursts run (made sane: Ledger::SetBurstFrom), as its launches
-// would say anyway.
+// governor tick and for each of its GPUs, that they launched or are waiting to there (and each
+// launch their gates held back); a high-priority tenant's processes also stamp their launches and
+// synchronising calls there as they happen, GPU by GPU (burst_rhythm.h). gpumuxd reads it with
+// pread, never a mapping, so nothing done to the file (truncation, garbage) can fault gpumuxd, and
+// what is written there counts only for the tenant that wrote it: whether it wants the GPU, as
+// launching a kernel would say anyway, and, for a high-priority tenant, when its bursts run (made
+// sane: Ledger::SetBurstFrom), as its launches would say anyway.
 //
 // Thread- and process-safe (atomics in a shared mapping on the tenant's side; whole-word reads on
 // gpumuxd's).
@@ -24,10 +24,19 @@
 
 namespace gpumux::node {
 
+// The most GPUs (whole, or MIG instances) one tenant spans.
+inline constexpr int kMaxTenantGpus = 8;
+
+// What a tenant's processes publish about one of its GPUs: each GPU's governor in gpumuxd sees
+// the tenant at work, and a high-priority tenant's bursts, only where they happen.
+struct GpuActivity {
+  std::atomic<uint64_t> active_ticks;  // governor ticks in which a process launched or waited there
+  BurstWords burst;  // a high-priority tenant's bursts there, stamped as they happen
+};
+
 struct ActivityWords {
-  std::atomic<uint64_t> active_ticks;  // governor ticks in which a process launched or waited
-  std::atomic<uint64_t> held;          // launches its gate held back
-  BurstWords burst;                    // a high-priority tenant's bursts, stamped as they happen
+  std::atomic<uint64_t> held;        // launches its gates held back, on any of its GPUs
+  GpuActivity gpus[kMaxTenantGpus];  // gpus[k]: its k-th place (its program's device k)
 };
 
 // Tenant side: the mapped file (GPUMUX_ACTIVITY). Null words when it could not be opened.
@@ -39,10 +48,12 @@ class ActivityWriter {
   ActivityWriter& operator=(const ActivityWriter&) = delete;
   ~ActivityWriter();
 
-  void Tick() { words_->active_ticks.fetch_add(1, std::memory_order_relaxed); }
+  // `gpu`: which of the tenant's GPUs (0 to kMaxTenantGpus - 1).
+  void Tick(int gpu) { words_->gpus[gpu].active_ticks.fetch_add(1, std::memory_order_relaxed); }
   void CountHeld() { words_->held.fetch_add(1, std::memory_order_relaxed); }
-  // Where a high-priority process stamps its bursts (NoteBurstLaunch, NoteBurstSync).
-  BurstWords* burst() { return &words_->burst; }
+  // Where a high-priority process stamps its bursts on its GPU `gpu` (NoteBurstLaunch,
+  // NoteBurstSync).
+  BurstWords* burst(int gpu) { return &words_->gpus[gpu].burst; }
 
  private:
   ActivityWords* words_ = nullptr;
@@ -63,8 +74,9 @@ class ActivityReader {
     uint64_t active_ticks = 0, held = 0;
     BurstWords burst{};  // as the tenant wrote them: check before use (Ledger::SetBurstFrom)
   };
-  // What the file says now; zeros for a file cut short.
-  Reading Read() const;
+  // What the file says now of the tenant's GPU `gpu` (and the held launches of all); zeros for a
+  // file cut short or a GPU out of range.
+  Reading Read(int gpu) const;
   // Removes the file (the tenant is gone).
   void Remove();
   uid_t owner() const { return owner_; }

@@ -202,24 +202,31 @@ TEST(Ledger, TenantComputeTickHoldsATenantOverItsCapWithoutAnyProcessOfIts) {
   EXPECT_TRUE(l.TenantComputeTick(kMaxTenants, start, 0, true).hold) << "no such slot";
 }
 
-TEST(Activity, WhatATenantCountsIsReadAndACutShortFileReadsAsNothing) {
+TEST(Activity, WhatATenantCountsIsReadGpuByGpuAndACutShortFileReadsAsNothing) {
   std::string path = FreshPath("activity");
   ActivityReader reader(path, geteuid());
   {
     ActivityWriter writer(path);
-    writer.Tick();
-    writer.Tick();
+    writer.Tick(0);
+    writer.Tick(0);
+    writer.Tick(1);
+    writer.burst(1)->stamp_ns = 42;
     writer.CountHeld();
   }
-  EXPECT_EQ(reader.Read().active_ticks, 2u);
-  EXPECT_EQ(reader.Read().held, 1u);
+  EXPECT_EQ(reader.Read(0).active_ticks, 2u);
+  EXPECT_EQ(reader.Read(0).burst.stamp_ns, 0u) << "its bursts on its second GPU only";
+  EXPECT_EQ(reader.Read(1).active_ticks, 1u);
+  EXPECT_EQ(reader.Read(1).burst.stamp_ns, 42u);
+  EXPECT_EQ(reader.Read(0).held, 1u);
+  EXPECT_EQ(reader.Read(kMaxTenantGpus).active_ticks, 0u) << "no such GPU";
+  EXPECT_EQ(reader.Read(-1).active_ticks, 0u);
   ASSERT_EQ(truncate(path.c_str(), 3), 0);
-  EXPECT_EQ(reader.Read().active_ticks, 0u) << "no fault, no figure";
+  EXPECT_EQ(reader.Read(0).active_ticks, 0u) << "no fault, no figure";
   // A restarted gpumuxd keeps a file that is still right, and remakes one that is not.
   ActivityReader again(path, geteuid());
   ActivityWriter writer(path);
-  writer.Tick();
-  EXPECT_EQ(again.Read().active_ticks, 1u);
+  writer.Tick(0);
+  EXPECT_EQ(again.Read(0).active_ticks, 1u);
 }
 
 }  // namespace

@@ -97,8 +97,9 @@ void Governor::Start(node::Ledger* ledger, int process, int gpu_index) {
 }
 
 void Governor::Follow(const node::Ledger* view, std::string view_path, int tenant,
-                      node::ActivityWriter* activity) {
+                      node::ActivityWriter* activity, int gpu) {
   activity_ = activity;
+  activity_gpu_ = gpu;
   Launch([this, view, view_path = std::move(view_path), tenant] {
     RunFollowing(view, view_path, tenant);
   });
@@ -184,7 +185,7 @@ void Governor::RunFollowing(const node::Ledger* view, const std::string& view_pa
   bool governed = true;  // gpumuxd still writes `view`
   for (int tick = 0; !stopped_.load(); ++tick) {
     uint64_t now = NowNs();
-    if (TakeActivity() && activity_) activity_->Tick();
+    if (TakeActivity() && activity_) activity_->Tick(activity_gpu_);
     if (governed && tick % kViewCheckEvery == 0 && !view->StillAt(view_path)) {
       governed = false;
       std::fprintf(stderr,

@@ -38,12 +38,13 @@ class Governor {
   // (again in a forked child, after Forget()).
   void Start(node::Ledger* ledger, int process, int gpu_index);
   // Under gpumuxd: starts the thread that follows tenant slot `tenant`'s gate in `view` (mapped
-  // read-only from `view_path`) and publishes into `activity` (null: publishes nothing). Both must
-  // outlive it. Once `view_path` names another file (a gpumuxd of another ledger version made its
-  // view anew, which this process cannot read) the gate stays open, said once on stderr: launches
-  // of a process gpumuxd no longer governs are never held for good.
+  // read-only from `view_path`) and publishes into `activity` (null: publishes nothing), as the
+  // tenant's GPU number `gpu` (0: its first). Both must outlive it. Once `view_path` names another
+  // file (a gpumuxd of another ledger version made its view anew, which this process cannot read)
+  // the gate stays open, said once on stderr: launches of a process gpumuxd no longer governs are
+  // never held for good.
   void Follow(const node::Ledger* view, std::string view_path, int tenant,
-              node::ActivityWriter* activity);
+              node::ActivityWriter* activity, int gpu);
   // Refreshes `forecast` (which must outlive the thread) on every tick. Before Start or Follow.
   void Tick(LaunchForecast* forecast) { forecast_ = forecast; }
   // Stops ticking and waits (up to 50 ms, in case NVML hangs) until the thread has left its loop,
@@ -68,6 +69,7 @@ class Governor {
   node::Ledger* ledger_ = nullptr;
   int process_ = -1;
   node::ActivityWriter* activity_ = nullptr;
+  int activity_gpu_ = 0;  // which of the tenant's GPUs it publishes for
   LaunchForecast* forecast_ = nullptr;
   std::atomic<bool> launched_{false}, waiting_{false}, gate_closed_{false}, stopped_{false};
   std::atomic<bool> running_{false};  // the thread is inside Run

@@ -119,9 +119,6 @@ struct TenantGpu {
   gpumux::shim::BurstStamps stamps;  // a high-priority tenant's
 };
 
-// The most GPUs one tenant spans (GPUMUX_LEDGER lists one ledger per GPU).
-constexpr int kMaxTenantGpus = 8;
-
 // Which of the tenant's GPUs a call is for, besides an index into Enforcement::gpus.
 constexpr int kCurrentGpu = -1;  // the GPU of the calling thread's current context
 constexpr int kNotTenants = -2;  // a GPU that is not the tenant's, or no GPU could be told
@@ -137,7 +134,7 @@ struct Enforcement {
   std::atomic<Mode> mode{Mode::kUnset};
   // The tenant's GPUs in the order the program sees them (device ordinal i is gpus[i]), one
   // unless the tenant spans several.
-  TenantGpu gpus[kMaxTenantGpus];
+  TenantGpu gpus[gpumux::node::kMaxTenantGpus];
   int gpu_count = 0;                                     // set once, before mode becomes kEnforce
   bool stamps = false;  // some GPU's BurstStamps is on; set once, before mode becomes kEnforce
   std::optional<gpumux::node::ActivityWriter> activity;  // under gpumuxd
@@ -195,7 +192,7 @@ void Initialise(Enforcement& e) {
     std::vector<std::string> ledgers = gpumux::SplitCommas(paths);
     const char* gpu_indices = std::getenv("GPUMUX_GPU");
     std::vector<std::string> indices = gpumux::SplitCommas(gpu_indices ? gpu_indices : "");
-    if (int(ledgers.size()) > kMaxTenantGpus)
+    if (int(ledgers.size()) > gpumux::node::kMaxTenantGpus)
       throw gpumux::BadInput("GPUMUX_LEDGER lists more than 8 GPUs");
     e.tenant = tenant;
     e.gpu_count = int(ledgers.size());
@@ -235,8 +232,8 @@ void Initialise(Enforcement& e) {
         }
         const char* activity = std::getenv("GPUMUX_ACTIVITY");
         if (activity && !e.activity) e.activity.emplace(activity);
-        gpu.governor.Follow(&*gpu.ledger, ledgers[g], slot, e.activity ? &*e.activity : nullptr);
-        gpu.stamps.Start(e.activity ? e.activity->burst() : nullptr, high);
+        gpu.governor.Follow(&*gpu.ledger, ledgers[g], slot, e.activity ? &*e.activity : nullptr, g);
+        gpu.stamps.Start(e.activity ? e.activity->burst(g) : nullptr, high);
       } else {
         gpu.process = gpu.ledger->RegisterProcess(slot);
         gpu.stamps.Start(gpu.ledger->BurstOf(slot), high);
