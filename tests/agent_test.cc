@@ -111,12 +111,8 @@ TEST_F(AgentTest, ALedgerMadeAnewAdoptsWhatRunningTenantsHoldFromTheDriver) {
   ASSERT_EQ(before["used_bytes"].get<uint64_t>(), kGiB) << before;
   StopAgent(SIGKILL);
   // Both ledgers as a gpumuxd of the next layout version would find them.
-  for (const char* ledger : {"/run/gpu0.ledger", "/run/private/gpu0.ledger"}) {
-    std::fstream f(dir_.string() + ledger, std::ios::in | std::ios::out | std::ios::binary);
-    const uint32_t next = gpumux::node::kLedgerVersion + 1;
-    f.seekp(offsetof(gpumux::node::LedgerHeader, version));
-    f.write(reinterpret_cast<const char*>(&next), sizeof(next));
-  }
+  for (const char* ledger : {"/run/gpu0.ledger", "/run/private/gpu0.ledger"})
+    gpumux::testing::SetLedgerVersion(dir_.string() + ledger, gpumux::node::kLedgerVersion + 1);
   StartAgent();
   std::string log = gpumux::testing::Shell("cat " + (dir_ / "agent.log").string()).out;
   ASSERT_NE(log.find("ledger made anew"), std::string::npos) << log;
@@ -163,12 +159,7 @@ TEST_F(AgentTest, AProcessWhoseViewWasMadeAnewIsNotHeldForGood) {
   }
   // The next gpumuxd's view, of the next layout version, made anew at the same path.
   gpumux::testing::Shell("cp " + view + " " + view + ".new");
-  {
-    std::fstream f(view + ".new", std::ios::in | std::ios::out | std::ios::binary);
-    const uint32_t next = gpumux::node::kLedgerVersion + 1;
-    f.seekp(offsetof(gpumux::node::LedgerHeader, version));
-    f.write(reinterpret_cast<const char*>(&next), sizeof(next));
-  }
+  gpumux::testing::SetLedgerVersion(view + ".new", gpumux::node::kLedgerVersion + 1);
   std::filesystem::rename(view + ".new", view);
   gpumux::testing::ShellResult r = run.get();
   std::string said = gpumux::testing::Shell("cat " + err).out;
@@ -499,6 +490,32 @@ TEST_F(AgentTest, OnARealGpuMpsModeRunsTheControlDaemonAndHandsClientsTheirLimit
   EXPECT_NE(first.find("pipe=" + pipe), std::string::npos) << first;
   EXPECT_NE(first.find("visible=0"), std::string::npos)
       << "the daemon serves GPU 0 only: " << first;
+}
+
+// The same adoption through the NVIDIA backend: gpumuxd reads what each process holds from NVML's
+// running processes (here the simulated NVML standing for a real GPU).
+TEST_F(AgentTest, OnARealGpuALedgerMadeAnewAdoptsFromNvmlsRunningProcesses) {
+  auto env = NvmlH100(dir_);
+  StartRealAgent(env);
+  json t = Call("POST", "/v1/tenants", {{"id", "steady"}, {"gpu", 0}, {"memory", "1GiB"}}, 201);
+  std::string gpu = "env";  // the client reaches the same simulated GPU as gpumuxd's NVML
+  for (const auto& [k, v] : env) gpu += " " + k + "='" + v + "'";
+  FILE* client = popen((gpu + " " + Env(t) + kClient + " direct fill " +
+                        std::to_string(256 * kMiB) + " 4 2>/dev/null")
+                           .c_str(),
+                       "r");
+  ASSERT_EQ(AwaitUsage("steady", kGiB)["used_bytes"].get<uint64_t>(), kGiB);
+  StopAgent(SIGKILL);
+  gpumux::testing::SetLedgerVersion((dir_ / "run" / "private" / "gpu0.ledger").string(),
+                                    gpumux::node::kLedgerVersion + 1);
+  StartRealAgent(env);
+  json after = Call("GET", "/v1/tenants/steady", json(), 200);
+  EXPECT_EQ(after["used_bytes"].get<uint64_t>(), kGiB) << after;
+  EXPECT_EQ(after["processes"].size(), 1u) << after;
+  char buf[512] = {0};
+  fread(buf, 1, sizeof(buf) - 1, client);
+  EXPECT_EQ(WEXITSTATUS(pclose(client)), 0) << buf;
+  EXPECT_EQ(json::parse(buf)["allocated"].get<uint64_t>(), kGiB) << buf;
 }
 
 // Per-pod metrics: a tenant admitted with its pod's namespace, name and container (or its Slurm

@@ -226,6 +226,30 @@ TEST_F(GpuAgentTest, GpumuxdAdmitsATenantOnTheRealGpu) {
             1);
 }
 
+// An upgrade to a gpumuxd of another ledger layout while a tenant runs: what the tenant's process
+// holds is adopted from NVML's running processes (the figure includes its CUDA context).
+TEST_F(GpuAgentTest, ALedgerMadeAnewAdoptsWhatARealProcessHolds) {
+  StartRealAgent({});
+  nlohmann::json admitted =
+      Call("POST", "/v1/tenants", {{"id", "kept"}, {"gpu", 0}, {"memory", "2GiB"}}, 201);
+  FILE* client = popen((Env(admitted) + GPUMUX_ALLOC_CLIENT + " direct fill " +
+                        std::to_string(256 * kMiB) + " 5 2>/dev/null")
+                           .c_str(),
+                       "r");
+  ASSERT_EQ(AwaitUsage("kept", 2 * kGiB)["used_bytes"].get<uint64_t>(), 2 * kGiB);
+  StopAgent(SIGKILL);
+  for (const char* ledger : {"/run/gpu0.ledger", "/run/private/gpu0.ledger"})
+    gpumux::testing::SetLedgerVersion(dir_.string() + ledger, gpumux::node::kLedgerVersion + 1);
+  StartRealAgent({});
+  nlohmann::json after = Call("GET", "/v1/tenants/kept", nullptr, 200);
+  EXPECT_GE(after["used_bytes"].get<uint64_t>(), 2 * kGiB) << after;
+  EXPECT_LE(after["used_bytes"].get<uint64_t>(), 3 * kGiB) << "its context is not that large";
+  EXPECT_EQ(after["processes"].size(), 1u) << after;
+  char buf[512] = {0};
+  fread(buf, 1, sizeof(buf) - 1, client);
+  EXPECT_EQ(WEXITSTATUS(pclose(client)), 0) << buf;
+}
+
 // Under gpumuxd the compute cap is measured and enforced by gpumuxd itself (its NVML meter reads
 // every process's samples; the tenant's shim only follows the gate).
 TEST_F(GpuAgentTest, GpumuxdHoldsAPyTorchTenantToItsComputeCap) {

@@ -5,17 +5,28 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <utility>
 
+#include "node/ledger/ledger.h"
 #include "shell.h"
 
 namespace gpumux::testing {
 
 inline constexpr uint64_t kMiB = 1ull << 20, kGiB = 1ull << 30;
+
+// Writes layout version `version` into the header of the ledger at `path`, as a gpumux of that
+// version would have left the file.
+inline void SetLedgerVersion(const std::string& path, uint32_t version) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(offsetof(node::LedgerHeader, version));
+  f.write(reinterpret_cast<const char*>(&version), sizeof(version));
+}
 
 class NodeTest : public ::testing::Test {
  public:

@@ -12,7 +12,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -176,12 +175,7 @@ TEST_F(NodeTest, EightProcessesOfEightThreadsNeverOvershootAndEndAtZero) {
 TEST_F(NodeTest, ALedgerOfAnotherVersionIsMadeAnewOnceNoProcessUsesIt) {
   const std::string path = (dir_ / "gpu0.ledger").string();
   { gpumux::node::Ledger::CreateOrOpen(path, 80 * kGiB, "NVIDIA H100 80GB HBM3"); }
-  {
-    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-    const uint32_t older = gpumux::node::kLedgerVersion - 1;
-    f.seekp(offsetof(gpumux::node::LedgerHeader, version));
-    f.write(reinterpret_cast<const char*>(&older), sizeof(older));
-  }
+  gpumux::testing::SetLedgerVersion(path, gpumux::node::kLedgerVersion - 1);
   // A tenant of the older gpumux still maps it: here, this process.
   int fd = open(path.c_str(), O_RDONLY);
   void* mapped = mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd, 0);
