@@ -44,7 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   });
   gpumux::fuzz::RefusesOnlyWithError([&] {
     gpumux::node::ActivityReader activity(path, geteuid());
-    activity.Read();
+    for (int gpu = -1; gpu <= gpumux::node::kMaxTenantGpus; ++gpu) activity.Read(gpu);
   });
   return 0;
 }
