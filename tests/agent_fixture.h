@@ -103,11 +103,11 @@ class AgentTest : public NodeTest {
     return json::parse(text);
   }
 
-  // Asks GET /v1/tenants/`id` every 20 ms, for up to 2 s, until its used_bytes is `bytes`; returns
-  // the last answer.
-  json AwaitUsage(const std::string& id, uint64_t bytes) {
+  // Asks GET /v1/tenants/`id` every 20 ms, for up to `seconds`, until its used_bytes is `bytes`;
+  // returns the last answer.
+  json AwaitUsage(const std::string& id, uint64_t bytes, int seconds = 2) {
     json t = Call("GET", "/v1/tenants/" + id, json(), 200);
-    for (int i = 0; i < 100 && t.value("used_bytes", bytes + 1) != bytes; ++i) {
+    for (int i = 0; i < 50 * seconds && t.value("used_bytes", bytes + 1) != bytes; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       t = Call("GET", "/v1/tenants/" + id, json(), 200);
     }

@@ -135,37 +135,74 @@ TEST_F(AgentTest, ALedgerMadeAnewAdoptsWhatRunningTenantsHoldFromTheDriver) {
 
 // The other half of such an upgrade: a running process's shim cannot read the new view, and the
 // gate it followed in the old one is no longer written. It must not stay shut: the gate opens.
-TEST_F(AgentTest, AProcessWhoseViewWasMadeAnewIsNotHeldForGood) {
+class UpgradeTest : public gpumux::testing::AgentTest {
+ protected:
+  // Admits tenant "capped" (20%), starts a busy program as it through the shim (its view at
+  // `view_path`, gpumuxd's own when empty: a container's is a bind mount of it), waits until it
+  // runs, and kills gpumuxd leaving the tenant's gate shut. The program's result comes later.
+  std::future<gpumux::testing::ShellResult> RunUntilGpumuxdDiesWithTheGateShut(
+      const std::string& view_path) {
+    json t = Call("POST", "/v1/tenants",
+                  {{"id", "capped"}, {"gpu", 0}, {"memory", "1GiB"}, {"compute", "20%"}}, 201);
+    std::string start = std::to_string(gpumux::NowNs() + 1'000'000'000ull);
+    std::string ledger = view_path.empty() ? "" : "GPUMUX_LEDGER=" + view_path + " ";
+    auto run = std::async(std::launch::async, gpumux::testing::Shell,
+                          "timeout 20 " + Env(t) + ledger + std::string(GPUMUX_COMPUTE_CLIENT) +
+                              " launch busy " + start + " 3 1 2>" + Err());
+    // The shim registers on the program's first launch; it runs held to its cap until then.
+    json seen = json::object();
+    for (int i = 0; i < 150 && seen.value("processes", json::array()).empty(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      seen = Call("GET", "/v1/tenants/capped", json(), 200);
+    }
+    EXPECT_EQ(seen["processes"].size(), 1u) << seen;
+    StopAgent(SIGKILL);
+    gpumux::node::Ledger view = gpumux::node::Ledger::Open(View());
+    view.SetGate(*view.FindTenant("capped"), true);  // as a gpumuxd killed while it held it
+    return run;
+  }
+  // The program ran to its end (not held for good), had most of the GPU, and said why.
+  void ExpectLetGo(std::future<gpumux::testing::ShellResult> run) {
+    gpumux::testing::ShellResult r = run.get();
+    std::string said = gpumux::testing::Shell("cat " + Err()).out;
+    ASSERT_EQ(r.exit_code, 0) << "held for good (124: timed out): " << r.out << said;
+    EXPECT_GT(json::parse(r.out)["gpu_share"].get<double>(), 0.5) << r.out;
+    EXPECT_NE(said.find("no longer held for its compute share"), std::string::npos) << said;
+  }
+  std::string View() const { return (dir_ / "run" / "gpu0.ledger").string(); }
+  std::string Err() const { return (dir_ / "client.err").string(); }
+};
+
+TEST_F(UpgradeTest, AProcessWhoseViewWasMadeAnewIsNotHeldForGood) {
   StartAgent();
-  json t = Call("POST", "/v1/tenants",
-                {{"id", "capped"}, {"gpu", 0}, {"memory", "1GiB"}, {"compute", "20%"}}, 201);
-  std::string start = std::to_string(gpumux::NowNs() + 1'000'000'000ull);
-  std::string err = (dir_ / "client.err").string();
-  auto run = std::async(std::launch::async, gpumux::testing::Shell,
-                        "timeout 20 " + Env(t) + std::string(GPUMUX_COMPUTE_CLIENT) +
-                            " launch busy " + start + " 3 1 2>" + err);
-  // The shim registers on the program's first launch: it runs, held to its cap, until gpumuxd dies.
-  json seen = json::object();
-  for (int i = 0; i < 150 && seen.value("processes", json::array()).empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    seen = Call("GET", "/v1/tenants/capped", json(), 200);
-  }
-  ASSERT_EQ(seen["processes"].size(), 1u) << seen;
-  StopAgent(SIGKILL);
-  const std::string view = (dir_ / "run" / "gpu0.ledger").string();
-  {  // the gate as a gpumuxd killed while it held the tenant leaves it
-    gpumux::node::Ledger old = gpumux::node::Ledger::Open(view);
-    old.SetGate(*old.FindTenant("capped"), true);
-  }
+  auto run = RunUntilGpumuxdDiesWithTheGateShut("");
   // The next gpumuxd's view, of the next layout version, made anew at the same path.
-  gpumux::testing::Shell("cp " + view + " " + view + ".new");
-  gpumux::testing::SetLedgerVersion(view + ".new", gpumux::node::kLedgerVersion + 1);
-  std::filesystem::rename(view + ".new", view);
-  gpumux::testing::ShellResult r = run.get();
-  std::string said = gpumux::testing::Shell("cat " + err).out;
-  ASSERT_EQ(r.exit_code, 0) << "held for good (124: timed out): " << r.out << said;
-  EXPECT_GT(json::parse(r.out)["gpu_share"].get<double>(), 0.5) << r.out;
-  EXPECT_NE(said.find("no longer held for its compute share"), std::string::npos) << said;
+  gpumux::testing::Shell("cp " + View() + " " + View() + ".new");
+  gpumux::testing::SetLedgerVersion(View() + ".new", gpumux::node::kLedgerVersion + 1);
+  std::filesystem::rename(View() + ".new", View());
+  ExpectLetGo(std::move(run));
+}
+
+// In a container the view is a bind mount of gpumuxd's file: the path keeps naming the old file
+// after gpumuxd makes its view anew, so gpumuxd retires the old one (its magic number zeroed),
+// which every process that still maps it sees. The bind mount is stood for by a hard link.
+TEST_F(UpgradeTest, AViewGpumuxdMakesAnewIsRetiredForTheProcessesThatStillMapIt) {
+  StartAgent();
+  std::filesystem::create_directories(dir_ / "mnt");
+  const std::string mounted = (dir_ / "mnt" / "gpu0.ledger").string();
+  std::filesystem::create_hard_link(View(), mounted);
+  auto run = RunUntilGpumuxdDiesWithTheGateShut(mounted);
+  // A view gpumuxd cannot use (another GPU's name in its header): the next gpumuxd makes it anew.
+  {
+    std::fstream f(View(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(offsetof(gpumux::node::LedgerHeader, gpu_name));
+    f.write("another GPU", 12);
+  }
+  StartAgent();
+  ExpectLetGo(std::move(run));
+  EXPECT_NE(
+      gpumux::testing::Shell("cat " + (dir_ / "agent.log").string()).out.find("ledger made anew"),
+      std::string::npos);
 }
 
 // A tensor-parallel job as one gpumuxd tenant over two GPUs: its program sees both, is held to the

@@ -101,6 +101,7 @@ std::unique_ptr<node::Ledger> OpenOrRemake(const std::string& path, const node::
   }
   Log("warn", "ledger made anew: what was there cannot be used",
       {{"ledger", path}, {"reason", problem}});
+  node::Ledger::Retire(path);  // for the processes that still map it (node/shim/governor.h)
   unlink(path.c_str());
   return std::make_unique<node::Ledger>(node::Ledger::CreateOrOpen(path, d.memory, d.name));
 }
@@ -129,6 +130,7 @@ void Agent::BuildSlots(Gpu& g, const std::vector<node::Device>& devices) {
 void Agent::RebuildSharedLedger(Slot& slot) {
   Log("warn", "view ledger overwritten outside gpumuxd; made anew (memory grants are unaffected)",
       {{"ledger", slot.ledger_path}});
+  node::Ledger::Retire(slot.ledger_path);
   unlink(slot.ledger_path.c_str());
   slot.ledger = std::make_unique<node::Ledger>(
       node::Ledger::CreateOrOpen(slot.ledger_path, slot.device.memory, slot.device.name));

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <new>
 
@@ -294,6 +295,16 @@ void Ledger::Release(int process, uint64_t bytes) {
   if (!t) return;
   p.used.fetch_sub(bytes, std::memory_order_relaxed);
   t->used.fetch_sub(bytes, std::memory_order_acq_rel);
+}
+
+void Ledger::Retire(const std::string& path) {
+  int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return;
+  struct stat st;
+  const uint64_t none = 0;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && size_t(st.st_size) >= sizeof(LedgerHeader))
+    (void)!pwrite(fd, &none, sizeof(none), offsetof(LedgerHeader, magic));
+  close(fd);
 }
 
 bool Ledger::StillAt(const std::string& path) const {

@@ -182,6 +182,11 @@ class Ledger {
   // Opens an existing ledger to read only (a tenant process under gpumuxd): only the const
   // readers and Gate may be called on it. Throws as Open.
   static Ledger OpenReadOnly(const std::string& path);
+  // Marks the ledger file at `path`, of any version, as one nobody writes any more (its magic
+  // number zeroed), so that processes still mapping it see it no longer Intact() even where their
+  // path to it still names it (a container's bind mount). gpumuxd calls it before making a view
+  // anew. Does nothing to a file it cannot open or one too short to be a ledger.
+  static void Retire(const std::string& path);
 
   Ledger(Ledger&&) noexcept;
   Ledger& operator=(Ledger&&) = delete;

@@ -186,11 +186,11 @@ void Governor::RunFollowing(const node::Ledger* view, const std::string& view_pa
   for (int tick = 0; !stopped_.load(); ++tick) {
     uint64_t now = NowNs();
     if (TakeActivity() && activity_) activity_->Tick(activity_gpu_);
-    if (governed && tick % kViewCheckEvery == 0 && !view->StillAt(view_path)) {
+    if (governed && tick % kViewCheckEvery == 0 && (!view->Intact() || !view->StillAt(view_path))) {
       governed = false;
       std::fprintf(stderr,
-                   "gpumux: gpumuxd made its view %s anew (an upgrade?): the launches of pid %d "
-                   "are no longer held for its compute share\n",
+                   "gpumux: gpumuxd no longer writes its view %s (made anew: an upgrade?): the "
+                   "launches of pid %d are no longer held for its compute share\n",
                    view_path.c_str(), int(getpid()));
     }
     gate_closed_.store(governed && view->Gate(tenant), std::memory_order_relaxed);

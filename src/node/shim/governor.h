@@ -40,9 +40,9 @@ class Governor {
   // Under gpumuxd: starts the thread that follows tenant slot `tenant`'s gate in `view` (mapped
   // read-only from `view_path`) and publishes into `activity` (null: publishes nothing), as the
   // tenant's GPU number `gpu` (0: its first). Both must outlive it. Once `view_path` names another
-  // file (a gpumuxd of another ledger version made its view anew, which this process cannot read)
-  // the gate stays open, said once on stderr: launches of a process gpumuxd no longer governs are
-  // never held for good.
+  // file or the view is retired (Ledger::Retire: gpumuxd made its view anew, e.g. one of another
+  // ledger version, which this process cannot read) the gate stays open, said once on stderr:
+  // launches of a process gpumuxd no longer governs are never held for good.
   void Follow(const node::Ledger* view, std::string view_path, int tenant,
               node::ActivityWriter* activity, int gpu);
   // Refreshes `forecast` (which must outlive the thread) on every tick. Before Start or Follow.
