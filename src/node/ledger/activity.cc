@@ -39,10 +39,17 @@ ActivityWriter::~ActivityWriter() {
 ActivityReader::ActivityReader(const std::string& path, uid_t owner) : path_(path), owner_(owner) {
   // Only root can give a file away; otherwise it is gpumuxd's user's own.
   const uid_t file_owner = geteuid() == 0 ? owner : geteuid();
-  fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  fd_ = open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
   struct stat st;
-  if (fd_ >= 0 && (fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != file_owner ||
-                   size_t(st.st_size) != sizeof(ActivityWords))) {
+  if (fd_ >= 0 && (fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != file_owner)) {
+    close(fd_);
+    fd_ = -1;
+  }
+  // A file of the layout before records per GPU is this one cut short: extended in place, it keeps
+  // what the processes that still map it publish.
+  if (fd_ >= 0 && size_t(st.st_size) == kActivityBytesOfOneGpu)
+    (void)!ftruncate(fd_, sizeof(ActivityWords));
+  if (fd_ >= 0 && (fstat(fd_, &st) != 0 || size_t(st.st_size) != sizeof(ActivityWords))) {
     close(fd_);
     fd_ = -1;
   }
@@ -70,11 +77,15 @@ ActivityReader::Reading ActivityReader::Read(int gpu) const {
   // The file as bytes; the counters and the burst words copied out of them.
   alignas(ActivityWords) unsigned char bytes[sizeof(ActivityWords)];
   if (pread(fd_, bytes, sizeof(bytes), 0) != ssize_t(sizeof(bytes))) return {};
-  const size_t at = offsetof(ActivityWords, gpus) + size_t(gpu) * sizeof(GpuActivity);
+  const size_t more = offsetof(ActivityWords, more) + size_t(gpu - 1) * sizeof(GpuActivity);
+  const size_t ticks_at =
+      gpu == 0 ? offsetof(ActivityWords, active_ticks) : more + offsetof(GpuActivity, active_ticks);
+  const size_t burst_at =
+      gpu == 0 ? offsetof(ActivityWords, burst) : more + offsetof(GpuActivity, burst);
   Reading r;
   std::memcpy(&r.held, bytes + offsetof(ActivityWords, held), sizeof(uint64_t));
-  std::memcpy(&r.active_ticks, bytes + at + offsetof(GpuActivity, active_ticks), sizeof(uint64_t));
-  std::memcpy(&r.burst, bytes + at + offsetof(GpuActivity, burst), sizeof(BurstWords));
+  std::memcpy(&r.active_ticks, bytes + ticks_at, sizeof(uint64_t));
+  std::memcpy(&r.burst, bytes + burst_at, sizeof(BurstWords));
   return r;
 }
 

@@ -16,6 +16,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -34,10 +35,18 @@ struct GpuActivity {
   BurstWords burst;  // a high-priority tenant's bursts there, stamped as they happen
 };
 
+// The tenant's k-th GPU is its k-th place (its program's device k). Laid out so that a file of the
+// layout before GPUs had records of their own (one count, the held launches, one rhythm) is this
+// one cut short: gpumuxd extends such a file in place, and processes started before, which map the
+// shorter file, go on publishing into their first GPU's record.
 struct ActivityWords {
-  std::atomic<uint64_t> held;        // launches its gates held back, on any of its GPUs
-  GpuActivity gpus[kMaxTenantGpus];  // gpus[k]: its k-th place (its program's device k)
+  std::atomic<uint64_t> active_ticks;    // its first GPU's (GpuActivity::active_ticks)
+  std::atomic<uint64_t> held;            // launches its gates held back, on any of its GPUs
+  BurstWords burst;                      // its first GPU's (GpuActivity::burst)
+  GpuActivity more[kMaxTenantGpus - 1];  // more[k - 1]: its k-th GPU's, k >= 1
 };
+// The size of a file of the layout before (ActivityReader extends one).
+inline constexpr size_t kActivityBytesOfOneGpu = offsetof(ActivityWords, more);
 
 // Tenant side: the mapped file (GPUMUX_ACTIVITY). Null words when it could not be opened.
 class ActivityWriter {
@@ -49,11 +58,14 @@ class ActivityWriter {
   ~ActivityWriter();
 
   // `gpu`: which of the tenant's GPUs (0 to kMaxTenantGpus - 1).
-  void Tick(int gpu) { words_->gpus[gpu].active_ticks.fetch_add(1, std::memory_order_relaxed); }
+  void Tick(int gpu) {
+    (gpu == 0 ? words_->active_ticks : words_->more[gpu - 1].active_ticks)
+        .fetch_add(1, std::memory_order_relaxed);
+  }
   void CountHeld() { words_->held.fetch_add(1, std::memory_order_relaxed); }
   // Where a high-priority process stamps its bursts on its GPU `gpu` (NoteBurstLaunch,
   // NoteBurstSync).
-  BurstWords* burst(int gpu) { return &words_->gpus[gpu].burst; }
+  BurstWords* burst(int gpu) { return gpu == 0 ? &words_->burst : &words_->more[gpu - 1].burst; }
 
  private:
   ActivityWords* words_ = nullptr;
@@ -64,7 +76,8 @@ class ActivityWriter {
 class ActivityReader {
  public:
   // Makes `path` (the directory must be gpumuxd's) owned by `owner`, mode 0600, or keeps the one
-  // there if it is a regular file owned by `owner`. Throws Error (unavailable).
+  // there if it is a regular file owned by `owner` (extended in place if it has the layout before
+  // records per GPU). Throws Error (unavailable).
   ActivityReader(const std::string& path, uid_t owner);
   ActivityReader(const ActivityReader&) = delete;
   ActivityReader& operator=(const ActivityReader&) = delete;

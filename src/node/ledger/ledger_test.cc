@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -227,6 +229,40 @@ TEST(Activity, WhatATenantCountsIsReadGpuByGpuAndACutShortFileReadsAsNothing) {
   ActivityWriter writer(path);
   writer.Tick(0);
   EXPECT_EQ(again.Read(0).active_ticks, 1u);
+}
+
+// A gpumuxd of this layout starting over a tenant's file of the layout before records per GPU: it
+// extends the file in place, so that a process started before, mapping only the old size, is still
+// seen on its first GPU.
+TEST(Activity, AFileOfTheLayoutBeforeRecordsPerGpuIsExtendedInPlaceAndStillRead) {
+  std::string path = FreshPath("activity-before");
+  {
+    int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    ASSERT_EQ(ftruncate(fd, kActivityBytesOfOneGpu), 0);
+    close(fd);
+  }
+  int fd = open(path.c_str(), O_RDWR);
+  auto* before = static_cast<unsigned char*>(
+      mmap(nullptr, kActivityBytesOfOneGpu, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  ASSERT_NE(before, MAP_FAILED);
+  const uint64_t ticks = 7, held = 3;  // the old layout: count, held launches, bursts
+  std::memcpy(before, &ticks, sizeof(ticks));
+  std::memcpy(before + sizeof(uint64_t), &held, sizeof(held));
+  struct stat was;
+  fstat(fd, &was);
+  ActivityReader reader(path, geteuid());
+  struct stat now;
+  ASSERT_EQ(stat(path.c_str(), &now), 0);
+  EXPECT_EQ(now.st_ino, was.st_ino) << "the same file, not one made anew";
+  EXPECT_EQ(size_t(now.st_size), sizeof(ActivityWords));
+  EXPECT_EQ(reader.Read(0).active_ticks, 7u);
+  EXPECT_EQ(reader.Read(0).held, 3u);
+  const uint64_t later = 8;  // the old process publishes on
+  std::memcpy(before, &later, sizeof(later));
+  EXPECT_EQ(reader.Read(0).active_ticks, 8u);
+  EXPECT_EQ(reader.Read(1).active_ticks, 0u);
+  munmap(before, kActivityBytesOfOneGpu);
+  close(fd);
 }
 
 }  // namespace
