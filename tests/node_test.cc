@@ -195,6 +195,28 @@ TEST_F(NodeTest, ALedgerOfAnotherVersionIsMadeAnewOnceNoProcessUsesIt) {
   EXPECT_NO_THROW(gpumux::node::Ledger::Open(path)) << "this version's ledger now";
 }
 
+// Runs started together over one stale ledger agree: one makes it anew, the others open that one.
+TEST_F(NodeTest, RunsThatFindOneStaleLedgerTogetherAllStart) {
+  const std::string path = (dir_ / "gpu0.ledger").string();
+  { gpumux::node::Ledger::CreateOrOpen(path, 80 * kGiB, "NVIDIA H100 80GB HBM3"); }
+  gpumux::testing::SetLedgerVersion(path, gpumux::node::kLedgerVersion - 1);
+  std::string runs, pids;
+  for (int i = 0; i < 4; ++i) {
+    runs += kGpumux + " run --sim H100 --mem 1GiB --tenant t" + std::to_string(i) +
+            " -- sleep 0.3 2>&1 & p" + std::to_string(i) + "=$!; ";
+    pids += " $p" + std::to_string(i);
+  }
+  gpumux::testing::ShellResult r =
+      gpumux::testing::Shell("fails=0; " + runs + "for p in" + pids +
+                             "; do wait $p || fails=$((fails+1)); done; " + "echo fails=$fails");
+  EXPECT_NE(r.out.find("fails=0"), std::string::npos) << r.out;
+  size_t anew = 0;
+  for (size_t at = r.out.find("made anew"); at != std::string::npos;
+       at = r.out.find("made anew", at + 1))
+    ++anew;
+  EXPECT_EQ(anew, 1u) << r.out;
+}
+
 TEST_F(NodeTest, BadInputIsRefusedBeforeAnythingStarts) {
   auto [code1, out1] = Sh(kGpumux + " run --sim H1000 --mem 1GiB -- true 2>&1");
   EXPECT_EQ(code1, 2);

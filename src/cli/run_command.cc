@@ -66,6 +66,8 @@ std::string EnvOr(const char* var) {
 // lock first replaces it, the other opens the replacement.
 node::Ledger OpenRunLedger(const std::string& path, const node::Device& device) {
   for (int attempt = 0;; ++attempt) {
+    struct stat tried;  // the file this attempt finds unusable, unless another run replaces it
+    const bool existed = stat(path.c_str(), &tried) == 0;
     std::string problem;
     try {
       node::Ledger ledger = node::Ledger::CreateOrOpen(path, device.memory, device.name);
@@ -81,9 +83,12 @@ node::Ledger OpenRunLedger(const std::string& path, const node::Device& device) 
     int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) continue;  // replaced meanwhile: open what is there now
     flock(fd, LOCK_EX);
+    // Still the file this attempt found unusable (another run may have made it anew meanwhile:
+    // then it is tried again, not taken for a stale one).
     struct stat held, named;
-    const bool same = fstat(fd, &held) == 0 && stat(path.c_str(), &named) == 0 &&
-                      held.st_dev == named.st_dev && held.st_ino == named.st_ino;
+    const bool same = existed && fstat(fd, &held) == 0 && stat(path.c_str(), &named) == 0 &&
+                      held.st_dev == named.st_dev && held.st_ino == named.st_ino &&
+                      held.st_dev == tried.st_dev && held.st_ino == tried.st_ino;
     if (same) {
       if (std::optional<pid_t> user = ProcessMapping(path)) {
         close(fd);
