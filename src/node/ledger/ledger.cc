@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstring>
 #include <new>
+#include <utility>
 
 #include "base/clock.h"
 #include "base/process.h"
@@ -444,7 +445,7 @@ ComputeVerdict Ledger::TenantComputeTick(int my_tenant, uint64_t now_ns, uint64_
   demand[my_tenant].wants_gpu = true;  // a process that asks is at least deciding whether to launch
   double share = FairShares(demand)[my_tenant];
   // The credit grows at the share among the tenants at work now (compute_share.h).
-  double share_now = ShareAtWorkNow(demand, size_t(my_tenant), share);
+  double share_now = ShareAtWorkNow(std::move(demand), size_t(my_tenant), share);
   // Bring the credit and the use up to now: the process that moves accrued_ns forward adds that
   // interval.
   uint64_t accrued = me.accrued_ns.load();
