@@ -69,16 +69,8 @@ node::Ledger OpenRunLedger(const std::string& path, const node::Device& device) 
     struct stat tried;  // the file this attempt finds unusable, unless another run replaces it
     const bool existed = stat(path.c_str(), &tried) == 0;
     std::string problem;
-    try {
-      node::Ledger ledger = node::Ledger::CreateOrOpen(path, device.memory, device.name);
-      if (ledger.gpu_name() == device.name && ledger.capacity() == device.memory) return ledger;
-      problem = fmt::format("{}: the ledger of a {} ({}), not of this {} ({})", path,
-                            ledger.gpu_name(), FormatBytes(double(ledger.capacity())), device.name,
-                            FormatBytes(double(device.memory)));
-    } catch (const Error& e) {
-      if (e.code() != ErrorCode::kBadInput || attempt > 2) throw;
-      problem = e.what();
-    }
+    if (std::optional<node::Ledger> ledger = node::OpenDeviceLedger(path, device, &problem))
+      return std::move(*ledger);
     if (attempt > 2) throw BadInput(problem);
     int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) continue;  // replaced meanwhile: open what is there now

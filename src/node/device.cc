@@ -5,6 +5,7 @@
 
 #include "base/comma_list.h"
 #include "base/error.h"
+#include "core/units.h"
 #include "node/nvml_library.h"
 
 namespace gpumux::node {
@@ -15,6 +16,21 @@ std::string Joined(const std::string& first, const std::string& rest) {
 }
 
 }  // namespace
+
+std::optional<Ledger> OpenDeviceLedger(const std::string& path, const Device& device,
+                                       std::string* problem) {
+  try {
+    Ledger ledger = Ledger::CreateOrOpen(path, device.memory, device.name);
+    if (ledger.gpu_name() == device.name && ledger.capacity() == device.memory) return ledger;
+    *problem = path + ": the ledger of a " + ledger.gpu_name() + " (" +
+               FormatBytes(double(ledger.capacity())) + "), not of this " + device.name + " (" +
+               FormatBytes(double(device.memory)) + ")";
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kBadInput) throw;
+    *problem = e.what();
+  }
+  return std::nullopt;
+}
 
 std::string RuntimeLibraryDir() {
   std::filesystem::path exe_dir = std::filesystem::read_symlink("/proc/self/exe").parent_path();

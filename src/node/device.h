@@ -11,6 +11,7 @@
 
 #include "core/gpu_kind.h"
 #include "core/mig_layout.h"
+#include "node/ledger/ledger.h"
 
 namespace gpumux::node {
 
@@ -42,6 +43,12 @@ Device SimulatedDevice(const GpuKind& kind, int index);
 Device RealDevice(int index);
 // How many real GPUs NVML sees; throws Error (unavailable) without a driver.
 int RealDeviceCount();
+
+// The ledger at `path` for `device`, opened or created (Ledger::CreateOrOpen); nullopt when the
+// file there cannot be used for it (cut short, foreign, of another version, of another GPU), with
+// why in `*problem`. Throws Error (unavailable) when the file cannot be opened or made.
+std::optional<Ledger> OpenDeviceLedger(const std::string& path, const Device& device,
+                                       std::string* problem);
 
 // Where libgpumux.so and simgpu/ are: beside the running executable (a build tree), else in
 // <prefix>/lib/gpumux next to <prefix>/bin (an installed tree).

@@ -90,15 +90,8 @@ namespace {
 // never refuses to start over a file.
 std::unique_ptr<node::Ledger> OpenOrRemake(const std::string& path, const node::Device& d) {
   std::string problem;
-  try {
-    auto ledger =
-        std::make_unique<node::Ledger>(node::Ledger::CreateOrOpen(path, d.memory, d.name));
-    if (ledger->gpu_name() == d.name && ledger->capacity() == d.memory) return ledger;
-    problem = "it is the ledger of a " + ledger->gpu_name() + ", not of this " + d.name;
-  } catch (const Error& e) {
-    if (e.code() != ErrorCode::kBadInput) throw;
-    problem = e.what();
-  }
+  if (std::optional<node::Ledger> ledger = node::OpenDeviceLedger(path, d, &problem))
+    return std::make_unique<node::Ledger>(std::move(*ledger));
   Log("warn", "ledger made anew: what was there cannot be used",
       {{"ledger", path}, {"reason", problem}});
   node::Ledger::Retire(path);  // for the processes that still map it (node/shim/governor.h)
