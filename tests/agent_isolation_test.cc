@@ -3,7 +3,8 @@
 // truncating what it can reach, cannot hold a neighbour's launches or lift its own compute cap,
 // and fills only its own process table; a second gpumuxd exits; a failed admission leaves nothing
 // behind; root on the tenants' socket is capped like any user; a half-closed request is answered;
-// a process cannot have its memory adopted as a neighbour's by claiming the neighbour's name.
+// a process cannot have its memory adopted as a neighbour's by claiming the neighbour's name; a
+// program that allocates around the shim past its tenant's quota is killed.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -184,7 +185,10 @@ TEST_F(IsolationTest, ATenantOverTwoGpusGetsItsQuotaOnEachPartAndNoMore) {
 // tenant it was started as. A process of `nobody` that holds memory outside the shim and claims to
 // be root's tenant is charged to neither: the claim must come from the tenant's owner.
 TEST_F(IsolationTest, AProcessClaimingANeighboursNameIsNotAdoptedAsTheNeighbour) {
-  StartAgent();
+  // The forger is over its own tenant's quota: logged rather than killed, so that it is still
+  // there to be adopted, or not, when gpumuxd starts again.
+  const std::vector<std::string> keep = {"--sim", "H100", "--over-quota", "log"};
+  StartAgentOn(keep, {});
   Call("POST", "/v1/tenants", {{"id", "victim"}, {"gpu", 0}, {"memory", "2GiB"}}, 201);
   json attacker =
       Call("POST", "/v1/tenants",
@@ -202,7 +206,7 @@ TEST_F(IsolationTest, AProcessClaimingANeighboursNameIsNotAdoptedAsTheNeighbour)
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   StopAgent(SIGKILL);
   gpumux::testing::Shell("head -c 300000 /dev/urandom > " + Run() + "/private/gpu0.ledger");
-  StartAgent();
+  StartAgentOn(keep, {});
   EXPECT_EQ(Call("GET", "/v1/tenants/attacker", json(), 200)["used_bytes"].get<uint64_t>(), kGiB)
       << "its own program's memory is adopted: " << Log();
   EXPECT_EQ(Call("GET", "/v1/tenants/victim", json(), 200)["used_bytes"].get<uint64_t>(), 0u)
@@ -365,6 +369,110 @@ TEST_F(IsolationTest, GpumuxdStartsOverLedgersItCannotUseAndRebuildsThem) {
       Sh(Env(t) + GPUMUX_ALLOC_CLIENT + " direct fill " + std::to_string(64 * kMiB) + " 0");
   ASSERT_EQ(code, 0) << fill;
   EXPECT_EQ(json::parse(fill)["allocated"].get<uint64_t>(), kGiB) << fill;
+}
+
+// A program run without the shim (an unset LD_PRELOAD) allocates as the driver lets it; gpumuxd
+// reads what it holds from the driver and kills it once its tenant is over its quota. It claims the
+// victim's name, to no avail: it is `nobody`'s, and `nobody` owns one tenant here.
+TEST_F(IsolationTest, AProgramAllocatingAroundTheShimPastItsQuotaIsKilledAndItsNeighbourGoesOn) {
+  StartAgent();
+  json victim =
+      Call("POST", "/v1/tenants", {{"id", "victim"}, {"gpu", 0}, {"memory", "4GiB"}}, 201);
+  json attacker =
+      Call("POST", "/v1/tenants",
+           {{"id", "attacker"}, {"gpu", 0}, {"memory", "1GiB"}, {"owner_uid", kNobody}}, 201);
+  const std::string client = std::string(GPUMUX_ALLOC_CLIENT) + " direct fill ";
+  FILE* neighbour = popen((Env(victim) + client + std::to_string(kGiB) + " 6").c_str(), "r");
+  ASSERT_EQ(AwaitUsage("victim", 4 * kGiB, 10)["used_bytes"].get<uint64_t>(), 4 * kGiB);
+  // It takes all the device has left, and holds it for 30 s unless stopped (it may be stopped
+  // before it has taken it all, and says what it took only if not).
+  uint64_t started_ns = gpumux::NowNs();
+  FILE* around = popen(("setpriv --reuid=65534 --regid=65534 --clear-groups " + Env(attacker) +
+                        "LD_PRELOAD= GPUMUX_TENANT=victim " + client + std::to_string(kGiB) +
+                        " 30 2>&1; echo exit=$?")
+                           .c_str(),
+                       "r");
+  char line[512] = {0};
+  std::string status;
+  while (status.empty() && fgets(line, sizeof(line), around)) {
+    if (std::string(line).rfind("exit=", 0) == 0) status = line;  // the shell may say "Killed"
+  }
+  double seconds = double(gpumux::NowNs() - started_ns) / 1e9;
+  EXPECT_EQ(status, "exit=137\n") << "killed (SIGKILL) after " << seconds << " s";
+  EXPECT_LT(seconds, 10) << "within a few checks (twice a second)";
+  pclose(around);
+  json a = Call("GET", "/v1/tenants/attacker", json(), 200);
+  EXPECT_EQ(a["memory_kills"].get<uint64_t>(), 1u) << a;
+  EXPECT_EQ(a["used_bytes"].get<uint64_t>(), 0u) << "nothing was granted: " << a;
+  json v = Call("GET", "/v1/tenants/victim", json(), 200);
+  EXPECT_EQ(v["memory_kills"].get<uint64_t>(), 0u) << v;
+  EXPECT_EQ(v["device_bytes"].get<uint64_t>(), 4 * kGiB) << "the driver's count of its program";
+  EXPECT_EQ(v["outside_grants_bytes"].get<uint64_t>(), 0u) << v;
+  std::string log = Log();
+  size_t killed = log.find("killed a process that holds device memory past its tenant's quota");
+  ASSERT_NE(killed, std::string::npos) << log;
+  EXPECT_NE(log.find("tenant=attacker", killed), std::string::npos) << log;
+  size_t outside = log.find("outside_grants_bytes=", killed);
+  ASSERT_NE(outside, std::string::npos) << log;
+  EXPECT_GT(std::stoull(log.substr(outside + 21)), kGiB) << "past its quota when killed: " << log;
+  // The neighbour's program still runs, and the memory the attacker held is there for the next
+  // program (root's own, outside any tenant: reported, not judged).
+  FILE* more =
+      popen((Env(victim) + "LD_PRELOAD= GPUMUX_TENANT= " + client + std::to_string(8 * kGiB) + " 0")
+                .c_str(),
+            "r");
+  ASSERT_TRUE(fgets(line, sizeof(line), more));
+  EXPECT_GE(json::parse(line)["allocated"].get<uint64_t>(), 64 * kGiB) << line;
+  pclose(more);
+  std::string metrics = gpumux::agent::CallUnix(socket_, "GET", "/metrics", "").second;
+  EXPECT_NE(metrics.find("gpumux_tenant_memory_kills_total{gpu=\"0\",tenant=\"attacker\"} 1\n"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("gpumux_tenant_device_memory_bytes{gpu=\"0\",tenant=\"victim\"} " +
+                         std::to_string(4 * kGiB) + "\n"),
+            std::string::npos)
+      << metrics;
+  char out[512] = {0};
+  fread(out, 1, sizeof(out) - 1, neighbour);
+  EXPECT_EQ(WEXITSTATUS(pclose(neighbour)), 0) << out;
+  EXPECT_EQ(json::parse(out)["allocated"].get<uint64_t>(), 4 * kGiB) << out;
+}
+
+// gpumuxd judges only its tenants' work: a program of a user who owns no tenant here is reported
+// once, not killed; and under --over-quota log a tenant past its quota is only logged.
+TEST_F(IsolationTest, AStrangersProgramIsReportedNotKilledAndLogModeKillsNothing) {
+  StartAgentOn({"--sim", "H100", "--over-quota", "log"}, {});
+  json attacker =
+      Call("POST", "/v1/tenants",
+           {{"id", "attacker"}, {"gpu", 0}, {"memory", "1GiB"}, {"owner_uid", kNobody}}, 201);
+  // Each holds what it took for 3 s: the stranger 50 GiB (its second step does not fit), then
+  // the tenant's program all that is left.
+  auto hold = [](uint64_t step) {
+    return " LD_PRELOAD= " + std::string(GPUMUX_ALLOC_CLIENT) + " direct fill " +
+           std::to_string(step) + " 3 2>&1; echo exit=$?";
+  };
+  FILE* stranger = popen(("setpriv --reuid=4242 --regid=4242 --clear-groups " + Env(attacker) +
+                          "GPUMUX_TENANT=attacker" + hold(50 * kGiB))
+                             .c_str(),
+                         "r");
+  char line[512];
+  ASSERT_TRUE(fgets(line, sizeof(line), stranger));
+  EXPECT_EQ(json::parse(line)["allocated"].get<uint64_t>(), 50 * kGiB) << line;
+  FILE* over = popen(
+      ("setpriv --reuid=65534 --regid=65534 --clear-groups " + Env(attacker) + hold(kGiB)).c_str(),
+      "r");
+  ASSERT_TRUE(fgets(line, sizeof(line), over));
+  EXPECT_GT(json::parse(line)["allocated"].get<uint64_t>(), 20 * kGiB) << line;
+  for (FILE* f : {stranger, over}) {
+    ASSERT_TRUE(fgets(line, sizeof(line), f));  // how it ended
+    EXPECT_EQ(std::string(line), "exit=0\n") << "held 3 s and exited of itself";
+    pclose(f);
+  }
+  std::string log = Log();
+  EXPECT_NE(log.find("no tenant here accounts for"), std::string::npos) << log;
+  EXPECT_NE(log.find("not killed (--over-quota log)"), std::string::npos) << log;
+  EXPECT_EQ(log.find("killed a process"), std::string::npos) << log;
+  EXPECT_EQ(Call("GET", "/v1/tenants/attacker", json(), 200)["memory_kills"].get<uint64_t>(), 0u);
 }
 
 }  // namespace

@@ -1,7 +1,10 @@
 #include "base/process.h"
 
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -89,6 +92,20 @@ std::optional<std::string> ProcessEnvironment(pid_t pid, const std::string& name
     if (entry.compare(0, prefix.size(), prefix) == 0) return entry.substr(prefix.size());
   }
   return std::nullopt;
+}
+
+}  // namespace gpumux
+
+namespace gpumux {
+
+bool KillProcess(pid_t pid, uint64_t start_time) {
+  if (pid <= 0) return false;
+  int fd = int(syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) return false;
+  bool sent = ProcessStartTime(pid) == start_time &&
+              syscall(SYS_pidfd_send_signal, fd, SIGKILL, nullptr, 0) == 0;
+  close(fd);
+  return sent;
 }
 
 }  // namespace gpumux

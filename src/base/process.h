@@ -34,4 +34,9 @@ std::optional<pid_t> ProcessMapping(const std::string& path);
 // claims. Thread-safe.
 std::optional<std::string> ProcessEnvironment(pid_t pid, const std::string& name);
 
+// Sends SIGKILL to process `pid` if it is still the one that started at `start_time`
+// (ProcessStartTime): a pidfd holds the process while its start time is checked, so a pid reused
+// meanwhile is never hit. Returns whether the signal was sent. Thread-safe.
+bool KillProcess(pid_t pid, uint64_t start_time);
+
 }  // namespace gpumux

@@ -78,8 +78,9 @@ Agent::Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend)
     Apply(t);
     Log("info", "tenant restored", {{"tenant", t.id}, {"gpu", std::to_string(t.gpu)}});
   }
+  const std::vector<TenantRecord> tenants = store_.All();
   for (Gpu& g : gpus_) {
-    for (Slot& slot : g.slots) AdoptUngranted(slot);
+    for (Slot& slot : g.slots) AdoptUngranted(slot, tenants);
   }
 }
 
@@ -148,40 +149,132 @@ void Agent::Slot::PublishUsage() {
   }
 }
 
-void Agent::AdoptUngranted(Slot& slot) {
+Agent::Claim Agent::ClaimOf(const Slot& slot, pid_t pid, const std::vector<TenantRecord>& tenants) {
+  Claim c;
+  std::optional<std::string> named = ProcessEnvironment(pid, "GPUMUX_TENANT");
+  c.claimed = named.value_or("").substr(0, node::kTenantIdSize);
+  std::optional<uid_t> uid = ProcessUid(pid);
+  if (!uid) return c;
+  std::vector<const TenantRecord*> may_be, in_cgroup;
+  for (const TenantRecord& t : tenants) {
+    if (t.owner != *uid || !IsOn(t, slot) || !slot.authority->FindTenant(t.id)) continue;
+    bool by_name = named && *named == t.id;
+    if (!t.cgroup.empty()) {
+      if (!ProcessInCgroup(pid, t.cgroup)) continue;
+      in_cgroup.push_back(&t);
+    } else if (*uid == 0 && !by_name) {
+      continue;  // the administrator's own work is not root's tenants' unless it says so
+    }
+    if (by_name) {
+      c.tenant = t.id;
+      c.named = true;
+      return c;
+    }
+    may_be.push_back(&t);
+  }
+  const std::vector<const TenantRecord*>& pick = in_cgroup.empty() ? may_be : in_cgroup;
+  if (pick.size() == 1) c.tenant = pick[0]->id;
+  c.several = pick.size() > 1;
+  return c;
+}
+
+void Agent::AdoptUngranted(Slot& slot, const std::vector<TenantRecord>& tenants) {
   std::vector<DeviceMeter::Held> held;
   slot.meter->ReadMemory(&held);
   const std::string device = node::DeviceStem(slot.device);
   for (const DeviceMeter::Held& h : held) {
     if (slot.authority->FindProcess(h.pid)) continue;  // gpumuxd granted what it holds
-    std::optional<std::string> id = ProcessEnvironment(h.pid, "GPUMUX_TENANT");
-    std::optional<TenantRecord> t = id ? store_.Find(*id) : std::nullopt;
-    std::optional<int> tenant = t ? slot.authority->FindTenant(t->id) : std::nullopt;
-    std::optional<uid_t> uid = ProcessUid(h.pid);
-    if (!tenant || !uid || *uid != t->owner ||
-        (!t->cgroup.empty() && !ProcessInCgroup(h.pid, t->cgroup))) {
+    Claim c = ClaimOf(slot, h.pid, tenants);
+    if (!c.named) {
       Log("info", "a process holds memory on the device that no tenant here accounts for",
           {{"device", device},
            {"pid", std::to_string(h.pid)},
            {"bytes", std::to_string(h.bytes)},
-           {"claims_tenant",
-            id.value_or("").substr(0, node::kTenantIdSize)}});  // its text, bounded
+           {"claims_tenant", c.claimed}});
       continue;
     }
     try {
-      slot.authority->Adopt(slot.authority->RegisterProcess(*tenant, h.pid), h.bytes);
+      slot.authority->Adopt(
+          slot.authority->RegisterProcess(*slot.authority->FindTenant(c.tenant), h.pid), h.bytes);
     } catch (const Error& e) {  // it exited meanwhile, or its tenant's table is full
       Log("warn", "cannot adopt a tenant process's memory",
-          {{"tenant", t->id}, {"pid", std::to_string(h.pid)}, {"reason", e.what()}});
+          {{"tenant", c.tenant}, {"pid", std::to_string(h.pid)}, {"reason", e.what()}});
       continue;
     }
     Log("warn", "adopted what a running tenant process holds, as the driver counts it",
-        {{"tenant", t->id},
+        {{"tenant", c.tenant},
          {"device", device},
          {"pid", std::to_string(h.pid)},
          {"bytes", std::to_string(h.bytes)}});
   }
   slot.PublishUsage();
+}
+
+void Agent::CheckMemory(Slot& slot, const std::vector<TenantRecord>& tenants) {
+  std::erase_if(killed_, [](const auto& k) { return ProcessStartTime(k.first) != k.second; });
+  std::erase_if(reported_, [](const auto& r) { return ProcessStartTime(r.first) != r.second; });
+  slot.device_bytes.clear();
+  slot.memory.clear();
+  std::vector<DeviceMeter::Held> held;
+  if (!slot.meter->ReadMemory(&held)) return;  // the device cannot say
+  std::vector<node::TenantUsage> usage = slot.Usage();
+  std::map<std::string, std::vector<ProcessMemory>> processes;  // by tenant
+  for (const node::TenantUsage& u : usage) {
+    for (auto [pid, granted] : u.processes) processes[u.id].push_back({pid, granted, 0, true});
+  }
+  for (const DeviceMeter::Held& h : held) {
+    if (killed_.count(h.pid)) continue;  // killed, and its memory not freed yet
+    slot.device_bytes[h.pid] = h.bytes;
+    if (slot.authority->FindProcess(h.pid)) {
+      for (auto& [id, list] : processes)
+        for (ProcessMemory& p : list)
+          if (p.pid == h.pid) p.held = h.bytes;
+      continue;
+    }
+    Claim c = ClaimOf(slot, h.pid, tenants);
+    if (!c.tenant.empty()) {
+      processes[c.tenant].push_back({h.pid, 0, h.bytes, false});
+    } else if (c.several) {  // a tenant user's program that bypassed the shim: no quota is its
+      Enforce(slot, "", CheckTenantMemory(0, {{h.pid, 0, h.bytes, false}}, 0));
+    } else if (std::optional<uint64_t> start = ProcessStartTime(h.pid);
+               start && reported_.emplace(h.pid, *start).second) {
+      Log("info", "a process holds memory on the device that no tenant here accounts for",
+          {{"device", node::DeviceStem(slot.device)},
+           {"pid", std::to_string(h.pid)},
+           {"bytes", std::to_string(h.bytes)},
+           {"claims_tenant", c.claimed}});
+    }
+  }
+  for (const node::TenantUsage& u : usage) {
+    MemoryCheck check = CheckTenantMemory(u.quota, processes[u.id], config_.context_allowance);
+    slot.memory[u.id] = check;
+    if (check.over) Enforce(slot, u.id, check);
+  }
+}
+
+void Agent::Enforce(Slot& slot, const std::string& tenant, const MemoryCheck& check) {
+  std::optional<uint64_t> start = ProcessStartTime(check.over);
+  if (!start || killed_.count(check.over)) return;
+  std::vector<std::pair<std::string, std::string>> fields = {
+      {"tenant", tenant.empty() ? "(one of several of its user's, naming none)" : tenant},
+      {"device", node::DeviceStem(slot.device)},
+      {"pid", std::to_string(check.over)},
+      {"held_bytes", std::to_string(check.held)},
+      {"outside_grants_bytes", std::to_string(check.outside)},
+      {"limit_bytes", std::to_string(check.limit)}};
+  if (!config_.kill_over_quota) {
+    if (reported_.emplace(check.over, *start).second)
+      Log("warn",
+          "a tenant holds device memory past its quota around the shim; not killed "
+          "(--over-quota log)",
+          fields);
+    return;
+  }
+  if (!KillProcess(check.over, *start)) return;  // gone meanwhile
+  killed_[check.over] = *start;
+  ++slot.memory_kills[tenant];
+  Log("warn", "killed a process that holds device memory past its tenant's quota around the shim",
+      fields);
 }
 
 Agent::Slot* Agent::SlotOf(int gpu, int instance) {
@@ -797,6 +890,9 @@ HttpResponse Agent::ListTenants(const HttpRequest& r, const std::string& only_id
     }
     // Usage: summed over its GPUs (quota_bytes is each one's), and per GPU for a tenant of several.
     uint64_t used = 0, refused = 0, reclaimed = 0, gpu_ns = 0, held = 0;
+    // As the driver counts it, where the devices can say (CheckMemory).
+    uint64_t device_bytes = 0, outside = 0, kills = 0;
+    bool counted = false;
     json procs = json::array(), per_gpu = json::array();
     bool seen = false;
     for (auto [gpu, instance] : t.Places()) {
@@ -809,15 +905,26 @@ HttpResponse Agent::ListTenants(const HttpRequest& r, const std::string& only_id
         held += u.held;
         for (auto [pid, bytes] : u.processes) {
           json p = {{"pid", pid}, {"used_bytes", bytes}};
+          if (auto d = slot->device_bytes.find(pid); d != slot->device_bytes.end())
+            p["device_bytes"] = d->second;
           if (t.spans_several()) p["gpu"] = gpu;
           procs.push_back(p);
         }
+        if (auto m = slot->memory.find(t.id); m != slot->memory.end()) {
+          counted = true;
+          device_bytes += m->second.held;
+          outside += m->second.outside;
+        }
+        if (auto k = slot->memory_kills.find(t.id); k != slot->memory_kills.end())
+          kills += k->second;
         if (u.rhythm && !j.contains("rhythm")) j["rhythm"] = RhythmJson(*u.rhythm);
         json place = {{"gpu", gpu},
                       {"quota_bytes", t.LimitsAt(gpu, instance).memory},
                       {"used_bytes", u.used},
                       {"gpu_time_s", u.gpu_ns / 1e9}};
         if (instance >= 0) place["instance"] = instance;
+        if (auto m = slot->memory.find(t.id); m != slot->memory.end())
+          place["device_bytes"] = m->second.held;
         per_gpu.push_back(place);
       }
     }
@@ -827,7 +934,12 @@ HttpResponse Agent::ListTenants(const HttpRequest& r, const std::string& only_id
                 {"reclaimed_bytes", reclaimed},
                 {"gpu_time_s", gpu_ns / 1e9},
                 {"held_launches", held},
-                {"processes", procs}});
+                {"processes", procs},
+                {"memory_kills", kills}});
+      if (counted) {
+        j["device_bytes"] = device_bytes;
+        j["outside_grants_bytes"] = outside;
+      }
       if (t.spans_several()) j["per_gpu"] = per_gpu;
     }
     list.push_back(j);
@@ -844,6 +956,7 @@ HttpResponse Agent::ListTenants(const HttpRequest& r, const std::string& only_id
 uint64_t Agent::Reclaim() {
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t total = 0;
+  const std::vector<TenantRecord> tenants = store_.All();
   std::map<const Slot*, std::vector<node::TenantUsage>> snapshots;
   for (Gpu& g : gpus_) {
     for (Slot& slot : g.slots) {
@@ -857,12 +970,13 @@ uint64_t Agent::Reclaim() {
             {{"device", node::DeviceStem(slot.device)}, {"bytes", std::to_string(bytes)}});
       }
       total += bytes;
+      CheckMemory(slot, tenants);
       snapshots[&slot] = slot.ledger->Snapshot();
     }
   }
   // Limits in the ledgers are the agent's to write: put back any that differ from what it granted,
   // and any tenant whose slot was wiped.
-  for (const TenantRecord& t : store_.All()) {
+  for (const TenantRecord& t : tenants) {
     if (!Everywhere(t)) continue;
     for (auto [gpu, instance] : t.Places()) {
       const Slot* slot = SlotOf(gpu, instance);
@@ -898,6 +1012,8 @@ std::string Agent::MetricsText() {
     for (const Slot& slot : g.slots) {
       gpus.push_back({node::DeviceStem(slot.device).substr(3), slot.device.name, slot.device.memory,
                       slot.Usage(), labels});
+      gpus.back().memory = slot.memory;
+      gpus.back().memory_kills = slot.memory_kills;
       if (g.calibration && g.mode != ShareMode::kMig) {
         gpus.back().calibrated_bandwidth = g.calibration->figures.bandwidth;
         gpus.back().calibrated_flops = g.calibration->figures.flops;

@@ -36,6 +36,11 @@
 // (ComputeTick, once a millisecond), writing each tenant's gate into the view its processes map
 // read-only. Nothing a tenant can write is read as truth about another tenant.
 //
+// Memory: twice a second gpumuxd also reads what each process holds on each device as the driver
+// counts it (DeviceMeter::ReadMemory) and checks each tenant against its quota
+// (node/agent/memory_guard.h); a tenant over it by memory the shim never granted (a program that
+// allocates around it) has the process holding the most of it killed.
+//
 // Thread-safety: Handle(), Reclaim() and ComputeTick() may be called from any threads at once (one
 // lock inside; GET /v1/health takes none, so it answers while another request holds the agent).
 #pragma once
@@ -53,6 +58,7 @@
 #include "core/calibration.h"
 #include "node/agent/agent_store.h"
 #include "node/agent/http_request.h"
+#include "node/agent/memory_guard.h"
 #include "node/agent/share_backend.h"
 #include "node/device.h"
 #include "node/ledger/activity.h"
@@ -83,6 +89,11 @@ struct AgentConfig {
   uint64_t shard_bytes =
       1ull << 30;      // memory per Slurm shard (gpumux slurm gres-conf uses the same)
   bool strict = true;  // refuse tenants whose quotas or caps would oversubscribe a GPU
+  // The memory check (Agent::CheckMemory): what a registered process may hold on its device
+  // beyond its grants (its CUDA context and modules), and whether the process that holds the most
+  // outside its grants, in a tenant over its quota and those allowances, is killed (else logged).
+  uint64_t context_allowance = 1ull << 30;
+  bool kill_over_quota = true;
 };
 
 class Agent {
@@ -95,9 +106,9 @@ class Agent {
   Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend);
 
   HttpResponse Handle(const HttpRequest& request);
-  // Returns the memory of dead processes to their tenants (returns how many bytes), and puts back
-  // tenant limits that were changed in a ledger behind the agent's back. gpumuxd calls it twice a
-  // second.
+  // Returns the memory of dead processes to their tenants (returns how many bytes), puts back
+  // tenant limits that were changed in a ledger behind the agent's back, and checks what tenants
+  // hold on their devices against their quotas (CheckMemory). gpumuxd calls it twice a second.
   uint64_t Reclaim();
   // Measures the GPU time of every device's processes, ticks every tenant's compute share and
   // sets their gates. gpumuxd calls it once a millisecond; it skips the tick (gates stay as they
@@ -126,6 +137,11 @@ class Agent {
       uint64_t active_ticks = 0;
     };
     std::map<std::string, Seen> seen{};
+    // What the driver last said each process here holds, and the memory check of each tenant by
+    // id (CheckMemory); both empty where the device cannot say. Processes killed for each tenant.
+    std::map<pid_t, uint64_t> device_bytes{};
+    std::map<std::string, MemoryCheck> memory{};
+    std::map<std::string, uint64_t> memory_kills{};
     // Every tenant's figures, from the authority.
     std::vector<node::TenantUsage> Usage() const { return authority->Snapshot(); }
     // Returns to their tenants what dead processes held; returns the bytes. Updates the view.
@@ -179,11 +195,31 @@ class Agent {
   bool Everywhere(const TenantRecord& t);
   bool IsOn(const TenantRecord& t, const Slot& slot);
   static bool OnGpu(const TenantRecord& t, int gpu);
+  // Which of `slot`'s tenants (of `tenants`, the store's) a process that holds memory on its
+  // device, and that gpumuxd granted nothing, counts as. It may be tenant T if it runs as T's owner
+  // and, where T has a cgroup, in it; root's processes may be root's tenants only by cgroup or by
+  // name. It is the one it was started as (GPUMUX_TENANT) if it may be that one; else the one
+  // whose cgroup it is in, or the only one it may be.
+  struct Claim {
+    std::string tenant;    // empty: none
+    bool named = false;    // it was started as that tenant
+    bool several = false;  // (no tenant) it may be any of several, and names none of them
+    std::string claimed;   // the name it was started with (its own text, bounded)
+  };
+  Claim ClaimOf(const Slot& slot, pid_t pid, const std::vector<TenantRecord>& tenants);
   // Charges to their tenants what processes hold on `slot`'s device that gpumuxd granted them
   // nothing of: its ledger was made anew (an upgrade to another ledger version) while they ran.
-  // A process counts as tenant T's when it was started as T (GPUMUX_TENANT), runs as T's owner,
-  // and is in T's cgroup if T has one; the driver says what it holds (Ledger::Adopt). At start-up.
-  void AdoptUngranted(Slot& slot);
+  // Only processes started as their tenant (Claim::named) are adopted; the driver says what they
+  // hold (Ledger::Adopt). At start-up.
+  void AdoptUngranted(Slot& slot, const std::vector<TenantRecord>& tenants);
+  // Reads what `slot`'s processes hold as the driver counts it and checks each tenant against its
+  // quota (CheckTenantMemory): registered processes with their grants, other processes as their
+  // Claim says. A process over its tenant's limit is killed (or logged, config_.kill_over_quota
+  // false); one that may be any of several tenants counts as a tenant of no quota; one of no
+  // tenant here is logged once, never killed (gpumuxd does not judge other users' work).
+  void CheckMemory(Slot& slot, const std::vector<TenantRecord>& tenants);
+  // Kills (or logs) process `check.over` of tenant `tenant` (empty: several) on `slot`.
+  void Enforce(Slot& slot, const std::string& tenant, const MemoryCheck& check);
   // Takes tenant `id` out of `slot`'s ledgers and removes its activity file (what Apply made).
   void Unapply(Slot& slot, const std::string& id);
   // Ticks the compute shares of one device's tenants at `now_ns` (with mu_ held).
@@ -197,6 +233,10 @@ class Agent {
   std::map<std::string, Activity> activity_;  // by tenant id
   std::vector<DeviceMeter::Use> uses_;        // ComputeTick's scratch
   std::vector<std::pair<pid_t, int>> pids_;   // ComputeTick's scratch
+  // Processes the memory check killed (pid -> start time) until they are gone, so a dying one is
+  // not judged again; processes of no tenant that it reported, so each is logged once.
+  std::map<pid_t, uint64_t> killed_;
+  std::map<pid_t, uint64_t> reported_;
   std::mutex mu_;
 };
 

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "base/error.h"
+#include "base/process.h"
 #include "node/gpu_time_samples.h"
 #include "node/nvml_library.h"
 #include "simgpu/sim_state.h"
@@ -52,12 +53,16 @@ class SimulatedMeter : public DeviceMeter {
     }
     last_ = std::move(now);
   }
-  void ReadMemory(std::vector<Held>* out) override {
+  bool ReadMemory(std::vector<Held>* out) override {
     out->clear();
-    if (!ReadSlots()) return;
+    if (!ReadSlots()) return false;
     for (const SimProcessBytes& p : slots_) {
-      if (p.pid > 0 && p.used > 0) out->push_back({p.pid, p.used});
+      // A process that exited holds nothing: the simulated device keeps its slot until the next
+      // process's allocation finds the device full, where a real driver frees it at exit.
+      if (p.pid > 0 && p.used > 0 && ProcessStartTime(p.pid) == p.start_time)
+        out->push_back({p.pid, p.used});
     }
+    return true;
   }
   uint64_t UnmeasuredNs() const override { return 0; }  // charged when the work is submitted
   uint64_t period_ns() const override { return 1'000'000; }
@@ -145,9 +150,9 @@ class NvmlMeter : public DeviceMeter {
   // NVML samples once a period (about 200 ms on an H200): reading more often than every 20 ms
   // costs driver calls and shows nothing new.
   uint64_t period_ns() const override { return 20'000'000; }
-  void ReadMemory(std::vector<Held>* out) override {
+  bool ReadMemory(std::vector<Held>* out) override {
     out->clear();
-    if (!processes_) return;
+    if (!processes_) return false;
     std::vector<nvmlProcessInfo_t> infos(256);
     unsigned int n = unsigned(infos.size());
     nvmlReturn_t r = processes_(device_, &n, infos.data());
@@ -156,12 +161,13 @@ class NvmlMeter : public DeviceMeter {
       n = unsigned(infos.size());
       r = processes_(device_, &n, infos.data());
     }
-    if (r != nvml::kSuccess) return;
+    if (r != nvml::kSuccess) return false;
     for (unsigned i = 0; i < n && i < infos.size(); ++i) {
       // NVML_VALUE_NOT_AVAILABLE (all ones) where the driver cannot say.
       if (infos[i].usedGpuMemory != ~0ull && infos[i].usedGpuMemory > 0)
         out->push_back({pid_t(infos[i].pid), infos[i].usedGpuMemory});
     }
+    return true;
   }
 
  private:

@@ -1,6 +1,7 @@
 // gpumuxd's measure of the processes on one device, taken from the device, never from a tenant:
 // the GPU time each uses (what caps, weights and priorities divide) and the memory each holds (what
-// gpumuxd adopts for a process it has no grants of, after its ledger was lost). On a real GPU,
+// gpumuxd checks against each tenant's quota, and adopts for a process it has no grants of after
+// its ledger was lost). On a real GPU,
 // NVML's per-process utilisation samples (one per process per sampling period,
 // node/gpu_time_samples.h) and running-process list; on the simulated one, what the simulated
 // device charged each process, read from its state file with pread (never mapped, so nothing done
@@ -36,10 +37,10 @@ class DeviceMeter {
     pid_t pid;
     uint64_t bytes;
   };
-  // The device memory each process holds now, as the driver counts it (on a real GPU that includes
-  // the process's CUDA context). Replaces `*out`; empty where the device cannot say (no driver, a
-  // MIG instance).
-  virtual void ReadMemory(std::vector<Held>* out) = 0;
+  // The device memory each live process holds now, as the driver counts it (on a real GPU that
+  // includes the process's CUDA context). Replaces `*out`; returns false, leaving it empty, where
+  // the device cannot say (no driver, a MIG instance, a state file cut short).
+  virtual bool ReadMemory(std::vector<Held>* out) = 0;
 };
 
 // The simulated device whose state file is `state_path` (simgpu/sim_state.h).

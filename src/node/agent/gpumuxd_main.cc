@@ -1,8 +1,8 @@
 // gpumuxd: the node agent. Owns the node's GPUs' ledgers, admits tenants through its API on a Unix
-// socket, keeps them in SQLite, reclaims dead processes' memory twice a second, measures GPU time
-// and sets every tenant's launch gate once a millisecond, and serves Prometheus metrics. One per
-// runtime directory and socket (a lock; a second exits 2). See agent.h for the API and README
-// "gpumuxd" for installing it.
+// socket, keeps them in SQLite, reclaims dead processes' memory and checks what tenants hold on
+// their GPUs against their quotas twice a second, measures GPU time and sets every tenant's launch
+// gate once a millisecond, and serves Prometheus metrics. One per runtime directory and socket (a
+// lock; a second exits 2). See agent.h for the API and README "gpumuxd" for installing it.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
   std::string socket = "/run/gpumux/gpumuxd.sock", state = "/var/lib/gpumux/state.db",
               runtime_dir = "/run/gpumux";
   std::string sim, metrics_listen, operator_group, shard_size = "1GiB", tenant_socket;
+  std::string context_allowance = "1GiB", over_quota = "kill";
   std::vector<std::string> catalogs, calibrations;
   int sim_gpus = 1;
   app.add_option("--socket", socket, "API socket")->capture_default_str();
@@ -76,6 +77,15 @@ int main(int argc, char** argv) {
   app.add_option("--operator-group", operator_group,
                  "group whose members may change tenants (root always may)");
   app.add_option("--shard-size", shard_size, "memory per Slurm shard")->capture_default_str();
+  app.add_option("--context-allowance", context_allowance,
+                 "what a tenant's process may hold on its GPU beyond the memory gpumuxd granted it "
+                 "(its CUDA context and modules) before its tenant counts as over its quota")
+      ->capture_default_str();
+  app.add_option("--over-quota", over_quota,
+                 "what to do with a process that holds GPU memory past its tenant's quota around "
+                 "the shim: kill it, or only log it")
+      ->check(CLI::IsMember({"kill", "log"}))
+      ->capture_default_str();
   app.add_option("--catalog", catalogs, "extra catalog file with your own GPU kinds");
   app.add_option("--calibration", calibrations,
                  "a `gpumux calibrate` file of this node's GPUs, served with them in GET /v1/gpus "
@@ -100,6 +110,8 @@ int main(int argc, char** argv) {
     config.bin_dir = gpumux::node::RuntimeLibraryDir();
     config.shard_bytes = uint64_t(gpumux::ParseBytes(shard_size));
     if (config.shard_bytes == 0) throw gpumux::BadInput("--shard-size must be more than 0 bytes");
+    config.context_allowance = uint64_t(gpumux::ParseBytes(context_allowance));
+    config.kill_over_quota = over_quota == "kill";
     if (!sim.empty()) {
       gpumux::Catalog catalog = gpumux::Catalog::LoadBundled();
       for (const std::string& path : catalogs) catalog.AddFile(path);

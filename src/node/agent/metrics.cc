@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <sstream>
 
 #include "node/agent/log.h"
@@ -58,40 +59,65 @@ std::string FormatMetrics(const std::vector<GpuMetrics>& gpus, uint64_t now_ns) 
   // One family per tenant measure.
   struct TenantFamily {
     Family f;
-    std::function<double(const node::TenantUsage&)> value;
+    // nullopt: no sample for this tenant (what the device cannot say)
+    std::function<std::optional<double>(const node::TenantUsage&, const GpuMetrics&)> value;
   };
   const TenantFamily families[] = {
       {{"gpumux_tenant_memory_quota_bytes", "gauge", "Memory quota of the tenant."},
-       [](auto& u) { return double(u.quota); }},
+       [](auto& u, auto&) { return double(u.quota); }},
       {{"gpumux_tenant_memory_used_bytes", "gauge", "Memory the tenant's processes hold."},
-       [](auto& u) { return double(u.used); }},
+       [](auto& u, auto&) { return double(u.used); }},
       {{"gpumux_tenant_compute_cap_ratio", "gauge",
         "Most GPU time the tenant may use (1 = no cap)."},
-       [](auto& u) { return u.cap_permille / 1000.0; }},
+       [](auto& u, auto&) { return u.cap_permille / 1000.0; }},
       {{"gpumux_tenant_gpu_time_seconds_total", "counter", "GPU time the tenant's processes used."},
-       [](auto& u) { return u.gpu_ns / 1e9; }},
+       [](auto& u, auto&) { return u.gpu_ns / 1e9; }},
       {{"gpumux_tenant_gpu_time_share_ratio", "gauge",
         "GPU time used over wall time since the tenant was admitted."},
-       [now_ns](auto& u) {
+       [now_ns](auto& u, auto&) {
          return now_ns > u.added_ns ? double(u.gpu_ns) / double(now_ns - u.added_ns) : 0.0;
        }},
       {{"gpumux_tenant_held_launches_total", "counter",
         "Kernel launches held back by the tenant's compute share."},
-       [](auto& u) { return double(u.held); }},
+       [](auto& u, auto&) { return double(u.held); }},
       {{"gpumux_tenant_refused_allocations_total", "counter",
         "Allocations refused (out of memory) for the tenant's quota."},
-       [](auto& u) { return double(u.refused); }},
+       [](auto& u, auto&) { return double(u.refused); }},
       {{"gpumux_tenant_reclaimed_bytes_total", "counter",
         "Memory returned from the tenant's dead processes."},
-       [](auto& u) { return double(u.reclaimed); }},
+       [](auto& u, auto&) { return double(u.reclaimed); }},
       {{"gpumux_tenant_reclaimed_processes_total", "counter",
         "Dead processes of the tenant whose memory was reclaimed."},
-       [](auto& u) { return double(u.reclaimed_processes); }},
+       [](auto& u, auto&) { return double(u.reclaimed_processes); }},
+      {{"gpumux_tenant_device_memory_bytes", "gauge",
+        "Memory the tenant's processes hold on the device as the driver counts it, CUDA contexts "
+        "included."},
+       [](auto& u, const GpuMetrics& g) -> std::optional<double> {
+         auto m = g.memory.find(u.id);
+         if (m == g.memory.end()) return std::nullopt;
+         return double(m->second.held);
+       }},
+      {{"gpumux_tenant_memory_outside_grants_bytes", "gauge",
+        "Memory the tenant's processes hold on the device beyond what gpumuxd granted them."},
+       [](auto& u, const GpuMetrics& g) -> std::optional<double> {
+         auto m = g.memory.find(u.id);
+         if (m == g.memory.end()) return std::nullopt;
+         return double(m->second.outside);
+       }},
+      {{"gpumux_tenant_memory_kills_total", "counter",
+        "Processes of the tenant killed for holding device memory past its quota around the shim "
+        "(since gpumuxd started)."},
+       [](auto& u, const GpuMetrics& g) {
+         auto k = g.memory_kills.find(u.id);
+         return k == g.memory_kills.end() ? 0.0 : double(k->second);
+       }},
   };
   for (const TenantFamily& tf : families) {
     family(tf.f, [&] {
       for (const GpuMetrics& g : gpus) {
         for (const node::TenantUsage& u : g.tenants) {
+          std::optional<double> value = tf.value(u, g);
+          if (!value) continue;
           out << tf.f.name << "{gpu=\"" << g.id << "\",tenant=\"" << EscapeQuoted(u.id) << '"';
           if (auto l = g.labels.find(u.id); l != g.labels.end()) {
             for (const TenantLabels::Field& f : TenantLabels::kFields) {
@@ -100,7 +126,7 @@ std::string FormatMetrics(const std::vector<GpuMetrics>& gpus, uint64_t now_ns) 
                 out << ',' << f.metric_label << "=\"" << EscapeQuoted(value) << '"';
             }
           }
-          out << "} " << tf.value(u) << '\n';
+          out << "} " << *value << '\n';
         }
       }
     });

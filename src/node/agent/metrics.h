@@ -3,7 +3,8 @@
 // at admission namespace, pod and container of a Kubernetes container, job of a Slurm job) its
 // quota, memory used, compute cap, GPU time and its share of wall time since admission, launches
 // held by its share, allocations refused for its quota, and memory and processes reclaimed from
-// dead processes; per GPU given a calibration, its measured bandwidth and math rate.
+// dead processes, memory it holds on the device as the driver counts it and processes killed for
+// holding it past the quota; per GPU given a calibration, its measured bandwidth and math rate.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "node/agent/agent_store.h"
+#include "node/agent/memory_guard.h"
 #include "node/ledger/ledger.h"
 
 namespace gpumux::agent {
@@ -25,6 +27,10 @@ struct GpuMetrics {
   // What `gpumux calibrate` measured on the GPU, where gpumuxd was given it (0: not given; never
   // for a MIG instance, which was not what was measured).
   double calibrated_bandwidth = 0, calibrated_flops = 0;
+  // What its tenants hold as the driver counts it, by tenant id (none where the device cannot
+  // say), and how many of their processes were killed for it (node/agent/memory_guard.h).
+  std::map<std::string, MemoryCheck> memory{};
+  std::map<std::string, uint64_t> memory_kills{};
 };
 
 // `now_ns` on the node's monotonic clock (for the GPU-time share).

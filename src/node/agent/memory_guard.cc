@@ -1,0 +1,24 @@
+#include "node/agent/memory_guard.h"
+
+#include <algorithm>
+
+namespace gpumux::agent {
+
+MemoryCheck CheckTenantMemory(uint64_t quota, const std::vector<ProcessMemory>& processes,
+                              uint64_t context_allowance) {
+  MemoryCheck c;
+  c.limit = quota;
+  uint64_t most_outside = 0;
+  for (const ProcessMemory& p : processes) {
+    uint64_t outside = p.held > p.granted ? p.held - p.granted : 0;
+    c.held += p.held;
+    c.outside += outside;
+    c.footprint += std::max(p.granted, p.held);
+    if (p.registered && p.held > 0) c.limit += context_allowance;
+    if (outside > most_outside) most_outside = outside, c.over = p.pid;
+  }
+  if (c.footprint <= c.limit) c.over = 0;
+  return c;
+}
+
+}  // namespace gpumux::agent
