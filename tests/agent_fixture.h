@@ -75,10 +75,13 @@ class AgentTest : public NodeTest {
       std::string log = (dir_ / "agent.log").string();
       freopen(log.c_str(), "a", stderr);
       for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-      std::vector<char*> argv = {const_cast<char*>("gpumuxd")};
-      for (std::string& a : args) argv.push_back(a.data());
+      std::vector<std::string> command = launcher_;
+      command.push_back(GPUMUXD_BINARY);
+      command.insert(command.end(), args.begin(), args.end());
+      std::vector<char*> argv;
+      for (std::string& a : command) argv.push_back(a.data());
       argv.push_back(nullptr);
-      execv(GPUMUXD_BINARY, argv.data());
+      execv(argv[0], argv.data());
       _exit(127);
     }
     for (int i = 0; i < 200; ++i) {
@@ -145,6 +148,8 @@ class AgentTest : public NodeTest {
   }
 
   std::string socket_, tenant_socket_;
+  // What gpumuxd is started by, if not directly (a path, then its arguments before gpumuxd's).
+  std::vector<std::string> launcher_;
   pid_t agent_ = 0;
 };
 

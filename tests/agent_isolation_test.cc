@@ -475,4 +475,20 @@ TEST_F(IsolationTest, AStrangersProgramIsReportedNotKilledAndLogModeKillsNothing
   EXPECT_EQ(Call("GET", "/v1/tenants/attacker", json(), 200)["memory_kills"].get<uint64_t>(), 0u);
 }
 
+// gpumuxd counts a grant against the pid the kernel reports for the caller, in gpumuxd's PID
+// namespace. Run in one of its own (a Kubernetes pod without hostPID), it sees every other
+// process as pid 0: it must refuse them saying why, and the tenant's program must say it too.
+TEST_F(IsolationTest, GpumuxdInAPidNamespaceOfItsOwnRefusesEveryProcessSayingWhy) {
+  launcher_ = {"/usr/bin/unshare", "--pid", "--fork", "--kill-child"};
+  StartAgent();
+  json t = Call("POST", "/v1/tenants", {{"id", "t"}, {"gpu", 0}, {"memory", "1GiB"}}, 201);
+  std::string out = gpumux::testing::Shell(Env(t) + GPUMUX_ALLOC_CLIENT + " direct fill " +
+                                           std::to_string(256 * kMiB) + " 0 2>&1")
+                        .out;
+  EXPECT_NE(out.find("\"allocated\": 0"), std::string::npos) << out;
+  EXPECT_NE(out.find("no pid in gpumuxd's PID namespace"), std::string::npos) << out;
+  EXPECT_NE(out.find("hostPID: true"), std::string::npos) << out;
+  StopAgent(SIGKILL);  // unshare ignores SIGTERM while it waits; its death kills gpumuxd
+}
+
 }  // namespace

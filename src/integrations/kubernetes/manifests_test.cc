@@ -173,6 +173,25 @@ TEST(Manifests, TheNodeDaemonSetWiresThePluginToTheKubeletGpumuxdAndTheApiServer
   EXPECT_NE(extender_role.dump().find("pods/binding"), std::string::npos);
 }
 
+// gpumuxd counts a grant against the pid the kernel reports for the caller (SO_PEERCRED), in the
+// reader's PID namespace: 0 for a process of a namespace it cannot see, as every other pod's is
+// from a pod's own. It then reads that pid's /proc entries (uid, cgroup, environment) and matches
+// it with NVML's process list, which names the node's pids. So the pod that runs it must share
+// the node's PID namespace.
+TEST(Manifests, EveryPodThatRunsGpumuxdSharesTheNodesPidNamespace) {
+  int found = 0;
+  for (const json& o : Objects()) {
+    if (o["kind"] != "DaemonSet") continue;
+    const json& spec = o["spec"]["template"]["spec"];
+    for (const json& c : spec["containers"]) {
+      if (c["command"].dump().find("/usr/local/bin/gpumuxd") == std::string::npos) continue;
+      ++found;
+      EXPECT_EQ(spec.value("hostPID", false), true) << o["__file"] << ": " << o["metadata"]["name"];
+    }
+  }
+  EXPECT_EQ(found, 2) << "node-daemonset.yaml and dra/dra-daemonset.yaml each run gpumuxd";
+}
+
 TEST(Manifests, TheDraClassesSelectGpumuxDevicesByModeAndTheExampleClaimUsesOne) {
   std::vector<json> objects = Objects();
   std::set<std::string> classes;

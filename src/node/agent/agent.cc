@@ -799,8 +799,13 @@ HttpResponse Agent::Remove(const std::string& id) {
 }
 
 HttpResponse Agent::Grant(const HttpRequest& r, bool give_back) {
-  if (!r.has_credentials || r.pid <= 0)
-    throw PermissionDenied("grants go to processes on this node's socket");
+  if (!r.has_credentials) throw PermissionDenied("grants go to processes on this node's socket");
+  if (r.pid <= 0) {
+    // The kernel reports the caller's pid in gpumuxd's PID namespace, 0 where it is not there.
+    throw PermissionDenied(
+        "the calling process has no pid in gpumuxd's PID namespace, so its grants cannot be "
+        "counted: run gpumuxd in the node's PID namespace (Kubernetes: hostPID: true)");
+  }
   RequestBody body(r.body);
   body.AllowOnly({"tenant", "bytes", "least", "part"});
   std::string id = body.Text("tenant", 63).value_or("");

@@ -33,13 +33,19 @@ uint64_t MemoryGrant::Ask(uint64_t want, uint64_t least) {
   }
 }
 
-bool MemoryGrant::Register() {
+bool MemoryGrant::Register(std::string* why) {
   nlohmann::json body = GrantBody(tenant_, 0, part_);
   try {
-    return agent::CallUnix(socket_, "POST", "/v1/grants", body.dump()).first == 200;
-  } catch (const Error&) {
-    return false;
+    auto [status, answer] = agent::CallUnix(socket_, "POST", "/v1/grants", body.dump());
+    if (status == 200) return true;
+    nlohmann::json refusal = nlohmann::json::parse(answer, nullptr, /*allow_exceptions=*/false);
+    *why = refusal.is_object() && refusal.contains("error") && refusal["error"].is_string()
+               ? refusal["error"].get<std::string>()
+               : "HTTP " + std::to_string(status);
+  } catch (const Error& e) {
+    *why = e.what();
   }
+  return false;
 }
 
 void MemoryGrant::HandBack(uint64_t bytes) {

@@ -29,10 +29,10 @@ class MemoryGrant {
       : socket_(std::move(socket)), tenant_(std::move(tenant)), part_(part) {}
 
   // Registers this process with gpumuxd under the tenant (a grant of no bytes), so that gpumuxd
-  // counts its GPU time against the tenant before it allocates anything. False: gpumuxd refused
-  // (not the tenant's user or cgroup, or the tenant has all the processes it may have) or could
-  // not be reached.
-  bool Register();
+  // counts its GPU time against the tenant before it allocates anything. False, saying why in
+  // `*why`: gpumuxd refused (not the tenant's user or cgroup, the tenant has all the processes it
+  // may have, or gpumuxd cannot see this process's pid) or could not be reached.
+  bool Register(std::string* why);
   // Hot path of every allocation: takes `bytes` from the credit, asking gpumuxd when it runs
   // short. False: gpumuxd refused (over quota) or could not be reached.
   bool Take(uint64_t bytes);

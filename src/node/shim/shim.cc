@@ -225,10 +225,10 @@ void Initialise(Enforcement& e) {
       gpu.governor.Tick(&gpu.forecast);
       if (agent) {
         if (!gpu.grant) gpu.grant.emplace(agent, tenant, g);
-        if (!gpu.grant->Register()) {
+        if (std::string why; !gpu.grant->Register(&why)) {
           throw gpumux::PermissionDenied("gpumuxd (" + std::string(agent) +
                                          ") did not register this process under tenant '" + tenant +
-                                         "'");
+                                         "': " + why);
         }
         const char* activity = std::getenv("GPUMUX_ACTIVITY");
         if (activity && !e.activity) e.activity.emplace(activity);
