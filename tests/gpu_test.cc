@@ -6,15 +6,18 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "abi/nvml_api.h"
 #include "agent_fixture.h"
+#include "base/clock.h"
 #include "node/device.h"
 #include "node/mig_control.h"
 #include "node/nvml_library.h"
@@ -249,6 +252,42 @@ TEST_F(GpuAgentTest, ALedgerMadeAnewAdoptsWhatARealProcessHolds) {
   char buf[512] = {0};
   fread(buf, 1, sizeof(buf) - 1, client);
   EXPECT_EQ(WEXITSTATUS(pclose(client)), 0) << buf;
+}
+
+// On a real GPU the driver counts each process's CUDA context too. A program at its quota through
+// the shim stays within its quota and the context allowance (1 GiB), and is left alone; one of
+// another tenant with the shim unset that takes what the GPU has left is killed. Prints what the
+// context took (device_bytes less used_bytes): the figure --context-allowance must cover.
+TEST_F(GpuAgentTest, OnARealGpuAProgramAtItsQuotaIsLeftAloneAndOneAroundTheShimIsKilled) {
+  StartRealAgent({});
+  nlohmann::json kept =
+      Call("POST", "/v1/tenants", {{"id", "kept"}, {"gpu", 0}, {"memory", "2GiB"}}, 201);
+  FILE* client = popen((Env(kept) + GPUMUX_ALLOC_CLIENT + " direct fill " +
+                        std::to_string(256 * kMiB) + " 6 2>/dev/null")
+                           .c_str(),
+                       "r");
+  ASSERT_EQ(AwaitUsage("kept", 2 * kGiB, 5)["used_bytes"].get<uint64_t>(), 2 * kGiB);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // three checks
+  nlohmann::json t = Call("GET", "/v1/tenants/kept", nullptr, 200);
+  ASSERT_TRUE(t.contains("device_bytes")) << "NVML lists the process: " << t;
+  const uint64_t device = t["device_bytes"].get<uint64_t>(), used = t["used_bytes"].get<uint64_t>();
+  const uint64_t context = device > used ? device - used : 0;
+  std::printf("a CUDA context beside 2 GiB allocated: %.0f MiB (device_bytes %llu)\n",
+              double(context) / double(kMiB), static_cast<unsigned long long>(device));
+  EXPECT_LE(context, kGiB) << "the default allowance covers it: " << t;
+  EXPECT_EQ(t["memory_kills"].get<uint64_t>(), 0u) << t;
+  nlohmann::json around =
+      Call("POST", "/v1/tenants", {{"id", "around"}, {"gpu", 0}, {"memory", "1GiB"}}, 201);
+  uint64_t started_ns = gpumux::NowNs();
+  auto [code, out] = Sh(Env(around) + "LD_PRELOAD= " + GPUMUX_ALLOC_CLIENT + " direct fill " +
+                        std::to_string(4 * kGiB) + " 20 >/dev/null 2>&1; echo exit=$?");
+  double seconds = double(gpumux::NowNs() - started_ns) / 1e9;
+  EXPECT_NE(out.find("exit=137"), std::string::npos) << out << " after " << seconds << " s";
+  std::printf("a program around the shim killed after %.2f s\n", seconds);
+  EXPECT_EQ(Call("GET", "/v1/tenants/around", nullptr, 200)["memory_kills"].get<uint64_t>(), 1u);
+  char buf[512] = {0};
+  fread(buf, 1, sizeof(buf) - 1, client);
+  EXPECT_EQ(WEXITSTATUS(pclose(client)), 0) << "the program at its quota ran on: " << buf;
 }
 
 // Under gpumuxd the compute cap is measured and enforced by gpumuxd itself (its NVML meter reads

@@ -35,9 +35,10 @@ if ! (cmake --preset release && cmake --build --preset release -j"$(nproc)") >"$
   say "build failed (tail of $out/build.log):"; tail -20 "$out/build.log"; exit 1
 fi
 
-(cd "$build" && ctest -L gpu --output-on-failure) >"$out/ctest-gpu.log" 2>&1
+(cd "$build" && ctest -L gpu -V) >"$out/ctest-gpu.log" 2>&1  # -V: the figures the tests print
 say "ctest -L gpu: $(grep -E 'tests passed|tests failed' "$out/ctest-gpu.log")"
-grep -E '\[ calibrate \]|Skipped|Failed|SKIPPED' "$out/ctest-gpu.log" | head -20 | tee -a "$out/summary.txt"
+grep -E '\[ calibrate \]|Skipped|Failed|SKIPPED|CUDA context beside|around the shim killed|share' \
+  "$out/ctest-gpu.log" | head -30 | tee -a "$out/summary.txt"
 
 case "$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 2>/dev/null)" in
   *H200*) kind=H200 ;; *H100*) kind=H100 ;; *A100*40*) kind=A100-40GB ;; *A100*) kind=A100-80GB ;;
