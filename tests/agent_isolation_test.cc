@@ -46,6 +46,11 @@ class IsolationTest : public AgentTest {
                               fs::perms::others_read | fs::perms::others_exec);
   }
   std::string Run() const { return (dir_ / "run").string(); }
+  // Admits tenant `id` on GPU 0 with quota `memory`, owned by `owner`.
+  json Admit(const std::string& id, const std::string& memory, uid_t owner = 0) {
+    return Call("POST", "/v1/tenants",
+                {{"id", id}, {"gpu", 0}, {"memory", memory}, {"owner_uid", owner}}, 201);
+  }
   std::string Log() const {
     return gpumux::testing::Shell("cat " + (dir_ / "agent.log").string()).out;
   }
@@ -53,11 +58,8 @@ class IsolationTest : public AgentTest {
 
 TEST_F(IsolationTest, ATenantCanWriteNoFileButItsOwnActivityAndTruncatingItHurtsNoOne) {
   StartAgent();
-  json victim =
-      Call("POST", "/v1/tenants", {{"id", "victim"}, {"gpu", 0}, {"memory", "2GiB"}}, 201);
-  json attacker =
-      Call("POST", "/v1/tenants",
-           {{"id", "attacker"}, {"gpu", 0}, {"memory", "1GiB"}, {"owner_uid", kNobody}}, 201);
+  json victim = Admit("victim", "2GiB");
+  json attacker = Admit("attacker", "1GiB", kNobody);
   // The victim holds 1 GiB in a running program while the attack runs.
   FILE* held = popen((Env(victim) + GPUMUX_ALLOC_CLIENT + " direct fill " +
                       std::to_string(512 * kMiB) + " 3 2>/dev/null")
@@ -107,8 +109,7 @@ TEST_F(IsolationTest, ATenantCanWriteNoFileButItsOwnActivityAndTruncatingItHurts
 
 TEST_F(IsolationTest, ATenantCannotHoldItsNeighbourOrLiftItsOwnCapByAnyWrite) {
   StartAgent();
-  json victim =
-      Call("POST", "/v1/tenants", {{"id", "victim"}, {"gpu", 0}, {"memory", "1GiB"}}, 201);
+  json victim = Admit("victim", "1GiB");
   json attacker = Call("POST", "/v1/tenants",
                        {{"id", "attacker"},
                         {"gpu", 0},
@@ -189,10 +190,8 @@ TEST_F(IsolationTest, AProcessClaimingANeighboursNameIsNotAdoptedAsTheNeighbour)
   // there to be adopted, or not, when gpumuxd starts again.
   const std::vector<std::string> keep = {"--sim", "H100", "--over-quota", "log"};
   StartAgentOn(keep, {});
-  Call("POST", "/v1/tenants", {{"id", "victim"}, {"gpu", 0}, {"memory", "2GiB"}}, 201);
-  json attacker =
-      Call("POST", "/v1/tenants",
-           {{"id", "attacker"}, {"gpu", 0}, {"memory", "1GiB"}, {"owner_uid", kNobody}}, 201);
+  Admit("victim", "2GiB");
+  json attacker = Admit("attacker", "1GiB", kNobody);
   const std::string as_nobody = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
   const std::string fill = std::string(GPUMUX_ALLOC_CLIENT) + " direct fill " +
                            std::to_string(512 * kMiB) + " 5 >/dev/null 2>&1";
@@ -218,10 +217,8 @@ TEST_F(IsolationTest, AProcessClaimingANeighboursNameIsNotAdoptedAsTheNeighbour)
 
 TEST_F(IsolationTest, OneTenantsFullProcessTableIsItsOwn) {
   StartAgent();
-  json victim =
-      Call("POST", "/v1/tenants", {{"id", "victim"}, {"gpu", 0}, {"memory", "1GiB"}}, 201);
-  Call("POST", "/v1/tenants",
-       {{"id", "attacker"}, {"gpu", 0}, {"memory", "1GiB"}, {"owner_uid", kNobody}}, 201);
+  json victim = Admit("victim", "1GiB");
+  Admit("attacker", "1GiB", kNobody);
   // 70 processes of the attacker each register (a grant of no bytes), one after another (the
   // per-user connection cap is another test's), and stay alive.
   const int n = gpumux::node::kMaxProcessesPerTenant + 6;
@@ -376,11 +373,8 @@ TEST_F(IsolationTest, GpumuxdStartsOverLedgersItCannotUseAndRebuildsThem) {
 // victim's name, to no avail: it is `nobody`'s, and `nobody` owns one tenant here.
 TEST_F(IsolationTest, AProgramAllocatingAroundTheShimPastItsQuotaIsKilledAndItsNeighbourGoesOn) {
   StartAgent();
-  json victim =
-      Call("POST", "/v1/tenants", {{"id", "victim"}, {"gpu", 0}, {"memory", "4GiB"}}, 201);
-  json attacker =
-      Call("POST", "/v1/tenants",
-           {{"id", "attacker"}, {"gpu", 0}, {"memory", "1GiB"}, {"owner_uid", kNobody}}, 201);
+  json victim = Admit("victim", "4GiB");
+  json attacker = Admit("attacker", "1GiB", kNobody);
   const std::string client = std::string(GPUMUX_ALLOC_CLIENT) + " direct fill ";
   FILE* neighbour = popen((Env(victim) + client + std::to_string(kGiB) + " 6").c_str(), "r");
   ASSERT_EQ(AwaitUsage("victim", 4 * kGiB, 10)["used_bytes"].get<uint64_t>(), 4 * kGiB);
@@ -442,9 +436,7 @@ TEST_F(IsolationTest, AProgramAllocatingAroundTheShimPastItsQuotaIsKilledAndItsN
 // once, not killed; and under --over-quota log a tenant past its quota is only logged.
 TEST_F(IsolationTest, AStrangersProgramIsReportedNotKilledAndLogModeKillsNothing) {
   StartAgentOn({"--sim", "H100", "--over-quota", "log"}, {});
-  json attacker =
-      Call("POST", "/v1/tenants",
-           {{"id", "attacker"}, {"gpu", 0}, {"memory", "1GiB"}, {"owner_uid", kNobody}}, 201);
+  json attacker = Admit("attacker", "1GiB", kNobody);
   // Each holds what it took for 3 s: the stranger 50 GiB (its second step does not fit), then
   // the tenant's program all that is left.
   auto hold = [](uint64_t step) {

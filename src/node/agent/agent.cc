@@ -333,6 +333,8 @@ void Agent::Unapply(Slot& slot, const std::string& id) {
     if (std::optional<int> s = ledger->FindTenant(id)) ledger->RemoveTenant(*s);
   }
   slot.seen.erase(id);
+  slot.memory.erase(id);
+  slot.memory_kills.erase(id);
   if (auto a = activity_.find(id); a != activity_.end()) {
     if (a->second.file) a->second.file->Remove();
     activity_.erase(a);
