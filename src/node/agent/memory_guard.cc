@@ -8,14 +8,16 @@ MemoryCheck CheckTenantMemory(uint64_t quota, const std::vector<ProcessMemory>& 
                               uint64_t context_allowance) {
   MemoryCheck c;
   c.limit = quota;
-  uint64_t most_outside = 0;
+  uint64_t most_beyond = 0;  // outside its grants and beyond its own allowance
   for (const ProcessMemory& p : processes) {
     uint64_t outside = p.held > p.granted ? p.held - p.granted : 0;
+    uint64_t allowance = p.registered && p.held > 0 ? context_allowance : 0;
     c.held += p.held;
     c.outside += outside;
     c.footprint += std::max(p.granted, p.held);
-    if (p.registered && p.held > 0) c.limit += context_allowance;
-    if (outside > most_outside) most_outside = outside, c.over = p.pid;
+    c.limit += allowance;
+    if (outside > allowance && outside - allowance > most_beyond)
+      most_beyond = outside - allowance, c.over = p.pid;
   }
   if (c.footprint <= c.limit) c.over = 0;
   return c;

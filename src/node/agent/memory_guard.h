@@ -28,9 +28,10 @@ struct MemoryCheck {
   // The quota, and a context allowance for each registered process the driver counts: a process
   // that never registered had no context of the shim's to allow for.
   uint64_t limit = 0;
-  // When the footprint is over the limit, the process that holds the most outside its grants (the
-  // one allocating around the shim); 0 when none is over, or all of the excess was granted
-  // (memory adopted past the quota, Ledger::Adopt).
+  // When the footprint is over the limit, the process that holds the most outside its grants
+  // beyond its own allowance (the one allocating around the shim, not one whose context is merely
+  // large); 0 when none is over, or all of the excess was granted (memory adopted past the quota,
+  // Ledger::Adopt).
   pid_t over = 0;
 };
 

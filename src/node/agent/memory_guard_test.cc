@@ -35,6 +35,16 @@ TEST(MemoryGuard, TheProcessHoldingMostOutsideItsGrantsIsTheOneOver) {
   EXPECT_EQ(c.over, 2);
 }
 
+TEST(MemoryGuard, ABypasserIsTheOneOverEvenBesideALargerContext) {
+  // The registered process's 900 MiB context is within its allowance; the 300 MiB of the process
+  // that bypassed the shim are what put the tenant over.
+  MemoryCheck c = CheckTenantMemory(
+      4 * kGiB, {{1, 4 * kGiB, 4 * kGiB + 900 * kMiB}, {2, 0, 300 * kMiB, false}}, kGiB);
+  EXPECT_EQ(c.limit, 5 * kGiB);
+  EXPECT_EQ(c.footprint, 4 * kGiB + 1200 * kMiB);
+  EXPECT_EQ(c.over, 2);
+}
+
 TEST(MemoryGuard, AProcessThatNeverRegisteredBringsNoAllowance) {
   // 1 GiB granted to its registered process; 512 MiB on the device in one that bypassed the shim.
   std::vector<ProcessMemory> p = {{1, kGiB, kGiB}, {2, 0, 512 * kMiB, /*registered=*/false}};
