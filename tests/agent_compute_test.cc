@@ -37,6 +37,25 @@ TEST_F(AgentComputeTest, TheGpuTimeTheGovernorMeasuresIsTheTimeTheTenantUsed) {
   EXPECT_GT(after["held_launches"].get<uint64_t>(), 0u);
 }
 
+// A program with the shim unset launches past its tenant's gate (only the driver could hold it),
+// but the GPU time it uses is still its tenant's: gpumuxd charges it there, so the tenant's
+// figures (and its neighbours' division of the GPU) count it.
+TEST_F(AgentComputeTest, AProgramThatBypassesTheShimIsChargedItsGpuTimeByItsTenant) {
+  StartAgent();
+  json t = Call("POST", "/v1/tenants",
+                {{"id", "around"}, {"gpu", 0}, {"memory", "1GiB"}, {"compute", "20%"}}, 201);
+  std::string start = std::to_string(gpumux::NowNs() + 300'000'000ull);
+  auto [code, out] = Sh(Env(t) + "LD_PRELOAD= " + std::string(GPUMUX_COMPUTE_CLIENT) +
+                        " launch busy " + start + " 2 1");
+  ASSERT_EQ(code, 0) << out;
+  double used_s = json::parse(out)["launches"].get<double>() * 1e-3;
+  EXPECT_GT(used_s, 1.6) << "not held by a gate it never saw: " << out;
+  json after = Call("GET", "/v1/tenants/around", json(), 200);
+  // Charged from the first check after it began (twice a second), to its end.
+  EXPECT_GT(after["gpu_time_s"].get<double>(), used_s - 0.6) << after;
+  EXPECT_LT(after["gpu_time_s"].get<double>(), used_s + 0.1) << after;
+}
+
 // Under gpumuxd a high-priority tenant's processes stamp their launches and synchronising calls
 // into its activity file, and gpumuxd copies them, checked, into the view that its neighbours'
 // launch forecasts read: a best-effort tenant runs between the high-priority steps and is off the

@@ -215,8 +215,19 @@ void Agent::CheckMemory(Slot& slot, const std::vector<TenantRecord>& tenants) {
   std::erase_if(reported_, [](const auto& r) { return ProcessStartTime(r.first) != r.second; });
   slot.device_bytes.clear();
   slot.memory.clear();
+  // Those the compute tick saw using GPU time unregistered, and those that hold memory here
+  // unregistered, are charged their GPU time by their claim.
+  std::set<pid_t> unregistered = std::move(slot.unregistered_users);
+  slot.unregistered_users.clear();
+  for (const auto& [pid, tenant] : slot.bypassers) unregistered.insert(pid);  // still there?
+  slot.bypassers.clear();
   std::vector<DeviceMeter::Held> held;
-  if (!slot.meter->ReadMemory(&held)) return;  // the device cannot say
+  bool counted = slot.meter->ReadMemory(&held);
+  for (pid_t pid : unregistered) {
+    if (slot.authority->FindProcess(pid)) continue;
+    if (Claim c = ClaimOf(slot, pid, tenants); !c.tenant.empty()) slot.bypassers[pid] = c.tenant;
+  }
+  if (!counted) return;  // the device cannot say what they hold
   std::vector<node::TenantUsage> usage = slot.Usage();
   std::map<std::string, std::vector<ProcessMemory>> processes;  // by tenant
   for (const node::TenantUsage& u : usage) {
@@ -234,6 +245,7 @@ void Agent::CheckMemory(Slot& slot, const std::vector<TenantRecord>& tenants) {
     Claim c = ClaimOf(slot, h.pid, tenants);
     if (!c.tenant.empty()) {
       processes[c.tenant].push_back({h.pid, 0, h.bytes, false});
+      slot.bypassers[h.pid] = c.tenant;
     } else if (c.several) {  // a tenant user's program that bypassed the shim: no quota is its
       Enforce(slot, "", CheckTenantMemory(0, {{h.pid, 0, h.bytes, false}}, 0));
     } else if (std::optional<uint64_t> start = ProcessStartTime(h.pid);
@@ -1040,18 +1052,23 @@ void Agent::ComputeTick() {
 }
 
 void Agent::TickSlot(Slot& slot, uint64_t now_ns) {
-  // GPU time measured on the device, charged to the tenant that registered each process.
+  // GPU time measured on the device, charged to the tenant that registered each process, or, for a
+  // process that bypassed the shim, to the tenant it counts as (Slot::bypassers).
   uint64_t gpu_ns[node::kMaxTenants] = {};
   if (now_ns >= slot.next_meter_read_ns) {
     slot.meter->Read(&uses_);
     slot.next_meter_read_ns = now_ns + slot.meter->period_ns();
     if (!uses_.empty()) slot.authority->ProcessTenants(&pids_);
     for (const DeviceMeter::Use& use : uses_) {
-      for (const auto& [pid, tenant] : pids_) {
-        if (pid == use.pid) {
-          gpu_ns[tenant] += use.gpu_ns;
-          break;
-        }
+      auto registered = std::find_if(pids_.begin(), pids_.end(),
+                                     [&](const auto& p) { return p.first == use.pid; });
+      if (registered != pids_.end()) {
+        gpu_ns[registered->second] += use.gpu_ns;
+      } else if (auto b = slot.bypassers.find(use.pid); b != slot.bypassers.end()) {
+        if (std::optional<int> t = slot.authority->FindTenant(b->second)) gpu_ns[*t] += use.gpu_ns;
+      } else if (slot.unregistered_users.size() <
+                 node::kMaxTenants * node::kMaxProcessesPerTenant) {
+        slot.unregistered_users.insert(use.pid);  // CheckMemory finds whose it is
       }
     }
   }

@@ -51,6 +51,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -142,6 +143,11 @@ class Agent {
     std::map<pid_t, uint64_t> device_bytes{};
     std::map<std::string, MemoryCheck> memory{};
     std::map<std::string, uint64_t> memory_kills{};
+    // Processes that use the device without having registered (they bypass the shim): those the
+    // compute tick saw using GPU time, for CheckMemory to look at, and those CheckMemory found to
+    // be a tenant's (Claim), whose GPU time the tick then charges to that tenant, by pid.
+    std::set<pid_t> unregistered_users{};
+    std::map<pid_t, std::string> bypassers{};
     // Every tenant's figures, from the authority.
     std::vector<node::TenantUsage> Usage() const { return authority->Snapshot(); }
     // Returns to their tenants what dead processes held; returns the bytes. Updates the view.
@@ -214,9 +220,10 @@ class Agent {
   void AdoptUngranted(Slot& slot, const std::vector<TenantRecord>& tenants);
   // Reads what `slot`'s processes hold as the driver counts it and checks each tenant against its
   // quota (CheckTenantMemory): registered processes with their grants, other processes as their
-  // Claim says. A process over its tenant's limit is killed (or logged, config_.kill_over_quota
-  // false); one that may be any of several tenants counts as a tenant of no quota; one of no
-  // tenant here is logged once, never killed (gpumuxd does not judge other users' work).
+  // Claim says (and the GPU time of those the tick then charges to their tenant: Slot::bypassers).
+  // A process over its tenant's limit is killed (or logged, config_.kill_over_quota false); one
+  // that may be any of several tenants counts as a tenant of no quota; one of no tenant here is
+  // logged once, never killed (gpumuxd does not judge other users' work).
   void CheckMemory(Slot& slot, const std::vector<TenantRecord>& tenants);
   // Kills (or logs) process `check.over` of tenant `tenant` (empty: several) on `slot`.
   void Enforce(Slot& slot, const std::string& tenant, const MemoryCheck& check);
