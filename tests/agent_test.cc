@@ -149,13 +149,16 @@ class UpgradeTest : public gpumux::testing::AgentTest {
     auto run = std::async(std::launch::async, gpumux::testing::Shell,
                           "timeout 20 " + Env(t) + ledger + std::string(GPUMUX_COMPUTE_CLIENT) +
                               " launch busy " + start + " 3 1 2>" + Err());
-    // The shim registers on the program's first launch; it runs held to its cap until then.
+    // The shim registers on the program's first call, and launches once gpumuxd has answered: GPU
+    // time measured says both happened (the process listed alone may still await its answer, which
+    // a gpumuxd killed then never gives).
     json seen = json::object();
-    for (int i = 0; i < 150 && seen.value("processes", json::array()).empty(); ++i) {
+    for (int i = 0; i < 250 && seen.value("gpu_time_s", 0.0) == 0.0; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       seen = Call("GET", "/v1/tenants/capped", json(), 200);
     }
     EXPECT_EQ(seen["processes"].size(), 1u) << seen;
+    EXPECT_GT(seen.value("gpu_time_s", 0.0), 0.0) << seen;
     StopAgent(SIGKILL);
     gpumux::node::Ledger view = gpumux::node::Ledger::Open(View());
     view.SetGate(*view.FindTenant("capped"), true);  // as a gpumuxd killed while it held it
