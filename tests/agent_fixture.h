@@ -106,11 +106,17 @@ class AgentTest : public NodeTest {
     return json::parse(text);
   }
 
-  // Asks GET /v1/tenants/`id` every 20 ms, for up to `seconds`, until its used_bytes is `bytes`;
-  // returns the last answer.
+  // Asks GET /v1/tenants/`id` every 20 ms, for up to `seconds`, until its used_bytes is `bytes`
+  // and the driver counts its processes holding at least as much (device_bytes): their allocations
+  // are done, so gpumuxd's answers to their grants have arrived (a gpumuxd killed between granting
+  // and answering leaves the last allocation refused). Returns the last answer.
   json AwaitUsage(const std::string& id, uint64_t bytes, int seconds = 2) {
+    auto done = [bytes](const json& t) {
+      return t.value("used_bytes", bytes + 1) == bytes &&
+             (bytes == 0 || t.value("device_bytes", uint64_t(0)) >= bytes);
+    };
     json t = Call("GET", "/v1/tenants/" + id, json(), 200);
-    for (int i = 0; i < 50 * seconds && t.value("used_bytes", bytes + 1) != bytes; ++i) {
+    for (int i = 0; i < 50 * seconds && !done(t); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       t = Call("GET", "/v1/tenants/" + id, json(), 200);
     }
