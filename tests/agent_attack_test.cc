@@ -66,6 +66,10 @@ TEST_F(AgentTest, HostileRequestsAreBadRequestsThatChangeNothing) {
   for (const char* body :
        {R"({"id":"a","gpu":0,"memory":"1GiB","owner_uid":1099511627776})",
         R"({"id":"a","gpu":0,"memory":"1GiB","owner_uid":-1})",
+        R"({"id":"a","gpu":0,"memory":"1GiB","owner_uid":"root"})",
+        R"({"id":"a","gpu":0,"memory":"1GiB","owner_uid":"4294967295"})",
+        // "learn" takes the uid of the first process of the tenant's cgroup: none given, no one's.
+        R"({"id":"a","gpu":0,"memory":"1GiB","owner_uid":"learn"})",
         R"({"id":"a","gpu":4294967296,"memory":"1GiB"})", R"({"id":"a","gpu":"0","memory":"1GiB"})",
         R"({"id":"a","gpu":0,"memory":-5})", R"({"id":"a","gpu":0,"memory":"1GiB","weight":-1})",
         R"({"id":"a","gpu":0,"memory":"1GiB","weight":4294967297})",

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <thread>
@@ -62,15 +63,20 @@ class KubernetesNodeTest : public AgentTest {
     api_.reset();
     AgentTest::TearDown();
     std::filesystem::remove_all(sockets_);
-    if (!cgroups_.empty()) {  // the pod cgroups, empty now that their processes have exited
-      for (const auto& pod : std::filesystem::directory_iterator(cgroups_))
-        if (pod.is_directory()) rmdir(pod.path().c_str());
-      rmdir(cgroups_.c_str());
-    }
+    // The pod cgroups, empty now that their processes have exited: groups go by rmdir, deepest
+    // first (their control files cannot be removed).
+    std::function<void(const std::filesystem::path&)> remove = [&](const auto& group) {
+      for (const auto& child : std::filesystem::directory_iterator(group))
+        if (child.is_directory()) remove(child.path());
+      rmdir(group.c_str());
+    };
+    if (!cgroups_.empty()) remove(cgroups_);
   }
 
   void StartNode(int gpus) {
-    StartAgentOn({"--sim", "H100", "--gpus", std::to_string(gpus)}, {});
+    std::vector<std::string> args = {"--sim", "H100", "--gpus", std::to_string(gpus)};
+    args.insert(args.end(), agent_args_.begin(), agent_args_.end());
+    StartAgentOn(args, {});
     api_ = std::make_unique<FakeApiServer>((dir_ / "api.sock").string());
     api_->AddNode("node-a");
   }
@@ -102,15 +108,26 @@ class KubernetesNodeTest : public AgentTest {
   }
 
   // Runs the test client with a container's environment in pod `pod_uid`'s cgroup (named as
-  // cgroupfs does, "pod<UID>", or as systemd does, "kubepods-besteffort-pod<UID_>.slice"):
-  // allocates 64 MiB at a time until refused; returns what it got.
+  // cgroupfs does, "pod<UID>", or as systemd does, "kubepods-besteffort-pod<UID_>.slice"), as
+  // user `user`: allocates 64 MiB at a time until refused; returns what it got.
   uint64_t FillWith(const std::map<std::string, std::string>& envs, const std::string& pod_uid,
-                    bool systemd_style = false) {
-    json out = RunInPod(
-        envs, pod_uid,
-        std::string(GPUMUX_ALLOC_CLIENT) + " direct fill " + std::to_string(64 * kMiB) + " 0",
-        systemd_style);
+                    bool systemd_style = false, uid_t user = 0) {
+    std::string as_user = user == 0 ? ""
+                                    : "setpriv --reuid=" + std::to_string(user) +
+                                          " --regid=" + std::to_string(user) + " --clear-groups ";
+    json out =
+        RunInPod(envs, pod_uid,
+                 as_user + GPUMUX_ALLOC_CLIENT + " direct fill " + std::to_string(64 * kMiB) + " 0",
+                 systemd_style);
     return out.is_null() ? 0 : out["allocated"].get<uint64_t>();
+  }
+  // Lets users other than root reach the test's directory (gpumuxd's sockets and files), as they
+  // reach /run/gpumux on a node.
+  void OpenToEveryone() {
+    std::filesystem::permissions(
+        dir_, std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                  std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+                  std::filesystem::perms::others_exec);
   }
   // Runs `command` (a test client printing one JSON line) so; returns its line, null if it failed.
   json RunInPod(const std::map<std::string, std::string>& envs, const std::string& pod_uid,
@@ -120,6 +137,7 @@ class KubernetesNodeTest : public AgentTest {
       std::replace(name.begin(), name.end(), '-', '_');
       name = "kubepods-besteffort-" + name + ".slice";
     }
+    name = pod_cgroups_under_ + name;
     std::filesystem::create_directories(cgroups_ / name);
     std::string env = "sh -c 'echo $$ > " + (cgroups_ / name / "cgroup.procs").string() +
                       " && exec \"$@\"' sh env";
@@ -134,6 +152,10 @@ class KubernetesNodeTest : public AgentTest {
   }
 
   std::filesystem::path sockets_, cgroups_;
+  // Where RunInPod makes pods' groups, under cgroups_: "" (as the kubelet would), or a folder of
+  // the test's ("user@65534.service/", to play a user who names a group of its own as a pod's).
+  std::string pod_cgroups_under_;
+  std::vector<std::string> agent_args_;  // more of gpumuxd's options
   std::unique_ptr<FakeApiServer> api_;
   pid_t program_ = 0;
 };
@@ -234,10 +256,10 @@ class KubernetesTest : public KubernetesNodeTest {
 
   // In the cgroup of the pod the container is of (its tenant's), or of `other_pod`.
   uint64_t FillAs(const pb::ContainerAllocateResponse& container, bool systemd_style = false,
-                  std::string other_pod = "") {
+                  std::string other_pod = "", uid_t user = 0) {
     auto owner = k8s::OwnerOfTenant(container.annotations().at("gpumux.io/tenant"));
     return FillWith({container.envs().begin(), container.envs().end()},
-                    other_pod.empty() ? owner->uid : other_pod, systemd_style);
+                    other_pod.empty() ? owner->uid : other_pod, systemd_style, user);
   }
 
   std::unique_ptr<FakeKubelet> kubelet_;
@@ -398,6 +420,52 @@ TEST_F(KubernetesTest, TwoPodsOnOneGpuAreEachHeldToTheirQuotaAndTheNeighbourIsUn
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_TRUE(Tenant(tenant_a).is_null()) << Log();
   EXPECT_FALSE(Tenant(tenant_b).is_null());
+}
+
+// A pod whose spec does not say its user (the image's USER runs it; a namespace under the
+// "restricted" Pod Security Standard asks only runAsNonRoot) is owned by the user of its first
+// process in the pod, not by root, which would refuse that process every byte. Learned once, kept
+// across gpumuxd's restart; no other user, another pod's or a root sidecar's, gets it.
+TEST_F(KubernetesTest, APodThatDoesNotSayItsUserIsOwnedByTheUserItsContainerRunsAs) {
+  ASSERT_NO_FATAL_FAILURE(StartStack(1));
+  OpenToEveryone();
+  const uid_t nobody = 65534;
+  const std::string pod_uid = "aaaaaaaa-0000-4000-8000-000000000031";
+  json pod = PendingPod("serve-a", pod_uid, {{{kMemory, 2}}});
+  pod["spec"].erase("securityContext");
+  api_->AddPod(pod);
+  ASSERT_EQ(Schedule("serve-a"), "");
+  auto [status, a] = Allocate(kMemory, 2);
+  ASSERT_TRUE(status.ok()) << status.error_message() << Log();
+  const std::string tenant = a.annotations().at("gpumux.io/tenant");
+  EXPECT_EQ(Tenant(tenant)["owner_uid"], "learn");
+
+  // Another pod's process, of any user, teaches it nothing and gets nothing; nor does a local
+  // user's in a group it made of the pod's name, in a subtree systemd delegates to it.
+  EXPECT_EQ(FillAs(a, false, "bbbbbbbb-0000-4000-8000-000000000032", nobody), 0u);
+  pod_cgroups_under_ = "user@65534.service/";
+  for (std::string made : {std::string(), "pod" + pod_uid}) {
+    std::filesystem::create_directories(cgroups_ / pod_cgroups_under_ / made);
+    ASSERT_EQ(chown((cgroups_ / pod_cgroups_under_ / made).c_str(), nobody, nobody), 0);
+  }
+  EXPECT_EQ(FillAs(a, false, "", nobody), 0u);
+  pod_cgroups_under_ = "";
+  EXPECT_EQ(Tenant(tenant)["owner_uid"], "learn");
+  // The container's program, as the image's user: its quota, and the tenant is that user's.
+  EXPECT_EQ(FillAs(a, false, "", nobody), 2 * kGiB);
+  EXPECT_EQ(Tenant(tenant)["owner_uid"], nobody);
+  // Root in the same pod (a sidecar of another image) is not that user.
+  EXPECT_EQ(FillAs(a), 0u);
+
+  // Admitting it again as the device plugin does (for the container's other resource), and
+  // gpumuxd's restart, keep the owner learned.
+  Call("POST", "/v1/tenants", {{"id", tenant}, {"memory", "2GiB"}, {"owner_uid", "learn"}}, 200);
+  EXPECT_EQ(Tenant(tenant)["owner_uid"], nobody);
+  StopAgent(SIGTERM);
+  StartAgentOn({"--sim", "H100", "--gpus", "1"}, {});
+  EXPECT_EQ(Tenant(tenant)["owner_uid"], nobody);
+  EXPECT_EQ(FillAs(a, false, "", nobody), 2 * kGiB);
+  EXPECT_EQ(FillAs(a), 0u);
 }
 
 TEST_F(KubernetesTest, ListAndWatchSendsARelayoutAndALostGpu) {
@@ -761,13 +829,13 @@ class DraTest : public KubernetesNodeTest {
     return json::parse(std::string(std::istreambuf_iterator<char>(in), {}), nullptr, false);
   }
   // Runs the test client with the environment of the claim's CDI spec, as the runtime would.
-  uint64_t FillAsCdi(const json& spec, const std::string& pod_uid = kPodUid) {
+  uint64_t FillAsCdi(const json& spec, const std::string& pod_uid = kPodUid, uid_t user = 0) {
     std::map<std::string, std::string> envs;
     for (const json& kv : spec["devices"][0]["containerEdits"]["env"]) {
       std::string text = kv;
       envs[text.substr(0, text.find('='))] = text.substr(text.find('=') + 1);
     }
-    return FillWith(envs, pod_uid);
+    return FillWith(envs, pod_uid, false, user);
   }
 };
 
@@ -923,6 +991,53 @@ TEST_F(DraTest, PreparesTheClaimsItWatchesWithoutAskingTheApiServer) {
 
 // A claim allocated two whole GPUs (a tensor-parallel pod): one tenant over both, one CDI device
 // that mounts both GPUs' ledgers and states, the same quota on each.
+// A claim reserved for one pod and silent on its owner is owned by the user its pod's container
+// runs as (not root, which would refuse a non-root container every byte); a claim that several
+// pods share, bound to no pod's cgroup, stays root's unless its config names a uid; a config's uid
+// is kept as given.
+TEST_F(DraTest, AClaimOfOnePodIsOwnedByTheUserItsContainerRunsAs) {
+  ASSERT_NO_FATAL_FAILURE(StartDra(1));
+  OpenToEveryone();
+  const uid_t nobody = 65534;
+  std::string uid = "c1a1c1a1-0000-4000-8000-000000000021";
+  PutClaim("serve", uid, "gpu-0", {{"memory", "3Gi"}});
+  ASSERT_EQ(Prepare("serve", uid).error(), "");
+  EXPECT_EQ(Tenant("k8s-claim-" + uid)["owner_uid"], "learn");
+  EXPECT_EQ(FillAsCdi(Cdi(uid), "d0d0d0d0-0000-4000-8000-000000000022", nobody), 0u)
+      << "another pod's process";
+  EXPECT_EQ(FillAsCdi(Cdi(uid), kPodUid, nobody), 3 * kGiB);
+  EXPECT_EQ(Tenant("k8s-claim-" + uid)["owner_uid"], nobody);
+  EXPECT_EQ(FillAsCdi(Cdi(uid)), 0u) << "root in the pod is not its container's user";
+
+  std::string shared = "c1a1c1a1-0000-4000-8000-000000000023";
+  PutClaim("shared", shared, "gpu-0", {{"memory", "1Gi"}}, nullptr, "gpu.gpumux.io", "node-a",
+           /*reserved=*/false);
+  ASSERT_EQ(Prepare("shared", shared).error(), "");
+  EXPECT_EQ(Tenant("k8s-claim-" + shared)["owner_uid"], 0);
+  std::string given = "c1a1c1a1-0000-4000-8000-000000000024";
+  PutClaim("given", given, "gpu-0", {{"memory", "1Gi"}, {"owner_uid", 1000}});
+  ASSERT_EQ(Prepare("given", given).error(), "");
+  EXPECT_EQ(Tenant("k8s-claim-" + given)["owner_uid"], 1000);
+  EXPECT_EQ(FillAsCdi(Cdi(given), kPodUid, nobody), 0u) << "not uid 1000";
+}
+
+// gpumuxd in a container's cgroup namespace of its own (as a pod's containers run, privileged or
+// not) reads other pods' groups as paths above its own ("/../pod<UID>"), which it cannot check; it
+// joins the node's cgroup namespace at start and knows a pod's processes as before.
+TEST_F(DraTest, GpumuxdInACgroupNamespaceOfItsOwnStillKnowsAPodsProcesses) {
+  const std::string own = (cgroups_ / "gpumuxd").string();
+  std::filesystem::create_directories(own);
+  launcher_ = {"/bin/sh", "-c",
+               "echo $$ > " + own + "/cgroup.procs && exec /usr/bin/unshare --cgroup \"$@\"", "sh"};
+  // The node's namespace: the test's (this sandbox's process 1 may be unreadable even to root).
+  agent_args_ = {"--cgroup-namespace", "/proc/" + std::to_string(getpid()) + "/ns/cgroup"};
+  ASSERT_NO_FATAL_FAILURE(StartDra(1));
+  std::string uid = "c1a1c1a1-0000-4000-8000-000000000031";
+  PutClaim("serve", uid, "gpu-0", {{"memory", "2Gi"}});
+  ASSERT_EQ(Prepare("serve", uid).error(), "");
+  EXPECT_EQ(FillAsCdi(Cdi(uid)), 2 * kGiB) << Shell("cat " + (dir_ / "agent.log").string()).out;
+}
+
 TEST_F(DraTest, AClaimOfTwoGpusIsOneTenantOverBoth) {
   ASSERT_NO_FATAL_FAILURE(StartDra(2));
   std::string uid = "c1a1c1a1-0000-4000-8000-000000000021";

@@ -31,24 +31,6 @@ std::optional<uint64_t> ProcessStartTime(pid_t pid) {
   return std::nullopt;
 }
 
-}  // namespace gpumux
-
-namespace gpumux {
-
-bool ProcessInCgroup(pid_t pid, const std::string& name) {
-  if (pid <= 0 || name.empty()) return false;
-  std::ifstream in("/proc/" + std::to_string(pid) + "/cgroup");
-  auto same = [](char a, char b) {
-    return a == b || ((a == '-' || a == '_') && (b == '-' || b == '_'));
-  };
-  for (std::string line; std::getline(in, line);) {
-    std::string path = line.substr(line.find(':', line.find(':') + 1) + 1);
-    if (std::search(path.begin(), path.end(), name.begin(), name.end(), same) != path.end())
-      return true;
-  }
-  return false;
-}
-
 std::optional<uid_t> ProcessUid(pid_t pid) {
   if (pid <= 0) return std::nullopt;
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");

@@ -14,12 +14,6 @@ namespace gpumux {
 // pid has another start time. Thread-safe.
 std::optional<uint64_t> ProcessStartTime(pid_t pid);
 
-// Whether a control group of process `pid` (a line of /proc/PID/cgroup, any hierarchy) has
-// `name` in its path, where '-' and '_' count as the same character (systemd writes a Kubernetes
-// pod's UID with underscores: "kubepods-burstable-pod<UID>.slice"; cgroupfs with dashes). False
-// for a process that is gone. Thread-safe.
-bool ProcessInCgroup(pid_t pid, const std::string& name);
-
 // The effective uid of process `pid` (/proc/PID/status), or nullopt if it is gone. Thread-safe.
 std::optional<uid_t> ProcessUid(pid_t pid);
 

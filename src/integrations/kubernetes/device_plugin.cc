@@ -197,16 +197,19 @@ ContainerAnswer DevicePlugin::Allocate(const std::string& resource,
                      ", which node " + config_.node_name + " does not have");
     slots.push_back(slot);
   }
-  json request = {{"id", c->tenant},
-                  {"priority", pod.priority},
-                  {"owner_uid", std::max<int64_t>(c->container.run_as_user, 0)},
-                  // Only the pod's processes may draw on its memory, not another pod's of the same
-                  // uid (every root container's, say).
-                  {"cgroup", PodCgroup(pod.uid)},
-                  {"source", "kubernetes:" + pod.ns + "/" + pod.name + "/" + c->container.name},
-                  {"pod_namespace", pod.ns},
-                  {"pod", pod.name},
-                  {"container", c->container.name}};
+  json request = {
+      {"id", c->tenant},
+      {"priority", pod.priority},
+      // Its runAsUser, else (the image's user, which the spec does not say) the uid
+      // of its first process, which runs in the pod's cgroup.
+      {"owner_uid", c->container.run_as_user >= 0 ? json(c->container.run_as_user) : json("learn")},
+      // Only the pod's processes may draw on its memory, not another pod's of the same
+      // uid (every root container's, say).
+      {"cgroup", PodCgroup(pod.uid)},
+      {"source", "kubernetes:" + pod.ns + "/" + pod.name + "/" + c->container.name},
+      {"pod_namespace", pod.ns},
+      {"pod", pod.name},
+      {"container", c->container.name}};
   SetTenantSlots(pod.assigned, &request);  // over several: the same limits on each
   if (c->container.whole_gpus > 0) {
     int smallest = slots[0]->memory_gib;

@@ -281,7 +281,11 @@ std::vector<PreparedDevice> DraDriver::Prepare(const std::string& ns, const std:
     admit["cgroup"] = PodCgroup(consumers[0]["uid"]);
     if (Member(consumers[0], "name").is_string()) admit["pod"] = consumers[0]["name"];
   }
-  admit["owner_uid"] = parameters.contains("owner_uid") ? parameters["owner_uid"] : json(0);
+  // Its owner: as the config says, else the uid of the first process of the pod it is reserved
+  // for, else root.
+  admit["owner_uid"] = parameters.contains("owner_uid") ? parameters["owner_uid"]
+                       : admit.contains("cgroup")       ? json("learn")
+                                                        : json(0);
 
   agent::Admission admitted = agent_.Admit(admit);
   json spec = CdiSpec(uid, EditsForTenant(admitted.answer, uuids));

@@ -11,9 +11,10 @@
 //     cache (from the API server when the cache does not have it, or has it reserved for no pod),
 //     admits its gpumuxd tenant (pod_tenants.h: "k8s-claim-<uid>") with the claim's parameters (the
 //     opaque config {"memory", "compute", "priority", "owner_uid"} of the claim or its DeviceClass,
-//     else the capacity the allocation consumed, else the whole device) and writes a CDI spec
-//     (<cdi-dir>/gpumux.io-tenant_<uid>.json, container_edits.h) whose device the kubelet hands
-//     to the runtime;
+//     else the capacity the allocation consumed, else the whole device; a claim reserved for one
+//     pod is bound to its cgroup and, unless the config names a uid, owned by the uid of its first
+//     process) and writes a CDI spec (<cdi-dir>/gpumux.io-tenant_<uid>.json, container_edits.h)
+//     whose device the kubelet hands to the runtime;
 //   - unprepares it: removes the tenant (refused while its processes run) and the CDI spec.
 //
 // Thread-safety: every call may come from any thread.

@@ -54,7 +54,8 @@ struct ContainerRequest {
   int compute_percent = 0;
   int whole_gpus = 0;
   // securityContext.runAsUser of the container, else of the pod; -1 when neither sets it. The
-  // tenant's owner: only processes of that uid (or root) may draw on its memory.
+  // tenant's owner: only processes of that uid may draw on its memory (-1: the image's user, which
+  // gpumuxd learns from the container's first process).
   int64_t run_as_user = -1;
 };
 

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "base/cgroup.h"
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/process.h"
@@ -155,12 +156,15 @@ Agent::Claim Agent::ClaimOf(const Slot& slot, pid_t pid, const std::vector<Tenan
   c.claimed = named.value_or("").substr(0, node::kTenantIdSize);
   std::optional<uid_t> uid = ProcessUid(pid);
   if (!uid) return c;
+  const std::vector<CgroupDir> cgroups = CgroupDirsOf(pid);
   std::vector<const TenantRecord*> may_be, in_cgroup;
   for (const TenantRecord& t : tenants) {
-    if (t.owner != *uid || !IsOn(t, slot) || !slot.authority->FindTenant(t.id)) continue;
+    if ((t.owner != *uid && !t.owner_unknown()) || !IsOn(t, slot) ||
+        !slot.authority->FindTenant(t.id))
+      continue;
     bool by_name = named && *named == t.id;
     if (!t.cgroup.empty()) {
-      if (!ProcessInCgroup(pid, t.cgroup)) continue;
+      if (!InCgroupNamed(cgroups, t.cgroup)) continue;
       in_cgroup.push_back(&t);
     } else if (*uid == 0 && !by_name) {
       continue;  // the administrator's own work is not root's tenants' unless it says so
@@ -335,9 +339,15 @@ void Agent::Apply(const TenantRecord& t) {
     slot->ledger->AddTenant(t.id, t.LimitsAt(gpu, instance), false);
     slot->seen[t.id].gpu = int(k);
   }
+  OpenActivity(t);
+}
+
+void Agent::OpenActivity(const TenantRecord& t) {
+  // Until its owner is known, only gpumuxd's user may write it.
+  const uid_t owner = t.owner_unknown() ? geteuid() : t.owner;
   Activity& a = activity_[t.id];
-  if (!a.file || a.file->owner() != t.owner)
-    a.file = std::make_unique<node::ActivityReader>(ActivityPath(t.id), t.owner);
+  if (!a.file || a.file->owner() != owner)
+    a.file = std::make_unique<node::ActivityReader>(ActivityPath(t.id), owner);
 }
 
 void Agent::Unapply(Slot& slot, const std::string& id) {
@@ -602,7 +612,16 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
       t.limits.weight = uint32_t(*weight);
     if (auto priority = body.Text("priority", 16))
       t.limits.priority = node::ParsePriority(*priority);
-    if (auto owner = body.Integer("owner_uid", 0, kMaxUid)) t.owner = uid_t(*owner);
+    // "learn": the uid of the first process of its cgroup that draws on it (a pod's, whose uid
+    // its spec need not say); a tenant that has an owner keeps it.
+    if (body.IsText("owner_uid")) {
+      if (body.Text("owner_uid", 16) != "learn")
+        throw BadInput("owner_uid: expected a uid (0 to " + std::to_string(kMaxUid) +
+                       ") or \"learn\"");
+      if (!existing) t.owner = kOwnerUnknown;
+    } else if (auto owner = body.Integer("owner_uid", 0, kMaxUid)) {
+      t.owner = uid_t(*owner);
+    }
     if (auto source = body.Text("source")) t.source = *source;
     if (auto cgroup = body.Text("cgroup", 128)) {
       if (cgroup->empty() ||
@@ -621,6 +640,10 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
       }
     }
     if (t.source.empty()) t.source = "api";
+    if (t.owner_unknown() && t.cgroup.empty())
+      throw BadInput(
+          "owner_uid: \"learn\" takes the owner from the first process of the tenant's cgroup; "
+          "give the cgroup, or a uid");
     if (t.limits.memory == 0)
       throw BadInput("memory: give the quota (memory, shards or mps_percent)");
     for (auto [gpu, instance] : t.Places()) {
@@ -828,13 +851,23 @@ HttpResponse Agent::Grant(const HttpRequest& r, bool give_back) {
   // A process may draw only on a tenant its user owns (root's may draw on any, but not through
   // the tenants' socket, where root is a container's), and only from the tenant's cgroup.
   bool root = r.uid == 0 && !r.tenant_socket;
-  if (!t || (!root && r.uid != t->owner)) {
+  if (!t || (!root && r.uid != t->owner && !t->owner_unknown())) {
     throw PermissionDenied("no tenant '" + id + "' that uid " + std::to_string(r.uid) +
                            " may draw on");
   }
   if (!t->cgroup.empty() && !ProcessInCgroup(r.pid, t->cgroup)) {
     throw PermissionDenied("process " + std::to_string(r.pid) + " is not in tenant '" + id +
-                           "''s cgroup (" + t->cgroup + ")");
+                           "''s cgroup (" + t->cgroup +
+                           ", a group of that name that root made and gpumuxd can see)");
+  }
+  if (t->owner_unknown() && !root) {
+    // The first process of its cgroup to draw on it (the administrator's aside): its user owns
+    // the tenant from now on, and its activity file.
+    t->owner = r.uid;
+    OpenActivity(*t);
+    store_.Put(*t);
+    Log("info", "tenant's owner learned from its first process",
+        {{"tenant", id}, {"uid", std::to_string(r.uid)}, {"pid", std::to_string(r.pid)}});
   }
   // Which of its GPUs (a tenant over several has a credit on each; 0: its first).
   std::vector<std::pair<int, int>> places = t->Places();
@@ -901,7 +934,7 @@ HttpResponse Agent::ListTenants(const HttpRequest& r, const std::string& only_id
               {"compute_cap_percent", t.limits.cap_permille / 10.0},
               {"weight", t.limits.weight},
               {"priority", node::PriorityName(t.limits.priority)},
-              {"owner_uid", t.owner},
+              {"owner_uid", t.owner_unknown() ? json("learn") : json(t.owner)},
               {"source", t.source}};
     if (!t.cgroup.empty()) j["cgroup"] = t.cgroup;
     for (const TenantLabels::Field& f : TenantLabels::kFields) {

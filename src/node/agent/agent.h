@@ -18,7 +18,9 @@
 //   PUT    /v1/tenants/ID                operators: change its limits
 //   DELETE /v1/tenants/ID                operators: remove it (refused while it has live processes)
 //   POST   /v1/grants                    a tenant's process (its owner's uid, or root on the API
-//                                         socket; in the tenant's cgroup when it has one):
+//                                         socket; in the tenant's cgroup when it has one; a
+//                                         tenant admitted with "owner_uid": "learn" is owned
+//                                         by the uid of the first process of its cgroup here):
 //                                         {"tenant", "bytes", "least"}: credit for its
 //                                         allocations, at least "least" and at most "bytes",
 //                                         within the tenant's quota; counted against the calling
@@ -196,6 +198,8 @@ class Agent {
   HttpResponse Grant(const HttpRequest& r, bool give_back);
   // Writes the record's limits into its GPU's ledgers and readies its activity file. Throws Error.
   void Apply(const TenantRecord& t);
+  // Opens (makes) the tenant's activity file, its owner's to write.
+  void OpenActivity(const TenantRecord& t);
   // Whether each GPU or instance the tenant names exists now; whether it is on `slot`; whether it
   // is on GPU `gpu` (whole or an instance).
   bool Everywhere(const TenantRecord& t);
@@ -203,9 +207,9 @@ class Agent {
   static bool OnGpu(const TenantRecord& t, int gpu);
   // Which of `slot`'s tenants (of `tenants`, the store's) a process that holds memory on its
   // device, and that gpumuxd granted nothing, counts as. It may be tenant T if it runs as T's owner
-  // and, where T has a cgroup, in it; root's processes may be root's tenants only by cgroup or by
-  // name. It is the one it was started as (GPUMUX_TENANT) if it may be that one; else the one
-  // whose cgroup it is in, or the only one it may be.
+  // (any uid while T's is unknown) and, where T has a cgroup, in it; root's processes may be root's
+  // tenants only by cgroup or by name. It is the one it was started as (GPUMUX_TENANT) if it may be
+  // that one; else the one whose cgroup it is in, or the only one it may be.
   struct Claim {
     std::string tenant;    // empty: none
     bool named = false;    // it was started as that tenant

@@ -44,6 +44,9 @@ struct TenantPlace {
   bool operator==(const TenantPlace&) const = default;
 };
 
+// The owner of a tenant admitted with "owner_uid": "learn", until its first process draws on it.
+inline constexpr uid_t kOwnerUnknown = uid_t(-1);
+
 struct TenantRecord {
   std::string id;
   int gpu = 0;
@@ -53,7 +56,9 @@ struct TenantRecord {
   // these, as devices 0, 1, ….
   std::vector<TenantPlace> more;
   node::TenantLimits limits;  // on its first GPU; the compute limits on every one
-  uid_t owner = 0;            // the user whose processes run as this tenant; may read its state
+  // The user whose processes run as this tenant and may read its state; kOwnerUnknown until the
+  // first process of its cgroup draws on it (Agent::Grant then sets that process's uid).
+  uid_t owner = 0;
   std::string source;         // who asked: "api", "slurm job 12 step 0", ...
   // When set, only processes whose /proc/PID/cgroup names it may draw on the tenant's memory
   // ("pod<UID>" for a Kubernetes pod's containers).
@@ -61,6 +66,7 @@ struct TenantRecord {
   TenantLabels labels;
 
   bool spans_several() const { return !more.empty(); }
+  bool owner_unknown() const { return owner == kOwnerUnknown; }
   // Where it is admitted, (GPU, instance), its first GPU first.
   std::vector<std::pair<int, int>> Places() const {
     std::vector<std::pair<int, int>> places = {{gpu, instance}};

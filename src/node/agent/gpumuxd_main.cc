@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "base/cgroup.h"
 #include "base/clock.h"
 #include "base/error.h"
 #include "core/catalog.h"
@@ -61,6 +62,7 @@ int main(int argc, char** argv) {
               runtime_dir = "/run/gpumux";
   std::string sim, metrics_listen, operator_group, shard_size = "1GiB", tenant_socket;
   std::string context_allowance = "1GiB", over_quota = "kill";
+  std::string cgroup_namespace = "/proc/1/ns/cgroup";
   std::vector<std::string> catalogs, calibrations;
   int sim_gpus = 1;
   app.add_option("--socket", socket, "API socket")->capture_default_str();
@@ -86,6 +88,11 @@ int main(int argc, char** argv) {
                  "the shim: kill it, or only log it")
       ->check(CLI::IsMember({"kill", "log"}))
       ->capture_default_str();
+  app.add_option("--cgroup-namespace", cgroup_namespace,
+                 "the cgroup namespace (a /proc/PID/ns/cgroup file) in which gpumuxd reads the "
+                 "groups of tenants' processes, joined at start when it is not its own: the "
+                 "node's, where pods' groups are whole paths")
+      ->capture_default_str();
   app.add_option("--catalog", catalogs, "extra catalog file with your own GPU kinds");
   app.add_option("--calibration", calibrations,
                  "a `gpumux calibrate` file of this node's GPUs, served with them in GET /v1/gpus "
@@ -100,6 +107,17 @@ int main(int argc, char** argv) {
     LockOrExit(runtime_dir + "/gpumuxd.lock", runtime_dir);
     LockOrExit(socket + ".lock", socket);
     RaiseOpenFileLimit();
+    // A tenant bound to a pod's control group knows its processes by /proc/PID/cgroup, which reads
+    // paths relative to the reader's own group in a container's cgroup namespace. Before any
+    // thread starts: each thread has its own.
+    if (geteuid() == 0) {
+      std::string why;
+      if (!gpumux::JoinCgroupNamespace(cgroup_namespace, &why))
+        Log("warn",
+            "reading processes' control groups in gpumuxd's own cgroup namespace: tenants bound "
+            "to a group outside it will refuse their processes",
+            {{"reason", why}});
+    }
     gpumux::agent::AgentConfig config;
     config.runtime_dir = runtime_dir;
     config.state_path = state;

@@ -36,6 +36,7 @@ class RequestBody {
   // A list of 1 to `max_items` of those (throws where the field is absent or not such a list).
   std::vector<uint64_t> BytesList(const char* key, size_t max_items) const;
   bool IsList(const char* key) const { return Has(key) && j_.at(key).is_array(); }
+  bool IsText(const char* key) const { return Has(key) && j_.at(key).is_string(); }
 
  private:
   [[noreturn]] static void Fail(const char* key, const std::string& expected);
