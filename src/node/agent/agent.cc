@@ -215,8 +215,6 @@ void Agent::AdoptUngranted(Slot& slot, const std::vector<TenantRecord>& tenants)
 }
 
 void Agent::CheckMemory(Slot& slot, const std::vector<TenantRecord>& tenants) {
-  std::erase_if(killed_, [](const auto& k) { return ProcessStartTime(k.first) != k.second; });
-  std::erase_if(reported_, [](const auto& r) { return ProcessStartTime(r.first) != r.second; });
   slot.device_bytes.clear();
   slot.memory.clear();
   // Those the compute tick saw using GPU time unregistered, and those that hold memory here
@@ -240,12 +238,7 @@ void Agent::CheckMemory(Slot& slot, const std::vector<TenantRecord>& tenants) {
   for (const DeviceMeter::Held& h : held) {
     if (killed_.count(h.pid)) continue;  // killed, and its memory not freed yet
     slot.device_bytes[h.pid] = h.bytes;
-    if (slot.authority->FindProcess(h.pid)) {
-      for (auto& [id, list] : processes)
-        for (ProcessMemory& p : list)
-          if (p.pid == h.pid) p.held = h.bytes;
-      continue;
-    }
+    if (slot.authority->FindProcess(h.pid)) continue;  // registered: its holding is filled below
     Claim c = ClaimOf(slot, h.pid, tenants);
     if (!c.tenant.empty()) {
       processes[c.tenant].push_back({h.pid, 0, h.bytes, false});
@@ -259,6 +252,12 @@ void Agent::CheckMemory(Slot& slot, const std::vector<TenantRecord>& tenants) {
            {"pid", std::to_string(h.pid)},
            {"bytes", std::to_string(h.bytes)},
            {"claims_tenant", c.claimed}});
+    }
+  }
+  for (auto& [id, list] : processes) {
+    for (ProcessMemory& p : list) {
+      auto it = slot.device_bytes.find(p.pid);
+      if (p.registered && it != slot.device_bytes.end()) p.held = it->second;
     }
   }
   for (const node::TenantUsage& u : usage) {
@@ -1009,6 +1008,9 @@ uint64_t Agent::Reclaim() {
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t total = 0;
   const std::vector<TenantRecord> tenants = store_.All();
+  // Processes killed or reported that have exited since (CheckMemory).
+  std::erase_if(killed_, [](const auto& k) { return ProcessStartTime(k.first) != k.second; });
+  std::erase_if(reported_, [](const auto& r) { return ProcessStartTime(r.first) != r.second; });
   std::map<const Slot*, std::vector<node::TenantUsage>> snapshots;
   for (Gpu& g : gpus_) {
     for (Slot& slot : g.slots) {
