@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 namespace gpumux {
@@ -111,12 +112,19 @@ std::vector<CgroupDir> ParseCgroupDirs(const std::string& proc_cgroup,
                                        const std::string& mountinfo) {
   std::vector<CgroupMount> mounts = CgroupMounts(mountinfo);
   std::vector<CgroupDir> dirs;
+  std::set<std::string> seen;  // hierarchy ids and controllers
   std::istringstream in(proc_cgroup);
   for (std::string line; std::getline(in, line);) {
     // "ID:CONTROLLERS:PATH"; the path may hold ':'.
     size_t first = line.find(':'), second = line.find(':', first + 1);
     if (first == std::string::npos || second == std::string::npos) continue;
     std::string controllers = line.substr(first + 1, second - first - 1);
+    // Each hierarchy is listed once. A kernel before 5.2 let a group's name hold '\n', and so a
+    // user's group forge a line of its own: a file that lists one twice is believed in nothing.
+    std::vector<std::string> keys = Split(controllers, ',');
+    keys.push_back("#" + line.substr(0, first));
+    for (const std::string& key : keys)
+      if (!seen.insert(key).second) return {};
     std::string path = line.substr(second + 1);
     if (path.empty() || path[0] != '/' || path.find("/..") != std::string::npos) continue;
     for (const CgroupMount& m : mounts) {

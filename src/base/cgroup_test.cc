@@ -27,9 +27,7 @@ TEST(CgroupDirs, EachHierarchyIsPlacedUnderItsMountAndWhatCannotBeCheckedIsLeftO
       "11:cpu,cpuacct:/kubepods/besteffort/pod1234/abc\n"
       "10:name=systemd:/system.slice/containerd.service\n"
       "9:memory:/kubepods/burstable/pod5678\n"
-      "8:memory:/elsewhere\n"      // outside the only memory mount's root
-      "7:freezer:/kubepods/x\n"    // not mounted here
-      "0::/../../kubepods/pod9\n"  // outside this cgroup namespace
+      "7:freezer:/kubepods/x\n"  // not mounted here
       "0::/user.slice/a:b\n",
       kMountinfo);
   ASSERT_EQ(dirs.size(), 5u);
@@ -39,6 +37,22 @@ TEST(CgroupDirs, EachHierarchyIsPlacedUnderItsMountAndWhatCannotBeCheckedIsLeftO
   EXPECT_EQ(dirs[3].mount, "/mnt/pods here") << "mountinfo's \\040 is a space";
   EXPECT_EQ(dirs[3].path, "/burstable/pod5678");
   EXPECT_EQ(dirs[4].full(), "/sys/fs/cgroup/unified/user.slice/a:b");
+  EXPECT_TRUE(ParseCgroupDirs("9:memory:/elsewhere\n", kMountinfo).empty())
+      << "outside the only memory mount's root";
+  EXPECT_TRUE(ParseCgroupDirs("0::/../../kubepods/pod9\n", kMountinfo).empty())
+      << "outside this cgroup namespace";
+}
+
+// Before Linux 5.2 a group's name could hold a newline, and a user's group so forge a line of its
+// own (here naming a pod's group); each hierarchy is listed once, so such a file is believed in
+// nothing.
+TEST(CgroupDirs, AFileThatListsAHierarchyTwiceIsBelievedInNothing) {
+  const std::string forged = "0::/user.slice/user-1000.slice/x\n0::/kubepods/besteffort/pod1234\n";
+  EXPECT_TRUE(ParseCgroupDirs("12:pids:/a\n" + forged, kMountinfo).empty());
+  EXPECT_TRUE(ParseCgroupDirs("12:pids:/a\n13:pids:/kubepods/pod1234\n", kMountinfo).empty());
+  EXPECT_TRUE(
+      ParseCgroupDirs("11:cpu,cpuacct:/a\n14:cpuacct:/kubepods/pod1234\n", kMountinfo).empty());
+  EXPECT_EQ(ParseCgroupDirs("12:pids:/a\n0::/b\n", kMountinfo).size(), 2u);
 }
 
 class CgroupNameTest : public ::testing::Test {
