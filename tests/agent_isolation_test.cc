@@ -432,6 +432,48 @@ TEST_F(IsolationTest, AProgramAllocatingAroundTheShimPastItsQuotaIsKilledAndItsN
   EXPECT_EQ(json::parse(out)["allocated"].get<uint64_t>(), 4 * kGiB) << out;
 }
 
+// A tenant cannot buy room outside its quota by starting processes: each of six processes of a
+// 1 GiB tenant registers through the shim, then (exec'd without it, the same process) holds 960 MiB
+// around it, within its own 1 GiB context allowance. Together they are 5.6 GiB on the device, past
+// the quota and the tenant's 2 GiB of contexts here: gpumuxd ends as many as that takes, in one
+// check, and the rest run on. (Before the tenant's bound each brought an allowance of its own, and
+// the six were within 7 GiB.)
+TEST_F(IsolationTest, StartingProcessesBuysATenantNoRoomPastItsContextAllowance) {
+  StartAgentOn({"--sim", "H100", "--tenant-context-allowance", "2GiB"}, {});
+  json many = Admit("many", "1GiB", kNobody);
+  std::vector<FILE*> programs;
+  for (int i = 0; i < 6; ++i) {
+    programs.push_back(popen(("setpriv --reuid=65534 --regid=65534 --clear-groups " + Env(many) +
+                              GPUMUX_ALLOC_CLIENT + " direct around " + std::to_string(kMiB) + " " +
+                              std::to_string(960 * kMiB) + " 6 2>&1; echo exit=$?")
+                                 .c_str(),
+                             "r"));
+  }
+  int killed = 0, ran = 0;
+  for (FILE* program : programs) {
+    char line[512];
+    std::string status, took;
+    while (fgets(line, sizeof(line), program)) {
+      if (std::string(line).rfind("exit=", 0) == 0) status = line;
+      if (std::string(line).find("allocated") != std::string::npos) took = line;
+    }
+    pclose(program);
+    if (status == "exit=137\n") ++killed;
+    if (status == "exit=0\n") {
+      ++ran;
+      EXPECT_EQ(json::parse(took)["allocated"].get<uint64_t>(), 960 * kMiB) << took;
+    }
+  }
+  EXPECT_EQ(killed + ran, 6);
+  EXPECT_GE(killed, 3) << "5.6 GiB within 3 GiB ends at least three of 0.94 GiB";
+  EXPECT_GE(ran, 2) << "no more than it takes";
+  json t = Call("GET", "/v1/tenants/many", json(), 200);
+  EXPECT_EQ(t["memory_kills"].get<int>(), killed) << t;
+  EXPECT_NE(Log().find("killed a process that holds device memory past its tenant's quota"),
+            std::string::npos)
+      << Log();
+}
+
 // gpumuxd judges only its tenants' work: a program of a user who owns no tenant here is reported
 // once, not killed; and under --over-quota log a tenant past its quota is only logged.
 TEST_F(IsolationTest, AStrangersProgramIsReportedNotKilledAndLogModeKillsNothing) {

@@ -11,6 +11,10 @@
 //   alloc_client BINDING time COUNT BYTES   COUNT pairs of allocate + free of BYTES, timed: the
 //                                    nanoseconds per pair (bench/gpu_shim.sh compares bare and
 //                                    shim)
+//   alloc_client BINDING around STEP BYTES HOLD_S   allocate STEP (under the shim: registered
+//                                    with gpumuxd), then exec itself, the same process, without
+//                                    LD_PRELOAD and `take` BYTES around the shim
+//   alloc_client BINDING take BYTES HOLD_S   allocate BYTES at once, hold, free
 // BINDING: direct (linked against libcuda.so.1), dlopen (dlopen + dlsym), procaddr
 // (cuGetProcAddress).
 #include <dlfcn.h>
@@ -87,6 +91,26 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(argv[4])));
     for (CUdeviceptr p : held) d.free(p);
+    return 0;
+  }
+  if (mode == "around" && argc >= 6) {
+    CUdeviceptr p;
+    if (CUresult first = d.alloc(&p, std::strtoull(argv[3], nullptr, 10)); first != 0) {
+      std::printf("{\"allocated\": 0, \"last_error\": %d}\n", first);
+      return 0;
+    }
+    unsetenv("LD_PRELOAD");
+    execl("/proc/self/exe", argv[0], argv[1], "take", argv[4], argv[5], nullptr);
+    return 6;
+  }
+  if (mode == "take" && argc >= 5) {
+    size_t bytes = std::strtoull(argv[3], nullptr, 10);
+    CUdeviceptr p;
+    CUresult last = d.alloc(&p, bytes);
+    std::printf("{\"allocated\": %zu, \"last_error\": %d}\n", last == 0 ? bytes : 0, last);
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(argv[4])));
+    if (last == 0) d.free(p);
     return 0;
   }
   if (mode == "attack" && argc >= 5) {

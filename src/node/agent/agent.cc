@@ -244,7 +244,8 @@ void Agent::CheckMemory(Slot& slot, const std::vector<TenantRecord>& tenants) {
       processes[c.tenant].push_back({h.pid, 0, h.bytes, false});
       slot.bypassers[h.pid] = c.tenant;
     } else if (c.several) {  // a tenant user's program that bypassed the shim: no quota is its
-      Enforce(slot, "", CheckTenantMemory(0, {{h.pid, 0, h.bytes, false}}, 0));
+      MemoryCheck check = CheckTenantMemory(0, {{h.pid, 0, h.bytes, false}}, {});
+      for (pid_t pid : check.over) Enforce(slot, "", check, pid);
     } else if (std::optional<uint64_t> start = ProcessStartTime(h.pid);
                start && reported_.emplace(h.pid, *start).second) {
       Log("info", "a process holds memory on the device that no tenant here accounts for",
@@ -263,30 +264,30 @@ void Agent::CheckMemory(Slot& slot, const std::vector<TenantRecord>& tenants) {
   for (const node::TenantUsage& u : usage) {
     MemoryCheck check = CheckTenantMemory(u.quota, processes[u.id], config_.context_allowance);
     slot.memory[u.id] = check;
-    if (check.over) Enforce(slot, u.id, check);
+    for (pid_t pid : check.over) Enforce(slot, u.id, check, pid);
   }
 }
 
-void Agent::Enforce(Slot& slot, const std::string& tenant, const MemoryCheck& check) {
-  std::optional<uint64_t> start = ProcessStartTime(check.over);
-  if (!start || killed_.count(check.over)) return;
+void Agent::Enforce(Slot& slot, const std::string& tenant, const MemoryCheck& check, pid_t pid) {
+  std::optional<uint64_t> start = ProcessStartTime(pid);
+  if (!start || killed_.count(pid)) return;
   std::vector<std::pair<std::string, std::string>> fields = {
       {"tenant", tenant.empty() ? "(one of several of its user's, naming none)" : tenant},
       {"device", node::DeviceStem(slot.device)},
-      {"pid", std::to_string(check.over)},
+      {"pid", std::to_string(pid)},
       {"held_bytes", std::to_string(check.held)},
       {"outside_grants_bytes", std::to_string(check.outside)},
       {"limit_bytes", std::to_string(check.limit)}};
   if (!config_.kill_over_quota) {
-    if (reported_.emplace(check.over, *start).second)
+    if (reported_.emplace(pid, *start).second)
       Log("warn",
           "a tenant holds device memory past its quota around the shim; not killed "
           "(--over-quota log)",
           fields);
     return;
   }
-  if (!KillProcess(check.over, *start)) return;  // gone meanwhile
-  killed_[check.over] = *start;
+  if (!KillProcess(pid, *start)) return;  // gone meanwhile
+  killed_[pid] = *start;
   ++slot.memory_kills[tenant];
   Log("warn", "killed a process that holds device memory past its tenant's quota around the shim",
       fields);

@@ -41,7 +41,7 @@
 // Memory: twice a second gpumuxd also reads what each process holds on each device as the driver
 // counts it (DeviceMeter::ReadMemory) and checks each tenant against its quota
 // (node/agent/memory_guard.h); a tenant over it by memory the shim never granted (a program that
-// allocates around it) has the process holding the most of it killed.
+// allocates around it) has the processes holding the most of it killed.
 //
 // Thread-safety: Handle(), Reclaim() and ComputeTick() may be called from any threads at once (one
 // lock inside; GET /v1/health takes none, so it answers while another request holds the agent).
@@ -92,10 +92,11 @@ struct AgentConfig {
   uint64_t shard_bytes =
       1ull << 30;      // memory per Slurm shard (gpumux slurm gres-conf uses the same)
   bool strict = true;  // refuse tenants whose quotas or caps would oversubscribe a GPU
-  // The memory check (Agent::CheckMemory): what a registered process may hold on its device
-  // beyond its grants (its CUDA context and modules), and whether the process that holds the most
-  // outside its grants, in a tenant over its quota and those allowances, is killed (else logged).
-  uint64_t context_allowance = 1ull << 30;
+  // The memory check (Agent::CheckMemory): what a tenant's registered processes may hold on its
+  // device beyond their grants (their CUDA contexts and modules), each and all together, and
+  // whether the processes that put a tenant over its quota and that allowance are killed (else
+  // logged).
+  ContextAllowance context_allowance = {1ull << 30, 4ull << 30};
   bool kill_over_quota = true;
 };
 
@@ -229,8 +230,8 @@ class Agent {
   // that may be any of several tenants counts as a tenant of no quota; one of no tenant here is
   // logged once, never killed (gpumuxd does not judge other users' work).
   void CheckMemory(Slot& slot, const std::vector<TenantRecord>& tenants);
-  // Kills (or logs) process `check.over` of tenant `tenant` (empty: several) on `slot`.
-  void Enforce(Slot& slot, const std::string& tenant, const MemoryCheck& check);
+  // Kills (or logs) process `pid` (of `check.over`) of tenant `tenant` (empty: several) on `slot`.
+  void Enforce(Slot& slot, const std::string& tenant, const MemoryCheck& check, pid_t pid);
   // Takes tenant `id` out of `slot`'s ledgers and removes its activity file (what Apply made).
   void Unapply(Slot& slot, const std::string& id);
   // Ticks the compute shares of one device's tenants at `now_ns` (with mu_ held).

@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
   std::string socket = "/run/gpumux/gpumuxd.sock", state = "/var/lib/gpumux/state.db",
               runtime_dir = "/run/gpumux";
   std::string sim, metrics_listen, operator_group, shard_size = "1GiB", tenant_socket;
-  std::string context_allowance = "1GiB", over_quota = "kill";
+  std::string context_allowance = "1GiB", tenant_context_allowance = "4GiB", over_quota = "kill";
   std::string cgroup_namespace = "/proc/1/ns/cgroup";
   std::vector<std::string> catalogs, calibrations;
   int sim_gpus = 1;
@@ -82,6 +82,10 @@ int main(int argc, char** argv) {
   app.add_option("--context-allowance", context_allowance,
                  "what a tenant's process may hold on its GPU beyond the memory gpumuxd granted it "
                  "(its CUDA context and modules) before its tenant counts as over its quota")
+      ->capture_default_str();
+  app.add_option("--tenant-context-allowance", tenant_context_allowance,
+                 "what all of a tenant's processes on a GPU may hold beyond the memory gpumuxd "
+                 "granted them together, however many they are")
       ->capture_default_str();
   app.add_option("--over-quota", over_quota,
                  "what to do with a process that holds GPU memory past its tenant's quota around "
@@ -128,7 +132,8 @@ int main(int argc, char** argv) {
     config.bin_dir = gpumux::node::RuntimeLibraryDir();
     config.shard_bytes = uint64_t(gpumux::ParseBytes(shard_size));
     if (config.shard_bytes == 0) throw gpumux::BadInput("--shard-size must be more than 0 bytes");
-    config.context_allowance = uint64_t(gpumux::ParseBytes(context_allowance));
+    config.context_allowance = {uint64_t(gpumux::ParseBytes(context_allowance)),
+                                uint64_t(gpumux::ParseBytes(tenant_context_allowance))};
     config.kill_over_quota = over_quota == "kill";
     if (!sim.empty()) {
       gpumux::Catalog catalog = gpumux::Catalog::LoadBundled();

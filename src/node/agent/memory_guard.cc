@@ -1,25 +1,55 @@
 #include "node/agent/memory_guard.h"
 
 #include <algorithm>
+#include <functional>
+#include <utility>
 
 namespace gpumux::agent {
 
 MemoryCheck CheckTenantMemory(uint64_t quota, const std::vector<ProcessMemory>& processes,
-                              uint64_t context_allowance) {
+                              ContextAllowance allowance) {
   MemoryCheck c;
-  c.limit = quota;
-  uint64_t most_beyond = 0;  // outside its grants and beyond its own allowance
-  for (const ProcessMemory& p : processes) {
-    uint64_t outside = p.held > p.granted ? p.held - p.granted : 0;
-    uint64_t allowance = p.registered && p.held > 0 ? context_allowance : 0;
+  uint64_t allowed = 0;  // the registered processes' allowances, before the tenant's bound
+  uint64_t within = 0;   // what they hold outside their grants within their own allowances
+  // (beyond its own allowance, index) of those beyond it; (outside its grants, index) of the rest.
+  std::vector<std::pair<uint64_t, size_t>> bypassing, contexts;
+  auto own = [&](const ProcessMemory& p) {
+    return p.registered && p.held > 0 ? allowance.per_process : 0;
+  };
+  auto outside = [](const ProcessMemory& p) { return p.held > p.granted ? p.held - p.granted : 0; };
+  for (size_t i = 0; i < processes.size(); ++i) {
+    const ProcessMemory& p = processes[i];
     c.held += p.held;
-    c.outside += outside;
+    c.outside += outside(p);
     c.footprint += std::max(p.granted, p.held);
-    c.limit += allowance;
-    if (outside > allowance && outside - allowance > most_beyond)
-      most_beyond = outside - allowance, c.over = p.pid;
+    allowed += own(p);
+    within += std::min(outside(p), own(p));
+    if (outside(p) > own(p)) {
+      bypassing.emplace_back(outside(p) - own(p), i);
+    } else if (outside(p) > 0) {
+      contexts.emplace_back(outside(p), i);
+    }
   }
-  if (c.footprint <= c.limit) c.over = 0;
+  auto limit = [&] { return quota + std::min(allowed, allowance.per_tenant); };
+  c.limit = limit();
+  uint64_t footprint = c.footprint;
+  // Ends processes of `list`, worst first, while the footprint is over the limit and `more()`.
+  auto blame = [&](std::vector<std::pair<uint64_t, size_t>>& list, auto more) {
+    std::sort(list.begin(), list.end(), std::greater<>());
+    for (const auto& [amount, i] : list) {
+      if (footprint <= limit() || !more()) return;
+      const ProcessMemory& p = processes[i];
+      c.over.push_back(p.pid);
+      footprint -= std::max(p.granted, p.held);
+      within -= std::min(outside(p), own(p));
+      allowed -= own(p);
+    }
+  };
+  // Those allocating around the shim first; then, only where the contexts within their own
+  // allowances are past the tenant's, the processes holding the most of them. Memory granted past
+  // the quota (adopted) is no one's to end.
+  blame(bypassing, [] { return true; });
+  blame(contexts, [&] { return within > allowance.per_tenant; });
   return c;
 }
 
