@@ -178,7 +178,10 @@ TEST(Manifests, TheNodeDaemonSetWiresThePluginToTheKubeletGpumuxdAndTheApiServer
 // from a pod's own. It then reads that pid's /proc entries (uid, cgroup, environment) and matches
 // it with NVML's process list, which names the node's pids. So the pod that runs it must share
 // the node's PID namespace.
-TEST(Manifests, EveryPodThatRunsGpumuxdSharesTheNodesPidNamespace) {
+// gpumuxd counts grants by the caller's pid (SO_PEERCRED: 0 from another PID namespace), and reads
+// pods' control groups in the node's cgroup namespace, which it joins through /proc/1 (its own
+// container's would give other pods' groups as "/../…"): hostPID, and privileged to join.
+TEST(Manifests, EveryPodThatRunsGpumuxdSharesTheNodesPidNamespaceAndMayJoinItsCgroupNamespace) {
   int found = 0;
   for (const json& o : Objects()) {
     if (o["kind"] != "DaemonSet") continue;
@@ -187,6 +190,8 @@ TEST(Manifests, EveryPodThatRunsGpumuxdSharesTheNodesPidNamespace) {
       if (c["command"].dump().find("/usr/local/bin/gpumuxd") == std::string::npos) continue;
       ++found;
       EXPECT_EQ(spec.value("hostPID", false), true) << o["__file"] << ": " << o["metadata"]["name"];
+      EXPECT_EQ(c["securityContext"].value("privileged", false), true)
+          << o["__file"] << ": " << c["name"];
     }
   }
   EXPECT_EQ(found, 2) << "node-daemonset.yaml and dra/dra-daemonset.yaml each run gpumuxd";
