@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -106,11 +108,24 @@ std::string ReadAll(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-}  // namespace
+// This mount namespace's cgroup mounts, read again at most every 10 s rather than at each call: a
+// hierarchy is mounted at boot and rarely after, while a busy node's mountinfo (every pod's
+// volumes, seen through gpumuxd's /host) runs to thousands of lines.
+std::vector<CgroupMount> CurrentCgroupMounts() {
+  static std::mutex mu;
+  static std::vector<CgroupMount> mounts;
+  static std::chrono::steady_clock::time_point read;
+  std::lock_guard lock(mu);
+  auto now = std::chrono::steady_clock::now();
+  if (read == std::chrono::steady_clock::time_point() || now - read > std::chrono::seconds(10)) {
+    mounts = CgroupMounts(ReadAll("/proc/self/mountinfo"));
+    read = now;
+  }
+  return mounts;
+}
 
-std::vector<CgroupDir> ParseCgroupDirs(const std::string& proc_cgroup,
-                                       const std::string& mountinfo) {
-  std::vector<CgroupMount> mounts = CgroupMounts(mountinfo);
+std::vector<CgroupDir> DirsIn(const std::string& proc_cgroup,
+                              const std::vector<CgroupMount>& mounts) {
   std::vector<CgroupDir> dirs;
   std::set<std::string> seen;  // hierarchy ids and controllers
   std::istringstream in(proc_cgroup);
@@ -142,11 +157,18 @@ std::vector<CgroupDir> ParseCgroupDirs(const std::string& proc_cgroup,
   return dirs;
 }
 
+}  // namespace
+
+std::vector<CgroupDir> ParseCgroupDirs(const std::string& proc_cgroup,
+                                       const std::string& mountinfo) {
+  return DirsIn(proc_cgroup, CgroupMounts(mountinfo));
+}
+
 std::vector<CgroupDir> CgroupDirsOf(pid_t pid) {
   if (pid <= 0) return {};
   std::string cgroups = ReadAll("/proc/" + std::to_string(pid) + "/cgroup");
   if (cgroups.empty()) return {};
-  return ParseCgroupDirs(cgroups, ReadAll("/proc/self/mountinfo"));
+  return DirsIn(cgroups, CurrentCgroupMounts());
 }
 
 bool InCgroupNamed(const std::vector<CgroupDir>& dirs, const std::string& name) {

@@ -22,7 +22,8 @@ struct CgroupDir {
 std::vector<CgroupDir> ParseCgroupDirs(const std::string& proc_cgroup,
                                        const std::string& mountinfo);
 
-// Process `pid`'s control groups (ParseCgroupDirs of the files); empty when it is gone.
+// Process `pid`'s control groups (ParseCgroupDirs of its /proc/PID/cgroup and of this mount
+// namespace's mountinfo, which is read again at most every 10 s); empty when it is gone.
 // Thread-safe.
 std::vector<CgroupDir> CgroupDirsOf(pid_t pid);
 
