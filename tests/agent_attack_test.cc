@@ -263,11 +263,11 @@ TEST_F(AgentTest, OneUserCannotTakeEveryConnection) {
     if (setgid(nobody) != 0 || setuid(nobody) != 0) _exit(3);
     std::vector<int> held;
     for (int i = 0; i < 40; ++i) held.push_back(ConnectRaw(socket_));
-    // The last of them were refused at once with 429.
+    // Past 32, each new one took the place of its oldest idle one, which was answered 429.
     timeval timeout{2, 0};
-    setsockopt(held.back(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    setsockopt(held.front(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
     char buf[64] = {0};
-    recv(held.back(), buf, 12, 0);
+    recv(held.front(), buf, 12, 0);
     (void)!write(pipefd[1], buf, 12);
     sleep(2);  // holds the others while the parent checks that root still gets through
     _exit(0);

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -157,6 +158,30 @@ class AgentTest : public NodeTest {
   // What gpumuxd is started by, if not directly (a path, then its arguments before gpumuxd's).
   std::vector<std::string> launcher_;
   pid_t agent_ = 0;
+};
+
+inline constexpr uid_t kNobody = 65534;
+
+// gpumuxd beside a hostile local user (`nobody`): needs root to act as that user.
+class IsolationTest : public AgentTest {
+ protected:
+  void SetUp() override {
+    if (getuid() != 0)
+      GTEST_SKIP() << "needs root to run the attacker as another user (CI runs as root)";
+    AgentTest::SetUp();
+    // `nobody` must reach the test's directory (made by root with the process umask).
+    std::filesystem::permissions(
+        dir_, std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                  std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+                  std::filesystem::perms::others_exec);
+  }
+  std::string Run() const { return (dir_ / "run").string(); }
+  // Admits tenant `id` on GPU 0 with quota `memory`, owned by `owner`.
+  json Admit(const std::string& id, const std::string& memory, uid_t owner = 0) {
+    return Call("POST", "/v1/tenants",
+                {{"id", id}, {"gpu", 0}, {"memory", memory}, {"owner_uid", owner}}, 201);
+  }
+  std::string Log() const { return Shell("cat " + (dir_ / "agent.log").string()).out; }
 };
 
 }  // namespace gpumux::testing

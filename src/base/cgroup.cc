@@ -165,10 +165,13 @@ std::vector<CgroupDir> ParseCgroupDirs(const std::string& proc_cgroup,
 }
 
 std::vector<CgroupDir> CgroupDirsOf(pid_t pid) {
-  if (pid <= 0) return {};
-  std::string cgroups = ReadAll("/proc/" + std::to_string(pid) + "/cgroup");
+  std::string cgroups = ProcessGroupsText(pid);
   if (cgroups.empty()) return {};
   return DirsIn(cgroups, CurrentCgroupMounts());
+}
+
+std::string ProcessGroupsText(pid_t pid) {
+  return pid > 0 ? ReadAll("/proc/" + std::to_string(pid) + "/cgroup") : "";
 }
 
 bool InCgroupNamed(const std::vector<CgroupDir>& dirs, const std::string& name) {

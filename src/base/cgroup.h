@@ -34,6 +34,10 @@ std::vector<CgroupDir> CgroupDirsOf(pid_t pid);
 // there, but it is that user's; so is a group it renames. Thread-safe.
 bool InCgroupNamed(const std::vector<CgroupDir>& dirs, const std::string& name);
 
+// The text of /proc/PID/cgroup, which names every group process `pid` is in: the same for the
+// processes of one container, and for no process of another. Empty when it is gone. Thread-safe.
+std::string ProcessGroupsText(pid_t pid);
+
 // InCgroupNamed(CgroupDirsOf(pid), name).
 bool ProcessInCgroup(pid_t pid, const std::string& name);
 

@@ -1,12 +1,15 @@
 #include "base/process.h"
 
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -79,6 +82,41 @@ std::optional<std::string> ProcessEnvironment(pid_t pid, const std::string& name
 }  // namespace gpumux
 
 namespace gpumux {
+
+std::shared_ptr<const ProcessHandle> ProcessHandle::OfPeer(int socket_fd, pid_t pid) {
+  if (pid <= 0) return nullptr;
+#ifndef SO_PEERPIDFD
+  constexpr int SO_PEERPIDFD = 77;  // Linux 6.5; older headers lack it
+#endif
+  int pidfd = -1;
+  socklen_t len = sizeof(pidfd);
+  if (getsockopt(socket_fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) != 0) {
+    // Only a kernel without the option falls back to the pid; any other failure means the process
+    // that connected is gone, and whatever holds its pid now is someone else.
+    return errno == ENOPROTOOPT ? Of(pid) : nullptr;
+  }
+  return Held(pidfd, pid);
+}
+
+std::shared_ptr<const ProcessHandle> ProcessHandle::Of(pid_t pid) {
+  int pidfd = pid > 0 ? int(syscall(SYS_pidfd_open, pid, 0)) : -1;
+  return pidfd >= 0 ? Held(pidfd, pid) : nullptr;
+}
+
+std::shared_ptr<const ProcessHandle> ProcessHandle::Held(int pidfd, pid_t pid) {
+  std::optional<uint64_t> start = ProcessStartTime(pid);
+  std::shared_ptr<const ProcessHandle> handle(new ProcessHandle(pidfd, pid, start.value_or(0)));
+  // Read while the pidfd's process was alive: the start time is that process's.
+  return start && handle->Alive() ? handle : nullptr;
+}
+
+ProcessHandle::~ProcessHandle() { close(pidfd_); }
+
+bool ProcessHandle::Alive() const {
+  // A pidfd polls readable once its process has exited.
+  pollfd p{pidfd_, POLLIN, 0};
+  return poll(&p, 1, 0) == 0;
+}
 
 bool KillProcess(pid_t pid, uint64_t start_time) {
   if (pid <= 0) return false;

@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -27,6 +28,38 @@ std::optional<pid_t> ProcessMapping(const std::string& path);
 // cannot be read. The process may have rewritten that memory since: it says only what the process
 // claims. Thread-safe.
 std::optional<std::string> ProcessEnvironment(pid_t pid, const std::string& name);
+
+// A process held by a pidfd: the process it names never changes, whatever later holds its pid.
+// A pid names a process only while it lives: after it exits, its number may be another's within a
+// second (pids wrap in about 1.4 s at 23,000 forks a second). Thread-safe; not copyable.
+class ProcessHandle {
+ public:
+  // The process at the other end of Unix socket `socket_fd`, whose pid in this namespace
+  // SO_PEERCRED reported as `pid`: the very process that connected (SO_PEERPIDFD, Linux 6.5), or
+  // on older kernels the one holding `pid` now. Null if it has exited.
+  static std::shared_ptr<const ProcessHandle> OfPeer(int socket_fd, pid_t pid);
+  // The process holding `pid` now (pidfd_open), for a caller that knows which one that is (itself);
+  // null if there is none.
+  static std::shared_ptr<const ProcessHandle> Of(pid_t pid);
+  ProcessHandle(const ProcessHandle&) = delete;
+  ProcessHandle& operator=(const ProcessHandle&) = delete;
+  ~ProcessHandle();
+
+  pid_t pid() const { return pid_; }
+  // Its start time (ProcessStartTime), read while it was known to be alive.
+  uint64_t start_time() const { return start_time_; }
+  // Whether it has not exited yet (a zombie has).
+  bool Alive() const;
+
+ private:
+  ProcessHandle(int pidfd, pid_t pid, uint64_t start_time)
+      : pidfd_(pidfd), pid_(pid), start_time_(start_time) {}
+  // Takes `pidfd` (of `pid`); null, closing it, if its process has exited.
+  static std::shared_ptr<const ProcessHandle> Held(int pidfd, pid_t pid);
+  int pidfd_;
+  pid_t pid_;
+  uint64_t start_time_;
+};
 
 // Sends SIGKILL to process `pid` if it is still the one that started at `start_time`
 // (ProcessStartTime): a pidfd holds the process while its start time is checked, so a pid reused

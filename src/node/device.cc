@@ -18,9 +18,12 @@ std::string Joined(const std::string& first, const std::string& rest) {
 }  // namespace
 
 std::optional<Ledger> OpenDeviceLedger(const std::string& path, const Device& device,
-                                       std::string* problem) {
+                                       std::string* problem, mode_t sole_mode) {
   try {
-    Ledger ledger = Ledger::CreateOrOpen(path, device.memory, device.name);
+    Ledger ledger = !sole_mode ? Ledger::CreateOrOpen(path, device.memory, device.name)
+                    : std::filesystem::exists(std::filesystem::symlink_status(path))
+                        ? Ledger::OpenSole(path)
+                        : Ledger::MakeSole(path, device.memory, device.name, sole_mode);
     if (ledger.gpu_name() == device.name && ledger.capacity() == device.memory) return ledger;
     *problem = path + ": the ledger of a " + ledger.gpu_name() + " (" +
                FormatBytes(double(ledger.capacity())) + "), not of this " + device.name + " (" +

@@ -44,11 +44,12 @@ Device RealDevice(int index);
 // How many real GPUs NVML sees; throws Error (unavailable) without a driver.
 int RealDeviceCount();
 
-// The ledger at `path` for `device`, opened or created (Ledger::CreateOrOpen); nullopt when the
-// file there cannot be used for it (cut short, foreign, of another version, of another GPU), with
+// The ledger at `path` for `device`, opened or created (Ledger::CreateOrOpen; with `sole_mode`,
+// gpumuxd's, Ledger::OpenSole or MakeSole with that mode); nullopt when the file there cannot be
+// used for it (cut short, foreign, of another version, of another GPU, not a regular file), with
 // why in `*problem`. Throws Error (unavailable) when the file cannot be opened or made.
 std::optional<Ledger> OpenDeviceLedger(const std::string& path, const Device& device,
-                                       std::string* problem);
+                                       std::string* problem, mode_t sole_mode = 0);
 
 // Where libgpumux.so and simgpu/ are: beside the running executable (a build tree), else in
 // <prefix>/lib/gpumux next to <prefix>/bin (an installed tree).

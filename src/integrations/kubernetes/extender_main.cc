@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
     k8s::KubeApi api(apiserver);
     k8s::Extender extender(config, &api);
     agent::HttpServerLimits limits;
-    limits.max_connections_per_uid = 1024;  // TCP callers share one bucket: kube-scheduler's
+    limits.max_connections_per_caller = 1024;  // kube-scheduler is one caller (one address)
     agent::HttpServer server(limits);
     server.ListenTcp(listen);
     server.StopOnTerminationSignals();

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -90,15 +91,19 @@ namespace {
 // Opens gpumuxd's own ledger at `path` for `d`, or makes it anew (saying why) when what is there is
 // not one for this device: cut short, foreign, of another version or of another GPU. gpumuxd
 // never refuses to start over a file.
-std::unique_ptr<node::Ledger> OpenOrRemake(const std::string& path, const node::Device& d) {
+// gpumuxd writes them alone (Ledger::OpenSole, MakeSole: no lock anyone could hold); `mode`:
+// 0644 for the view tenants map, 0600 for the authority.
+std::unique_ptr<node::Ledger> OpenOrRemake(const std::string& path, const node::Device& d,
+                                           mode_t mode) {
   std::string problem;
-  if (std::optional<node::Ledger> ledger = node::OpenDeviceLedger(path, d, &problem))
+  if (std::optional<node::Ledger> ledger = node::OpenDeviceLedger(path, d, &problem, mode)) {
+    chmod(path.c_str(), mode);
     return std::make_unique<node::Ledger>(std::move(*ledger));
+  }
   Log("warn", "ledger made anew: what was there cannot be used",
       {{"ledger", path}, {"reason", problem}});
   node::Ledger::Retire(path);  // for the processes that still map it (node/shim/governor.h)
-  unlink(path.c_str());
-  return std::make_unique<node::Ledger>(node::Ledger::CreateOrOpen(path, d.memory, d.name));
+  return std::make_unique<node::Ledger>(node::Ledger::MakeSole(path, d.memory, d.name, mode));
 }
 
 }  // namespace
@@ -107,15 +112,13 @@ void Agent::BuildSlots(Gpu& g, const std::vector<node::Device>& devices) {
   std::vector<Slot> slots;
   for (const node::Device& d : devices) {
     std::string path = config_.runtime_dir + "/" + node::DeviceStem(d) + ".ledger";
-    std::unique_ptr<node::Ledger> ledger = OpenOrRemake(path, d);
     // Tenant processes of every user map it, read-only: gpumuxd alone writes it.
-    chmod(path.c_str(), 0644);
+    std::unique_ptr<node::Ledger> ledger = OpenOrRemake(path, d, 0644);
     std::string private_dir = config_.runtime_dir + "/private";
     mkdir(private_dir.c_str(), 0700);
     chmod(private_dir.c_str(), 0700);
     std::string authority_path = private_dir + "/" + node::DeviceStem(d) + ".ledger";
-    std::unique_ptr<node::Ledger> authority = OpenOrRemake(authority_path, d);
-    chmod(authority_path.c_str(), 0600);
+    std::unique_ptr<node::Ledger> authority = OpenOrRemake(authority_path, d, 0600);
     slots.push_back(
         {d, path, std::move(ledger), authority_path, std::move(authority), backend_->Meter(d)});
   }
@@ -126,10 +129,8 @@ void Agent::RebuildSharedLedger(Slot& slot) {
   Log("warn", "view ledger overwritten outside gpumuxd; made anew (memory grants are unaffected)",
       {{"ledger", slot.ledger_path}});
   node::Ledger::Retire(slot.ledger_path);
-  unlink(slot.ledger_path.c_str());
   slot.ledger = std::make_unique<node::Ledger>(
-      node::Ledger::CreateOrOpen(slot.ledger_path, slot.device.memory, slot.device.name));
-  chmod(slot.ledger_path.c_str(), 0644);
+      node::Ledger::MakeSole(slot.ledger_path, slot.device.memory, slot.device.name, 0644));
   for (const TenantRecord& t : store_.All()) {
     if (IsOn(t, slot))
       slot.ledger->AddTenant(t.id, t.LimitsAt(slot.device.index, slot.device.mig_instance), false);
@@ -860,6 +861,13 @@ HttpResponse Agent::Grant(const HttpRequest& r, bool give_back) {
                            "''s cgroup (" + t->cgroup +
                            ", a group of that name that root made and gpumuxd can see)");
   }
+  // Only while it is the process that connected: once that one has exited, its pid may be a
+  // neighbour's new process, which must not be registered, nor teach a tenant its owner, as this
+  // caller's. Checked after the cgroup was read above, so that what was read was the caller's.
+  if (!r.caller || !r.caller->Alive() || ProcessStartTime(r.pid) != r.caller->start_time()) {
+    throw PermissionDenied("process " + std::to_string(r.pid) +
+                           " that made this request has exited");
+  }
   if (t->owner_unknown() && !root) {
     // The first process of its cgroup to draw on it (the administrator's aside): its user owns
     // the tenant from now on, and its activity file.
@@ -896,7 +904,7 @@ HttpResponse Agent::Grant(const HttpRequest& r, bool give_back) {
     if (bytes == 0 && least.value_or(0) != 0)
       throw BadInput("least: a registration (\"bytes\": 0) grants nothing");
     if (!process) {
-      process = authority.RegisterProcess(*tenant_slot, r.pid);
+      process = authority.RegisterProcess(*tenant_slot, r.pid, r.caller->start_time());
       slot->ledger->CopyProcessesFrom(authority);
     }
     granted = bytes ? authority.ReserveUpTo(*process, bytes, least.value_or(bytes)) : 0;
@@ -1029,6 +1037,13 @@ uint64_t Agent::Reclaim() {
       snapshots[&slot] = slot.ledger->Snapshot();
     }
   }
+  // A tenant that grows its activity file to fill the filesystem gets the room back taken from it
+  // within one check (logged the first time and every 100th).
+  for (auto& [id, a] : activity_) {
+    if (a.file && a.file->KeepSize() && a.cut_back++ % 100 == 0)
+      Log("warn", "tenant's activity file grown past its size; cut back",
+          {{"tenant", id}, {"times", std::to_string(a.cut_back)}});
+  }
   // Limits in the ledgers are the agent's to write: put back any that differ from what it granted,
   // and any tenant whose slot was wiped.
   for (const TenantRecord& t : tenants) {
@@ -1128,11 +1143,28 @@ void Agent::TickSlot(Slot& slot, uint64_t now_ns) {
     }
     node::ComputeVerdict v =
         slot.authority->TenantComputeTick(t, now_ns, gpu_ns[t], wants, unmeasured, !stamped);
+    if (slot.authority->TenantPriority(t) == node::Priority::kHigh) {
+      // Its rhythm comes from what its processes wrote (stamped, or the activity counted here), so
+      // it is believed only as far as the device measured it using: a rhythm of bursts that never
+      // end, with no launch behind them, would hold every neighbour off the GPU.
+      Slot::Seen& seen = slot.seen[id];
+      bool kept_clear = !seen.muted && node::InBurst(*slot.authority->BurstOf(t), now_ns);
+      double keep = seen.ticked_ns ? std::exp(-double(now_ns - std::min(now_ns, seen.ticked_ns)) /
+                                              double(node::kUseWindowNs))
+                                   : 1.0;
+      seen.kept_clear = seen.kept_clear * keep + (kept_clear ? 1 - keep : 0);
+      seen.muted = seen.kept_clear >= std::max(node::kMostYield, 2 * slot.authority->TenantUse(t));
+      seen.ticked_ns = now_ns;
+    }
     slot.authority->SetHeld(t, held);
     if (std::optional<int> view = slot.ledger->FindTenant(id)) {
       slot.ledger->SetGate(*view, v.hold);
       slot.ledger->SetHeld(*view, held);
-      slot.ledger->CopyRhythm(*view, *slot.authority, t);  // for lower tenants' launch forecasts
+      // For lower tenants' launch forecasts; none while its claims are past its measured use.
+      if (auto seen = slot.seen.find(id); seen != slot.seen.end() && seen->second.muted)
+        slot.ledger->ClearRhythm(*view);
+      else
+        slot.ledger->CopyRhythm(*view, *slot.authority, t);
     }
   }
 }

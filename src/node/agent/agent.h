@@ -139,6 +139,13 @@ class Agent {
     struct Seen {
       int gpu = 0;
       uint64_t active_ticks = 0;
+      // A high-priority tenant's rhythm is its processes' claim. How much of the time lately it had
+      // others keep clear of its bursts (an average over about kUseWindowNs, as of ticked_ns), and
+      // whether that is past what the device measured it using (node::kMostYield of the time, or
+      // twice its use): then its rhythm is not published to them until it is back under.
+      uint64_t ticked_ns = 0;
+      double kept_clear = 0;
+      bool muted = false;
     };
     std::map<std::string, Seen> seen{};
     // What the driver last said each process here holds, and the memory check of each tenant by
@@ -161,6 +168,7 @@ class Agent {
   // A tenant's activity file, as gpumuxd reads it.
   struct Activity {
     std::unique_ptr<node::ActivityReader> file;
+    uint64_t cut_back = 0;  // times its file was found grown and cut back (KeepSize)
   };
   struct Gpu {
     node::Device device;

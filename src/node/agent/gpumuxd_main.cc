@@ -5,7 +5,6 @@
 // lock; a second exits 2). See agent.h for the API and README "gpumuxd" for installing it.
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -19,6 +18,7 @@
 #include "base/cgroup.h"
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/instance_lock.h"
 #include "core/catalog.h"
 #include "core/units.h"
 #include "node/agent/agent.h"
@@ -26,24 +26,6 @@
 #include "node/agent/log.h"
 
 namespace {
-
-// One gpumuxd per runtime directory and per socket: takes an exclusive lock on `path` for the
-// life of the process and writes its pid there. Throws Error (conflict) naming the holder.
-void LockOrExit(const std::string& path, const std::string& what) {
-  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) throw gpumux::Unavailable(path + ": cannot open the lock file");
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    char pid[32] = {0};
-    (void)!pread(fd, pid, sizeof(pid) - 1, 0);
-    throw gpumux::Conflict("another gpumuxd (pid " + std::string(pid, strcspn(pid, "\n")) +
-                           ") already serves " + what + " (lock " + path + ")");
-  }
-  std::string mine = std::to_string(getpid()) + "\n";
-  if (ftruncate(fd, 0) != 0 || pwrite(fd, mine.data(), mine.size(), 0) < 0) {
-    // the lock holds without the pid in it
-  }
-  // fd stays open (and locked) until the process ends.
-}
 
 // Every connection is a file: lift the soft limit to the hard one (the unit sets LimitNOFILE).
 void RaiseOpenFileLimit() {
@@ -108,8 +90,8 @@ int main(int argc, char** argv) {
   try {
     std::filesystem::create_directories(runtime_dir);
     std::filesystem::create_directories(std::filesystem::path(socket).parent_path());
-    LockOrExit(runtime_dir + "/gpumuxd.lock", runtime_dir);
-    LockOrExit(socket + ".lock", socket);
+    gpumux::LockInstance(runtime_dir + "/gpumuxd.lock", runtime_dir, "gpumuxd");
+    gpumux::LockInstance(socket + ".lock", socket, "gpumuxd");
     RaiseOpenFileLimit();
     // A tenant bound to a pod's control group knows its processes by /proc/PID/cgroup, which reads
     // paths relative to the reader's own group in a container's cgroup namespace. Before any

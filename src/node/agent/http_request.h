@@ -7,8 +7,11 @@
 
 #include <cstddef>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
+
+#include "base/process.h"
 
 namespace gpumux::agent {
 
@@ -23,6 +26,9 @@ struct HttpRequest {
   uid_t uid = 0;
   gid_t gid = 0;
   pid_t pid = 0;
+  // The process that connected, held by a pidfd from accept on (null if it had exited by then):
+  // once it exits, a process that holds `pid` is another.
+  std::shared_ptr<const ProcessHandle> caller{};
   // Came on the tenants' socket (the one mounted into containers): its caller is never an
   // operator, root included.
   bool tenant_socket = false;

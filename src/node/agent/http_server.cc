@@ -21,7 +21,9 @@
 #include <thread>
 #include <utility>
 
+#include "base/cgroup.h"
 #include "base/error.h"
+#include "base/process.h"
 #include "node/agent/http_client.h"
 #include "node/agent/log.h"
 
@@ -29,7 +31,6 @@ namespace gpumux::agent {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr int64_t kRootOnTenantSocket = int64_t(1) << 32;
 
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
 
@@ -41,10 +42,9 @@ HttpResponse ErrorAnswer(int status, const std::string& why) {
 
 struct Connection {
   int fd = -1;
-  // Whose connections it counts among: the caller's uid; kRootOnTenantSocket for root on the
-  // tenants' socket (a container's root, capped like any user); -1 for TCP callers. Only root on
-  // the API socket (key 0) is not capped.
-  int64_t uid_key = -1;
+  // Whose connections it counts among (ConnectionKey); empty, not capped, for root on the API
+  // socket alone.
+  std::string key;
   HttpRequest request;
   enum class State { kReading, kHandling, kWriting } state = State::kReading;
   Clock::time_point deadline;
@@ -119,6 +119,26 @@ class Workers {
 };
 
 // One attempt to send a short refusal on a fresh socket, which has room for it.
+// Whose connections a new one counts among, for the limits per caller: the uid of a Unix socket's
+// caller; for root on the tenants' socket, where most containers' processes run as root, its
+// container (its control groups); for a TCP caller (a scrape), its address. Empty for root on the
+// API socket, the operator, which is not capped.
+std::string ConnectionKey(int fd, bool is_unix, const HttpRequest& r) {
+  if (is_unix) {
+    if (!r.has_credentials) return "uid:?";
+    if (r.uid != 0) return "uid:" + std::to_string(r.uid);
+    if (!r.tenant_socket) return "";
+    return "root:" + ProcessGroupsText(r.pid);
+  }
+  sockaddr_storage peer{};
+  socklen_t len = sizeof(peer);
+  char text[INET6_ADDRSTRLEN] = "?";
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) == 0 &&
+      peer.ss_family == AF_INET)
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&peer)->sin_addr, text, sizeof(text));
+  return std::string("ip:") + text;
+}
+
 void RefuseAtOnce(int fd, int status, const std::string& why) {
   std::string text = FormatResponse(ErrorAnswer(status, why));
   (void)!send(fd, text.data(), text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -199,14 +219,28 @@ void HttpServer::ListenTcp(const std::string& address) {
 
 void HttpServer::Serve(const Handler& handler) {
   std::map<uint64_t, Connection> connections;
-  std::map<int64_t, int> per_uid;  // open connections per uid key
+  std::map<std::string, int> per_key;  // open connections per caller (Connection::key)
   uint64_t next_id = 0;
   Workers workers(std::max(1, limits_.workers), handler, wake_[1]);
 
   auto close_connection = [&](std::map<uint64_t, Connection>::iterator it) {
     close(it->second.fd);
-    if (--per_uid[it->second.uid_key] == 0) per_uid.erase(it->second.uid_key);
+    if (--per_key[it->second.key] == 0) per_key.erase(it->second.key);
     return connections.erase(it);
+  };
+  // Drops the oldest connection of caller `key` whose request is still incomplete, to make room for
+  // a new one; false if it has none. So connections held open and idle never keep a complete
+  // request out: not one from the same caller, nor, when all are taken, anyone else's.
+  auto drop_oldest_waiting = [&](const std::string& key) {
+    for (auto it = connections.begin(); it != connections.end(); ++it) {
+      if (it->second.key == key && it->second.state == Connection::State::kReading) {
+        RefuseAtOnce(it->second.fd, 429, "dropped for a newer connection from this caller");
+        it->second.fd = -1;
+        close_connection(it);
+        return true;
+      }
+    }
+    return false;
   };
   auto respond = [&](Connection& c, const HttpResponse& response) {
     c.out = FormatResponse(response, limits_.chunk_answers_over);
@@ -229,21 +263,32 @@ void HttpServer::Serve(const Handler& handler) {
           c.request.uid = cred.uid;
           c.request.gid = cred.gid;
           c.request.pid = cred.pid;
-          c.uid_key = cred.uid == 0 && l.tenant_socket ? kRootOnTenantSocket : int64_t(cred.uid);
+          c.request.caller = ProcessHandle::OfPeer(fd, cred.pid);
         }
       }
-      if (connections.size() >= size_t(limits_.max_connections)) {
-        RefuseAtOnce(fd, 503, "gpumuxd has too many open connections; try again");
-        continue;
-      }
-      if (c.uid_key != 0 && per_uid[c.uid_key] >= limits_.max_connections_per_uid) {
+      c.key = ConnectionKey(fd, l.is_unix, c.request);
+      if (!c.key.empty() && per_key[c.key] >= limits_.max_connections_per_caller &&
+          !drop_oldest_waiting(c.key)) {
         RefuseAtOnce(fd, 429,
-                     "too many open connections from this user (" +
-                         std::to_string(limits_.max_connections_per_uid) + ")");
-        if (per_uid[c.uid_key] == 0) per_uid.erase(c.uid_key);
+                     "too many open connections from this caller (" +
+                         std::to_string(limits_.max_connections_per_caller) + ")");
+        if (per_key[c.key] == 0) per_key.erase(c.key);
         continue;
       }
-      ++per_uid[c.uid_key];
+      if (connections.size() >= size_t(limits_.max_connections)) {
+        // The caller holding the most gives one up, if it holds more than this one's.
+        auto most = per_key.end();
+        for (auto it = per_key.begin(); it != per_key.end(); ++it) {
+          if (!it->first.empty() && (most == per_key.end() || it->second > most->second)) most = it;
+        }
+        int mine = per_key.count(c.key) ? per_key[c.key] : 0;
+        if (most == per_key.end() || most->second <= mine + 1 ||
+            !drop_oldest_waiting(std::string(most->first))) {
+          RefuseAtOnce(fd, 503, "gpumuxd has too many open connections; try again");
+          continue;
+        }
+      }
+      ++per_key[c.key];
       c.deadline = Clock::now() + std::chrono::milliseconds(limits_.request_deadline_ms);
       connections.emplace(next_id++, std::move(c));
     }

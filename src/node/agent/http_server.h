@@ -6,9 +6,13 @@
 // accepts, reads whatever has arrived, and answers 408 to a request not complete within its
 // deadline from connecting, however slowly its bytes trickle in. Complete requests go to a pool
 // of worker threads that run the handler, so a slow handler does not stop the loop from reading,
-// timing out or answering others. Limits: connections in all, and connections per uid (root, the
-// operator, is exempt: it is trusted, and Slurm's steps come from it); past them a connection is
-// answered 503 or 429 at once.
+// timing out or answering others. Limits: connections in all, and connections per caller — its
+// uid; for root on the tenants' socket, its container (control groups); for TCP, its address.
+// Root on the API socket, the operator, is exempt: it is trusted, and Slurm's steps come from it.
+// A new connection past its caller's limit takes the place of that caller's oldest one whose
+// request is incomplete, and past the limit in all, of such a one of the caller holding the most;
+// only where there is none is it answered 429 or 503 at once. So no caller holding connections open
+// and idle keeps another's complete request out (a scrape beside a pod that holds sockets open).
 //
 // Why not cpp-httplib: its handlers cannot see the connection's socket, so they cannot learn who is
 // calling; the API's permission model needs exactly that. Requests are parsed by http_request.h.
@@ -32,8 +36,7 @@ struct HttpServerLimits {
   int request_deadline_ms = 5000;  // from accepting a connection to its request being complete
   int write_deadline_ms = 5000;    // for the client to take its answer
   int max_connections = 1024;      // open at once, all callers
-  int max_connections_per_uid =
-      32;  // open at once by one uid, root on the tenants' socket included (TCP callers share one)
+  int max_connections_per_caller = 32;  // open at once by one caller (see above)
   int workers = 4;                // threads that run the handler
   size_t chunk_answers_over = 0;  // bytes; 0: every answer has a Content-Length (FormatResponse)
 };

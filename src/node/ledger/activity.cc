@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <limits>
 
 #include "base/error.h"
 
@@ -39,7 +40,10 @@ ActivityWriter::~ActivityWriter() {
 ActivityReader::ActivityReader(const std::string& path, uid_t owner) : path_(path), owner_(owner) {
   // Only root can give a file away; otherwise it is gpumuxd's user's own.
   const uid_t file_owner = geteuid() == 0 ? owner : geteuid();
-  fd_ = open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  // O_NONBLOCK: a lease its owner holds on the file makes this fail at once (EWOULDBLOCK) rather
+  // than wait out lease-break-time; the file is then made anew. Once gpumuxd holds it open for
+  // writing, no lease can be taken on it.
+  fd_ = open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   struct stat st;
   if (fd_ >= 0 && (fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != file_owner)) {
     close(fd_);
@@ -57,7 +61,10 @@ ActivityReader::ActivityReader(const std::string& path, uid_t owner) : path_(pat
   unlink(path.c_str());
   int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) throw Unavailable(Errno(path + ": cannot make the tenant's activity file"));
-  bool made = ftruncate(fd, sizeof(ActivityWords)) == 0 &&
+  // Every page allocated now: the tenant's processes never fault on a full filesystem.
+  int allocated = posix_fallocate(fd, 0, sizeof(ActivityWords));
+  if (allocated != 0) errno = allocated;
+  bool made = allocated == 0 &&
               (geteuid() != 0 || fchown(fd, file_owner, gid_t(-1)) == 0) && fchmod(fd, 0600) == 0;
   if (!made) {
     std::string why = Errno(path + ": cannot make the tenant's activity file");
@@ -87,6 +94,23 @@ ActivityReader::Reading ActivityReader::Read(int gpu) const {
   std::memcpy(&r.active_ticks, bytes + ticks_at, sizeof(uint64_t));
   std::memcpy(&r.burst, bytes + burst_at, sizeof(BurstWords));
   return r;
+}
+
+bool ActivityReader::KeepSize() {
+  struct stat st;
+  if (fd_ < 0 || fstat(fd_, &st) != 0) return false;
+  // What a file of exactly this size takes, in 512-byte blocks, rounded up to whole pages.
+  const off_t page = sysconf(_SC_PAGESIZE);
+  const off_t allocated = (off_t(sizeof(ActivityWords)) + page - 1) / page * page;
+  if (st.st_size <= off_t(sizeof(ActivityWords)) && off_t(st.st_blocks) * 512 <= allocated)
+    return false;
+  // Cut back: also frees what was allocated past the end (fallocate with FALLOC_FL_KEEP_SIZE),
+  // which ftruncate to the size it has does on tmpfs, and the punch does elsewhere.
+  (void)!ftruncate(fd_, sizeof(ActivityWords));
+  (void)!fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, allocated,
+                   std::numeric_limits<off_t>::max() - allocated);
+  (void)!posix_fallocate(fd_, 0, sizeof(ActivityWords));
+  return true;
 }
 
 void ActivityReader::Remove() { unlink(path_.c_str()); }

@@ -71,8 +71,9 @@ class ActivityWriter {
   ActivityWords* words_ = nullptr;
 };
 
-// gpumuxd side: one tenant's file, made (or, after a restart, reopened when it is still a regular
-// file of the right owner) and read without mapping.
+// gpumuxd side: one tenant's file, made (every page allocated up front) or, after a restart,
+// reopened when it is still a regular file of the right owner, without ever waiting on it (a lease
+// its owner holds makes it anew), and read without mapping.
 class ActivityReader {
  public:
   // Makes `path` (the directory must be gpumuxd's) owned by `owner`, mode 0600, or keeps the one
@@ -90,6 +91,11 @@ class ActivityReader {
   // What the file says now of the tenant's GPU `gpu` (and the held launches of all); zeros for a
   // file cut short or a GPU out of range.
   Reading Read(int gpu) const;
+  // The tenant owns the file, so it can make it larger (ftruncate, fallocate) and fill the
+  // filesystem that gpumuxd's ledgers and its neighbours' files live on. Cuts a file grown past its
+  // size (or holding blocks past it) back, returning the room; true if it had to. gpumuxd calls it
+  // with each memory check (twice a second), which bounds how long the room stays taken.
+  bool KeepSize();
   // Removes the file (the tenant is gone).
   void Remove();
   uid_t owner() const { return owner_; }

@@ -28,11 +28,17 @@ std::string SlotId(const TenantSlot& s) { return std::string(s.id, strnlen(s.id,
 
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
 
-// Holds an exclusive flock while the launcher changes tenants (not on the allocation path).
+// Holds an exclusive flock while the launcher changes tenants (not on the allocation path), on a
+// ledger that several processes write (`gpumux run`'s, one user's); none on gpumuxd's, which it
+// writes alone: a lock there would be one any reader could take.
 class FileLock {
  public:
-  explicit FileLock(int fd) : fd_(fd) { flock(fd_, LOCK_EX); }
-  ~FileLock() { flock(fd_, LOCK_UN); }
+  FileLock(int fd, bool shared) : fd_(shared ? fd : -1) {
+    if (fd_ >= 0) flock(fd_, LOCK_EX);
+  }
+  ~FileLock() {
+    if (fd_ >= 0) flock(fd_, LOCK_UN);
+  }
 
  private:
   int fd_;
@@ -69,8 +75,9 @@ std::string LedgerPath(int gpu_index) {
   return base + "/gpu" + std::to_string(gpu_index) + ".ledger";
 }
 
-Ledger::Ledger(int fd, LedgerLayout* layout) : fd_(fd), layout_(layout) {}
-Ledger::Ledger(Ledger&& o) noexcept : fd_(o.fd_), layout_(o.layout_) {
+Ledger::Ledger(int fd, LedgerLayout* layout, bool shared)
+    : fd_(fd), layout_(layout), shared_(shared) {}
+Ledger::Ledger(Ledger&& o) noexcept : fd_(o.fd_), layout_(o.layout_), shared_(o.shared_) {
   o.fd_ = -1;
   o.layout_ = nullptr;
 }
@@ -85,32 +92,68 @@ Ledger Ledger::CreateOrOpen(const std::string& path, uint64_t capacity,
   if (!dir.empty()) mkdir(dir.c_str(), 0700);
   int fd = open(path.c_str(), O_RDWR | O_CREAT, 0600);
   if (fd < 0) throw Unavailable(Errno(path + ": cannot open or create the ledger"));
-  FileLock lock(fd);
+  FileLock lock(fd, true);
   struct stat st;
   fstat(fd, &st);
-  if (st.st_size == 0) {
-    if (ftruncate(fd, sizeof(LedgerLayout)) != 0) {
-      close(fd);
-      throw Unavailable(Errno(path + ": cannot size the ledger"));
-    }
-    LedgerLayout* l = Map(fd, path);
-    new (l) LedgerLayout();  // zeroed by ftruncate; atomics start at 0
-    std::strncpy(l->header.gpu_name, gpu_name.c_str(), sizeof(l->header.gpu_name) - 1);
-    l->header.capacity = capacity;
-    l->header.size = sizeof(LedgerLayout);
-    l->header.version = kLedgerVersion;
-    std::atomic_thread_fence(std::memory_order_release);
-    l->header.magic = kLedgerMagic;
-    return Ledger(fd, l);
-  }
+  if (st.st_size == 0) return Stamp(fd, path, capacity, gpu_name, true);
   return MapExisting(fd, path);
 }
 
-Ledger Ledger::Open(const std::string& path) { return OpenMode(path, true); }
-Ledger Ledger::OpenReadOnly(const std::string& path) { return OpenMode(path, false); }
+Ledger Ledger::Stamp(int fd, const std::string& path, uint64_t capacity,
+                     const std::string& gpu_name, bool shared) {
+  // Every page allocated now: a full filesystem is an error here, never a SIGBUS in a process that
+  // maps the file later.
+  if (int e = posix_fallocate(fd, 0, sizeof(LedgerLayout)); e != 0) {
+    close(fd);
+    errno = e;
+    throw Unavailable(Errno(path + ": cannot allocate the ledger"));
+  }
+  LedgerLayout* l = Map(fd, path);
+  new (l) LedgerLayout();  // zeroed by the allocation; atomics start at 0
+  std::strncpy(l->header.gpu_name, gpu_name.c_str(), sizeof(l->header.gpu_name) - 1);
+  l->header.capacity = capacity;
+  l->header.size = sizeof(LedgerLayout);
+  l->header.version = kLedgerVersion;
+  std::atomic_thread_fence(std::memory_order_release);
+  l->header.magic = kLedgerMagic;
+  return Ledger(fd, l, shared);
+}
 
-Ledger Ledger::OpenMode(const std::string& path, bool writable) {
-  int fd = open(path.c_str(), writable ? O_RDWR : O_RDONLY);
+Ledger Ledger::MakeSole(const std::string& path, uint64_t capacity, const std::string& gpu_name,
+                        mode_t mode) {
+  // Made whole under another name and renamed into place, so that no reader ever sees it half
+  // made, and readers need no lock to wait for it.
+  std::string made = path + ".new";
+  unlink(made.c_str());
+  int fd = open(made.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) throw Unavailable(Errno(made + ": cannot make the ledger"));
+  try {
+    Ledger ledger = Stamp(fd, made, capacity, gpu_name, false);
+    if (fchmod(ledger.fd_, mode) != 0 || rename(made.c_str(), path.c_str()) != 0)
+      throw Unavailable(Errno(path + ": cannot put the ledger in place"));
+    return ledger;
+  } catch (const Error&) {
+    unlink(made.c_str());
+    throw;
+  }
+}
+
+Ledger Ledger::OpenSole(const std::string& path) {
+  // No lock, and nothing that waits: O_NONBLOCK for whatever else may sit at the path.
+  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) throw Unavailable(Errno(path + ": cannot open the ledger"));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    throw BadInput(path + ": not a regular file");
+  }
+  Ledger ledger = MapExisting(fd, path);
+  ledger.shared_ = false;
+  return ledger;
+}
+
+Ledger Ledger::Open(const std::string& path) {
+  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) throw Unavailable(Errno(path + ": cannot open the ledger"));
   // A ledger being created is sized and then stamped under the creator's exclusive lock: wait for
   // it, so that a half-made file is not taken for a foreign one. An empty file is one whose creator
@@ -122,8 +165,18 @@ Ledger Ledger::OpenMode(const std::string& path, bool writable) {
     flock(fd, LOCK_UN);
     usleep(1000);
   }
-  Ledger ledger = MapExisting(fd, path, writable);
+  Ledger ledger = MapExisting(fd, path);
   flock(fd, LOCK_UN);
+  return ledger;
+}
+
+Ledger Ledger::OpenReadOnly(const std::string& path) {
+  // gpumuxd's view appears whole (MakeSole): nothing to wait for, and no lock that anyone who can
+  // read the file could hold against us.
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw Unavailable(Errno(path + ": cannot open the ledger"));
+  Ledger ledger = MapExisting(fd, path, false);
+  ledger.shared_ = false;
   return ledger;
 }
 
@@ -134,7 +187,7 @@ Ledger Ledger::MapExisting(int fd, const std::string& path, bool writable) {
     close(fd);
     throw BadInput(path + ": truncated ledger (" + std::to_string(st.st_size) + " bytes)");
   }
-  Ledger ledger(fd, Map(fd, path, writable));  // owns fd from here, also if Validate throws
+  Ledger ledger(fd, Map(fd, path, writable), true);  // owns fd from here, also if Validate throws
   Validate(ledger.layout_, path);
   return ledger;
 }
@@ -173,7 +226,7 @@ void CheckTenant(const std::string& id, const TenantLimits& limits) {
 
 int Ledger::AddTenant(const std::string& id, const TenantLimits& limits, bool strict) {
   CheckTenant(id, limits);
-  FileLock lock(fd_);
+  FileLock lock(fd_, shared_);
   std::optional<int> existing = FindTenant(id);
   if (strict) {
     uint64_t memory = limits.memory;
@@ -230,13 +283,14 @@ int Ledger::AddTenant(const std::string& id, const TenantLimits& limits, bool st
 }
 
 void Ledger::RemoveTenant(int tenant) {
-  FileLock lock(fd_);
+  FileLock lock(fd_, shared_);
   layout_->tenants[tenant].state.store(0);
 }
 
-int Ledger::RegisterProcess(int tenant, pid_t pid) {
+int Ledger::RegisterProcess(int tenant, pid_t pid, uint64_t start_time) {
   if (pid == 0) pid = getpid();
   std::optional<uint64_t> start = ProcessStartTime(pid);
+  if (start && start_time && *start != start_time) start.reset();  // that process has exited
   if (!start) throw NotFound("process " + std::to_string(pid) + " does not exist");
   if (LiveProcesses(tenant) >= kMaxProcessesPerTenant) {
     ReclaimDead();

@@ -24,8 +24,9 @@
 // tenant's compute state, ticked by gpumuxd from the GPU time it measures itself), and a view,
 // mode 0644, that tenant processes map read-only (OpenReadOnly): each tenant's quota and usage for
 // cuMemGetInfo, and its launch gate. What a tenant publishes (its launch activity) lives in a file
-// of its own (node/ledger/activity.h) that can affect nobody else. Every index read from a file is
-// still checked before use. A process can still bypass the shim (unset LD_PRELOAD, static linking,
+// of its own (node/ledger/activity.h) that can affect nobody else. gpumuxd's ledgers are made
+// whole before they appear (MakeSole) and never locked: anyone who can open a file can hold a
+// flock on it. Every index read from a file is still checked before use. A process can still bypass the shim (unset LD_PRELOAD, static linking,
 // raw ioctls); only MIG (hardware partitions) and MPS limits (enforced in the driver) stop that.
 #pragma once
 
@@ -179,9 +180,19 @@ class Ledger {
   // Opens an existing ledger; throws Error if missing (unavailable), truncated, foreign or of
   // another version (bad input).
   static Ledger Open(const std::string& path);
-  // Opens an existing ledger to read only (a tenant process under gpumuxd): only the const
-  // readers and Gate may be called on it. Throws as Open.
+  // Opens an existing ledger to read only (a tenant process under gpumuxd's view, which MakeSole
+  // made whole): only the const readers and Gate may be called on it. Takes no lock and waits for
+  // nothing. Throws as Open.
   static Ledger OpenReadOnly(const std::string& path);
+  // gpumuxd's own ledgers, which it alone writes (its calls serialised by itself) and others at
+  // most read: no flock is ever taken on them, since anyone who can open a file can hold one.
+  // MakeSole makes a new ledger (mode `mode`, every page allocated up front) under another name
+  // and renames it over `path`, so that it appears whole; OpenSole opens the one at `path`, never
+  // waiting (a FIFO or a lease there is refused, not waited on). Both throw as CreateOrOpen; a full
+  // filesystem is Error (unavailable), not a fault later.
+  static Ledger MakeSole(const std::string& path, uint64_t capacity, const std::string& gpu_name,
+                         mode_t mode);
+  static Ledger OpenSole(const std::string& path);
   // Marks the ledger file at `path`, of any version, as one nobody writes any more (its magic
   // number zeroed), so that processes still mapping it see it no longer Intact() even where their
   // path to it still names it (a container's bind mount). gpumuxd calls it before making a view
@@ -216,9 +227,11 @@ class Ledger {
   std::optional<int> FindTenant(const std::string& id) const;
 
   // Process side. Registers `pid` (this process by default) under a tenant; returns its slot.
-  // Throws Error (does not fit) when the tenant already has kMaxProcessesPerTenant live processes
+  // `start_time`: the process's (ProcessStartTime) where the caller knows it, 0 to read it now.
+  // Throws Error (not found) when no such process lives (one with another start time holds the
+  // pid), Error (does not fit) when the tenant already has kMaxProcessesPerTenant live processes
   // (dead ones are reclaimed first): its own table is full, never a neighbour's.
-  int RegisterProcess(int tenant, pid_t pid = 0);
+  int RegisterProcess(int tenant, pid_t pid = 0, uint64_t start_time = 0);
   // Hot path of every allocation: reserves `bytes` for the process's tenant if the quota allows.
   // Lock-free, no system call. Returns false (and counts a refusal) when over quota.
   bool TryReserve(int process, uint64_t bytes);
@@ -303,6 +316,14 @@ class Ledger {
   BurstForecast HighPriorityForecast(uint64_t now_ns) const;
   // gpumuxd: copies tenant slot `from` of `authority`'s rhythm into slot `tenant` of this view.
   void CopyRhythm(int tenant, const Ledger& authority, int from);
+  // gpumuxd: publishes no rhythm for slot `tenant` of this view (its claims are not believed).
+  void ClearRhythm(int tenant) {
+    if (InRange(tenant)) ClearBurst(layout_->tenants[tenant].burst);
+  }
+  // What tenant slot `tenant` used of the GPU lately, as measured (0 to 1; 0 out of range).
+  double TenantUse(int tenant) const {
+    return InRange(tenant) ? layout_->tenants[tenant].use_ppm.load() / 1e6 : 0;
+  }
 
   // gpumuxd's verdict for a tenant's processes, written into the view they read (SetGate), and
   // read by them on every governor tick (Gate; false for a slot out of range).
@@ -336,11 +357,13 @@ class Ledger {
   void ProcessTenants(std::vector<std::pair<pid_t, int>>* out) const;
 
  private:
-  Ledger(int fd, LedgerLayout* layout);
+  Ledger(int fd, LedgerLayout* layout, bool shared);
+  // Sizes (allocating every page) and stamps a new ledger in `fd`, which it owns from here.
+  static Ledger Stamp(int fd, const std::string& path, uint64_t capacity,
+                      const std::string& gpu_name, bool shared);
   // Maps an existing ledger file after checking its size, magic number, version and layout; takes
   // ownership of `fd` (closed on error too).
   static Ledger MapExisting(int fd, const std::string& path, bool writable = true);
-  static Ledger OpenMode(const std::string& path, bool writable);
   // Live (registered) processes of tenant slot `tenant`.
   int LiveProcesses(int tenant) const;
   // The tenant slot a process slot names; null when another process wrote an index out of range
@@ -349,6 +372,7 @@ class Ledger {
   static bool InRange(int tenant) { return tenant >= 0 && tenant < kMaxTenants; }
   int fd_;
   LedgerLayout* layout_;
+  bool shared_;  // several processes write it: tenant changes take a flock (FileLock)
 };
 
 // Default ledger path for GPU `index`: $GPUMUX_RUNTIME_DIR (else
