@@ -111,6 +111,21 @@ int Ask(int fd, const std::string& request) {
   return n >= 12 ? std::atoi(buf + 9) : 0;
 }
 
+// A TCP port free on the loopback now (for gpumuxd's metrics listener); 0 if none was found.
+int FreeLoopbackPort() {
+  int probe = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  int port = 0;
+  if (bind(probe, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(probe, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+    port = ntohs(addr.sin_port);
+  close(probe);
+  return port;
+}
+
 std::string Post(const std::string& path, const std::string& body) {
   return "POST " + path + " HTTP/1.1\r\nContent-Length: " + std::to_string(body.size()) +
          "\r\n\r\n" + body;
@@ -365,16 +380,8 @@ TEST_F(SquatterTest, AContainersRootHoldingConnectionsLeavesAnotherContainersRoo
 }
 
 TEST_F(SquatterTest, AScrapeIsAnsweredWhateverAStrangerHoldsOnTheMetricsPort) {
-  // A free port for the metrics listener.
-  int probe = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(bind(probe, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  getsockname(probe, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int port = ntohs(addr.sin_port);
-  close(probe);
+  const int port = FreeLoopbackPort();
+  ASSERT_GT(port, 0);
   StartAgentOn({"--sim", "H100", "--metrics-listen", "0.0.0.0:" + std::to_string(port)}, {});
   // `nobody` holds 40 idle connections from another address and 40 from the scraper's own.
   Squatter squatter(kNobody, [&] {
@@ -450,15 +457,13 @@ TEST_F(SquatterTest, AHighPriorityTenantsClaimedBurstsHoldNoNeighbourPastWhatItU
 // neighbour's programs get their whole quota each time, and gpumuxd and its metrics answer.
 TEST_F(SquatterTest, GpumuxdAndANeighbourKeepWorkingUnderEveryAttackAtOnceForAMinute) {
   constexpr double kSeconds = 60;
-  int probe = socket(AF_INET, SOCK_STREAM, 0);
+  const int port = FreeLoopbackPort();
+  ASSERT_GT(port, 0);
+  const std::string metrics = "127.0.0.1:" + std::to_string(port);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(bind(probe, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  getsockname(probe, reinterpret_cast<sockaddr*>(&addr), &len);
-  const std::string metrics = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
-  close(probe);
+  addr.sin_port = htons(uint16_t(port));
   const std::vector<std::string> args = {"--sim", "H100", "--metrics-listen", metrics};
   StartAgentOn(args, {});
   json victim = Admit("victim", "1GiB");

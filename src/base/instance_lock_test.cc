@@ -61,6 +61,13 @@ class InstanceLock : public ::testing::Test {
     close(ready[1]);
     return ok == 'y' ? pid : -1;
   }
+  // The lock file as an older gpumuxd made it, 0644: anyone could open it and wait in flock.
+  bool MakeOpenToAll() const {
+    int fd = open(path_.c_str(), O_RDWR | O_CREAT, 0644);
+    bool made = fd >= 0 && fchmod(fd, 0644) == 0;
+    if (fd >= 0) close(fd);
+    return made;
+  }
   static void End(pid_t pid) {
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);
@@ -96,11 +103,7 @@ TEST_F(InstanceLock, MakesAFileOnlyItsOwnerCanOpenAndHoldsIt) {
 }
 
 TEST_F(InstanceLock, AFileOthersCouldOpenIsReplacedWhoeverHoldsIt) {
-  // The lock file an older gpumuxd made 0644: anyone could open it and wait in flock.
-  int fd = open(path_.c_str(), O_RDWR | O_CREAT, 0644);
-  ASSERT_GE(fd, 0);
-  fchmod(fd, 0644);
-  close(fd);
+  ASSERT_TRUE(MakeOpenToAll());
   pid_t squatter = Holder(path_, "squatter");
   ASSERT_GT(squatter, 0);
   EXPECT_EQ(InChild("gpumuxd", [&] {
@@ -118,10 +121,7 @@ TEST_F(InstanceLock, AFileOthersCouldOpenIsReplacedWhoeverHoldsIt) {
 }
 
 TEST_F(InstanceLock, AnOlderInstanceStillHoldingItsOpenFileIsAConflict) {
-  int fd = open(path_.c_str(), O_RDWR | O_CREAT, 0644);
-  ASSERT_GE(fd, 0);
-  fchmod(fd, 0644);
-  close(fd);
+  ASSERT_TRUE(MakeOpenToAll());
   pid_t older = Holder(path_, "gpumuxd");
   ASSERT_GT(older, 0);
   {
