@@ -4,7 +4,7 @@ set -euo pipefail
 packages=(g++ cmake ninja-build pkg-config libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libfmt-dev
           libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev prometheus clang-14 libclang-rt-14-dev
           slurm-wlm munge libslurm-dev libgrpc++-dev libprotobuf-dev protobuf-compiler
-          protobuf-compiler-grpc libcurl4-openssl-dev openssl debootstrap)
+          protobuf-compiler-grpc libcurl4-openssl-dev openssl debootstrap podman runc)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -90,7 +90,16 @@ Ledger Ledger::CreateOrOpen(const std::string& path, uint64_t capacity,
                             const std::string& gpu_name) {
   std::string dir = path.substr(0, path.rfind('/'));
   if (!dir.empty()) mkdir(dir.c_str(), 0700);
-  int fd = open(path.c_str(), O_RDWR | O_CREAT, 0600);
+  // The ledger of one user's tenants: a folder another user made (/dev/shm/gpumux-UID is a name
+  // anyone can take first) or may write would let that user read and rewrite its quotas, or put a
+  // link there to a file of the user's for this open to write.
+  struct stat folder;
+  if (!dir.empty() && (lstat(dir.c_str(), &folder) != 0 || !S_ISDIR(folder.st_mode) ||
+                       folder.st_uid != geteuid() || (folder.st_mode & 022) != 0)) {
+    throw Unavailable(dir + ": the ledger's folder must be a folder of this user's that no one "
+                            "else may write; remove it or set GPUMUX_RUNTIME_DIR to another");
+  }
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) throw Unavailable(Errno(path + ": cannot open or create the ledger"));
   FileLock lock(fd, true);
   struct stat st;

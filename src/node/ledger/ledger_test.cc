@@ -55,6 +55,36 @@ TEST(Ledger, CreatesOpensAndRefusesForeignOrTruncatedFiles) {
             ErrorCode::kUnavailable);
 }
 
+// /dev/shm/gpumux-UID is a name any user can take first: a folder that is not the user's alone, or
+// a link at the ledger's path, is refused before anything is read or written there.
+TEST(Ledger, AFolderAnotherUserCouldWriteOrOwnAndALinkAreRefused) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::path(FreshPath("taken")) / "gpumux-1000";
+  fs::create_directories(dir);
+  fs::permissions(dir, fs::perms::all);  // 0777: as another user would leave it for the victim
+  std::string path = (dir / "gpu0.ledger").string();
+  EXPECT_EQ(ErrorCodeOf([&] { Ledger::CreateOrOpen(path, 80 * kGiB, "H100"); }),
+            ErrorCode::kUnavailable);
+  EXPECT_FALSE(fs::exists(path)) << "nothing made in a folder others may write";
+  fs::permissions(dir, fs::perms::owner_all);
+  std::string mine = FreshPath("mine.txt");
+  std::ofstream(mine).flush();  // an empty file of the user's, which a ledger would be written into
+  fs::create_symlink(mine, path);
+  EXPECT_EQ(ErrorCodeOf([&] { Ledger::CreateOrOpen(path, 80 * kGiB, "H100"); }),
+            ErrorCode::kUnavailable);
+  EXPECT_EQ(fs::file_size(mine), 0u) << "the ledger was written through the link";
+  fs::remove(path);
+  if (geteuid() == 0) {
+    ASSERT_EQ(chown(dir.c_str(), 65534, 65534), 0);
+    EXPECT_EQ(ErrorCodeOf([&] { Ledger::CreateOrOpen(path, 80 * kGiB, "H100"); }),
+              ErrorCode::kUnavailable)
+        << "a folder another user owns";
+    ASSERT_EQ(chown(dir.c_str(), 0, 0), 0);
+  }
+  Ledger l = Ledger::CreateOrOpen(path, 80 * kGiB, "H100");  // the user's own folder: fine
+  EXPECT_EQ(l.capacity(), 80 * kGiB);
+}
+
 TEST(Ledger, ReservesUpToTheQuotaExactly) {
   Ledger l = Ledger::CreateOrOpen(FreshPath("b.ledger"), 80 * kGiB, "H100");
   int t = l.AddTenant("t", {3 * kGiB});
