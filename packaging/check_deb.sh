@@ -10,24 +10,18 @@ build=$(cd "$1" && pwd)
 skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }
 [ "$(id -u)" = 0 ] || skip "needs root to chroot into a clean root (CI runs as root)"
-command -v debootstrap >/dev/null || skip "debootstrap is missing (scripts/install-deps.sh installs it)"
 mirror=${GPUMUX_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
 (cd "$build" && rm -f gpumux_*.deb && cpack -G DEB > cpack.log 2>&1) || fail "cpack: $(tail -5 "$build/cpack.log")"
 deb=$(ls "$build"/gpumux_*_amd64.deb)
 echo "package: $(basename "$deb"), $(du -h "$deb" | cut -f1)"
 
-cache=$build/old-roots/bookworm
-mkdir -p "$build/old-roots"
-exec 9>"$cache.lock"
-flock 9
-if [ ! -x "$cache/usr/bin/apt-get" ]; then
-  rm -rf "$cache.making"
-  debootstrap --variant=minbase bookworm "$cache.making" "$mirror" > "$build/old-roots/bookworm.log" 2>&1 ||
-    skip "could not make a Debian 12 root from $mirror: $(tail -2 "$build/old-roots/bookworm.log")"
-  mv "$cache.making" "$cache"
-fi
-flock -u 9
+set +e
+cache=$("$(dirname "$0")/debian_root.sh" "$build" bookworm 2>&1)
+code=$?
+set -e
+[ "$code" = 77 ] && skip "$cache"
+[ "$code" = 0 ] || fail "debian_root.sh: $cache"
 
 root=$(mktemp -d /tmp/gpumux-deb-XXXXXX)
 cleanup() { umount "$root/proc" 2>/dev/null || true; rm -rf "$root"; }

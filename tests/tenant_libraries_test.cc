@@ -2,9 +2,7 @@
 // (issue 38): the shim and the simulated driver ask no glibc newer than 2.17 and no C++ runtime,
 // export only their C API, and a program of a Debian 11 root (glibc 2.31, its own Python) runs
 // under them and is held to its quota, under `gpumux run` and under gpumuxd.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -82,37 +80,19 @@ TEST(TenantLibraries, AskNoGlibcPast217NoCxxRuntimeAndExportOnlyTheirCApi) {
   }
 }
 
-// A Debian 11 root (glibc 2.31) made once with debootstrap and kept in the build folder; its
-// programs run here through its own loader (with its own libraries first), so they see this
+// A Debian 11 root (glibc 2.31) made once with debootstrap and kept in the build folder
+// (packaging/debian_root.sh); its programs run here through its own loader (with its own libraries first), so they see this
 // machine's files: gpumuxd's socket and ledgers, the simulated GPU.
 class OldImageTest : public AgentTest {
  protected:
   void SetUp() override {
     AgentTest::SetUp();
-    root_ = fs::path(GPUMUX_BUILD_DIR) / "old-roots" / "bullseye";
-    fs::create_directories(root_.parent_path());
-    // One maker at a time (ctest runs tests side by side); a root is complete once it is renamed.
-    int lock = open((root_.string() + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    ASSERT_GE(lock, 0);
-    flock(lock, LOCK_EX);
-    if (!fs::exists(root_ / "usr/bin/python3.9")) {
-      if (Shell("command -v debootstrap").exit_code != 0) {
-        close(lock);
-        GTEST_SKIP() << "debootstrap is missing (scripts/install-deps.sh installs it): no Debian 11 "
-                        "root to run an older image's program from";
-      }
-      std::string made = root_.string() + ".making";
-      gpumux::testing::ShellResult r =
-          Shell("rm -rf " + made + " && debootstrap --variant=minbase --include=python3 bullseye " +
-                made + " ${GPUMUX_DEBIAN_MIRROR:-http://deb.debian.org/debian} 2>&1 | tail -5 && "
-                "rm -rf " + root_.string() + " && mv " + made + " " + root_.string());
-      if (r.exit_code != 0 || !fs::exists(root_ / "usr/bin/python3.9")) {
-        close(lock);
-        GTEST_SKIP() << "could not make a Debian 11 root from Debian's mirror (no network?): "
-                     << r.out;
-      }
-    }
-    close(lock);
+    gpumux::testing::ShellResult made = Shell(std::string(GPUMUX_SOURCE_DIR) +
+                                              "/packaging/debian_root.sh " GPUMUX_BUILD_DIR
+                                              " bullseye python3 2>&1");
+    if (made.exit_code == 77) GTEST_SKIP() << "no Debian 11 root: " << made.out;
+    ASSERT_EQ(made.exit_code, 0) << made.out;
+    root_ = made.out.substr(0, made.out.find('\n'));
     for (const auto& e : fs::directory_iterator(root_ / "lib/x86_64-linux-gnu")) {
       std::string name = e.path().filename().string();
       if (name.rfind("ld-2.", 0) == 0) loader_ = e.path().string();

@@ -22,19 +22,13 @@ base=${GPUMUX_IMAGE_BASE:-}
 if [ -z "$base" ]; then
   base=localhost/gpumux-base:bookworm
   if ! "${podman[@]}" image exists "$base"; then
-    command -v debootstrap >/dev/null || skip "debootstrap is missing (scripts/install-deps.sh installs it)"
-    root=$build/old-roots/bookworm
-    mkdir -p "$build/old-roots"
-    exec 9>"$root.lock"
-    flock 9
-    if [ ! -x "$root/usr/bin/apt-get" ]; then
-      rm -rf "$root.making"
-      debootstrap --variant=minbase bookworm "$root.making" "${GPUMUX_DEBIAN_MIRROR:-http://deb.debian.org/debian}" \
-        > "$build/old-roots/bookworm.log" 2>&1 || skip "could not make a Debian 12 root: $(tail -1 "$build/old-roots/bookworm.log")"
-      mv "$root.making" "$root"
-    fi
-    tar -C "$root" -c . | "${podman[@]}" import - "$base" > /dev/null
-    flock -u 9
+    set +e
+    root=$("$here/../debian_root.sh" "$build" bookworm 2>&1)
+    code=$?
+    set -e
+    [ "$code" = 77 ] && skip "$root"
+    [ "$code" = 0 ] || { echo "$root" >&2; exit 1; }
+    tar -C "$root" --exclude=./.complete -c . | "${podman[@]}" import - "$base" > /dev/null
   fi
 fi
 
