@@ -118,7 +118,6 @@ class Workers {
   std::vector<std::thread> threads_;
 };
 
-// One attempt to send a short refusal on a fresh socket, which has room for it.
 // Whose connections a new one counts among, for the limits per caller: the uid of a Unix socket's
 // caller; for root on the tenants' socket, where most containers' processes run as root, its
 // container (its control groups); for a TCP caller (a scrape), its address. Empty for root on the
@@ -139,6 +138,7 @@ std::string ConnectionKey(int fd, bool is_unix, const HttpRequest& r) {
   return std::string("ip:") + text;
 }
 
+// One attempt to send a short refusal on a fresh socket, which has room for it.
 void RefuseAtOnce(int fd, int status, const std::string& why) {
   std::string text = FormatResponse(ErrorAnswer(status, why));
   (void)!send(fd, text.data(), text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -282,6 +282,7 @@ void HttpServer::Serve(const Handler& handler) {
           if (!it->first.empty() && (most == per_key.end() || it->second > most->second)) most = it;
         }
         int mine = per_key.count(c.key) ? per_key[c.key] : 0;
+        // (A copy of the key: dropping its last connection erases it from per_key.)
         if (most == per_key.end() || most->second <= mine + 1 ||
             !drop_oldest_waiting(std::string(most->first))) {
           RefuseAtOnce(fd, 503, "gpumuxd has too many open connections; try again");

@@ -52,7 +52,7 @@ ActivityReader::ActivityReader(const std::string& path, uid_t owner) : path_(pat
   // A file of the layout before records per GPU is this one cut short: extended in place, it keeps
   // what the processes that still map it publish.
   if (fd_ >= 0 && size_t(st.st_size) == kActivityBytesOfOneGpu)
-    (void)!ftruncate(fd_, sizeof(ActivityWords));
+    (void)!posix_fallocate(fd_, 0, sizeof(ActivityWords));
   if (fd_ >= 0 && (fstat(fd_, &st) != 0 || size_t(st.st_size) != sizeof(ActivityWords))) {
     close(fd_);
     fd_ = -1;
@@ -99,7 +99,7 @@ ActivityReader::Reading ActivityReader::Read(int gpu) const {
 bool ActivityReader::KeepSize() {
   struct stat st;
   if (fd_ < 0 || fstat(fd_, &st) != 0) return false;
-  // What a file of exactly this size takes, in 512-byte blocks, rounded up to whole pages.
+  // The bytes a file of exactly its size takes: whole pages.
   const off_t page = sysconf(_SC_PAGESIZE);
   const off_t allocated = (off_t(sizeof(ActivityWords)) + page - 1) / page * page;
   if (st.st_size <= off_t(sizeof(ActivityWords)) && off_t(st.st_blocks) * 512 <= allocated)

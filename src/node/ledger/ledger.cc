@@ -91,16 +91,24 @@ Ledger Ledger::CreateOrOpen(const std::string& path, uint64_t capacity,
   std::string dir = path.substr(0, path.rfind('/'));
   if (!dir.empty()) mkdir(dir.c_str(), 0700);
   // The ledger of one user's tenants: a folder another user made (/dev/shm/gpumux-UID is a name
-  // anyone can take first) or may write would let that user read and rewrite its quotas, or put a
-  // link there to a file of the user's for this open to write.
+  // anyone can take first) or may replace files in would let that user read and rewrite its
+  // quotas, or put a link there to a file of the user's for this open to write. A sticky folder of
+  // root's or the user's (/tmp) is fine: no one else can replace the user's file there.
   struct stat folder;
-  if (!dir.empty() && (lstat(dir.c_str(), &folder) != 0 || !S_ISDIR(folder.st_mode) ||
-                       folder.st_uid != geteuid() || (folder.st_mode & 022) != 0)) {
-    throw Unavailable(dir + ": the ledger's folder must be a folder of this user's that no one "
-                            "else may write; remove it or set GPUMUX_RUNTIME_DIR to another");
+  if (!dir.empty() &&
+      (lstat(dir.c_str(), &folder) != 0 || !S_ISDIR(folder.st_mode) ||
+       !(((folder.st_mode & S_ISVTX) && (folder.st_uid == 0 || folder.st_uid == geteuid())) ||
+         (folder.st_uid == geteuid() && (folder.st_mode & 022) == 0)))) {
+    throw Unavailable(dir + ": the ledger's folder must be this user's, and no one else's to "
+                            "write (or sticky); remove it or set GPUMUX_RUNTIME_DIR to another");
   }
   int fd = open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) throw Unavailable(Errno(path + ": cannot open or create the ledger"));
+  struct stat file;
+  if (fstat(fd, &file) != 0 || !S_ISREG(file.st_mode) || file.st_uid != geteuid()) {
+    close(fd);
+    throw Unavailable(path + ": the ledger there is not this user's own file");
+  }
   FileLock lock(fd, true);
   struct stat st;
   fstat(fd, &st);

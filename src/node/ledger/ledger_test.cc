@@ -80,6 +80,19 @@ TEST(Ledger, AFolderAnotherUserCouldWriteOrOwnAndALinkAreRefused) {
               ErrorCode::kUnavailable)
         << "a folder another user owns";
     ASSERT_EQ(chown(dir.c_str(), 0, 0), 0);
+    // A sticky folder open to all (as /tmp is) takes the user's own ledger, not a file another
+    // user placed there first.
+    fs::permissions(dir, fs::perms::all | fs::perms::sticky_bit);
+    std::ofstream(path).flush();
+    ASSERT_EQ(chown(path.c_str(), 65534, 65534), 0);
+    EXPECT_EQ(ErrorCodeOf([&] { Ledger::CreateOrOpen(path, 80 * kGiB, "H100"); }),
+              ErrorCode::kUnavailable)
+        << "a ledger file another user placed";
+    fs::remove(path);
+    EXPECT_EQ(Ledger::CreateOrOpen(path, 80 * kGiB, "H100").capacity(), 80 * kGiB)
+        << "the user's own, in a sticky folder";
+    fs::remove(path);
+    fs::permissions(dir, fs::perms::owner_all);
   }
   Ledger l = Ledger::CreateOrOpen(path, 80 * kGiB, "H100");  // the user's own folder: fine
   EXPECT_EQ(l.capacity(), 80 * kGiB);
