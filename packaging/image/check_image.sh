@@ -46,7 +46,8 @@ out=$("${podman[@]}" run --rm --network host --pid host "${limits[@]}" -v "$work
   --entrypoint /usr/local/bin/alloc "$image" direct fill $((64 << 20)) 0 2>&1) ||
   fail "the tenant's program: $out"
 echo "tenant's program: $out"
-echo "$out" | python3 -c 'import json,sys; r=json.loads(sys.stdin.read().strip().splitlines()[-1]); sys.exit(0 if r["allocated"] == 1 << 30 else 1)' ||
+# The client's JSON line (its stderr, the shim's refusal, may come before or after it).
+echo "$out" | python3 -c 'import json,sys; r=json.loads([l for l in sys.stdin if l.startswith("{")][-1]); sys.exit(0 if r["allocated"] == 1 << 30 else 1)' ||
   fail "not held to its 1 GiB quota"
 used=$(api http://gpumuxd/v1/tenants/from-outside)
 echo "$used" | grep -q '"refused_allocations": 1' || fail "the refusal was not the shim's: $used"

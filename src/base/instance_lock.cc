@@ -50,6 +50,11 @@ bool LiveInstance(const std::string& pid_text, const std::string& program) {
 }  // namespace
 
 void LockInstance(const std::string& path, const std::string& what, const std::string& program) {
+  // Removes what is at `path` (`what_is_there`, for the message) so that a file of ours is made.
+  auto replace = [&](const char* what_is_there) {
+    if (unlink(path.c_str()) != 0 && errno != ENOENT)
+      throw Unavailable(path + ": cannot replace " + what_is_there + ": " + std::strerror(errno));
+  };
   for (int attempt = 0; attempt < 16; ++attempt) {
     int fd = open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     struct stat st;
@@ -60,15 +65,11 @@ void LockInstance(const std::string& path, const std::string& what, const std::s
           LiveInstance(PidIn(fd), program))
         Held(fd, path, what);
       close(fd);
-      if (unlink(path.c_str()) != 0 && errno != ENOENT)
-        throw Unavailable(path + ": cannot replace a lock file others may open: " +
-                          std::strerror(errno));
+      replace("a lock file others may open");
       continue;
     }
     if (fd < 0 && errno == ELOOP) {  // a symbolic link someone placed: not followed, replaced
-      if (unlink(path.c_str()) != 0 && errno != ENOENT)
-        throw Unavailable(path + ": cannot replace a link at the lock file's path: " +
-                          std::strerror(errno));
+      replace("a link at the lock file's path");
       continue;
     }
     if (fd < 0 && errno == ENOENT) {

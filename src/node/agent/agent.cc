@@ -1143,6 +1143,7 @@ void Agent::TickSlot(Slot& slot, uint64_t now_ns) {
     }
     node::ComputeVerdict v =
         slot.authority->TenantComputeTick(t, now_ns, gpu_ns[t], wants, unmeasured, !stamped);
+    bool muted = false;  // its rhythm is not published (below)
     if (slot.authority->TenantPriority(t) == node::Priority::kHigh) {
       // Its rhythm comes from what its processes wrote (stamped, or the activity counted here), so
       // it is believed only as far as the device measured it using: a rhythm of bursts that never
@@ -1155,13 +1156,14 @@ void Agent::TickSlot(Slot& slot, uint64_t now_ns) {
       seen.kept_clear = seen.kept_clear * keep + (kept_clear ? 1 - keep : 0);
       seen.muted = seen.kept_clear >= std::max(node::kMostYield, 2 * slot.authority->TenantUse(t));
       seen.ticked_ns = now_ns;
+      muted = seen.muted;
     }
     slot.authority->SetHeld(t, held);
     if (std::optional<int> view = slot.ledger->FindTenant(id)) {
       slot.ledger->SetGate(*view, v.hold);
       slot.ledger->SetHeld(*view, held);
       // For lower tenants' launch forecasts; none while its claims are past its measured use.
-      if (auto seen = slot.seen.find(id); seen != slot.seen.end() && seen->second.muted)
+      if (muted)
         slot.ledger->ClearRhythm(*view);
       else
         slot.ledger->CopyRhythm(*view, *slot.authority, t);

@@ -104,16 +104,16 @@ Ledger Ledger::CreateOrOpen(const std::string& path, uint64_t capacity,
   }
   int fd = open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) throw Unavailable(Errno(path + ": cannot open or create the ledger"));
-  struct stat file;
-  if (fstat(fd, &file) != 0 || !S_ISREG(file.st_mode) || file.st_uid != geteuid()) {
+  // Whose file it is, before the lock: a file another user placed could be one it holds locked.
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
     close(fd);
     throw Unavailable(path + ": the ledger there is not this user's own file");
   }
   FileLock lock(fd, true);
-  struct stat st;
-  fstat(fd, &st);
+  fstat(fd, &st);  // its size now that no creator is midway
   if (st.st_size == 0) return Stamp(fd, path, capacity, gpu_name, true);
-  return MapExisting(fd, path);
+  return MapExisting(fd, path, true, true);
 }
 
 Ledger Ledger::Stamp(int fd, const std::string& path, uint64_t capacity,
@@ -164,9 +164,7 @@ Ledger Ledger::OpenSole(const std::string& path) {
     close(fd);
     throw BadInput(path + ": not a regular file");
   }
-  Ledger ledger = MapExisting(fd, path);
-  ledger.shared_ = false;
-  return ledger;
+  return MapExisting(fd, path, true, false);
 }
 
 Ledger Ledger::Open(const std::string& path) {
@@ -182,7 +180,7 @@ Ledger Ledger::Open(const std::string& path) {
     flock(fd, LOCK_UN);
     usleep(1000);
   }
-  Ledger ledger = MapExisting(fd, path);
+  Ledger ledger = MapExisting(fd, path, true, true);
   flock(fd, LOCK_UN);
   return ledger;
 }
@@ -192,19 +190,17 @@ Ledger Ledger::OpenReadOnly(const std::string& path) {
   // read the file could hold against us.
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw Unavailable(Errno(path + ": cannot open the ledger"));
-  Ledger ledger = MapExisting(fd, path, false);
-  ledger.shared_ = false;
-  return ledger;
+  return MapExisting(fd, path, false, false);
 }
 
-Ledger Ledger::MapExisting(int fd, const std::string& path, bool writable) {
+Ledger Ledger::MapExisting(int fd, const std::string& path, bool writable, bool shared) {
   struct stat st;
   fstat(fd, &st);
   if (size_t(st.st_size) < sizeof(LedgerLayout)) {
     close(fd);
     throw BadInput(path + ": truncated ledger (" + std::to_string(st.st_size) + " bytes)");
   }
-  Ledger ledger(fd, Map(fd, path, writable), true);  // owns fd from here, also if Validate throws
+  Ledger ledger(fd, Map(fd, path, writable), shared);  // owns fd from here, also if Validate throws
   Validate(ledger.layout_, path);
   return ledger;
 }

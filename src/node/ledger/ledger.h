@@ -362,8 +362,8 @@ class Ledger {
   static Ledger Stamp(int fd, const std::string& path, uint64_t capacity,
                       const std::string& gpu_name, bool shared);
   // Maps an existing ledger file after checking its size, magic number, version and layout; takes
-  // ownership of `fd` (closed on error too).
-  static Ledger MapExisting(int fd, const std::string& path, bool writable = true);
+  // ownership of `fd` (closed on error too). `shared`: several processes write it (FileLock).
+  static Ledger MapExisting(int fd, const std::string& path, bool writable, bool shared);
   // Live (registered) processes of tenant slot `tenant`.
   int LiveProcesses(int tenant) const;
   // The tenant slot a process slot names; null when another process wrote an index out of range
