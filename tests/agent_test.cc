@@ -559,8 +559,8 @@ TEST_F(AgentTest, OnARealGpuALedgerMadeAnewAdoptsFromNvmlsRunningProcesses) {
 }
 
 // Per-pod metrics: a tenant admitted with its pod's namespace, name and container (or its Slurm
-// job) carries them on every metric, across a restart; and every query of the Grafana dashboard in
-// deploy/grafana names a metric and labels gpumuxd exports.
+// job) carries them on every metric, across a restart; and every query of the Grafana dashboard
+// (deploy/kubernetes/common/gpumux-pods.json) names a metric and labels gpumuxd exports.
 TEST_F(AgentTest, MetricsCarryThePodAndTheDashboardAsksOnlyWhatGpumuxdExports) {
   StartAgent();
   Call("POST", "/v1/tenants",
@@ -600,7 +600,7 @@ TEST_F(AgentTest, MetricsCarryThePodAndTheDashboardAsksOnlyWhatGpumuxdExports) {
     for (std::sregex_iterator m(line.begin(), line.end(), label), end; m != end; ++m)
       labels.insert((*m)[1]);
   }
-  std::ifstream in(std::string(GPUMUX_SOURCE_DIR) + "/deploy/grafana/gpumux-pods.json");
+  std::ifstream in(std::string(GPUMUX_SOURCE_DIR) + "/deploy/kubernetes/common/gpumux-pods.json");
   json dashboard = json::parse(in);
   int queries = 0;
   for (const json& panel : dashboard["panels"]) {

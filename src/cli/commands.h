@@ -32,6 +32,7 @@ Command AddTopCommand(CLI::App& app);
 Command AddSlurmCommand(CLI::App& app);  // `slurm gres-conf`
 Command AddApplyCommand(CLI::App& app);
 Command AddCalibrateCommand(CLI::App& app);
+Command AddInstallShimCommand(CLI::App& app);
 
 // Where gpumuxd listens unless --agent says otherwise.
 inline constexpr const char* kDefaultAgentSocket = "/run/gpumux/gpumuxd.sock";

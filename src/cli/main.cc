@@ -18,7 +18,8 @@ int main(int argc, char** argv) {
                                    AddFleetCommand(app),   AddFleetVariantCommand(app),
                                    AddRunCommand(app),     AddStatusCommand(app),
                                    AddTopCommand(app),     AddSlurmCommand(app),
-                                   AddApplyCommand(app),   AddCalibrateCommand(app)};
+                                   AddApplyCommand(app),   AddCalibrateCommand(app),
+                                   AddInstallShimCommand(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

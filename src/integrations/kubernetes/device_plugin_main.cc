@@ -19,7 +19,6 @@ int main(int argc, char** argv) {
   k8s::DevicePluginConfig config;
   if (const char* node = std::getenv("NODE_NAME")) config.node_name = node;
   double poll_s = 2;
-  std::string root;
   CLI::App app{
       "gpumux's Kubernetes device plugin: gpumux.io/gpu-memory, gpu-compute and gpu, "
       "admitted as gpumuxd tenants"};
@@ -37,12 +36,8 @@ int main(int argc, char** argv) {
   app.add_option("--poll", poll_s, "seconds between looks at gpumuxd, the kubelet and the pods")
       ->capture_default_str()
       ->check(CLI::Range(0.05, 60.0));
-  app.add_option("--root", root,
-                 "make this folder the root before anything else, as chroot would, keeping the "
-                 "pod's service account (for a program run from the node's install)");
   CLI11_PARSE(app, argc, argv);
   try {
-    if (!root.empty()) k8s::EnterRoot(root);
     k8s::DevicePlugin plugin(config);
     k8s::DevicePluginServer server(&plugin);
     agent::Log("info", "device plugin starting",

@@ -20,7 +20,6 @@ int main(int argc, char** argv) {
   k8s::DraDriverConfig config;
   if (const char* node = std::getenv("NODE_NAME")) config.node_name = node;
   double poll_s = 5;
-  std::string root;
   CLI::App app{
       "gpumux's DRA driver gpu.gpumux.io: ResourceSlices of gpumuxd's GPUs, claims "
       "prepared as gpumuxd tenants with CDI specs"};
@@ -39,12 +38,8 @@ int main(int argc, char** argv) {
   app.add_option("--poll", poll_s, "seconds between looks at gpumuxd's GPUs")
       ->capture_default_str()
       ->check(CLI::Range(0.05, 600.0));
-  app.add_option("--root", root,
-                 "make this folder the root before anything else, as chroot would, keeping the "
-                 "pod's service account (for a program run from the node's install)");
   CLI11_PARSE(app, argc, argv);
   try {
-    if (!root.empty()) k8s::EnterRoot(root);
     k8s::DraDriver driver(config);
     k8s::DraPluginServer server(&driver);
     agent::Log("info", "DRA driver starting",

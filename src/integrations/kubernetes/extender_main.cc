@@ -20,7 +20,6 @@ int main(int argc, char** argv) {
   k8s::ExtenderConfig config;
   // kube-scheduler calls it from the same pod: nothing else needs to reach it.
   std::string listen = "127.0.0.1:8888", apiserver = "in-cluster";
-  std::string root;
   CLI::App app{"gpumux's kube-scheduler extender: filter, prioritize and bind verbs"};
   app.add_option("--listen", listen, "HOST:PORT to serve kube-scheduler on")->capture_default_str();
   app.add_option("--apiserver", apiserver,
@@ -31,12 +30,8 @@ int main(int argc, char** argv) {
   app.add_option("--policy", config.policy, "fleet policy that scores nodes")
       ->capture_default_str()
       ->check(CLI::IsMember(fleet::PolicyNames()));
-  app.add_option("--root", root,
-                 "make this folder the root before anything else, as chroot would, keeping the "
-                 "pod's service account (for a program run from the node's install)");
   CLI11_PARSE(app, argc, argv);
   try {
-    if (!root.empty()) k8s::EnterRoot(root);
     k8s::KubeApi api(apiserver);
     k8s::Extender extender(config, &api);
     agent::HttpServerLimits limits;

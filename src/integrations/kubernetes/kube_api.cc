@@ -1,12 +1,9 @@
 #include "integrations/kubernetes/kube_api.h"
 
 #include <curl/curl.h>
-#include <fcntl.h>
-#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cctype>
-#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -87,24 +84,9 @@ bool IsDnsLabel(const std::string& s, size_t max) {
   return s.front() != '-' && s.back() != '-';
 }
 
-// The pod's service-account folder, opened before EnterRoot changed the root; -1 if it did not.
-int g_service_account_fd = -1;
-
 std::string ServiceAccountDir() {
   const char* dir = std::getenv("GPUMUX_SERVICE_ACCOUNT_DIR");
   return dir && *dir ? dir : "/var/run/secrets/kubernetes.io/serviceaccount";
-}
-
-// A file of the folder `dir_fd` (a few KB at most).
-std::string ReadAt(int dir_fd, const std::string& name, const std::string& what) {
-  int fd = openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw BadInput(what + ": cannot open " + name + ": " + std::strerror(errno));
-  std::string text;
-  char buf[4096];
-  for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0 && text.size() < (1 << 20);)
-    text.append(buf, size_t(n));
-  close(fd);
-  return text;
 }
 
 KubeEndpoint InCluster() {
@@ -120,15 +102,9 @@ KubeEndpoint InCluster() {
   KubeEndpoint e;
   e.server = "https://" + h + ":" + port;
   const std::string what = "--apiserver in-cluster: the service account";
-  if (g_service_account_fd >= 0) {
-    e.ca_pem = ReadAt(g_service_account_fd, "ca.crt", what);
-    e.token_dir_fd = g_service_account_fd;
-    ReadAt(g_service_account_fd, "token", what);
-  } else {
-    e.ca_file = ServiceAccountDir() + "/ca.crt";
-    e.token_file = ServiceAccountDir() + "/token";
-    ReadSmallFile(e.token_file, what + "'s token");
-  }
+  e.ca_file = ServiceAccountDir() + "/ca.crt";
+  e.token_file = ServiceAccountDir() + "/token";
+  ReadSmallFile(e.token_file, what + "'s token");
   return e;
 }
 
@@ -253,7 +229,6 @@ std::pair<long, std::string> Perform(const KubeEndpoint& e, const std::string& m
   raw_headers = curl_slist_append(raw_headers, "Accept: application/json");
   std::string token = e.token;
   if (!e.token_file.empty()) token = Trim(ReadSmallFile(e.token_file, "the bearer token"));
-  if (e.token_dir_fd >= 0) token = Trim(ReadAt(e.token_dir_fd, "token", "the bearer token"));
   if (!token.empty())
     raw_headers = curl_slist_append(raw_headers, ("Authorization: Bearer " + token).c_str());
   std::unique_ptr<curl_slist, CurlDeleter> headers(raw_headers);
@@ -333,13 +308,6 @@ std::string Escape(const std::string& s) {
 }
 
 }  // namespace
-
-void EnterRoot(const std::string& root) {
-  int fd = open(ServiceAccountDir().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) g_service_account_fd = fd;  // none outside a pod: in-cluster then says so
-  if (chroot(root.c_str()) != 0 || chdir("/") != 0)
-    throw Unavailable("--root " + root + ": " + std::strerror(errno));
-}
 
 KubeEndpoint ResolveApiServer(const std::string& spec) {
   if (spec.empty() || spec == "in-cluster") return InCluster();

@@ -30,7 +30,6 @@ struct KubeEndpoint {
   std::string ca_file;     // PEM bundle that signs the server's certificate,
   std::string ca_pem;      // or the bundle itself
   std::string token_file;  // a bearer token, read at each call (service-account tokens rotate),
-  int token_dir_fd = -1;   // or `token` in this folder, opened before EnterRoot,
   std::string token;       // or the token itself
   std::string client_cert_file, client_key_file;  // a client certificate and key (kubeconfig),
   std::string client_cert_pem, client_key_pem;    // or the PEM text of each
@@ -43,12 +42,6 @@ struct KubeEndpoint {
 // "https://…", "HOST:PORT" (plain HTTP, such as `kubectl proxy`), or "unix:PATH". Throws Error
 // (bad input) naming what is missing.
 KubeEndpoint ResolveApiServer(const std::string& spec);
-
-// For a program started from the node's install with its root at `root` (what `chroot ROOT`
-// would do, which hides the pod's service account): opens the pod's service-account folder, then
-// makes `root` this process's root and working directory. "in-cluster" then reads the token
-// through that folder as it rotates. Call before any thread starts. Throws Error (unavailable).
-void EnterRoot(const std::string& root);
 
 // Throws Error (bad input) "FIELD: 'VALUE' is not a valid ..." unless `value` is a DNS-1123 label
 // (a namespace: at most 63 of a-z, 0-9 and '-', starting and ending alphanumeric) or subdomain

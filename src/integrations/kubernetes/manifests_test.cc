@@ -43,7 +43,9 @@ std::vector<json> Objects() {
   std::vector<json> objects;
   std::string dir = std::string(GPUMUX_SOURCE_DIR) + "/deploy/kubernetes";
   for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
-    if (entry.path().extension() != ".yaml") continue;
+    // The kustomizations are rendered by kubectl in tests/kubernetes_test.cc.
+    if (entry.path().extension() != ".yaml" || entry.path().filename() == "kustomization.yaml")
+      continue;
     for (const YAML::Node& doc : YAML::LoadAllFromFile(entry.path().string())) {
       json j = ToJson(doc);
       j["__file"] = std::filesystem::relative(entry.path(), dir).string();
@@ -146,18 +148,29 @@ TEST(Manifests, TheSchedulerConfigurationCallsTheExtenderForGpumuxResources) {
   EXPECT_EQ(request.containers[0].run_as_user, 1000);
 }
 
+// Whether `path` lies, in `container`, in a node folder (a hostPath volume) mounted at the node's
+// own path: then what the program hands others under it is the node's path too.
+bool OnNodeFolder(const json& pod_spec, const json& container, const std::string& path) {
+  for (const json& m : container.value("volumeMounts", json::array())) {
+    std::string at = m["mountPath"];
+    if (path != at && path.rfind(at + "/", 0) != 0) continue;
+    for (const json& v : pod_spec["volumes"])
+      if (v["name"] == m["name"] && v.contains("hostPath")) return v["hostPath"]["path"] == at;
+  }
+  return false;
+}
+
 TEST(Manifests, TheNodeDaemonSetWiresThePluginToTheKubeletGpumuxdAndTheApiServer) {
   std::vector<json> objects = Objects();
   const json& daemonset = Find(objects, "DaemonSet", "gpumux-node");
+  const json& spec = daemonset["spec"]["template"]["spec"];
   const json& gpumuxd = Container(daemonset, "gpumuxd");
   const json& plugin = Container(daemonset, "device-plugin");
   EXPECT_EQ(Flag(plugin, "--agent"), Flag(gpumuxd, "--socket"));
   EXPECT_EQ(Flag(plugin, "--kubelet-dir"), DevicePluginConfig().kubelet_dir);
-  // The API server with the pod's service account, from inside the node's root: no proxy.
+  EXPECT_TRUE(OnNodeFolder(spec, plugin, DevicePluginConfig().kubelet_dir));
+  // The API server with the pod's service account: no proxy.
   EXPECT_EQ(Flag(plugin, "--apiserver"), "in-cluster");
-  EXPECT_EQ(Flag(plugin, "--root"), "/host");
-  EXPECT_EQ(plugin["command"][0].get<std::string>().rfind("/host/", 0), 0u)
-      << "started by the node's own loader: " << plugin["command"];
   for (const json& o : objects) {
     EXPECT_EQ(o.dump().find("kubectl"), std::string::npos) << o["metadata"]["name"];
     EXPECT_EQ(o.dump().find("8001"), std::string::npos) << o["metadata"]["name"];
@@ -171,6 +184,66 @@ TEST(Manifests, TheNodeDaemonSetWiresThePluginToTheKubeletGpumuxdAndTheApiServer
   EXPECT_NE(node_role["rules"][1]["verbs"].dump().find("patch"), std::string::npos);
   const json& extender_role = Find(objects, "ClusterRole", "gpumux-scheduler-extender");
   EXPECT_NE(extender_role.dump().find("pods/binding"), std::string::npos);
+}
+
+// What gpumuxd hands a tenant — its socket, its ledgers, the shim — is a path the device plugin
+// (Allocate) or the DRA driver (CDI edits) mounts into the tenant's container from the node: each
+// is on a node folder mounted at the node's own path, and the shim is the one the init container
+// installed there from the image, never the image's own copy.
+TEST(Manifests, WhatGpumuxdHandsTenantsLiesInNodeFoldersTheInitContainerFilled) {
+  int found = 0;
+  for (const json& o : Objects()) {
+    if (o["kind"] != "DaemonSet") continue;
+    ++found;
+    std::string where = o["__file"];
+    const json& spec = o["spec"]["template"]["spec"];
+    const json& gpumuxd = Container(o, "gpumuxd");
+    std::string libraries = Flag(gpumuxd, "--tenant-libraries");
+    ASSERT_FALSE(libraries.empty()) << where;
+    EXPECT_TRUE(OnNodeFolder(spec, gpumuxd, libraries)) << where;
+    ASSERT_EQ(spec["initContainers"].size(), 1u) << where;
+    const json& init = spec["initContainers"][0];
+    EXPECT_EQ(init["image"], gpumuxd["image"]) << where << ": the shim of this gpumuxd";
+    EXPECT_EQ(init["command"], json({"/usr/bin/gpumux", "install-shim", libraries})) << where;
+    EXPECT_TRUE(OnNodeFolder(spec, init, libraries)) << where;
+    for (const char* flag : {"--socket", "--runtime-dir", "--state"})
+      EXPECT_TRUE(OnNodeFolder(spec, gpumuxd, Flag(gpumuxd, flag))) << where << " " << flag;
+    for (const json& c : spec["containers"]) {
+      if (c["name"] == "gpumuxd") continue;
+      EXPECT_TRUE(OnNodeFolder(spec, c, Flag(c, "--agent")))
+          << where << ": " << c["name"] << " reaches gpumuxd's socket where tenants do";
+    }
+    // The driver's libraries come from the NVIDIA container toolkit.
+    EXPECT_NE(gpumuxd["env"].dump().find("NVIDIA_VISIBLE_DEVICES"), std::string::npos) << where;
+  }
+  EXPECT_EQ(found, 2) << "node-daemonset.yaml and dra/dra-daemonset.yaml";
+}
+
+// Nothing runs from the node: every container of gpumux runs a program of its image, and no
+// volume mounts the node's root.
+TEST(Manifests, NoContainerRunsAProgramOfTheNodeOrMountsItsRoot) {
+  int containers = 0;
+  for (const json& o : Objects()) {
+    if (!o.contains("spec") || !o["spec"].contains("template")) continue;
+    const json& spec = o["spec"]["template"]["spec"];
+    for (const char* list : {"initContainers", "containers"}) {
+      for (const json& c : spec.value(list, json::array())) {
+        std::string where = o["__file"].get<std::string>() + ": " + c["name"].get<std::string>();
+        std::string program = c["command"][0];
+        if (c["image"] != "gpumux") {
+          EXPECT_EQ(c["name"], "kube-scheduler") << where << " runs image " << c["image"];
+          continue;
+        }
+        ++containers;
+        EXPECT_EQ(program.rfind("/usr/bin/", 0), 0u) << where << " runs " << program;
+        EXPECT_EQ(c["command"].dump().find("/host"), std::string::npos) << where;
+      }
+    }
+    for (const json& v : spec.value("volumes", json::array()))
+      if (v.contains("hostPath"))
+        EXPECT_NE(v["hostPath"]["path"], "/") << o["__file"] << ": the node's root";
+  }
+  EXPECT_EQ(containers, 7) << "2 x (install-shim, gpumuxd, a node program) and the extender";
 }
 
 // gpumuxd counts a grant against the pid the kernel reports for the caller (SO_PEERCRED), in the
@@ -187,7 +260,7 @@ TEST(Manifests, EveryPodThatRunsGpumuxdSharesTheNodesPidNamespaceAndMayJoinItsCg
     if (o["kind"] != "DaemonSet") continue;
     const json& spec = o["spec"]["template"]["spec"];
     for (const json& c : spec["containers"]) {
-      if (c["command"].dump().find("/usr/local/bin/gpumuxd") == std::string::npos) continue;
+      if (c["command"][0] != "/usr/bin/gpumuxd") continue;
       ++found;
       EXPECT_EQ(spec.value("hostPID", false), true) << o["__file"] << ": " << o["metadata"]["name"];
       EXPECT_EQ(c["securityContext"].value("privileged", false), true)
@@ -245,7 +318,10 @@ TEST(Manifests, OnlyTheExtendersServiceAccountMaySetTheAssignedAnnotation) {
   std::string account =
       "system:serviceaccount:" + deployment["metadata"]["namespace"].get<std::string>() + ":" +
       deployment["spec"]["template"]["spec"]["serviceAccountName"].get<std::string>();
-  EXPECT_NE(cel.find("'" + account + "'"), std::string::npos) << cel;
+  const json& extender = policy["spec"]["variables"][0];
+  EXPECT_EQ(extender["name"], "extender");
+  EXPECT_EQ(extender["expression"], "'" + account + "'");
+  EXPECT_EQ(cel.rfind("request.userInfo.username == variables.extender ||", 0), 0u) << cel;
   EXPECT_NE(cel.find(std::string("'") + kAssignedAnnotation + "'"), std::string::npos) << cel;
   const json& binding =
       Find(objects, "ValidatingAdmissionPolicyBinding", "gpumux-assigned-annotation");

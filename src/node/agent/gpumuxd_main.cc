@@ -24,6 +24,7 @@
 #include "node/agent/agent.h"
 #include "node/agent/http_server.h"
 #include "node/agent/log.h"
+#include "node/tenant_libraries.h"
 
 namespace {
 
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
   std::string sim, metrics_listen, operator_group, shard_size = "1GiB", tenant_socket;
   std::string context_allowance = "1GiB", tenant_context_allowance = "4GiB", over_quota = "kill";
   std::string cgroup_namespace = "/proc/1/ns/cgroup";
+  std::string tenant_libraries = gpumux::node::RuntimeLibraryDir();
   std::vector<std::string> catalogs, calibrations;
   int sim_gpus = 1;
   app.add_option("--socket", socket, "API socket")->capture_default_str();
@@ -79,6 +81,10 @@ int main(int argc, char** argv) {
                  "groups of tenants' processes, joined at start when it is not its own: the "
                  "node's, where pods' groups are whole paths")
       ->capture_default_str();
+  app.add_option("--tenant-libraries", tenant_libraries,
+                 "the folder of the shim (and simgpu/) that tenants load, as they see it: a node "
+                 "folder that `gpumux install-shim` filled, where gpumuxd runs from an image")
+      ->capture_default_str();
   app.add_option("--catalog", catalogs, "extra catalog file with your own GPU kinds");
   app.add_option("--calibration", calibrations,
                  "a `gpumux calibrate` file of this node's GPUs, served with them in GET /v1/gpus "
@@ -111,7 +117,11 @@ int main(int argc, char** argv) {
     config.socket_path = std::filesystem::absolute(socket).string();
     if (tenant_socket.empty()) tenant_socket = runtime_dir + "/tenant.sock";
     config.tenant_socket_path = std::filesystem::absolute(tenant_socket).string();
-    config.bin_dir = gpumux::node::RuntimeLibraryDir();
+    if (!gpumux::node::HoldsTenantLibraries(tenant_libraries))
+      throw gpumux::BadInput("--tenant-libraries " + tenant_libraries +
+                             ": no libgpumux.so there (`gpumux install-shim " + tenant_libraries +
+                             "` puts it there)");
+    config.bin_dir = std::filesystem::absolute(tenant_libraries).string();
     config.shard_bytes = uint64_t(gpumux::ParseBytes(shard_size));
     if (config.shard_bytes == 0) throw gpumux::BadInput("--shard-size must be more than 0 bytes");
     config.context_allowance = {uint64_t(gpumux::ParseBytes(context_allowance)),
