@@ -4,7 +4,9 @@
 // read from the file must be checked before use. Also a tenant's activity file (whatever bytes the
 // tenant wrote there), read as gpumuxd reads it.
 #include <sys/types.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -43,7 +45,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ledger.CopyProcessesFrom(view);  // a view made from an authority whatever it holds
   });
   gpumux::fuzz::RefusesOnlyWithError([&] {
-    gpumux::node::ActivityReader activity(path, geteuid());
+    gpumux::node::ActivityReader activity;
+    int fd = activity.Share();  // as a tenant's process holds it: it writes what it likes
+    (void)!pwrite(fd, data, std::min(size, sizeof(gpumux::node::ActivityWords)), 0);
+    close(fd);
     for (int gpu = -1; gpu <= gpumux::node::kMaxTenantGpus; ++gpu) activity.Read(gpu);
   });
   return 0;

@@ -126,7 +126,8 @@ TEST_F(AgentTest, ATenantThatRewritesEverySharedByteIsStillHeldToItsQuota) {
       Call("POST", "/v1/tenants",
            {{"id", "attacker"}, {"gpu", 0}, {"memory", "1GiB"}, {"owner_uid", nobody}}, 201);
   // As another user, the attacker overwrites every byte of every file under the runtime directory
-  // that it can open for writing, then allocates until refused.
+  // that it can open for writing and of every file it holds open (its activity file), then
+  // allocates until refused.
   std::string out = AsUser(nobody, [&] {
     return Sh(Env(attacker) + GPUMUX_ALLOC_CLIENT + " direct attack " + (dir_ / "run").string() +
               " " + std::to_string(64 * mib))
@@ -135,7 +136,7 @@ TEST_F(AgentTest, ATenantThatRewritesEverySharedByteIsStillHeldToItsQuota) {
   json result = json::parse(out, nullptr, false);
   ASSERT_TRUE(result.is_object() && result.contains("files_rewritten")) << out;
   EXPECT_GE(result["files_rewritten"].get<int>(), 1)
-      << "it rewrote what it could write (its own activity file)";
+      << "it rewrote what it could write (its own activity file, which its process holds)";
   EXPECT_EQ(result["allocated"].get<uint64_t>(), gib)
       << "refused at exactly its quota, whatever it wrote";
   EXPECT_EQ(result["last_error"].get<int>(), 2) << "CUDA_ERROR_OUT_OF_MEMORY";

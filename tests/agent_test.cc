@@ -91,6 +91,11 @@ TEST_F(AgentTest, ARestartLosesNothingAndRunningTenantsKeepRunning) {
   EXPECT_EQ(after["compute_cap_percent"].get<double>(), 40.0);
   EXPECT_EQ(after["used_bytes"].get<uint64_t>(), kGiB) << "usage survives in the ledger";
   EXPECT_EQ(after["processes"].size(), 1u);
+  // Its process goes on publishing its launches into the activity file it was handed, which the
+  // new gpumuxd found among its descriptors.
+  std::string log = gpumux::testing::Shell("cat " + (dir_ / "agent.log").string()).out;
+  EXPECT_NE(log.find("tenant's activity file taken up from its running process"), std::string::npos)
+      << log;
   char buf[512] = {0};
   fread(buf, 1, sizeof(buf) - 1, client);
   EXPECT_EQ(WEXITSTATUS(pclose(client)), 0);

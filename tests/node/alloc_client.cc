@@ -3,9 +3,10 @@
 //   alloc_client BINDING fill STEP HOLD_S   allocate STEP bytes until refused, hold, free
 //   alloc_client BINDING race THREADS SECONDS MAX_BYTES   random alloc/free from THREADS threads
 //   alloc_client BINDING attack DIR STEP   allocate STEP, then overwrite every byte of every file
-//                                    under DIR it can open for writing with 0xff (but the simulated
-//                                    GPU's sim-*.state, which stands for hardware and driver), then
-//                                    allocate STEP until refused
+//                                    under DIR it can open for writing, and of every file it holds
+//                                    open for writing (its activity file), with 0xff (but the
+//                                    simulated GPU's sim-*.state, which stands for hardware and
+//                                    driver), then allocate STEP until refused
 //   alloc_client direct mixed STEP   rotate through every allocation path until refused, read NVML,
 //                                    free everything and read NVML again
 //   alloc_client BINDING time COUNT BYTES   COUNT pairs of allocate + free of BYTES, timed: the
@@ -19,6 +20,7 @@
 // (cuGetProcAddress).
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -129,6 +131,17 @@ int main(int argc, char** argv) {
       std::vector<char> bytes(size_t(entry.file_size()), char(0xff));
       if (pwrite(fd, bytes.data(), bytes.size(), 0) == ssize_t(bytes.size())) ++rewritten;
       close(fd);
+    }
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+      std::error_code error;
+      std::string target = std::filesystem::read_symlink(entry.path(), error).string();
+      int fd = std::atoi(entry.path().filename().c_str());
+      struct stat st;
+      if (error || target.find("/sim-") != std::string::npos || fstat(fd, &st) != 0 ||
+          !S_ISREG(st.st_mode) || (fcntl(fd, F_GETFL) & O_ACCMODE) != O_RDWR)
+        continue;
+      std::vector<char> bytes(size_t(st.st_size), char(0xff));
+      if (pwrite(fd, bytes.data(), bytes.size(), 0) == ssize_t(bytes.size())) ++rewritten;
     }
     while (last == 0) {
       last = d.alloc(&p, step);

@@ -19,8 +19,9 @@ ContainerEdits EditsForTenant(const json& admission, const std::vector<std::stri
     return it == edits.envs.end() ? std::string() : it->second;
   };
   // The shim's directory (with the simulated GPU's libraries under it) and gpumuxd's view ledger
-  // read-only; the tenant's own activity file, gpumuxd's socket, a simulated GPU's state and the
-  // MPS pipe directory writable. Nothing of another tenant's is mounted.
+  // read-only; gpumuxd's socket, a simulated GPU's state and the MPS pipe directory writable (the
+  // tenant's activity file comes with its processes' registrations, not as a file). Nothing of
+  // another tenant's is mounted.
   std::string shim = env("LD_PRELOAD");
   shim = shim.substr(0, shim.find(':'));
   if (shim.find('/') != std::string::npos) {
@@ -29,7 +30,7 @@ ContainerEdits EditsForTenant(const json& admission, const std::vector<std::stri
   }
   for (const std::string& ledger : SplitCommas(env("GPUMUX_LEDGER")))  // one per GPU
     edits.mounts.push_back({ledger, ledger, true});
-  for (const char* key : {"GPUMUX_ACTIVITY", "GPUMUX_AGENT", "CUDA_MPS_PIPE_DIRECTORY"}) {
+  for (const char* key : {"GPUMUX_AGENT", "CUDA_MPS_PIPE_DIRECTORY"}) {
     if (std::string path = env(key); !path.empty()) edits.mounts.push_back({path, path, false});
   }
   for (const std::string& state : SplitCommas(env("GPUMUX_SIM_STATE")))  // one per GPU

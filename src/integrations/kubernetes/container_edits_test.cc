@@ -17,7 +17,6 @@ json Admission(int gpu) {
           {"env",
            {{"LD_PRELOAD", "/usr/local/lib/gpumux/libgpumux.so"},
             {"GPUMUX_LEDGER", "/run/gpumux/gpu1.ledger"},
-            {"GPUMUX_ACTIVITY", "/run/gpumux/activity/k8s-x-0"},
             {"GPUMUX_AGENT", "/run/gpumux/tenant.sock"},
             {"GPUMUX_TENANT", "k8s-x-0"},
             {"CUDA_VISIBLE_DEVICES", "GPU-1234"}}}};
@@ -27,13 +26,13 @@ TEST(ContainerEdits, MountTheShimReadOnlyAndTheFilesTheEnvironmentNames) {
   ContainerEdits e = EditsForTenant(Admission(1), {});
   EXPECT_EQ(e.envs.at("GPUMUX_TENANT"), "k8s-x-0");
   EXPECT_EQ(e.envs.count("NVIDIA_VISIBLE_DEVICES"), 0u) << "a simulated GPU";
-  ASSERT_EQ(e.mounts.size(), 4u);
+  ASSERT_EQ(e.mounts.size(), 3u);
   EXPECT_EQ(e.mounts[0].host_path, "/usr/local/lib/gpumux");
   EXPECT_TRUE(e.mounts[0].read_only);
   EXPECT_EQ(e.mounts[1].host_path, "/run/gpumux/gpu1.ledger");
   EXPECT_TRUE(e.mounts[1].read_only) << "gpumuxd's view: root in the container must not write it";
-  EXPECT_EQ(e.mounts[2].host_path, "/run/gpumux/activity/k8s-x-0");
-  EXPECT_FALSE(e.mounts[2].read_only) << "the tenant's own activity";
+  EXPECT_EQ(e.mounts[2].host_path, "/run/gpumux/tenant.sock");
+  EXPECT_FALSE(e.mounts[2].read_only) << "gpumuxd's socket, for grants";
   for (const auto& m : e.mounts) EXPECT_EQ(m.host_path, m.container_path);
   EXPECT_TRUE(e.device_nodes.empty());
 }

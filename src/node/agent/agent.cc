@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -43,9 +44,10 @@ Agent::Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend)
     : config_(std::move(config)), backend_(std::move(backend)), store_(config_.state_path) {
   mkdir(config_.runtime_dir.c_str(), 0755);
   chmod(config_.runtime_dir.c_str(), 0755);  // tenants of every user map the ledgers in it
-  // Tenants' activity files: made by gpumuxd alone (no tenant may add, remove or replace one).
-  mkdir(ActivityDir().c_str(), 0755);
-  chmod(ActivityDir().c_str(), 0755);
+  // Tenants' activity files were files here before they were sealed memory files (2026-12-06);
+  // processes that still map one keep it.
+  std::error_code ignored;
+  std::filesystem::remove_all(config_.runtime_dir + "/activity", ignored);
   for (const node::Device& d : config_.gpus) gpus_.push_back({d, ShareMode::kTimeSlice, {}, {}});
   MatchCalibrations();
   for (const AgentStore::GpuMode& m : store_.GpuModes()) {
@@ -344,11 +346,26 @@ void Agent::Apply(const TenantRecord& t) {
 }
 
 void Agent::OpenActivity(const TenantRecord& t) {
-  // Until its owner is known, only gpumuxd's user may write it.
-  const uid_t owner = t.owner_unknown() ? geteuid() : t.owner;
-  Activity& a = activity_[t.id];
-  if (!a.file || a.file->owner() != owner)
-    a.file = std::make_unique<node::ActivityReader>(ActivityPath(t.id), owner);
+  std::unique_ptr<node::ActivityReader>& file = activity_[t.id];
+  if (file) return;
+  // After a restart, its processes still running publish into the file they were handed: found
+  // among the descriptors of one registered under it (the same process: its pid and start time).
+  for (auto [gpu, instance] : t.Places()) {
+    Slot* slot = SlotOf(gpu, instance);
+    std::optional<int> tenant = slot ? slot->authority->FindTenant(t.id) : std::nullopt;
+    if (!tenant) continue;
+    std::vector<std::pair<pid_t, int>> processes;
+    slot->authority->ProcessTenants(&processes);
+    for (auto [pid, of] : processes) {
+      if (of != *tenant || !slot->authority->FindProcess(pid)) continue;
+      if ((file = node::ActivityReader::FoundIn(pid))) {
+        Log("info", "tenant's activity file taken up from its running process",
+            {{"tenant", t.id}, {"pid", std::to_string(pid)}});
+        return;
+      }
+    }
+  }
+  file = std::make_unique<node::ActivityReader>();
 }
 
 void Agent::Unapply(Slot& slot, const std::string& id) {
@@ -358,10 +375,7 @@ void Agent::Unapply(Slot& slot, const std::string& id) {
   slot.seen.erase(id);
   slot.memory.erase(id);
   slot.memory_kills.erase(id);
-  if (auto a = activity_.find(id); a != activity_.end()) {
-    if (a->second.file) a->second.file->Remove();
-    activity_.erase(a);
-  }
+  activity_.erase(id);
 }
 
 bool Agent::IsOperator(const HttpRequest& r) const {
@@ -719,7 +733,6 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
   }
   for (const auto& [k, v] : node::TenantEnvironment(devices, ledgers, t.id, config_.bin_dir))
     env[k] = v;
-  env["GPUMUX_ACTIVITY"] = ActivityPath(t.id);
   for (const auto& [k, v] : backend_->ClientEnvironment(slot.device, gpu.mode, t.limits))
     env[k] = v;
   // The shim then takes its memory as grants from gpumuxd (POST /v1/grants), not from the ledger.
@@ -870,9 +883,8 @@ HttpResponse Agent::Grant(const HttpRequest& r, bool give_back) {
   }
   if (t->owner_unknown() && !root) {
     // The first process of its cgroup to draw on it (the administrator's aside): its user owns
-    // the tenant from now on, and its activity file.
+    // the tenant from now on.
     t->owner = r.uid;
-    OpenActivity(*t);
     store_.Put(*t);
     Log("info", "tenant's owner learned from its first process",
         {{"tenant", id}, {"uid", std::to_string(r.uid)}, {"pid", std::to_string(r.pid)}});
@@ -917,9 +929,15 @@ HttpResponse Agent::Grant(const HttpRequest& r, bool give_back) {
   if (std::optional<int> s = slot->ledger->FindTenant(id)) {
     slot->ledger->SetTenantUsed(*s, authority.TenantUsed(*tenant_slot));
   }
-  return Json(200, {{"granted", granted},
-                    {"used_bytes", authority.TenantUsed(*tenant_slot)},
-                    {"quota_bytes", quota}});
+  HttpResponse answer = Json(200, {{"granted", granted},
+                                    {"used_bytes", authority.TenantUsed(*tenant_slot)},
+                                    {"quota_bytes", quota}});
+  // A registration: the process gets the tenant's activity file (and only a registered process).
+  if (!give_back && bytes == 0) {
+    if (auto a = activity_.find(id); a != activity_.end() && a->second)
+      answer.descriptor = PassDescriptor(a->second->Share());
+  }
+  return answer;
 }
 
 HttpResponse Agent::ListTenants(const HttpRequest& r, const std::string& only_id) {
@@ -1037,13 +1055,6 @@ uint64_t Agent::Reclaim() {
       snapshots[&slot] = slot.ledger->Snapshot();
     }
   }
-  // A tenant that grows its activity file to fill the filesystem gets the room back taken from it
-  // within one check (logged the first time and every 100th).
-  for (auto& [id, a] : activity_) {
-    if (a.file && a.file->KeepSize() && a.cut_back++ % 100 == 0)
-      Log("warn", "tenant's activity file grown past its size; cut back",
-          {{"tenant", id}, {"times", std::to_string(a.cut_back)}});
-  }
   // Limits in the ledgers are the agent's to write: put back any that differ from what it granted,
   // and any tenant whose slot was wiped.
   for (const TenantRecord& t : tenants) {
@@ -1132,9 +1143,9 @@ void Agent::TickSlot(Slot& slot, uint64_t now_ns) {
     // they stamped nothing, its launches are stamped here, to the tick.
     bool wants = false, stamped = false;
     uint64_t held = 0;
-    if (auto a = activity_.find(id); a != activity_.end() && a->second.file) {
+    if (auto a = activity_.find(id); a != activity_.end() && a->second) {
       Slot::Seen& seen = slot.seen[id];
-      node::ActivityReader::Reading r = a->second.file->Read(seen.gpu);
+      node::ActivityReader::Reading r = a->second->Read(seen.gpu);
       wants = r.active_ticks != seen.active_ticks;
       seen.active_ticks = r.active_ticks;
       held = r.held;

@@ -26,7 +26,9 @@
 //                                         within the tenant's quota; counted against the calling
 //                                         pid (SO_PEERCRED), which is registered under the tenant
 //                                         (at most node::kMaxProcessesPerTenant live ones);
-//                                         "bytes": 0 registers it and grants nothing
+//                                         "bytes": 0 registers it and grants nothing, and
+//                                         the answer carries the tenant's activity file
+//                                         (SCM_RIGHTS)
 //   POST   /v1/grants/return             the same process: {"tenant", "bytes"} it no longer needs
 //   GET    /metrics                      anyone (also on the TCP metrics address)
 // Operators are root and members of the configured operator group, identified by the connection's
@@ -34,7 +36,8 @@
 //
 // Compute: gpumuxd measures every process's GPU time itself (the backend's DeviceMeter), charges
 // it to the tenant that registered the process, reads each tenant's launch activity from its own
-// file (node/ledger/activity.h) and ticks every tenant's share in the authority ledger
+// file (node/ledger/activity.h: a sealed memory file handed to each of the tenant's processes with
+// the answer to its registration) and ticks every tenant's share in the authority ledger
 // (ComputeTick, once a millisecond), writing each tenant's gate into the view its processes map
 // read-only. Nothing a tenant can write is read as truth about another tenant.
 //
@@ -165,11 +168,6 @@ class Agent {
     // Copies the authority's processes and each tenant's usage into the view (what tenants read).
     void PublishUsage();
   };
-  // A tenant's activity file, as gpumuxd reads it.
-  struct Activity {
-    std::unique_ptr<node::ActivityReader> file;
-    uint64_t cut_back = 0;  // times its file was found grown and cut back (KeepSize)
-  };
   struct Gpu {
     node::Device device;
     ShareMode mode = ShareMode::kTimeSlice;
@@ -192,10 +190,6 @@ class Agent {
   // The GPU and instance (-1: the whole GPU) of the device with this UUID ("GPU-..." or "MIG-...").
   std::optional<std::pair<int, int>> SlotWithUuid(const std::string& uuid) const;
 
-  // Where tenants' activity files live, and tenant `id`'s.
-  std::string ActivityDir() const { return config_.runtime_dir + "/activity"; }
-  std::string ActivityPath(const std::string& id) const { return ActivityDir() + "/" + id; }
-
   bool IsOperator(const HttpRequest& r) const;
   // The handler of each request, under mu_; throws Error, which Handle answers as its HTTP status.
   HttpResponse Route(const HttpRequest& r);
@@ -207,7 +201,8 @@ class Agent {
   HttpResponse Grant(const HttpRequest& r, bool give_back);
   // Writes the record's limits into its GPU's ledgers and readies its activity file. Throws Error.
   void Apply(const TenantRecord& t);
-  // Opens (makes) the tenant's activity file, its owner's to write.
+  // Readies the tenant's activity file: the one its running processes hold (after a restart), or a
+  // new one.
   void OpenActivity(const TenantRecord& t);
   // Whether each GPU or instance the tenant names exists now; whether it is on `slot`; whether it
   // is on GPU `gpu` (whole or an instance).
@@ -250,7 +245,7 @@ class Agent {
   std::unique_ptr<ShareBackend> backend_;
   AgentStore store_;
   std::vector<Gpu> gpus_;
-  std::map<std::string, Activity> activity_;  // by tenant id
+  std::map<std::string, std::unique_ptr<node::ActivityReader>> activity_;  // by tenant id
   std::vector<DeviceMeter::Use> uses_;        // ComputeTick's scratch
   std::vector<std::pair<pid_t, int>> pids_;   // ComputeTick's scratch
   // Processes the memory check killed (pid -> start time) until they are gone, so a dying one is

@@ -63,16 +63,37 @@ int Connect(const std::string& address) {
   return fd;
 }
 
-}  // namespace
-
-std::pair<int, std::string> CallUnix(const std::string& socket_path, const std::string& method,
-                                     const std::string& path, const std::string& body) {
-  return CallHttp("unix:" + socket_path, method, path, body);
+// Receives what has arrived on `fd`, as recv(); a descriptor sent with it goes to `*descriptor`
+// (the first; any other, or one that finds `*descriptor` taken, is closed).
+ssize_t ReceiveKeepingDescriptor(int fd, char* buf, size_t size, int* descriptor) {
+  iovec io{buf, size};
+  alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
+  msghdr message{};
+  message.msg_iov = &io;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof(control);
+  ssize_t n = recvmsg(fd, &message, MSG_CMSG_CLOEXEC);
+  if (n < 0) return n;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&message); c; c = CMSG_NXTHDR(&message, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    for (size_t k = 0; CMSG_LEN((k + 1) * sizeof(int)) <= c->cmsg_len; ++k) {
+      int received;
+      std::memcpy(&received, CMSG_DATA(c) + k * sizeof(int), sizeof(int));
+      if (*descriptor < 0) {
+        *descriptor = received;
+      } else {
+        close(received);
+      }
+    }
+  }
+  return n;
 }
 
-std::pair<int, std::string> CallHttp(const std::string& address, const std::string& method,
-                                     const std::string& path, const std::string& body,
-                                     const std::string& content_type) {
+// CallHttp, taking a descriptor sent with the answer (CallUnix).
+std::pair<int, std::string> Call(const std::string& address, const std::string& method,
+                                 const std::string& path, const std::string& body,
+                                 const std::string& content_type, int* descriptor) {
   int fd = Connect(address);
   std::ostringstream request;
   request << method << ' ' << path << " HTTP/1.1\r\nHost: "
@@ -91,19 +112,40 @@ std::pair<int, std::string> CallHttp(const std::string& address, const std::stri
   HttpMessage answer;
   ParseResult parsed;
   char buf[8192];
+  int received = -1;
   while (sent && (parsed = ParseHttpMessage(in, &answer)).status == ParseStatus::kIncomplete) {
-    ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    ssize_t n = ReceiveKeepingDescriptor(fd, buf, sizeof(buf), &received);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     in.append(buf, size_t(n));
   }
   close(fd);
   if (!sent || parsed.status != ParseStatus::kComplete) {
+    if (received >= 0) close(received);
     throw Unavailable(address + " gave no answer to " + method + " " + path);
+  }
+  if (descriptor) {
+    *descriptor = received;
+  } else if (received >= 0) {
+    close(received);
   }
   int status = 0;
   std::istringstream(answer.start_line.substr(answer.start_line.find(' ') + 1)) >> status;
   return {status, answer.body};
+}
+
+}  // namespace
+
+std::pair<int, std::string> CallUnix(const std::string& socket_path, const std::string& method,
+                                     const std::string& path, const std::string& body,
+                                     int* descriptor) {
+  return Call("unix:" + socket_path, method, path, body, "application/json", descriptor);
+}
+
+std::pair<int, std::string> CallHttp(const std::string& address, const std::string& method,
+                                     const std::string& path, const std::string& body,
+                                     const std::string& content_type) {
+  return Call(address, method, path, body, content_type, nullptr);
 }
 
 }  // namespace gpumux::agent

@@ -14,9 +14,12 @@ namespace gpumux::agent {
 sockaddr_un UnixSocketAddress(const std::string& path);
 
 // Sends one request to a gpumuxd Unix socket and returns (status, body), waiting up to 10 s for
-// the answer. Throws Error (unavailable) if the agent cannot be reached or gives no answer.
+// the answer. A descriptor gpumuxd sends with the answer goes to `*descriptor` (the caller owns
+// it; -1 if none came), or is closed where `descriptor` is null. Throws Error (unavailable) if the
+// agent cannot be reached or gives no answer.
 std::pair<int, std::string> CallUnix(const std::string& socket_path, const std::string& method,
-                                     const std::string& path, const std::string& body = "");
+                                     const std::string& path, const std::string& body = "",
+                                     int* descriptor = nullptr);
 
 // The same over any stream socket: `address` is "unix:PATH" (or an absolute PATH) or "HOST:PORT"
 // (TCP). For the Kubernetes API server through `kubectl proxy`, and the tests' fake of it.

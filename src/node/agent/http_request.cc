@@ -1,5 +1,7 @@
 #include "node/agent/http_request.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <string_view>
 
@@ -26,6 +28,14 @@ bool IsPrintable(std::string_view s) {
 }
 
 }  // namespace
+
+std::shared_ptr<const int> PassDescriptor(int fd) {
+  if (fd < 0) return nullptr;
+  return std::shared_ptr<const int>(new int(fd), [](const int* owned) {
+    close(*owned);
+    delete owned;
+  });
+}
 
 ParseResult ParseHttpMessage(std::string_view data, HttpMessage* message) {
   size_t head_end = data.find("\r\n\r\n");

@@ -39,7 +39,13 @@ struct HttpResponse {
   int status = 200;
   std::string body;
   std::string content_type = "application/json";
+  // A descriptor sent with the answer (SCM_RIGHTS; on a Unix socket only), closed when the last
+  // copy of the answer is gone: see PassDescriptor.
+  std::shared_ptr<const int> descriptor{};
 };
+
+// Owns `fd` for an HttpResponse's `descriptor` (null for a negative `fd`).
+std::shared_ptr<const int> PassDescriptor(int fd);
 
 // A parsed message: its start line, headers (names lower-cased) and body.
 struct HttpMessage {

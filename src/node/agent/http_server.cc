@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <string_view>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -50,6 +51,7 @@ struct Connection {
   Clock::time_point deadline;
   std::string in, out;
   size_t written = 0;
+  std::shared_ptr<const int> descriptor;  // sent with the answer's first bytes, then let go
 };
 
 // The handler's side of the server: complete requests wait here for a worker; answers wait for
@@ -136,6 +138,24 @@ std::string ConnectionKey(int fd, bool is_unix, const HttpRequest& r) {
       peer.ss_family == AF_INET)
     inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&peer)->sin_addr, text, sizeof(text));
   return std::string("ip:") + text;
+}
+
+// Sends what it can of `bytes` with `descriptor` attached (SCM_RIGHTS): the client receives it
+// with the first of them. As send().
+ssize_t SendWithDescriptor(int fd, std::string_view bytes, int descriptor) {
+  iovec io{const_cast<char*>(bytes.data()), bytes.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr message{};
+  message.msg_iov = &io;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof(control);
+  cmsghdr* c = CMSG_FIRSTHDR(&message);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &descriptor, sizeof(int));
+  return sendmsg(fd, &message, MSG_NOSIGNAL);
 }
 
 // One attempt to send a short refusal on a fresh socket, which has room for it.
@@ -245,6 +265,7 @@ void HttpServer::Serve(const Handler& handler) {
   auto respond = [&](Connection& c, const HttpResponse& response) {
     c.out = FormatResponse(response, limits_.chunk_answers_over);
     c.written = 0;
+    c.descriptor = c.request.has_credentials ? response.descriptor : nullptr;  // Unix sockets
     c.state = Connection::State::kWriting;
     c.deadline = Clock::now() + std::chrono::milliseconds(limits_.write_deadline_ms);
   };
@@ -327,7 +348,11 @@ void HttpServer::Serve(const Handler& handler) {
   // Sends what it can of the answer. False: done or the client is gone.
   auto write_to = [&](Connection& c) {
     while (c.written < c.out.size()) {
-      ssize_t n = send(c.fd, c.out.data() + c.written, c.out.size() - c.written, MSG_NOSIGNAL);
+      ssize_t n = c.descriptor ? SendWithDescriptor(c.fd, std::string_view(c.out).substr(c.written),
+                                                    *c.descriptor)
+                               : send(c.fd, c.out.data() + c.written, c.out.size() - c.written,
+                                      MSG_NOSIGNAL);
+      if (n > 0) c.descriptor = nullptr;
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
       if (n <= 0) return false;

@@ -1,5 +1,6 @@
 #include "node/ledger/activity.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -8,76 +9,89 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
-#include <limits>
+#include <string>
 
 #include "base/error.h"
 
 namespace gpumux::node {
 namespace {
 
+// How /proc/PID/fd names the file: memfd_create's name, as the kernel shows it.
+constexpr char kName[] = "gpumux-activity";
+constexpr char kLink[] = "/memfd:gpumux-activity (deleted)";
+// No one may grow, shrink or unseal it; its bytes stay writable (the tenant's processes count).
+constexpr int kSeals = F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL;
+
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+// Whether `fd` is a file as ActivityReader makes it: sealed so, and of its size.
+bool SealedAtSize(int fd) {
+  struct stat st;
+  return fcntl(fd, F_GET_SEALS) == kSeals && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+         size_t(st.st_size) == sizeof(ActivityWords);
+}
 
 }  // namespace
 
-ActivityWriter::ActivityWriter(const std::string& path) {
-  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) throw Unavailable(Errno(path + ": cannot open the tenant's activity file"));
+ActivityWriter::ActivityWriter(int fd) : fd_(fd) {
   struct stat st;
   if (fstat(fd, &st) != 0 || size_t(st.st_size) < sizeof(ActivityWords)) {
     close(fd);
-    throw Unavailable(path + ": the tenant's activity file is cut short");
+    throw Unavailable("the tenant's activity file gpumuxd handed is cut short");
   }
   void* p = mmap(nullptr, sizeof(ActivityWords), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) throw Unavailable(Errno(path + ": cannot map the tenant's activity file"));
+  if (p == MAP_FAILED) {
+    std::string why = Errno("cannot map the tenant's activity file");
+    close(fd);
+    throw Unavailable(why);
+  }
   words_ = static_cast<ActivityWords*>(p);
 }
 
 ActivityWriter::~ActivityWriter() {
-  if (words_) munmap(words_, sizeof(ActivityWords));
+  munmap(words_, sizeof(ActivityWords));
+  close(fd_);
 }
 
-ActivityReader::ActivityReader(const std::string& path, uid_t owner) : path_(path), owner_(owner) {
-  // Only root can give a file away; otherwise it is gpumuxd's user's own.
-  const uid_t file_owner = geteuid() == 0 ? owner : geteuid();
-  // O_NONBLOCK: a lease its owner holds on the file makes this fail at once (EWOULDBLOCK) rather
-  // than wait out lease-break-time; the file is then made anew. Once gpumuxd holds it open for
-  // writing, no lease can be taken on it.
-  fd_ = open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  struct stat st;
-  if (fd_ >= 0 && (fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != file_owner)) {
-    close(fd_);
-    fd_ = -1;
-  }
-  // A file of the layout before records per GPU is this one cut short: extended in place, it keeps
-  // what the processes that still map it publish.
-  if (fd_ >= 0 && size_t(st.st_size) == kActivityBytesOfOneGpu)
-    (void)!posix_fallocate(fd_, 0, sizeof(ActivityWords));
-  if (fd_ >= 0 && (fstat(fd_, &st) != 0 || size_t(st.st_size) != sizeof(ActivityWords))) {
-    close(fd_);
-    fd_ = -1;
-  }
-  if (fd_ >= 0) return;
-  unlink(path.c_str());
-  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) throw Unavailable(Errno(path + ": cannot make the tenant's activity file"));
-  // Every page allocated now: the tenant's processes never fault on a full filesystem.
-  int allocated = posix_fallocate(fd, 0, sizeof(ActivityWords));
+ActivityReader::ActivityReader() {
+  fd_ = memfd_create(kName, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd_ < 0) throw Unavailable(Errno("cannot make a tenant's activity file"));
+  // Every page allocated now, then sealed: nothing the tenant does takes more.
+  int allocated = posix_fallocate(fd_, 0, sizeof(ActivityWords));
   if (allocated != 0) errno = allocated;
-  bool made = allocated == 0 &&
-              (geteuid() != 0 || fchown(fd, file_owner, gid_t(-1)) == 0) && fchmod(fd, 0600) == 0;
-  if (!made) {
-    std::string why = Errno(path + ": cannot make the tenant's activity file");
-    close(fd);
-    unlink(path.c_str());
+  if (allocated != 0 || fcntl(fd_, F_ADD_SEALS, kSeals) != 0) {
+    std::string why = Errno("cannot make a tenant's activity file");
+    close(fd_);
     throw Unavailable(why);
   }
-  fd_ = fd;
 }
 
-ActivityReader::~ActivityReader() {
-  if (fd_ >= 0) close(fd_);
+std::unique_ptr<ActivityReader> ActivityReader::FoundIn(pid_t pid) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  DIR* d = opendir(dir.c_str());
+  if (!d) return nullptr;
+  std::unique_ptr<ActivityReader> found;
+  while (dirent* e = readdir(d)) {
+    std::string path = dir + "/" + e->d_name;
+    char link[64];
+    ssize_t n = readlink(path.c_str(), link, sizeof(link));
+    if (n != ssize_t(sizeof(kLink) - 1) || std::memcmp(link, kLink, size_t(n)) != 0) continue;
+    // Opening the process's descriptor opens the same file (its pages, its seals). Non-blocking:
+    // a lease its holder took (a container's root may: the file is root's) fails it at once
+    // rather than wait out lease-break-time.
+    int fd = open(path.c_str(), O_RDWR | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) continue;
+    if (SealedAtSize(fd)) {
+      found.reset(new ActivityReader(fd));
+      break;
+    }
+    close(fd);
+  }
+  closedir(d);
+  return found;
 }
+
+ActivityReader::~ActivityReader() { close(fd_); }
 
 ActivityReader::Reading ActivityReader::Read(int gpu) const {
   if (gpu < 0 || gpu >= kMaxTenantGpus) return {};
@@ -96,23 +110,6 @@ ActivityReader::Reading ActivityReader::Read(int gpu) const {
   return r;
 }
 
-bool ActivityReader::KeepSize() {
-  struct stat st;
-  if (fd_ < 0 || fstat(fd_, &st) != 0) return false;
-  // The bytes a file of exactly its size takes: whole pages.
-  const off_t page = sysconf(_SC_PAGESIZE);
-  const off_t allocated = (off_t(sizeof(ActivityWords)) + page - 1) / page * page;
-  if (st.st_size <= off_t(sizeof(ActivityWords)) && off_t(st.st_blocks) * 512 <= allocated)
-    return false;
-  // Cut back: also frees what was allocated past the end (fallocate with FALLOC_FL_KEEP_SIZE),
-  // which ftruncate to the size it has does on tmpfs, and the punch does elsewhere.
-  (void)!ftruncate(fd_, sizeof(ActivityWords));
-  (void)!fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, allocated,
-                   std::numeric_limits<off_t>::max() - allocated);
-  (void)!posix_fallocate(fd_, 0, sizeof(ActivityWords));
-  return true;
-}
-
-void ActivityReader::Remove() { unlink(path_.c_str()); }
+int ActivityReader::Share() const { return fcntl(fd_, F_DUPFD_CLOEXEC, 0); }
 
 }  // namespace gpumux::node

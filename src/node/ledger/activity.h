@@ -1,13 +1,15 @@
-// A tenant's launch activity under gpumuxd: the one thing its processes publish. A small file per
-// tenant, <runtime-dir>/activity/<id>, made by gpumuxd in a directory only gpumuxd may write,
-// owned by the tenant's user (mode 0600): the tenant's processes map it and count, once per
-// governor tick and for each of its GPUs, that they launched or are waiting to there (and each
-// launch their gates held back); a high-priority tenant's processes also stamp their launches and
-// synchronising calls there as they happen, GPU by GPU (burst_rhythm.h). gpumuxd reads it with
-// pread, never a mapping, so nothing done to the file (truncation, garbage) can fault gpumuxd, and
-// what is written there counts only for the tenant that wrote it: whether it wants the GPU, as
-// launching a kernel would say anyway, and, for a high-priority tenant, when its bursts run (made
-// sane: Ledger::SetBurstFrom), as its launches would say anyway.
+// A tenant's launch activity under gpumuxd: the one thing its processes publish. A small memory
+// file per tenant (memfd "gpumux-activity"), made by gpumuxd and sealed at its size — no one can
+// grow it, shrink it or unseal it, so it takes no room on any filesystem and none past its size —
+// and handed to each of the tenant's processes with the answer to its registration (SCM_RIGHTS on
+// gpumuxd's socket): only processes gpumuxd registered under the tenant hold it. They map it and
+// count, once per governor tick and for each of its GPUs, that they launched or are waiting to
+// there (and each launch their gates held back); a high-priority tenant's processes also stamp
+// their launches and synchronising calls there as they happen, GPU by GPU (burst_rhythm.h).
+// gpumuxd reads it with pread, never a mapping, so nothing written there can fault gpumuxd, and it
+// counts only for the tenant that wrote it: whether it wants the GPU, as launching a kernel would
+// say anyway, and, for a high-priority tenant, when its bursts run (made sane:
+// Ledger::SetBurstFrom), as its launches would say anyway.
 //
 // Thread- and process-safe (atomics in a shared mapping on the tenant's side; whole-word reads on
 // gpumuxd's).
@@ -18,8 +20,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <optional>
-#include <string>
+#include <memory>
 
 #include "node/ledger/burst_rhythm.h"
 
@@ -35,24 +36,21 @@ struct GpuActivity {
   BurstWords burst;  // a high-priority tenant's bursts there, stamped as they happen
 };
 
-// The tenant's k-th GPU is its k-th place (its program's device k). Laid out so that a file of the
-// layout before GPUs had records of their own (one count, the held launches, one rhythm) is this
-// one cut short: gpumuxd extends such a file in place, and processes started before, which map the
-// shorter file, go on publishing into their first GPU's record.
+// The tenant's k-th GPU is its k-th place (its program's device k).
 struct ActivityWords {
   std::atomic<uint64_t> active_ticks;    // its first GPU's (GpuActivity::active_ticks)
   std::atomic<uint64_t> held;            // launches its gates held back, on any of its GPUs
   BurstWords burst;                      // its first GPU's (GpuActivity::burst)
   GpuActivity more[kMaxTenantGpus - 1];  // more[k - 1]: its k-th GPU's, k >= 1
 };
-// The size of a file of the layout before (ActivityReader extends one).
-inline constexpr size_t kActivityBytesOfOneGpu = offsetof(ActivityWords, more);
 
-// Tenant side: the mapped file (GPUMUX_ACTIVITY). Null words when it could not be opened.
+// Tenant side: the mapped memory file gpumuxd handed this process.
 class ActivityWriter {
  public:
-  // Maps the file at `path`; throws Error (unavailable) when it cannot be opened or is too short.
-  explicit ActivityWriter(const std::string& path);
+  // Maps the memory file `fd` and keeps `fd` open (a restarted gpumuxd finds the tenant's file
+  // among its processes' descriptors). Throws Error (unavailable), closing `fd`, when it is cut
+  // short or cannot be mapped.
+  explicit ActivityWriter(int fd);
   ActivityWriter(const ActivityWriter&) = delete;
   ActivityWriter& operator=(const ActivityWriter&) = delete;
   ~ActivityWriter();
@@ -68,18 +66,19 @@ class ActivityWriter {
   BurstWords* burst(int gpu) { return gpu == 0 ? &words_->burst : &words_->more[gpu - 1].burst; }
 
  private:
+  int fd_ = -1;
   ActivityWords* words_ = nullptr;
 };
 
-// gpumuxd side: one tenant's file, made (every page allocated up front) or, after a restart,
-// reopened when it is still a regular file of the right owner, without ever waiting on it (a lease
-// its owner holds makes it anew), and read without mapping.
+// gpumuxd side: one tenant's memory file, read without mapping. Not thread-safe (gpumuxd's lock).
 class ActivityReader {
  public:
-  // Makes `path` (the directory must be gpumuxd's) owned by `owner`, mode 0600, or keeps the one
-  // there if it is a regular file owned by `owner` (extended in place if it has the layout before
-  // records per GPU). Throws Error (unavailable).
-  ActivityReader(const std::string& path, uid_t owner);
+  // Makes a new one, sealed at its size. Throws Error (unavailable).
+  ActivityReader();
+  // After a restart: the tenant's file that process `pid` holds (one gpumuxd made: named so,
+  // sealed against growing and shrinking, of its size), found among its descriptors; null if it
+  // holds none. Needs root, or the process's user.
+  static std::unique_ptr<ActivityReader> FoundIn(pid_t pid);
   ActivityReader(const ActivityReader&) = delete;
   ActivityReader& operator=(const ActivityReader&) = delete;
   ~ActivityReader();
@@ -89,20 +88,14 @@ class ActivityReader {
     BurstWords burst{};  // as the tenant wrote them: check before use (Ledger::SetBurstFrom)
   };
   // What the file says now of the tenant's GPU `gpu` (and the held launches of all); zeros for a
-  // file cut short or a GPU out of range.
+  // GPU out of range.
   Reading Read(int gpu) const;
-  // The tenant owns the file, so it can make it larger (ftruncate, fallocate) and fill the
-  // filesystem that gpumuxd's ledgers and its neighbours' files live on. Cuts a file grown past its
-  // size (or holding blocks past it) back, returning the room; true if it had to. gpumuxd calls it
-  // with each memory check (twice a second), which bounds how long the room stays taken.
-  bool KeepSize();
-  // Removes the file (the tenant is gone).
-  void Remove();
-  uid_t owner() const { return owner_; }
+  // A new descriptor of the file, for a process of the tenant (the caller owns it); -1 if none
+  // could be made.
+  int Share() const;
 
  private:
-  std::string path_;
-  uid_t owner_;
+  explicit ActivityReader(int fd) : fd_(fd) {}
   int fd_ = -1;
 };
 

@@ -247,11 +247,10 @@ TEST(Ledger, TenantComputeTickHoldsATenantOverItsCapWithoutAnyProcessOfIts) {
   EXPECT_TRUE(l.TenantComputeTick(kMaxTenants, start, 0, true).hold) << "no such slot";
 }
 
-TEST(Activity, WhatATenantCountsIsReadGpuByGpuAndACutShortFileReadsAsNothing) {
-  std::string path = FreshPath("activity");
-  ActivityReader reader(path, geteuid());
+TEST(Activity, WhatATenantCountsIsReadGpuByGpu) {
+  ActivityReader reader;
   {
-    ActivityWriter writer(path);
+    ActivityWriter writer(reader.Share());
     writer.Tick(0);
     writer.Tick(0);
     writer.Tick(1);
@@ -265,47 +264,53 @@ TEST(Activity, WhatATenantCountsIsReadGpuByGpuAndACutShortFileReadsAsNothing) {
   EXPECT_EQ(reader.Read(0).held, 1u);
   EXPECT_EQ(reader.Read(kMaxTenantGpus).active_ticks, 0u) << "no such GPU";
   EXPECT_EQ(reader.Read(-1).active_ticks, 0u);
-  ASSERT_EQ(truncate(path.c_str(), 3), 0);
-  EXPECT_EQ(reader.Read(0).active_ticks, 0u) << "no fault, no figure";
-  // A restarted gpumuxd keeps a file that is still right, and remakes one that is not.
-  ActivityReader again(path, geteuid());
-  ActivityWriter writer(path);
-  writer.Tick(0);
-  EXPECT_EQ(again.Read(0).active_ticks, 1u);
 }
 
-// A gpumuxd of this layout starting over a tenant's file of the layout before records per GPU: it
-// extends the file in place, so that a process started before, mapping only the old size, is still
-// seen on its first GPU.
-TEST(Activity, AFileOfTheLayoutBeforeRecordsPerGpuIsExtendedInPlaceAndStillRead) {
-  std::string path = FreshPath("activity-before");
-  {
-    int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-    ASSERT_EQ(ftruncate(fd, kActivityBytesOfOneGpu), 0);
-    close(fd);
-  }
-  int fd = open(path.c_str(), O_RDWR);
-  auto* before = static_cast<unsigned char*>(
-      mmap(nullptr, kActivityBytesOfOneGpu, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
-  ASSERT_NE(before, MAP_FAILED);
-  const uint64_t ticks = 7, held = 3;  // the old layout: count, held launches, bursts
-  std::memcpy(before, &ticks, sizeof(ticks));
-  std::memcpy(before + sizeof(uint64_t), &held, sizeof(held));
-  struct stat was;
-  fstat(fd, &was);
-  ActivityReader reader(path, geteuid());
-  struct stat now;
-  ASSERT_EQ(stat(path.c_str(), &now), 0);
-  EXPECT_EQ(now.st_ino, was.st_ino) << "the same file, not one made anew";
-  EXPECT_EQ(size_t(now.st_size), sizeof(ActivityWords));
-  EXPECT_EQ(reader.Read(0).active_ticks, 7u);
-  EXPECT_EQ(reader.Read(0).held, 3u);
-  const uint64_t later = 8;  // the old process publishes on
-  std::memcpy(before, &later, sizeof(later));
-  EXPECT_EQ(reader.Read(0).active_ticks, 8u);
-  EXPECT_EQ(reader.Read(1).active_ticks, 0u);
-  munmap(before, kActivityBytesOfOneGpu);
+// What a tenant's process holds is a memory file sealed at its size: it can write its counts, but
+// not make it take more room (or less) or lift the seals, however it tries.
+TEST(Activity, AProcessHoldingItCanNeitherGrowNorShrinkNorUnsealIt) {
+  ActivityReader reader;
+  int fd = reader.Share();
+  ASSERT_GE(fd, 0);
+  struct stat st;
+  ASSERT_EQ(fstat(fd, &st), 0);
+  EXPECT_EQ(size_t(st.st_size), sizeof(ActivityWords));
+  EXPECT_GE(uint64_t(st.st_blocks) * 512, sizeof(ActivityWords)) << "allocated up front";
+  EXPECT_NE(ftruncate(fd, 64 << 20), 0);
+  EXPECT_NE(ftruncate(fd, 0), 0);
+  EXPECT_NE(fallocate(fd, 0, 0, 64 << 20), 0);
+  EXPECT_NE(fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 64 << 20), 0) << "no blocks past its size";
+  EXPECT_NE(pwrite(fd, "x", 1, 64 << 20), 1) << "no write past its end";
+  EXPECT_NE(fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE), 0) << "its seals are sealed";
+  ASSERT_EQ(fstat(fd, &st), 0);
+  EXPECT_EQ(size_t(st.st_size), sizeof(ActivityWords));
+  EXPECT_LE(uint64_t(st.st_blocks) * 512, uint64_t(sizeof(ActivityWords)) + 4096);
+  const uint64_t ticks = 5;
+  EXPECT_EQ(pwrite(fd, &ticks, sizeof(ticks), offsetof(ActivityWords, active_ticks)),
+            ssize_t(sizeof(ticks)))
+      << "its counts are its to write";
+  EXPECT_EQ(reader.Read(0).active_ticks, 5u);
   close(fd);
+}
+
+// A restarted gpumuxd finds the file among the descriptors of a process that holds it; a file of
+// the same name that is not sealed so, or not of its size, is not taken for it.
+TEST(Activity, TheFileAProcessHoldsIsFoundAfterARestartAndNoLookAlikeIs) {
+  int fake = memfd_create("gpumux-activity", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  ASSERT_GE(fake, 0);
+  ASSERT_EQ(ftruncate(fake, sizeof(ActivityWords)), 0);  // the size, but growable
+  EXPECT_EQ(ActivityReader::FoundIn(getpid()), nullptr) << "an unsealed look-alike";
+  auto reader = std::make_unique<ActivityReader>();
+  ActivityWriter writer(reader->Share());
+  reader.reset();  // gpumuxd exits; the process keeps its file
+  writer.Tick(0);
+  std::unique_ptr<ActivityReader> found = ActivityReader::FoundIn(getpid());
+  ASSERT_NE(found, nullptr);
+  EXPECT_EQ(found->Read(0).active_ticks, 1u);
+  writer.Tick(0);
+  EXPECT_EQ(found->Read(0).active_ticks, 2u) << "the same file, not a copy";
+  EXPECT_EQ(ActivityReader::FoundIn(999999999), nullptr) << "no such process";
+  close(fake);
 }
 
 }  // namespace

@@ -33,10 +33,10 @@ uint64_t MemoryGrant::Ask(uint64_t want, uint64_t least) {
   }
 }
 
-bool MemoryGrant::Register(std::string* why) {
+bool MemoryGrant::Register(std::string* why, int* activity) {
   nlohmann::json body = GrantBody(tenant_, 0, part_);
   try {
-    auto [status, answer] = agent::CallUnix(socket_, "POST", "/v1/grants", body.dump());
+    auto [status, answer] = agent::CallUnix(socket_, "POST", "/v1/grants", body.dump(), activity);
     if (status == 200) return true;
     nlohmann::json refusal = nlohmann::json::parse(answer, nullptr, /*allow_exceptions=*/false);
     *why = refusal.is_object() && refusal.contains("error") && refusal["error"].is_string()

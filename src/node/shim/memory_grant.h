@@ -31,8 +31,10 @@ class MemoryGrant {
   // Registers this process with gpumuxd under the tenant (a grant of no bytes), so that gpumuxd
   // counts its GPU time against the tenant before it allocates anything. False, saying why in
   // `*why`: gpumuxd refused (not the tenant's user or cgroup, the tenant has all the processes it
-  // may have, or gpumuxd cannot see this process's pid) or could not be reached.
-  bool Register(std::string* why);
+  // may have, or gpumuxd cannot see this process's pid) or could not be reached. The tenant's
+  // activity file gpumuxd hands with its answer (node/ledger/activity.h) goes to `*activity` (the
+  // caller owns it; -1 if none came), or is closed where `activity` is null.
+  bool Register(std::string* why, int* activity = nullptr);
   // Hot path of every allocation: takes `bytes` from the credit, asking gpumuxd when it runs
   // short. False: gpumuxd refused (over quota) or could not be reached.
   bool Take(uint64_t bytes);
