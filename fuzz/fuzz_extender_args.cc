@@ -1,12 +1,15 @@
 // The scheduler extender's bodies: the input is the body kube-scheduler would send to filter,
 // prioritize and bind (pods are written by users, so anything may be in them), handled by an
-// extender that knows two nodes. Every answer must be 200 or a 400 with the reason, never a 500 or
-// an exception out of Handle.
+// extender that knows two nodes. Every answer must be a 200 whose body is JSON (a refusal says why
+// in its fields, as kube-scheduler reads them), never another status or an exception out of
+// Handle.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "integrations/kubernetes/extender.h"
 
@@ -30,7 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const char* verb : {"/filter", "/prioritize", "/bind"}) {
     gpumux::agent::HttpRequest r{"POST", verb, body};
     gpumux::agent::HttpResponse answer = TheExtender().Handle(r);
-    if (answer.status != 200 && answer.status != 400) {
+    if (answer.status != 200 || nlohmann::json::parse(answer.body, nullptr, false).is_discarded()) {
       std::fprintf(stderr, "%s answered %d: %s\n", verb, answer.status, answer.body.c_str());
       std::abort();
     }

@@ -16,10 +16,7 @@
 namespace {
 
 using Result = gpumux::testing::ShellResult;
-
-Result Gpumux(const std::string& args) {
-  return gpumux::testing::Shell(std::string(GPUMUX_BINARY) + " " + args + " 2>&1");
-}
+using gpumux::testing::Gpumux;
 
 std::string Example(const char* name) {
   return std::string(GPUMUX_SOURCE_DIR) + "/examples/" + name;

@@ -4,7 +4,8 @@
 // real one does: answers over 4 KiB chunked; lists in pages with limit and continue, each object
 // and list with a resourceVersion; watches from a resourceVersion with the events since, a
 // BOOKMARK, and ERROR 410 Gone for a version older than it keeps (Compact); it ends each watch
-// stream once it has sent what it has, as a server may end one at any time) and a fake kubelet (the
+// stream once it has sent what it has, as a server may end one at any time, and can answer
+// watches 503 as a restarting one does (FailWatches)) and a fake kubelet (the
 // device plugin API's Registration service on kubelet.sock, and a client of the plugin's sockets,
 // built from the same .proto as the plugin).
 #pragma once
@@ -63,6 +64,13 @@ class FakeApiServer {
       Changed("pods", "DELETED", gone);
       return;
     }
+  }
+  // The next `count` watches are answered `status` with a Status, as an API server restarting
+  // behind a load balancer answers (503), without ending what was watched: the version stays.
+  void FailWatches(int count, int status = 503) {
+    std::lock_guard lock(mu_);
+    failing_watches_ = count;
+    failing_status_ = status;
   }
   // Forgets the events kept so far: a watch from an older version is then answered 410 Gone.
   void Compact() {
@@ -250,6 +258,13 @@ class FakeApiServer {
     };
     if (q["watch"] == "true") {
       if (node.empty()) ++watches_[kind];
+      if (failing_watches_ > 0) {
+        --failing_watches_;
+        return {failing_status_,
+                json{{"kind", "Status"}, {"status", "Failure"}, {"code", failing_status_},
+                     {"message", "the server is currently unable to handle the request"}}
+                    .dump()};
+      }
       int64_t from = std::stoll(q["resourceVersion"].empty() ? "0" : q["resourceVersion"]);
       std::string stream;
       if (from < compacted_) {
@@ -311,6 +326,7 @@ class FakeApiServer {
   std::vector<Event> events_;
   int lists_ = 0, node_lists_ = 0;
   std::map<std::string, int> watches_;
+  int failing_watches_ = 0, failing_status_ = 503;
 };
 
 // The kubelet's device manager as far as a plugin sees it.

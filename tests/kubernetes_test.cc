@@ -200,6 +200,35 @@ class KubernetesTest : public KubernetesNodeTest {
                                           "/gpumux/" + verb, body);
     return {status, json::parse(text)};
   }
+  // What kube-scheduler records for a pod after this extender's filter, written from its HTTP
+  // extender client and its FitError (pkg/scheduler/extender.go, schedule_one.go, types.go): an
+  // answer other than 200 is an error naming the code alone ("failed Filter with extender at URL
+  // ..., code N": the body is not read); a result's Error is the error; else each node that
+  // failed (FailedNodes, FailedAndUnresolvableNodes) counts its reason, and the pod's
+  // FailedScheduling message is "0/N nodes are available: K reason, ...." ("" if a node passed).
+  std::string WhatKubeSchedulerRecords(const json& args) {
+    std::string url = "127.0.0.1:" + std::to_string(http_->tcp_port());
+    auto [status, text] = agent::CallHttp(url, "POST", "/gpumux/filter", args.dump());
+    if (status != 200)
+      return "failed Filter with extender at URL http://" + url + "/gpumux, code " +
+             std::to_string(status);
+    json result = json::parse(text);
+    if (!result.value("Error", "").empty()) return result["Error"];
+    size_t passed = result["NodeNames"].is_array() ? result["NodeNames"].size()
+                                                   : result["Nodes"]["items"].size();
+    if (passed > 0) return "";
+    std::map<std::string, int> reasons;
+    for (const char* field : {"FailedNodes", "FailedAndUnresolvableNodes"}) {
+      const json failed = result.value(field, json::object());
+      for (const auto& [node, why] : failed.items()) ++reasons[why.get<std::string>()];
+    }
+    std::string message =
+        "0/" + std::to_string(args["NodeNames"].size()) + " nodes are available: ";
+    for (const auto& [why, count] : reasons)
+      message += (message.back() == ' ' ? "" : ", ") + std::to_string(count) + " " + why;
+    return message + ".";
+  }
+
   // What kube-scheduler does for a pod that asks gpumux resources: filter, prioritize, bind.
   // Returns bind's Error ("" when bound).
   std::string Schedule(const std::string& name) {
@@ -331,6 +360,37 @@ TEST_F(KubernetesTest, APodOfTwoGpusIsPlacedOnTwoAndHeldToItsShareOfEach) {
   EXPECT_NE(filtered["FailedNodes"]["node-a"].get<std::string>().find("needs 2 GPUs, 0 fit"),
             std::string::npos)
       << filtered;
+}
+
+// Issue 40: the reason a pod is not placed reaches what kube-scheduler records (what `kubectl
+// describe pod` shows), read as kube-scheduler reads the extender's answers: a pod that does not
+// fit now (FailedNodes), one no node can ever take (FailedAndUnresolvableNodes), arguments that
+// are not a pod, and a bind that cannot be done (ExtenderBindingResult's Error).
+TEST_F(KubernetesTest, KubeSchedulerRecordsWhyTheExtenderRefusedAPod) {
+  ASSERT_NO_FATAL_FAILURE(StartStack(1));
+  api_->AddPod(PendingPod("huge", "e1e1e1e1-0000-4000-8000-000000000041", {{{kMemory, 100}}}));
+  std::string huge =
+      WhatKubeSchedulerRecords({{"Pod", api_->Pod("huge")}, {"NodeNames", {"node-a"}}});
+  EXPECT_EQ(huge.rfind("0/1 nodes are available: 1 gpumux: ", 0), 0u) << huge;
+  EXPECT_NE(huge.find("the pod asks 100"), std::string::npos) << huge;
+  json capped = PendingPod("capped", "e1e1e1e1-0000-4000-8000-000000000042",
+                           {{{kMemory, 2}, {kCompute, 20}}});
+  capped["metadata"]["annotations"][k8s::kPriorityAnnotation] = "high";
+  api_->AddPod(capped);
+  std::string never =
+      WhatKubeSchedulerRecords({{"Pod", api_->Pod("capped")}, {"NodeNames", {"node-a"}}});
+  EXPECT_EQ(never.rfind("0/1 nodes are available: 1 gpumux: ", 0), 0u) << never;
+  EXPECT_NE(never.find("high-priority"), std::string::npos) << never;
+  std::string malformed = WhatKubeSchedulerRecords({{"Pod", 3}, {"NodeNames", {"node-a"}}});
+  EXPECT_NE(malformed.find("v1.Pod"), std::string::npos) << malformed;
+  EXPECT_EQ(malformed.find("code 400"), std::string::npos) << malformed;
+  // A bind to a node without gpumux GPUs: the reason in the answer's Error.
+  auto [status, bound] = Extend("bind", json{{"PodName", "huge"},
+                                            {"PodNamespace", "default"},
+                                            {"PodUID", "e1e1e1e1-0000-4000-8000-000000000041"},
+                                            {"Node", "node-z"}}.dump());
+  EXPECT_EQ(status, 200);
+  EXPECT_NE(bound["Error"].get<std::string>().find("node-z"), std::string::npos) << bound;
 }
 
 TEST_F(KubernetesTest, TwoPodsOnOneGpuAreEachHeldToTheirQuotaAndTheNeighbourIsUntouched) {
@@ -584,6 +644,53 @@ TEST_F(KubernetesTest, AnInformerListsInPagesWatchesAndListsAgainAfterGone) {
   EXPECT_EQ(informer.size(), 1202u);
 }
 
+// Issue 40: a watch that fails (an API server restarting answers 503, a connection cut) is resumed
+// from the last version seen, without a list, after a back-off; only failures that go on list
+// again, as client-go's reflector does.
+TEST_F(KubernetesTest, AnInformerResumesAFailedWatchWithoutAListAndListsOnlyWhenFailuresGoOn) {
+  StartNode(1);
+  for (int i = 0; i < 20; ++i)
+    api_->AddPod(PendingPod("p" + std::to_string(i),
+                            "00000000-0000-4000-8000-" + std::to_string(100000000000 + i),
+                            {{{kMemory, 1}}}));
+  k8s::KubeApi api(api_->address());
+  std::mutex mu;
+  std::set<std::string> live;
+  k8s::Informer informer(&api, "/api/v1/pods",
+                         {[&](const json& p) {
+                            std::lock_guard lock(mu);
+                            live.insert(p["metadata"]["name"]);
+                          },
+                          [&](const json& p) {
+                            std::lock_guard lock(mu);
+                            live.erase(p["metadata"]["name"]);
+                          }});
+  std::atomic<bool> stop{false};
+  std::thread running([&] { informer.Run(stop, std::chrono::milliseconds(10)); });
+  auto await = [&](const std::function<bool()>& done) {
+    for (int i = 0; i < 400 && !done(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return done();
+  };
+  ASSERT_TRUE(await([&] { return api_->watches("pods") >= 1; }));
+  int lists = api_->lists(), watches = api_->watches("pods");
+  api_->FailWatches(k8s::Informer::kListAfterFailures - 1);
+  api_->AddPod(PendingPod("after", "00000000-0000-4000-8000-999999999998", {{{kMemory, 1}}}));
+  EXPECT_TRUE(await([&] {
+    std::lock_guard lock(mu);
+    return live.count("after") > 0;
+  })) << "the resumed watch brought the new pod";
+  EXPECT_GE(api_->watches("pods"), watches + k8s::Informer::kListAfterFailures);
+  EXPECT_EQ(api_->lists(), lists) << "no list for a failed watch";
+  // Failures that go on: a list then, and the watch from its version.
+  api_->FailWatches(k8s::Informer::kListAfterFailures);
+  EXPECT_TRUE(await([&] { return api_->lists() > lists; })) << "listed again";
+  EXPECT_EQ(api_->lists(), lists + 1);
+  stop = true;
+  running.join();
+  EXPECT_EQ(informer.size(), 21u);
+}
+
 // With 150,000 pods in the cluster the extender lists them once, in pages, then answers filter
 // from what it holds: a pod placed elsewhere in the cluster by another scheduler run is counted
 // when its event arrives, with no list.
@@ -728,10 +835,16 @@ TEST_F(KubernetesTest, AMalformedRequestIsRefusedWithTheReasonAndChangesNothing)
       {"bind", "[]", "ExtenderBindingArgs"},
   };
   for (const Case& c : cases) {
+    // A 200 whose fields say why (kube-scheduler reads no other answer's body): the Error, or
+    // each node's reason; a prioritize, which has no field for it, gives no scores.
     auto [status, answer] = Extend(c.verb, c.body);
-    EXPECT_EQ(status, 400) << c.verb << " " << c.body;
-    EXPECT_NE(answer["Error"].get<std::string>().find(c.reason), std::string::npos)
-        << answer << " for " << c.body;
+    EXPECT_EQ(status, 200) << c.verb << " " << c.body;
+    if (c.verb == "prioritize") {
+      EXPECT_EQ(answer, json::array()) << c.body;
+      continue;
+    }
+    EXPECT_NE(answer.dump().find(c.reason), std::string::npos) << answer << " for " << c.body;
+    if (c.verb == "filter") EXPECT_TRUE(answer["NodeNames"].empty()) << answer;
   }
   EXPECT_EQ(api_->bindings(), 0);
   EXPECT_FALSE(api_->Pod("p")["metadata"]["annotations"].contains("gpumux.io/assigned"));

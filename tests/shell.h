@@ -27,4 +27,11 @@ inline ShellResult Shell(const std::string& command) {
   return r;
 }
 
+#ifdef GPUMUX_BINARY
+// Runs the built `gpumux` with `args` as a user would; its stderr comes with its stdout.
+inline ShellResult Gpumux(const std::string& args) {
+  return Shell(std::string(GPUMUX_BINARY) + " " + args + " 2>&1");
+}
+#endif
+
 }  // namespace gpumux::testing

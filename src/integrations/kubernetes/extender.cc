@@ -13,6 +13,7 @@
 #include "base/input_file.h"
 #include "fleet/policy.h"
 #include "integrations/kubernetes/policy_scores.h"
+#include "node/agent/log.h"
 
 namespace gpumux::k8s {
 
@@ -124,10 +125,21 @@ NodeGpus Extender::NodeState(const std::string& name) {
 }
 
 FilterResult Extender::Filter(const json& args) {
-  PodRequest pod = ParsePod(Key(args, "Pod"));
   bool full = false;
   std::vector<std::string> names = Candidates(args, &full);
   FilterResult result;
+  PodRequest pod;
+  try {
+    pod = ParsePod(Key(args, "Pod"));
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kBadInput) throw;
+    // A pod gpumuxd would refuse: no node can ever take it, and kube-scheduler shows why with
+    // each node (and does not retry it until the pod changes).
+    for (std::string& name : names)
+      result.unresolvable.emplace_back(std::move(name), std::string("gpumux: ") + e.what());
+    if (full) result.nodes = {{"items", json::array()}};
+    return result;
+  }
   std::vector<bool> fits(names.size());
   {
     std::lock_guard lock(mu_);
@@ -176,6 +188,21 @@ void AppendJsonString(std::string* out, const std::string& text) {
   }
 }
 
+// `,"FIELD":{"node":"why",...}`: a FailedNodesMap.
+void AppendNodeReasons(std::string* out, const char* field,
+                       const std::vector<std::pair<std::string, std::string>>& reasons) {
+  *out += ",\"";
+  *out += field;
+  *out += "\":{";
+  for (size_t i = 0; i < reasons.size(); ++i) {
+    if (i) *out += ',';
+    AppendJsonString(out, reasons[i].first);
+    *out += ':';
+    AppendJsonString(out, reasons[i].second);
+  }
+  *out += '}';
+}
+
 }  // namespace
 
 std::string FilterResult::Json() const {
@@ -194,14 +221,11 @@ std::string FilterResult::Json() const {
   } else {
     out += "null";
   }
-  out += ",\"FailedNodes\":{";
-  for (size_t i = 0; i < failed.size(); ++i) {
-    if (i) out += ',';
-    AppendJsonString(&out, failed[i].first);
-    out += ':';
-    AppendJsonString(&out, failed[i].second);
-  }
-  out += "},\"Error\":\"\"}";
+  AppendNodeReasons(&out, "FailedNodes", failed);
+  AppendNodeReasons(&out, "FailedAndUnresolvableNodes", unresolvable);
+  out += ",\"Error\":";
+  AppendJsonString(&out, error);
+  out += '}';
   return out;
 }
 
@@ -362,10 +386,22 @@ void Extender::OnNode(const json& item) {
     nodes_.erase(name);
     return;
   }
-  if (PutNode(name, *gpus) == NodeChange::kLearnt) {  // pods placed on it before now count
-    for (const auto& [uid, p] : placed_)
-      if (p.node == name) Count(p, +1);
+  // A node learnt now, or whose GPUs changed (its annotation: one written after pods were bound
+  // to it, a MIG re-layout), has what is placed on it counted again from the placements.
+  auto known = nodes_.find(name);
+  bool changed = known == nodes_.end() || known->second.Annotation() != gpus->Annotation();
+  if (PutNode(name, *gpus) != NodeChange::kRefused && changed) Recount(name);
+}
+
+void Extender::Recount(const std::string& name) {
+  auto node = nodes_.find(name);
+  if (node == nodes_.end()) return;
+  for (Slot& slot : node->second.slots()) {
+    slot.used_memory_gib = slot.used_compute_percent = slot.pods = 0;
+    slot.held_whole = false;
   }
+  for (const auto& [uid, p] : placed_)
+    if (p.node == name) Count(p, +1);
 }
 
 void Extender::OnNodeGone(const json& item) {
@@ -417,20 +453,27 @@ agent::HttpResponse Extender::Handle(const agent::HttpRequest& r) {
   if (r.method != "POST" || (verb != "filter" && verb != "prioritize" && verb != "bind"))
     return {404, json{{"Error", "no such verb: " + r.method + " " + r.path}}.dump()};
   json args = json::parse(r.body, nullptr, false);
+  std::string why;
   try {
     if (args.is_discarded()) throw BadInput("the body is not JSON");
     if (verb == "filter") return {200, Filter(args).Json()};
     if (verb == "prioritize") return {200, HostPriorityListJson(Prioritize(args))};
     return {200, Bind(args).dump(-1, ' ', false, json::error_handler_t::replace)};
   } catch (const json::exception& e) {
-    // A field of the wrong JSON type somewhere in a pod or node: bad input as much as any.
-    return {400, json{{"Error", verb + ": " + e.what()}}.dump(-1, ' ', false,
-                                                              json::error_handler_t::replace)};
+    why = e.what();  // a field of the wrong JSON type in a pod or node: bad input as much as any
   } catch (const Error& e) {
-    int status = e.code() == ErrorCode::kBadInput ? 400 : 500;
-    return {status, json{{"Error", verb + ": " + e.what()}}.dump(-1, ' ', false,
-                                                                 json::error_handler_t::replace)};
+    why = e.what();
   }
+  // In the verb's own answer (kube-scheduler reads no other): the filter's and the bind's Error;
+  // a prioritize gives no scores, and the reason goes to the log.
+  why = "gpumux: " + verb + ": " + why;
+  agent::Log("warn", "scheduler extender refused a request", {{"verb", verb}, {"reason", why}});
+  if (verb == "prioritize") return {200, "[]"};
+  if (verb == "bind")
+    return {200, ErrorBody(why).dump(-1, ' ', false, json::error_handler_t::replace)};
+  FilterResult refused;
+  refused.error = why;
+  return {200, refused.Json()};
 }
 
 }  // namespace gpumux::k8s

@@ -1,9 +1,11 @@
 // gpumux's kube-scheduler extender (the extender protocol of kube-scheduler/extender/v1: JSON over
 // HTTP POST to URL_PREFIX/VERB). kube-scheduler sends pods that ask for gpumux.io/* resources:
 //   filter     ExtenderArgs {Pod, Nodes | NodeNames} → ExtenderFilterResult {Nodes | NodeNames,
-//              FailedNodes, Error}: the nodes where one GPU (or MIG instance) holds the pod's
-//              memory and compute (or, for a pod of several GPUs, that many GPUs hold their
-//              share each), and for the others why not;
+//              FailedNodes, FailedAndUnresolvableNodes, Error}: the nodes where one GPU (or MIG
+//              instance) holds the pod's memory and compute (or, for a pod of several GPUs, that
+//              many GPUs hold their share each), and for the others why not: FailedNodes where
+//              room may come, FailedAndUnresolvableNodes (every node) for a pod no node can ever
+//              take (one gpumuxd would refuse);
 //   prioritize ExtenderArgs → HostPriorityList [{Host, Score 0..10}]: gpumux's fleet policy (the
 //              same code as `gpumux fleet simulate`, policy_scores.h);
 //   bind       ExtenderBindingArgs {PodName, PodNamespace, PodUID, Node} → {Error}: picks the GPU
@@ -11,6 +13,10 @@
 //              "2,3", which the device plugin admits the pod by) and binds the pod through the API
 //              server.
 // Keys are matched case-insensitively (Go's decoder does; older clients send "pod", "nodes").
+// Every refusal is a 200 whose fields say it, as kube-scheduler's HTTP extender client reads no
+// body of any other status (pkg/scheduler/extender.go): the filter's per node, or its Error (args
+// that are not what kube-scheduler sends), the bind's Error; a prioritize that cannot score gives
+// no scores (kube-scheduler then goes on without this extender's).
 //
 // Room is counted here, under one lock: bind checks the GPU again and counts the pod in before it
 // answers, so of two pods racing for the last room of a GPU one is bound and the other's bind
@@ -54,8 +60,10 @@ struct ExtenderConfig {
 struct FilterResult {
   std::vector<std::string> node_names;  // the nodes that pass, when the args named them (NodeNames)
   nlohmann::json nodes;  // or, when the args carried full Nodes: {"items": [those that pass]}
-  std::vector<std::pair<std::string, std::string>> failed;  // node, why not
-  std::string Json() const;                                 // as kube-scheduler reads it
+  std::vector<std::pair<std::string, std::string>> failed;  // node, why not (yet)
+  std::vector<std::pair<std::string, std::string>> unresolvable;  // node, why never
+  std::string error;                                               // the args were wrong
+  std::string Json() const;  // as kube-scheduler reads it
 };
 
 // One entry of kube-scheduler's HostPriorityList.
@@ -77,7 +85,7 @@ class Extender {
   std::vector<HostPriority> Prioritize(const nlohmann::json& args);  // in the candidates' order
   nlohmann::json Bind(const nlohmann::json& args);
   // HTTP: POST /filter, /prioritize, /bind (any prefix before the verb); GET /healthz. A malformed
-  // body is answered 400 with the reason, and changes nothing.
+  // body is answered 200 with the reason in the verb's answer (above), and changes nothing.
   agent::HttpResponse Handle(const agent::HttpRequest& request);
 
   // Lists nodes and pods from the API server (in pages) and brings its model to them: nodes'
@@ -109,6 +117,8 @@ class Extender {
   // The candidate nodes of ExtenderArgs as names, learning slots from full Nodes when given.
   std::vector<std::string> Candidates(const nlohmann::json& args, bool* full_nodes);
   void Count(const Placement& p, int sign);  // with mu_ held
+  // Counts the node's slots' use again from the placements on it; with mu_ held.
+  void Recount(const std::string& name);
   // Sets a node's slots keeping their use (with mu_ held); a node not known yet is refused once
   // `max_nodes` are.
   enum class NodeChange { kRefused, kLearnt, kUpdated };

@@ -181,12 +181,30 @@ TEST(Extender, RefusesAnUnknownPolicyAtStart) {
   EXPECT_THROW(Extender({"nosuch"}, nullptr), Error);
 }
 
-TEST(Extender, AMalformedBodyIsA400WithTheReason) {
+// kube-scheduler reads the body of a 200 only: a refusal is a 200 whose fields say why.
+TEST(Extender, AMalformedBodyIsRefusedInTheAnswersFieldsWithTheReason) {
   Extender extender({}, nullptr);
-  agent::HttpRequest r{"POST", "/scheduler/filter", "{\"Pod\": 3}"};
+  agent::HttpRequest r{"POST", "/scheduler/filter", "{\"Pod\": 3, \"NodeNames\": [\"a\"]}"};
   agent::HttpResponse answer = extender.Handle(r);
-  EXPECT_EQ(answer.status, 400);
-  EXPECT_NE(answer.body.find("expected a v1.Pod"), std::string::npos) << answer.body;
+  EXPECT_EQ(answer.status, 200);
+  json filter = json::parse(answer.body);
+  EXPECT_NE(filter["FailedAndUnresolvableNodes"]["a"].get<std::string>().find("expected a v1.Pod"),
+            std::string::npos)
+      << answer.body;
+  EXPECT_TRUE(filter["NodeNames"].empty()) << "no node passes";
+  answer = extender.Handle({"POST", "/scheduler/filter", "not json"});
+  EXPECT_EQ(answer.status, 200);
+  EXPECT_NE(json::parse(answer.body)["Error"].get<std::string>().find("not JSON"),
+            std::string::npos)
+      << answer.body;
+  answer = extender.Handle({"POST", "/scheduler/bind", "{\"PodName\": 3}"});
+  EXPECT_EQ(answer.status, 200);
+  EXPECT_NE(json::parse(answer.body)["Error"].get<std::string>().find("PodName"),
+            std::string::npos)
+      << answer.body;
+  answer = extender.Handle({"POST", "/scheduler/prioritize", "[]"});
+  EXPECT_EQ(answer.status, 200);
+  EXPECT_EQ(answer.body, "[]") << "no scores";
   EXPECT_EQ(extender.Handle({"POST", "/x/nosuch", "{}"}).status, 404);
   EXPECT_EQ(extender.Handle({"GET", "/healthz", ""}).status, 200);
 }
@@ -348,9 +366,38 @@ TEST(Extender, APodTheNodeWouldRefuseIsRefusedAtFilterWithTheReason) {
   request.path = "/gpumux/filter";
   request.body = args.dump();
   agent::HttpResponse answer = extender.Handle(request);
-  EXPECT_EQ(answer.status, 400)
-      << "kube-scheduler then leaves the pod unscheduled, with the reason";
-  EXPECT_NE(answer.body.find("high-priority"), std::string::npos) << answer.body;
+  ASSERT_EQ(answer.status, 200) << "kube-scheduler reads no other answer's body";
+  json result = json::parse(answer.body);
+  ASSERT_FALSE(result["FailedAndUnresolvableNodes"].empty())
+      << "no node can ever take it: " << answer.body;
+  for (auto& [node, why] : result["FailedAndUnresolvableNodes"].items())
+    EXPECT_NE(why.get<std::string>().find("high-priority"), std::string::npos) << node << ": " << why;
+  EXPECT_TRUE(result["Nodes"]["items"].empty()) << answer.body;
+  EXPECT_TRUE(result["FailedNodes"].empty()) << "not a lack of room that may pass";
+}
+
+// Issue 40: a node first seen without its gpumux.io/gpus annotation and annotated later counts the
+// pods already bound to it (before, it showed 80 GiB free with 30 GiB placed); and a node whose
+// GPUs change keeps counting what is placed on those that remain.
+TEST(Extender, ANodeAnnotatedAfterPodsWereBoundToItCountsThem) {
+  Extender extender({}, nullptr);
+  json node = {{"metadata", {{"name", "late"}, {"annotations", json::object()}}}};
+  extender.OnNode(node);
+  json pod = Pod("b0b0b0b0-0000-4000-8000-000000000001", 30);
+  pod["metadata"]["annotations"] = {{kAssignedAnnotation, "0"}};
+  pod["spec"]["nodeName"] = "late";
+  pod["status"] = {{"phase", "Running"}};
+  extender.OnPod(pod);
+  node["metadata"]["annotations"][kNodeGpusAnnotation] = Gpus({80}).Annotation();
+  extender.OnNode(node);
+  ASSERT_EQ(extender.NodeState("late").slots().size(), 1u);
+  EXPECT_EQ(extender.NodeState("late").slots()[0].used_memory_gib, 30) << "the bound pod counts";
+  extender.OnNode(node);  // the same annotation again (a status update): counted once
+  EXPECT_EQ(extender.NodeState("late").slots()[0].used_memory_gib, 30);
+  node["metadata"]["annotations"][kNodeGpusAnnotation] = Gpus({80, 80}).Annotation();
+  extender.OnNode(node);  // a second GPU appears
+  EXPECT_EQ(extender.NodeState("late").slots()[0].used_memory_gib, 30);
+  EXPECT_EQ(extender.NodeState("late").slots()[1].used_memory_gib, 0);
 }
 
 TEST(Extender, WhatFiltersTeachItOfNodesIsBounded) {

@@ -1,5 +1,7 @@
 #include "integrations/kubernetes/informer.h"
 
+#include <algorithm>
+#include <random>
 #include <thread>
 
 #include "base/error.h"
@@ -75,8 +77,11 @@ bool Informer::Watch(const std::atomic<bool>& stop, int timeout_s) {
 }
 
 void Informer::Run(const std::atomic<bool>& stop, std::chrono::milliseconds backoff) {
+  constexpr auto kMostBackoff = std::chrono::milliseconds(30'000);
   std::string last_error;
   bool listed = false;
+  int failures = 0;  // in a row
+  std::mt19937 random(std::random_device{}());
   while (!stop.load()) {
     try {
       if (!listed || expired_) {
@@ -85,17 +90,28 @@ void Informer::Run(const std::atomic<bool>& stop, std::chrono::milliseconds back
       }
       auto started = std::chrono::steady_clock::now();
       Watch(stop);
+      failures = 0;
       last_error.clear();
       // A server that ends streams at once (a proxy, a test) is not watched in a busy loop.
       if (std::chrono::steady_clock::now() - started < std::chrono::milliseconds(50))
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     } catch (const Error& e) {
-      if (e.what() != last_error)
-        agent::Log("warn", "watch failed; will list again",
-                   {{"path", path_}, {"reason", e.what()}});
+      ++failures;
+      // What was listed and watched still holds: the next watch resumes from the last version
+      // seen, and only failures that go on (or 410 Gone) need the whole list again.
+      if (failures >= kListAfterFailures) listed = false;
+      if (e.what() != last_error || failures == kListAfterFailures)
+        agent::Log("warn", listed ? "watch failed; will watch again from the last version"
+                                  : "watch failed; will list again",
+                   {{"path", path_}, {"reason", e.what()}, {"failures", std::to_string(failures)}});
       last_error = e.what();
-      listed = false;
-      for (auto waited = std::chrono::milliseconds(0); waited < backoff && !stop.load();
+      // Exponential, so that every node's programs do not come back at once after an API server
+      // restart; jittered, so that they spread out.
+      auto wait = std::min<std::chrono::milliseconds>(kMostBackoff,
+                                                      backoff * (1 << std::min(failures - 1, 10)));
+      wait = std::chrono::milliseconds(int64_t(
+          double(wait.count()) * std::uniform_real_distribution<double>(0.5, 1.5)(random)));
+      for (auto waited = std::chrono::milliseconds(0); waited < wait && !stop.load();
            waited += std::chrono::milliseconds(50))
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }

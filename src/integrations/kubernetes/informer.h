@@ -1,7 +1,8 @@
-// A list-then-watch view of one kind of API object, as client-go's informers keep one: it lists in
-// pages (limit and continue), then watches from the list's resourceVersion with bookmarks,
-// watches again from the last version it saw when a stream ends, and lists again when the server
-// answers 410 Gone (the version is older than it keeps). Every object listed, added or modified
+// A list-then-watch view of one kind of API object, as client-go's reflector keeps one: it lists
+// in pages (limit and continue), then watches from the list's resourceVersion with bookmarks, and
+// watches again from the last version it saw when a stream ends or breaks (a cut connection, an
+// API server restarting): it lists again only when the server answers 410 Gone (the version is
+// older than it keeps) or watches keep failing, after a jittered exponential back-off. Every object listed, added or modified
 // goes to `upsert`; every one deleted, or gone from a fresh list, to `remove` (with its metadata).
 // Nothing lists the cluster again while the watch holds, so a reader of what the handlers built
 // never waits on the API server.
@@ -37,10 +38,13 @@ class Informer {
   // Watches from the last version seen until the stream ends (true), or the server says the
   // version is gone or `stop` is set (false; List again after 410). Throws Error.
   bool Watch(const std::atomic<bool>& stop, int timeout_s = 300);
-  // Lists, then watches and watches again, listing again after 410 or a failure, until `stop`;
-  // failures are logged once each and retried after `backoff`.
+  // Lists, then watches and watches again from the last version, until `stop`. After a failure it
+  // waits `backoff`, doubled with each failure in a row up to 30 s, each wait drawn from half to
+  // one and a half of that; it lists again after 410 Gone or kListAfterFailures failures in a row.
+  // A failure is logged when its reason changes.
   void Run(const std::atomic<bool>& stop,
-           std::chrono::milliseconds backoff = std::chrono::milliseconds(1000));
+           std::chrono::milliseconds backoff = std::chrono::milliseconds(800));
+  static constexpr int kListAfterFailures = 5;
 
   const std::string& resource_version() const { return version_; }
   size_t size() const { return known_.size(); }

@@ -5,11 +5,14 @@
 
 #include <cctype>
 #include <chrono>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "base/error.h"
 #include "base/input_file.h"
@@ -25,6 +28,10 @@ namespace {
 constexpr size_t kMaxAnswerBytes = size_t(2) << 30;
 constexpr long kConnectTimeoutMs = 5000, kCallTimeoutMs = 30000;
 constexpr int kTries = 3;
+// The longest Retry-After obeyed; a server asking more is asked again after this.
+constexpr int kMostRetryAfterS = 30;
+// Idle handles (and so connections) kept for the next calls.
+constexpr size_t kIdleHandlesKept = 8;
 
 json Items(const json& list, const std::string& what) {
   if (!list.is_object() || !list.contains("items") || !list["items"].is_array())
@@ -172,7 +179,34 @@ struct Transfer {
   std::function<bool(std::string_view)> sink;
   const std::atomic<bool>* stop = nullptr;
   bool stopped = false;
+  int retry_after_s = -1;  // the answer's Retry-After in seconds; -1 without one
 };
+
+// Reads the answer's Retry-After (delay-seconds; an HTTP date is taken as none).
+size_t Header(char* data, size_t size, size_t n, void* into) {
+  auto* t = static_cast<Transfer*>(into);
+  std::string_view line(data, size * n);
+  constexpr std::string_view kName = "retry-after:";
+  if (line.size() > kName.size() &&
+      std::equal(kName.begin(), kName.end(), line.begin(),
+                 [](char a, char b) { return a == std::tolower(static_cast<unsigned char>(b)); })) {
+    std::string value(line.substr(kName.size()));
+    char* end = nullptr;
+    long seconds = std::strtol(value.c_str(), &end, 10);
+    if (end != value.c_str() && seconds >= 0) t->retry_after_s = int(std::min(seconds, 1L << 20));
+  }
+  return size * n;
+}
+
+// What this program says it is: "gpumux-k8s-scheduler/0.1.0".
+const std::string& UserAgent() {
+  static const std::string agent = [] {
+    std::string name = program_invocation_short_name;
+    if (name.rfind("gpumux", 0) != 0) name = "gpumux-" + name;
+    return name + "/" GPUMUX_VERSION;
+  }();
+  return agent;
+}
 
 size_t Collect(char* data, size_t size, size_t n, void* into) {
   auto* t = static_cast<Transfer*>(into);
@@ -201,16 +235,44 @@ struct CurlDeleter {
   void operator()(curl_slist* l) const { curl_slist_free_all(l); }
 };
 
+}  // namespace
+
+// libcurl handles kept between calls: each keeps its connection to the API server open, so that
+// the next call on it goes out without a new TCP and TLS handshake (libcurl checks a kept
+// connection is still alive before it reuses it). A watch holds one for its length.
+class KubeApi::Connections {
+ public:
+  ~Connections() {
+    for (CURL* c : idle_) curl_easy_cleanup(c);
+  }
+  std::unique_ptr<CURL, CurlDeleter> Take() {
+    std::lock_guard lock(mu_);
+    if (idle_.empty()) return std::unique_ptr<CURL, CurlDeleter>(curl_easy_init());
+    CURL* c = idle_.back();
+    idle_.pop_back();
+    curl_easy_reset(c);  // its options; its connection stays
+    return std::unique_ptr<CURL, CurlDeleter>(c);
+  }
+  void Give(std::unique_ptr<CURL, CurlDeleter> c) {
+    std::lock_guard lock(mu_);
+    if (idle_.size() < kIdleHandlesKept) idle_.push_back(c.release());
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<CURL*> idle_;
+};
+
+namespace {
+
 // One request; returns (status, body), or throws Error (unavailable) for a transport failure.
 // With `stream`, a 200 answer goes to stream->sink as it arrives (and is not returned).
-std::pair<long, std::string> Perform(const KubeEndpoint& e, const std::string& method,
+// On the handle `c` (KubeApi::Connections). `*into` gets what the answer said (Retry-After).
+std::pair<long, std::string> Perform(CURL* c, const KubeEndpoint& e, const std::string& method,
                                      const std::string& path, const std::string& body,
                                      const std::string& content_type, Transfer* stream = nullptr,
                                      long timeout_ms = kCallTimeoutMs) {
-  InitCurlOnce();
-  std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
-  if (!curl) throw Unavailable("libcurl: no handle");
-  CURL* c = curl.get();
+  if (!c) throw Unavailable("libcurl: no handle");
   std::string url;
   if (e.server.rfind("unix:", 0) == 0) {
     curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, e.server.substr(5).c_str());
@@ -227,6 +289,8 @@ std::pair<long, std::string> Perform(const KubeEndpoint& e, const std::string& m
   curl_slist* raw_headers = nullptr;
   raw_headers = curl_slist_append(raw_headers, ("Content-Type: " + content_type).c_str());
   raw_headers = curl_slist_append(raw_headers, "Accept: application/json");
+  curl_easy_setopt(c, CURLOPT_USERAGENT, UserAgent().c_str());  // API priority, audit logs
+  curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, "");  // every coding this libcurl decodes
   std::string token = e.token;
   if (!e.token_file.empty()) token = Trim(ReadSmallFile(e.token_file, "the bearer token"));
   if (!token.empty())
@@ -237,9 +301,11 @@ std::pair<long, std::string> Perform(const KubeEndpoint& e, const std::string& m
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.data());
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.size()));
   }
-  if (!e.ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, e.ca_file.c_str());
-  curl_blob ca{const_cast<char*>(e.ca_pem.data()), e.ca_pem.size(), CURL_BLOB_COPY};
-  if (!e.ca_pem.empty()) curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &ca);
+  // The CA file read at each call, as the token is: a rotated CA holds for the next connection
+  // (libcurl would keep a file's certificates for a day in a handle that lives on).
+  std::string ca_pem = e.ca_file.empty() ? e.ca_pem : ReadSmallFile(e.ca_file, "the CA bundle");
+  curl_blob ca{const_cast<char*>(ca_pem.data()), ca_pem.size(), CURL_BLOB_COPY};
+  if (!ca_pem.empty()) curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &ca);
   if (!e.client_cert_file.empty()) curl_easy_setopt(c, CURLOPT_SSLCERT, e.client_cert_file.c_str());
   if (!e.client_key_file.empty()) curl_easy_setopt(c, CURLOPT_SSLKEY, e.client_key_file.c_str());
   curl_blob cert{const_cast<char*>(e.client_cert_pem.data()), e.client_cert_pem.size(),
@@ -259,6 +325,8 @@ std::pair<long, std::string> Perform(const KubeEndpoint& e, const std::string& m
   t->curl = c;
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Collect);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, t);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, Header);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, t);
   if (t->stop) {
     curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, Progress);
@@ -349,7 +417,23 @@ void CheckDnsSubdomain(const std::string& field, const std::string& value) {
   }
 }
 
-KubeApi::KubeApi(KubeEndpoint endpoint) : endpoint_(std::move(endpoint)) {}
+KubeApi::KubeApi(KubeEndpoint endpoint)
+    : endpoint_(std::move(endpoint)), connections_(std::make_shared<Connections>()) {
+  InitCurlOnce();
+}
+
+std::pair<long, std::string> KubeApi::Perform(const std::string& method, const std::string& path,
+                                              const std::string& body,
+                                              const std::string& content_type, void* stream,
+                                              long timeout_ms, int* retry_after_s) const {
+  std::unique_ptr<CURL, CurlDeleter> c = connections_->Take();
+  Transfer own;
+  Transfer* t = stream ? static_cast<Transfer*>(stream) : &own;
+  auto answer = k8s::Perform(c.get(), endpoint_, method, path, body, content_type, t, timeout_ms);
+  if (retry_after_s) *retry_after_s = t->retry_after_s;
+  connections_->Give(std::move(c));  // not after a failure: its connection may be broken
+  return answer;
+}
 
 json KubeApi::Call(const std::string& method, const std::string& path, const json& body,
                    const std::string& content_type) const {
@@ -357,8 +441,9 @@ json KubeApi::Call(const std::string& method, const std::string& path, const jso
   std::pair<long, std::string> answer;
   for (int attempt = 1;; ++attempt) {
     bool retry = false;
+    int retry_after_s = -1;
     try {
-      answer = Perform(endpoint_, method, path, text, content_type);
+      answer = Perform(method, path, text, content_type, nullptr, kCallTimeoutMs, &retry_after_s);
       retry = answer.first == 429 || answer.first >= 500;
     } catch (const Error& e) {
       if (e.code() != ErrorCode::kUnavailable || attempt == kTries || method != "GET") throw;
@@ -366,7 +451,11 @@ json KubeApi::Call(const std::string& method, const std::string& path, const jso
     }
     // Only reads are repeated: a write that met a 5xx may have been done.
     if (!retry || method != "GET" || attempt == kTries) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100 << (2 * (attempt - 1))));
+    // After what a 429 or 503 asks (Retry-After), else a back-off of 0.1, 0.4 s.
+    bool asked = (answer.first == 429 || answer.first == 503) && retry_after_s >= 0;
+    std::this_thread::sleep_for(
+        asked ? std::chrono::milliseconds(1000 * std::min(retry_after_s, kMostRetryAfterS))
+              : std::chrono::milliseconds(100 << (2 * (attempt - 1))));
   }
   auto [status, raw] = answer;
   if (status >= 300) throw Refusal(method, path, status, raw);
@@ -395,7 +484,7 @@ KubeApi::WatchEnd KubeApi::Watch(const std::string& path, const std::string& res
   t.stop = &stop;
   t.sink = [&](std::string_view piece) { return stream.Feed(piece); };
   auto [status, raw] =
-      Perform(endpoint_, "GET", url, "", "application/json", &t, (timeout_s + 30) * 1000L);
+      Perform("GET", url, "", "application/json", &t, (timeout_s + 30) * 1000L, nullptr);
   if (status == 410) return WatchEnd::kExpired;
   if (status >= 300) throw Refusal("GET", url, status, raw);
   if (stream.expired()) return WatchEnd::kExpired;

@@ -18,7 +18,9 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -94,10 +96,17 @@ class KubeApi {
   const std::string& address() const { return endpoint_.server; }
 
  private:
+  class Connections;
+  // One request on a kept connection; `stream` is kube_api.cc's Transfer for a watch (null: the
+  // answer is returned). Throws Error (unavailable) for a transport failure.
+  std::pair<long, std::string> Perform(const std::string& method, const std::string& path,
+                                       const std::string& body, const std::string& content_type,
+                                       void* stream, long timeout_ms, int* retry_after_s) const;
   nlohmann::json Call(const std::string& method, const std::string& path,
                       const nlohmann::json& body = nullptr,
                       const std::string& content_type = "application/json") const;
   KubeEndpoint endpoint_;
+  std::shared_ptr<Connections> connections_;  // shared by copies
 };
 
 }  // namespace gpumux::k8s

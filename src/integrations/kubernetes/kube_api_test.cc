@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -44,12 +45,14 @@ std::string Chunked(const std::string& body, size_t piece) {
 }
 
 // An API server as the wire sees it, written from what a Go net/http server sends: answers over a
-// few KiB go out with Transfer-Encoding: chunked, in chunks of up to 32 KiB, and the connection may
-// be kept open. `answer` gets each request's head and returns status and body.
+// few KiB go out with Transfer-Encoding: chunked, in chunks of up to 32 KiB, and, with
+// `keep_alive`, the connection is kept open for the client's next request (HTTP/1.1's default).
+// `answer` gets each request's head and returns status and body.
 class ChunkedApiServer {
  public:
   using Answer = std::function<std::pair<int, std::string>(const std::string& head)>;
-  explicit ChunkedApiServer(Answer answer) : answer_(std::move(answer)) {
+  explicit ChunkedApiServer(Answer answer, bool keep_alive = false)
+      : answer_(std::move(answer)), keep_alive_(keep_alive) {
     path_ = (fs::temp_directory_path() / ("gpumux_kubeapi_" + std::to_string(getpid()) + "_" +
                                           std::to_string(next_++) + ".sock"))
                 .string();
@@ -73,25 +76,54 @@ class ChunkedApiServer {
     std::lock_guard lock(mu_);
     return heads_;
   }
+  // Connections accepted so far.
+  int connections() const { return connections_.load(); }
+  // Header lines ("Name: value\r\n") sent with every answer of `status`.
+  void SetHeaders(int status, std::string lines) {
+    std::lock_guard lock(mu_);
+    headers_[status] = std::move(lines);
+  }
 
  private:
   void Serve() {
     for (;;) {
       int c = accept(fd_, nullptr, nullptr);
       if (c < 0) return;
+      ++connections_;
       std::string in;
+      while (Answer1(c, &in) && keep_alive_) {
+      }
+      close(c);
+    }
+  }
+  // Reads one request from `c` (what is left of the last in `*in`) and answers it; false once the
+  // client has closed or the answer could not be sent.
+  bool Answer1(int c, std::string* in) {
+    {
       char buf[65536];
-      ssize_t n;
-      while (in.find("\r\n\r\n") == std::string::npos && (n = recv(c, buf, sizeof(buf), 0)) > 0)
-        in.append(buf, size_t(n));
-      std::string head = in.substr(0, in.find("\r\n\r\n") + 2);  // each line with its end
+      ssize_t n = 0;
+      while (in->find("\r\n\r\n") == std::string::npos && (n = recv(c, buf, sizeof(buf), 0)) > 0)
+        in->append(buf, size_t(n));
+      if (in->find("\r\n\r\n") == std::string::npos) return false;
+      std::string head = in->substr(0, in->find("\r\n\r\n") + 2);  // each line with its end
+      size_t body_bytes = 0;
+      if (size_t at = head.find("Content-Length: "); at != std::string::npos)
+        body_bytes = std::stoul(head.substr(at + 16));
+      while (in->size() < head.size() + 2 + body_bytes && (n = recv(c, buf, sizeof(buf), 0)) > 0)
+        in->append(buf, size_t(n));
+      in->erase(0, std::min(in->size(), head.size() + 2 + body_bytes));
+      std::string extra;
       {
         std::lock_guard lock(mu_);
         heads_.push_back(head);
       }
       auto [status, body] = answer_(head);
-      std::string out =
-          "HTTP/1.1 " + std::to_string(status) + " X\r\nContent-Type: application/json\r\n";
+      {
+        std::lock_guard lock(mu_);
+        extra = headers_[status];
+      }
+      std::string out = "HTTP/1.1 " + std::to_string(status) +
+                        " X\r\nContent-Type: application/json\r\n" + extra;
       if (body.size() > 4096) {
         out += "Transfer-Encoding: chunked\r\n\r\n" + Chunked(body, 32768);
       } else {
@@ -99,14 +131,17 @@ class ChunkedApiServer {
       }
       for (size_t at = 0; at < out.size();) {
         ssize_t sent = send(c, out.data() + at, out.size() - at, MSG_NOSIGNAL);
-        if (sent <= 0) break;
+        if (sent <= 0) return false;
         at += size_t(sent);
       }
-      close(c);
     }
+    return true;
   }
   static inline std::atomic<int> next_{0};
   Answer answer_;
+  bool keep_alive_;
+  std::atomic<int> connections_{0};
+  std::map<int, std::string> headers_;
   std::string path_;
   int fd_ = -1;
   std::thread thread_;
@@ -159,6 +194,46 @@ TEST(KubeApi, SendsTheBearerTokenAsItRotates) {
   fs::remove_all(dir);
 }
 
+// As client-go's clients: one connection for many calls, a User-Agent that names the program and
+// its version (API priority and fairness and audit logs key on it), compressed answers accepted.
+TEST(KubeApi, KeepsOneConnectionForManyCallsAndSaysWhoItIs) {
+  ChunkedApiServer server(
+      [](const std::string&) {
+        return std::make_pair(200, std::string(R"({"kind":"NodeList","items":[]})"));
+      },
+      /*keep_alive=*/true);
+  KubeApi api(server.address());
+  for (int i = 0; i < 20; ++i) api.ListNodes();
+  api.AnnotateNode("n1", {{"a", "b"}});  // a write with a body, on the same connection
+  EXPECT_EQ(server.heads().size(), 21u);
+  EXPECT_EQ(server.connections(), 1) << "a new connection per call";
+  std::string head = server.heads().back();
+  EXPECT_NE(head.find("User-Agent: gpumux"), std::string::npos) << head;
+  EXPECT_NE(head.find("/" GPUMUX_VERSION "\r\n"), std::string::npos) << head;
+  EXPECT_NE(head.find("Accept-Encoding: "), std::string::npos) << head;
+}
+
+// A 429 or 503 that says when to come back (Retry-After, in seconds) is read again then, not
+// after the client's own back-off; a write is still never repeated.
+TEST(KubeApi, ReadsAgainWhenA429AsksAndNeverRepeatsAWrite) {
+  std::atomic<int> calls{0};
+  ChunkedApiServer server([&](const std::string&) {
+    return ++calls == 1 ? std::make_pair(429, std::string(R"({"message":"too many requests"})"))
+                        : std::make_pair(200, std::string(R"({"kind":"NodeList","items":[]})"));
+  });
+  server.SetHeaders(429, "Retry-After: 1\r\n");
+  KubeApi api(server.address());
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_NO_THROW(api.ListNodes());
+  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(calls.load(), 2);
+  EXPECT_GE(waited, 0.95) << "asked to wait 1 s";
+  EXPECT_LT(waited, 5.0);
+  calls = 0;
+  EXPECT_THROW(api.AnnotateNode("n1", {{"a", "b"}}), Error);
+  EXPECT_EQ(calls.load(), 1) << "a write is not repeated";
+}
+
 TEST(KubeApi, RetriesReadsThatMeetA5xxButNeverWrites) {
   std::atomic<int> calls{0};
   ChunkedApiServer server([&](const std::string&) {
@@ -192,7 +267,7 @@ TEST(KubeApi, NamesThatAreNotKubernetesNamesNeverReachTheApiServer) {
   EXPECT_NO_THROW(api.GetPod("kube-system", "coredns-5d78c9869d-abcde.x"));
 }
 
-TEST(KubeApi, TheExtenderRefusesASmuggledBindWith400AndSendsNothing) {
+TEST(KubeApi, TheExtenderRefusesASmuggledBindSayingWhyAndSendsNothing) {
   ChunkedApiServer server(
       [](const std::string&) { return std::make_pair(200, std::string("{}")); });
   KubeApi api(server.address());
@@ -205,23 +280,27 @@ TEST(KubeApi, TheExtenderRefusesASmuggledBindWith400AndSendsNothing) {
   request.method = "POST";
   request.path = "/gpumux/bind";
   request.body = args.dump();
-  agent::HttpResponse answer = extender.Handle(request);
-  EXPECT_EQ(answer.status, 400) << answer.body;
-  EXPECT_NE(answer.body.find("PodName"), std::string::npos) << answer.body;
+  // ExtenderBindingResult's Error, in a 200 (kube-scheduler reads no other answer's body).
+  auto refusal = [&] {
+    agent::HttpResponse answer = extender.Handle(request);
+    EXPECT_EQ(answer.status, 200);
+    return json::parse(answer.body).value("Error", "");
+  };
+  EXPECT_NE(refusal().find("PodName"), std::string::npos);
   args["PodName"] = "p";
   args["PodNamespace"] = "../kube-system";
   request.body = args.dump();
-  EXPECT_EQ(extender.Handle(request).status, 400);
+  EXPECT_NE(refusal().find("PodNamespace"), std::string::npos);
   args["PodNamespace"] = "default";
   args["PodUID"] = "a\"b";
   request.body = args.dump();
-  EXPECT_EQ(extender.Handle(request).status, 400);
+  EXPECT_NE(refusal().find("PodUID"), std::string::npos);
   EXPECT_TRUE(server.heads().empty()) << "nothing was sent to the API server";
 }
 
 // In a pod: HTTPS to KUBERNETES_SERVICE_HOST:PORT, the server's certificate checked against the
-// service account's CA, answers chunked. The server is `openssl s_server -HTTP`, which sends each
-// file as a whole HTTP answer.
+// service account's CA, answers chunked, and a rotated CA taken at the next connection without a
+// restart. The server is `openssl s_server -HTTP`, which sends each file as a whole HTTP answer.
 TEST(KubeApi, InClusterSpeaksHttpsCheckedAgainstTheServiceAccountsCa) {
   if (std::system("command -v openssl >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "needs the openssl program (scripts/install-deps.sh installs it)";
@@ -251,33 +330,51 @@ TEST(KubeApi, InClusterSpeaksHttpsCheckedAgainstTheServiceAccountsCa) {
   getsockname(probe, reinterpret_cast<sockaddr*>(&addr), &len);
   int port = ntohs(addr.sin_port);
   close(probe);
-  std::string serve = "cd " + (dir / "www").string() +
-                      " && exec openssl s_server -quiet -HTTP -cert ../sa/ca.crt -key ../key.pem "
-                      "-accept 127.0.0.1:" +
-                      std::to_string(port) + " >/dev/null 2>&1";
-  pid_t server = fork();
-  if (server == 0) {
-    execl("/bin/sh", "sh", "-c", serve.c_str(), nullptr);
-    _exit(127);
-  }
+  // s_server with the certificate and key named, on that port.
+  auto serve = [&](const std::string& cert, const std::string& key) {
+    std::string command = "cd " + (dir / "www").string() + " && exec openssl s_server -quiet " +
+                          "-HTTP -cert " + cert + " -key " + key + " -accept 127.0.0.1:" +
+                          std::to_string(port) + " >/dev/null 2>&1";
+    pid_t pid = fork();
+    if (pid == 0) {
+      execl("/bin/sh", "sh", "-c", command.c_str(), nullptr);
+      _exit(127);
+    }
+    return pid;
+  };
+  pid_t server = serve("../sa/ca.crt", "../key.pem");
   setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
   setenv("KUBERNETES_SERVICE_PORT", std::to_string(port).c_str(), 1);
   setenv("GPUMUX_SERVICE_ACCOUNT_DIR", (dir / "sa").c_str(), 1);
   KubeApi api("in-cluster");
   EXPECT_EQ(api.address(), "https://127.0.0.1:" + std::to_string(port));
-  json nodes;
-  for (int i = 0; i < 50 && nodes.is_null(); ++i) {  // s_server takes a moment to listen
-    try {
-      nodes = api.ListNodes();
-    } catch (const Error& e) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto list_when_up = [&] {
+    json nodes;
+    for (int i = 0; i < 50 && nodes.is_null(); ++i) {  // s_server takes a moment to listen
+      try {
+        nodes = api.ListNodes();
+      } catch (const Error& e) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
     }
-  }
-  EXPECT_EQ(nodes.size(), 100u);
+    return nodes;
+  };
+  EXPECT_EQ(list_when_up().size(), 100u);
+  // The cluster's CA rotates: the server comes back with a certificate of a new CA, which the
+  // service account's ca.crt now holds. The same client goes on, as it reads the CA anew.
+  kill(server, SIGTERM);
+  waitpid(server, nullptr, 0);
+  std::string rotate = "cd " + dir.string() +
+                       " && openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "
+                       "/CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout key2.pem "
+                       "-out ca2.crt >/dev/null 2>&1 && cp ca2.crt sa/ca.crt";
+  ASSERT_EQ(std::system(rotate.c_str()), 0);
+  server = serve("../ca2.crt", "../key2.pem");
+  EXPECT_EQ(list_when_up().size(), 100u) << "the rotated CA was not read";
   // Another CA does not vouch for that server.
   std::ofstream(dir / "sa" / "ca.crt")
       << "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
-  EXPECT_EQ(ErrorCodeOf([&] { KubeApi("in-cluster").ListNodes(); }), ErrorCode::kUnavailable);
+  EXPECT_EQ(ErrorCodeOf([&] { api.ListNodes(); }), ErrorCode::kUnavailable);
   kill(server, SIGTERM);
   waitpid(server, nullptr, 0);
   unsetenv("KUBERNETES_SERVICE_HOST");
