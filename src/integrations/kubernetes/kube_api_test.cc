@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +25,7 @@
 #include "base/error.h"
 #include "base/error_test_support.h"
 #include "integrations/kubernetes/extender.h"
+#include "integrations/kubernetes/informer.h"
 #include "integrations/kubernetes/watch_stream.h"
 
 namespace gpumux::k8s {
@@ -83,6 +85,13 @@ class ChunkedApiServer {
     std::lock_guard lock(mu_);
     headers_[status] = std::move(lines);
   }
+  // The next answer whose request head holds `marker` is cut halfway: its head and half of its
+  // chunked body go out, then the connection closes, as a connection dropped mid-stream (an API
+  // server or load balancer going away) leaves the client.
+  void CutNext(std::string marker) {
+    std::lock_guard lock(mu_);
+    cut_ = std::move(marker);
+  }
 
  private:
   void Serve() {
@@ -122,8 +131,20 @@ class ChunkedApiServer {
         std::lock_guard lock(mu_);
         extra = headers_[status];
       }
+      bool cut = false;
+      {
+        std::lock_guard lock(mu_);
+        cut = !cut_.empty() && head.find(cut_) != std::string::npos;
+        if (cut) cut_.clear();
+      }
       std::string out = "HTTP/1.1 " + std::to_string(status) +
                         " X\r\nContent-Type: application/json\r\n" + extra;
+      if (cut) {
+        std::string chunked = Chunked(body, 32768);
+        out += "Transfer-Encoding: chunked\r\n\r\n" + chunked.substr(0, chunked.size() / 2);
+        (void)!send(c, out.data(), out.size(), MSG_NOSIGNAL);
+        return false;
+      }
       if (body.size() > 4096) {
         out += "Transfer-Encoding: chunked\r\n\r\n" + Chunked(body, 32768);
       } else {
@@ -142,6 +163,7 @@ class ChunkedApiServer {
   bool keep_alive_;
   std::atomic<int> connections_{0};
   std::map<int, std::string> headers_;
+  std::string cut_;
   std::string path_;
   int fd_ = -1;
   std::thread thread_;
@@ -232,6 +254,56 @@ TEST(KubeApi, ReadsAgainWhenA429AsksAndNeverRepeatsAWrite) {
   calls = 0;
   EXPECT_THROW(api.AnnotateNode("n1", {{"a", "b"}}), Error);
   EXPECT_EQ(calls.load(), 1) << "a write is not repeated";
+}
+
+// Issue 40: a watch whose connection drops mid-event is watched again from the last version the
+// informer saw, with no list (client-go's reflector relists only on 410 Gone).
+TEST(KubeApi, AWatchCutMidStreamIsResumedFromTheLastVersionWithoutAList) {
+  std::atomic<int> lists{0}, watches{0};
+  auto event = [](const std::string& name, int version) {
+    return json{{"type", "ADDED"},
+                {"object",
+                 {{"metadata",
+                   {{"name", name},
+                    {"namespace", "default"},
+                    {"resourceVersion", std::to_string(version)}}}}}}
+        .dump();
+  };
+  ChunkedApiServer server([&](const std::string& head) {
+    if (head.find("watch=true") == std::string::npos) {
+      ++lists;
+      return std::make_pair(
+          200, json{{"kind", "PodList"}, {"metadata", {{"resourceVersion", "5"}}},
+                    {"items", json::array()}}
+                   .dump());
+    }
+    ++watches;
+    // A whole event, then one the cut breaks (padded past a chunk's half).
+    return std::make_pair(200, event("whole", 6) + "\n" + event(std::string(9000, 'x'), 7) + "\n");
+  });
+  server.CutNext("watch=true");
+  KubeApi api(server.address());
+  std::mutex mu;
+  std::set<std::string> seen;
+  Informer informer(&api, "/api/v1/pods",
+                    {[&](const json& p) {
+                       std::lock_guard lock(mu);
+                       seen.insert(p["metadata"]["name"].get<std::string>().substr(0, 8));
+                     },
+                     [](const json&) {}});
+  std::atomic<bool> stop{false};
+  std::thread running([&] { informer.Run(stop, std::chrono::milliseconds(10)); });
+  for (int i = 0; i < 300 && watches.load() < 3; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  stop = true;
+  running.join();
+  EXPECT_GE(watches.load(), 3);
+  EXPECT_EQ(lists.load(), 1) << "a cut watch is resumed, not listed again";
+  std::vector<std::string> heads = server.heads();
+  ASSERT_GE(heads.size(), 3u);
+  // The second watch, after the cut, starts from the whole event's version.
+  EXPECT_NE(heads[2].find("resourceVersion=6&"), std::string::npos) << heads[2];
+  EXPECT_TRUE(seen.count("whole"));
 }
 
 TEST(KubeApi, RetriesReadsThatMeetA5xxButNeverWrites) {
