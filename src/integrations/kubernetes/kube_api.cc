@@ -4,8 +4,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cctype>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>

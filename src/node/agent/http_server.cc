@@ -16,9 +16,9 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
-#include <string_view>
 #include <map>
 #include <mutex>
+#include <string_view>
 #include <thread>
 #include <utility>
 

@@ -102,8 +102,11 @@ bool InBurst(const BurstWords& w, uint64_t now_ns) {
 }
 
 bool ForecastNextBurst(const BurstWords& w, uint64_t now_ns, NextBurst* next) {
-  if (!HasRhythm(w, now_ns)) return false;
+  // Each word loaded once and checked as loaded: another process may rewrite them meanwhile
+  // (gpumuxd clears a muted rhythm in the view while every shim forecasts from it; under `gpumux
+  // run` the tenants' processes write them), and a period seen twice could be 0 the second time.
   uint64_t start = Load(w.start_ns), period = Load(w.period_ns);
+  if (period == 0 || now_ns > start + 4 * period) return false;  // HasRhythm, on these loads
   // The burst due last: if it has not begun yet (steps jitter, and under gpumuxd a start may be
   // seen a tick late) it is still the next one for a while.
   uint64_t due_bursts = (now_ns > start ? now_ns - start : 0) / period;

@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
 namespace gpumux::node {
 namespace {
 
@@ -80,6 +85,39 @@ TEST(BurstWords, ARhythmIsSummarisedOnceLearntAndNotBefore) {
                                        "period, missed by fades)";
   EXPECT_EQ(r.margin_ns, kMinMarginNs + 3 * r.jitter_ns);
   EXPECT_FALSE(SummariseRhythm(w, t + 1'000 * kMs, &r)) << "lost after four quiet periods";
+}
+
+// The words are shared: another process rewrites them while a shim forecasts from them (gpumuxd
+// clears a muted tenant's rhythm in the view every shim maps). A forecast reads each word once, so
+// a period cleared between two reads of it is never divided by (found by UBSan in the squatter
+// test: a neighbour's process dying of SIGFPE).
+TEST(BurstWords, AForecastOfWordsRewrittenMeanwhileNeverDividesByZero) {
+  BurstWords w{};
+  const uint64_t now = 1'000 * kMs;
+  std::atomic<bool> stop{false}, started{false};
+  std::thread writer([&] {
+    started = true;
+    while (!stop.load(std::memory_order_relaxed)) {
+      __atomic_store_n(&w.start_ns, now - 5 * kMs, __ATOMIC_RELAXED);
+      __atomic_store_n(&w.period_ns, 10 * kMs, __ATOMIC_RELAXED);
+      __atomic_store_n(&w.period_ns, uint64_t(0), __ATOMIC_RELAXED);
+    }
+  });
+  while (!started.load()) std::this_thread::yield();
+  int forecasts = 0, tries = 0;
+  // A third of a second of forecasts against the writer (a crash fails the test).
+  for (auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+       std::chrono::steady_clock::now() < end;) {
+    ++tries;
+    NextBurst next;
+    if (ForecastNextBurst(w, now, &next)) {
+      ++forecasts;
+      EXPECT_GT(next.period_ns, 0u);
+    }
+  }
+  stop = true;
+  writer.join();
+  std::printf("%d of %d forecasts saw a rhythm\n", forecasts, tries);
 }
 
 }  // namespace
