@@ -222,6 +222,18 @@ TEST(PodRequest, ReadsEachContainersUnitsUserAndPriority) {
   EXPECT_EQ(q.containers[0].compute_percent, 25);
   EXPECT_EQ(q.containers[0].run_as_user, -1);
   EXPECT_EQ(q.priority, "low");
+  // The priority names are gpumuxd's (node::ParsePriority): "best-effort" is low there and here.
+  json pod = Pod("b", 1);
+  pod["metadata"]["annotations"] = {{kPriorityAnnotation, "best-effort"}};
+  EXPECT_EQ(ParsePod(pod).priority, "low");
+  pod["metadata"]["annotations"] = {{kPriorityAnnotation, "urgent"}};
+  try {
+    ParsePod(pod);
+    ADD_FAILURE() << "an unknown priority was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gpumux.io/priority"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("urgent"), std::string::npos) << e.what();
+  }
 }
 
 // A pod of several GPUs: its shares spread evenly over them (per GPU: what the extender fits on

@@ -6,6 +6,7 @@
 #include "base/comma_list.h"
 #include "base/error.h"
 #include "integrations/kubernetes/json_member.h"
+#include "node/ledger/compute_share.h"
 #include "node/ledger/ledger.h"
 
 namespace gpumux::k8s {
@@ -129,10 +130,11 @@ PodRequest ParsePod(const json& pod) {
   std::string where = "pod " + (p.ns.empty() ? "" : p.ns + "/") + p.name;
   const json& annotations = Member(meta, "annotations");
   if (std::string priority = MemberText(annotations, kPriorityAnnotation); !priority.empty()) {
-    if (priority != "high" && priority != "normal" && priority != "low")
-      throw BadInput(where + ": annotation " + kPriorityAnnotation + ": expected high, normal or " +
-                     "low, got '" + priority + "'");
-    p.priority = priority;
+    try {  // the names gpumuxd takes (one list), kept as gpumuxd spells them
+      p.priority = node::PriorityName(node::ParsePriority(priority));
+    } catch (const Error& e) {
+      throw BadInput(where + ": annotation " + kPriorityAnnotation + ": " + e.what());
+    }
   }
   if (std::string count = MemberText(annotations, kGpuCountAnnotation); !count.empty()) {
     std::optional<int> n = SmallInteger(count);
