@@ -265,13 +265,13 @@ class KubeApi::Connections {
 
 namespace {
 
-// One request; returns (status, body), or throws Error (unavailable) for a transport failure.
-// With `stream`, a 200 answer goes to stream->sink as it arrives (and is not returned).
-// On the handle `c` (KubeApi::Connections). `*into` gets what the answer said (Retry-After).
+// One request on the handle `c` (KubeApi::Connections); returns (status, body), or throws Error
+// (unavailable) for a transport failure. The answer goes into `t` (with a sink, a 200 answer goes
+// to it as it arrives, and is not returned), and what its head said (Retry-After).
 std::pair<long, std::string> Perform(CURL* c, const KubeEndpoint& e, const std::string& method,
                                      const std::string& path, const std::string& body,
-                                     const std::string& content_type, Transfer* stream = nullptr,
-                                     long timeout_ms = kCallTimeoutMs) {
+                                     const std::string& content_type, Transfer* t,
+                                     long timeout_ms) {
   if (!c) throw Unavailable("libcurl: no handle");
   std::string url;
   if (e.server.rfind("unix:", 0) == 0) {
@@ -320,8 +320,6 @@ std::pair<long, std::string> Perform(CURL* c, const KubeEndpoint& e, const std::
     curl_easy_setopt(c, CURLOPT_SSLKEY_BLOB, &key);
     curl_easy_setopt(c, CURLOPT_SSLKEYTYPE, "PEM");
   }
-  Transfer own;
-  Transfer* t = stream ? stream : &own;
   t->curl = c;
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Collect);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, t);

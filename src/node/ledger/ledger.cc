@@ -94,13 +94,17 @@ Ledger Ledger::CreateOrOpen(const std::string& path, uint64_t capacity,
   // anyone can take first) or may replace files in would let that user read and rewrite its
   // quotas, or put a link there to a file of the user's for this open to write. A sticky folder of
   // root's or the user's (/tmp) is fine: no one else can replace the user's file there.
-  struct stat folder;
-  if (!dir.empty() &&
-      (lstat(dir.c_str(), &folder) != 0 || !S_ISDIR(folder.st_mode) ||
-       !(((folder.st_mode & S_ISVTX) && (folder.st_uid == 0 || folder.st_uid == geteuid())) ||
-         (folder.st_uid == geteuid() && (folder.st_mode & 022) == 0)))) {
-    throw Unavailable(dir + ": the ledger's folder must be this user's, and no one else's to "
-                            "write (or sticky); remove it or set GPUMUX_RUNTIME_DIR to another");
+  if (!dir.empty()) {
+    struct stat folder;
+    const bool is_folder = lstat(dir.c_str(), &folder) == 0 && S_ISDIR(folder.st_mode);
+    const bool only_mine =
+        is_folder && folder.st_uid == geteuid() && (folder.st_mode & 022) == 0;
+    const bool sticky_of_root_or_mine = is_folder && (folder.st_mode & S_ISVTX) &&
+                                        (folder.st_uid == 0 || folder.st_uid == geteuid());
+    if (!only_mine && !sticky_of_root_or_mine) {
+      throw Unavailable(dir + ": the ledger's folder must be this user's, and no one else's to "
+                              "write (or sticky); remove it or set GPUMUX_RUNTIME_DIR to another");
+    }
   }
   int fd = open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) throw Unavailable(Errno(path + ": cannot open or create the ledger"));

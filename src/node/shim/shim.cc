@@ -22,9 +22,9 @@
 // Without them the shim passes every call through. Under gpumuxd (GPUMUX_AGENT: its socket) the
 // ledger is a view mapped read-only, memory comes as grants, the process registers with gpumuxd
 // before its first call goes through, and the governor follows the gate gpumuxd sets, publishing
-// launch activity into the tenant's activity file, which gpumuxd hands it with the registration. If they are set but the ledger cannot be used, or gpumuxd
-// does not register the process, it fails closed: allocations return CUDA_ERROR_NOT_INITIALIZED and
-// one line says why.
+// launch activity into the tenant's activity file, which gpumuxd hands it with the registration.
+// If they are set but the ledger cannot be used, or gpumuxd does not register the process, it
+// fails closed: allocations return CUDA_ERROR_NOT_INITIALIZED and one line says why.
 //
 // Covered: cuMemAlloc, cuMemAllocPitch, cuMemAllocManaged, cuMemAllocAsync,
 // cuMemAllocFromPoolAsync, cuMemCreate (virtual memory), cuArrayCreate, cuArray3DCreate,
@@ -225,17 +225,13 @@ void Initialise(Enforcement& e) {
       gpu.governor.Tick(&gpu.forecast);
       if (agent) {
         if (!gpu.grant) gpu.grant.emplace(agent, tenant, g);
-        int activity = -1;  // the tenant's activity file, handed with the answer
-        if (std::string why; !gpu.grant->Register(&why, &activity)) {
+        int activity = -1;  // the tenant's activity file, handed with the first answer
+        if (std::string why; !gpu.grant->Register(&why, e.activity ? nullptr : &activity)) {
           throw gpumux::PermissionDenied("gpumuxd (" + std::string(agent) +
                                          ") did not register this process under tenant '" + tenant +
                                          "': " + why);
         }
-        if (activity >= 0 && !e.activity) {
-          e.activity.emplace(activity);
-        } else if (activity >= 0) {
-          close(activity);
-        }
+        if (activity >= 0) e.activity.emplace(activity);
         gpu.governor.Follow(&*gpu.ledger, ledgers[g], slot, e.activity ? &*e.activity : nullptr, g);
         gpu.stamps.Start(e.activity ? e.activity->burst(g) : nullptr, high);
       } else {
