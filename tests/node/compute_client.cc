@@ -5,6 +5,11 @@
 //       report the share of GPU time its kernels that completed in the window occupied
 //   compute_client PATH latency START_NS SECONDS KERNEL_MS GAP_MS
 //       launch, wait, pause GAP_MS, repeat; report the mean time from launch to completion
+//   compute_client PATH step START_NS SECONDS KERNEL_MS KERNELS PERIOD_MS
+//       every PERIOD_MS a step of KERNELS kernels launched back to back (graph: one launch of a
+//       graph holding them all, captured at start, long before the first step), then one
+//       cuStreamSynchronize, as a compiled inference server sends its step; report the mean and
+//       p50 time from the step's planned start to its synchronise's return
 //   compute_client graphmem BYTES
 //       instantiate a graph holding a BYTES memory node; report the driver's answer
 // PATH: launch (cuLaunchKernel), ex (cuLaunchKernelEx), coop (cuLaunchCooperativeKernel), graph
@@ -83,6 +88,9 @@ int main(int argc, char** argv) {
   uint64_t window = uint64_t(std::atof(argv[4]) * 1e9);
   double kernel_ms = std::atof(argv[5]);
   double gap_ms = argc > 6 ? std::atof(argv[6]) : 0;
+  const int step_kernels = mode == "step" && argc > 6 ? std::max(1, std::atoi(argv[6])) : 1;
+  const uint64_t period_ns = mode == "step" && argc > 7 ? uint64_t(std::atof(argv[7]) * 1e6) : 0;
+  if (mode == "step" && period_ns == 0) return 2;
 
   // A bandwidth-bound kernel that runs kernel_ms on this device.
   const char* bandwidth = std::getenv("GPUMUX_SIM_BANDWIDTH");
@@ -102,7 +110,8 @@ int main(int argc, char** argv) {
   CUgraph graph = nullptr;
   if (path == "graph") {
     cuStreamBeginCapture_v2(stream, 0);
-    cuLaunchKernel(f, 132, 1, 1, 128, 1, 1, 0, stream, nullptr, nullptr);
+    for (int k = 0; k < step_kernels; ++k)
+      cuLaunchKernel(f, 132, 1, 1, 128, 1, 1, 0, stream, nullptr, nullptr);
     if (CUresult r = cuStreamEndCapture(stream, &graph))
       return ReportFailure("cuStreamEndCapture", r);
     if (CUresult r = cuGraphInstantiateWithFlags(&exec, graph, 0))
@@ -137,6 +146,16 @@ int main(int argc, char** argv) {
     busy_ns += uint64_t(kernel_ms * 1e6);
     latencies_ms.push_back(double(t1 - t0) / 1e6);
     if (gap_ms > 0) SleepUntilNs(t1 + uint64_t(gap_ms * 1e6));
+  }
+  for (uint64_t planned = start; mode == "step" && planned + period_ns <= end;
+       planned += period_ns) {
+    SleepUntilNs(planned);
+    for (int k = 0; k < (path == "graph" ? 1 : step_kernels); ++k)
+      if (CUresult r = LaunchOnce(path, f, stream, exec)) return ReportFailure("launch", r);
+    cuStreamSynchronize(stream);
+    ++launches;
+    busy_ns += uint64_t(kernel_ms * 1e6) * uint64_t(step_kernels);
+    latencies_ms.push_back(double(NowNs() - planned) / 1e6);
   }
   double mean = 0;
   for (double l : latencies_ms) mean += l / double(std::max<size_t>(1, latencies_ms.size()));

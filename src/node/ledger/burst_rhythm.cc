@@ -44,8 +44,14 @@ void NoteBurstLaunch(BurstWords& w, uint64_t now_ns) {
   uint64_t was_return = std::atomic_ref<uint64_t>(w.stamp_was_return).exchange(0);
   if (before >= now_ns) return;
   uint64_t period = Load(w.period_ns);
-  // A burst stalled on the GPU is not quiet for a quarter of its period.
-  uint64_t quiet = std::max(kBurstGapNs, period / 4);
+  // A burst stalled on the GPU waits inside a synchronising call, or (launches only) is not
+  // quiet for a quarter of its period, nor for longer than its bursts last. After a return the
+  // host's own pause is all there is: kBurstGapNs. Bounded so: a period learnt wrong (a warm-up
+  // step long before the first request's, a graph captured at start) or outgrown (a new request
+  // rate) would otherwise ask for a quiet spell the new bursts never leave, and no start would
+  // ever correct it.
+  uint64_t quiet =
+      was_return ? kBurstGapNs : std::max(kBurstGapNs, std::min(period / 4, Load(w.length_ns)));
   uint64_t pause = Load(w.host_pause_ns);
   if (now_ns - before <= quiet || Load(w.syncing) > 0) {
     // Within a burst: the longest pause after a return lately (up at once, down at each start).

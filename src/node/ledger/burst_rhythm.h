@@ -47,9 +47,10 @@ struct BurstPeriod {
 // it (within a quarter), so that one burst split in two or come late does not lose the rhythm.
 BurstPeriod NextBurstPeriod(BurstPeriod now, uint64_t gap_ns);
 
-// A launch at `now_ns`. The first launch after a quiet spell (kBurstGapNs, or a quarter of the
-// period once one is known, with no thread inside a synchronising call) begins a burst: the
-// period, the shortest burst, the starts' error and the host's pauses are learnt from it.
+// A launch at `now_ns`. The first launch after a quiet spell (kBurstGapNs; after a launch, once a
+// period is known, the lesser of a quarter of it and the shortest burst lately if that is
+// longer), with no thread inside a synchronising call, begins a burst: the period, the shortest
+// burst, the starts' error and the host's pauses are learnt from it.
 void NoteBurstLaunch(BurstWords& w, uint64_t now_ns);
 // Entering (`entering`) or returning from a synchronising call at `now_ns`.
 void NoteBurstSync(BurstWords& w, uint64_t now_ns, bool entering);

@@ -87,6 +87,34 @@ TEST(BurstWords, ARhythmIsSummarisedOnceLearntAndNotBefore) {
   EXPECT_FALSE(SummariseRhythm(w, t + 1'000 * kMs, &r)) << "lost after four quiet periods";
 }
 
+// A compiled server warms up (or captures its step's graph) at start, then serves steps at its
+// own rate from much later: the first gap between starts is the wait for the first request, not a
+// period. The steps' own rhythm replaces it within a few steps, and so does a new request rate.
+// (A quiet spell of a quarter of the first "period", 365 ms, before a burst could begin, held
+// the 1.46 s period for good; its neighbours' work ran into every step: issue 39.)
+TEST(BurstWords, ARhythmLearntFromAWarmUpOrAnOldRateGivesWayToTheSteps) {
+  BurstWords w{};
+  auto step = [&](uint64_t start, uint64_t length) {  // all launched at once, then one sync
+    for (int k = 0; k < 25; ++k) NoteBurstLaunch(w, start + uint64_t(k) * 1'000);
+    NoteBurstSync(w, start + 25'000, true);
+    NoteBurstSync(w, start + length, false);
+  };
+  const uint64_t t = 1'000 * kMs;
+  step(t, 5 * kMs);  // the warm-up
+  uint64_t s = t + 1'460 * kMs;
+  for (int i = 0; i < 4; ++i, s += 20 * kMs) step(s, 5 * kMs);
+  RhythmSummary r{};
+  ASSERT_TRUE(SummariseRhythm(w, s, &r));
+  EXPECT_EQ(r.period_ns, 20 * kMs) << "after four steps at 20 ms";
+  // Requests come twice as often now, steps as long.
+  for (int i = 0; i < 4; ++i, s += 8 * kMs) step(s, 5 * kMs);
+  ASSERT_TRUE(SummariseRhythm(w, s, &r));
+  EXPECT_EQ(r.period_ns, 8 * kMs) << "after four steps at 8 ms";
+  NextBurst next;
+  ASSERT_TRUE(ForecastNextBurst(w, s - kMs, &next));
+  EXPECT_EQ(next.start_ns, s) << "the next step forecast on the new beat";
+}
+
 // The words are shared: another process rewrites them while a shim forecasts from them (gpumuxd
 // clears a muted tenant's rhythm in the view every shim maps). A forecast reads each word once, so
 // a period cleared between two reads of it is never divided by (found by UBSan in the squatter
