@@ -2,17 +2,19 @@
 // driver API only. Runs from START_NS (CLOCK_MONOTONIC) for SECONDS and prints one JSON line.
 //   latency_tenant hp START_NS SECONDS PERIOD_MS KERNELS KERNEL_US [PATTERN [JITTER_MS [SEED]]]
 //       an inference-like server: every PERIOD_MS (each step's start moved by up to ±JITTER_MS,
-//       uniform, seeded) a step of KERNELS kernels of KERNEL_US each, sent as PATTERN:
+//       uniform, seeded; "A/B": every A ms for the first half of the run, then every B ms, a new
+//       request rate) a step of KERNELS kernels of KERNEL_US each, sent as PATTERN:
 //         each     each kernel synchronised (as an eager decode step's layers are; the default)
 //         step     all launched back to back on one stream, then one cuStreamSynchronize (a
 //                  compiled server: the whole step reaches the device at once)
 //         graph    one launch of a graph captured from the step's kernels, then one synchronise
 //         streamsN the kernels dealt round robin over N streams, then cuCtxSynchronize
-//       Reports step latency p50/p99 over the steps after the first 0.5 s (a server's steady state:
-//       gpumux learns a tenant's rhythm from its first bursts) from the step's planned start to
+//       Reports step latency p50/p99 over the steps after the first 0.5 s but for the second after
+//       a change (a server's steady state: gpumux learns a tenant's rhythm from its first bursts
+//       and follows a new rate within a few) from the step's planned start to
 //       its synchronise's return ("latency_ms"), its on-device latency from events recorded around
-//       the step ("device_ms"), each of the first second's steps apart ("first_ms"), and the GPU
-//       time its kernels took
+//       the step ("device_ms"), the steps of the first second ("first_ms") and of the second
+//       after a change of rate ("after_change_ms") apart, and the GPU time its kernels took
 //   latency_tenant be START_NS SECONDS MIN_MS MAX_MS SEED [SYNC_EVERY]
 //       a training-like job: kernels of MIN_MS..MAX_MS (uniform, seeded) back to back; SYNC_EVERY 0
 //       (the default) keeps two queued (waiting on the older's event), n launches n then
@@ -91,7 +93,13 @@ int main(int argc, char** argv) {
   };
 
   if (hp) {
-    const uint64_t period = uint64_t(std::atof(argv[4]) * 1e6);
+    const std::string periods = argv[4];
+    const uint64_t period = uint64_t(std::atof(periods.c_str()) * 1e6);
+    const size_t slash = periods.find('/');
+    const uint64_t new_period =
+        slash == std::string::npos ? period : uint64_t(std::atof(periods.c_str() + slash + 1) * 1e6);
+    const uint64_t change = new_period == period ? end : start + (end - start) / 2;
+    if (period == 0 || new_period == 0) return ReportFailure("PERIOD_MS: expected A or A/B", 0);
     const int kernels = std::atoi(argv[5]);
     const double kernel_us = std::atof(argv[6]);
     const std::string pattern = argc > 7 ? argv[7] : "each";
@@ -122,9 +130,10 @@ int main(int argc, char** argv) {
     cuEventCreate(&before, 0);
     cuEventCreate(&after, 0);
     SleepUntilNs(start);
-    std::vector<double> latency_ms, device_ms, first_ms;
+    std::vector<double> latency_ms, device_ms, first_ms, after_change_ms;
     size_t steps = 0;
-    for (uint64_t planned = start; planned + period <= end; planned += period) {
+    for (uint64_t planned = start; planned + period <= end;
+         planned += planned < change ? period : new_period) {
       const uint64_t step = uint64_t(std::max(double(start), double(planned) + jitter(rng) * 1e6));
       SleepUntilNs(step);
       cuEventRecord(before, stream);
@@ -147,12 +156,14 @@ int main(int argc, char** argv) {
       cuEventElapsedTime(&on_device, before, after);
       ++steps;
       if (step < start + kFirstNs) first_ms.push_back(ms);
-      if (step >= start + kWarmUpNs) {
+      const bool settling = step >= change && step < change + kFirstNs;
+      if (settling) after_change_ms.push_back(ms);
+      if (step >= start + kWarmUpNs && !settling) {
         latency_ms.push_back(ms);
         device_ms.push_back(on_device);
       }
     }
-    double gpu_s = double(steps) * kernels * kernel_us / 1e6;
+    const double gpu_s = double(steps) * kernels * kernel_us / 1e6;
     std::printf("{\"steps\": %zu, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"device_p99_ms\": %.3f, "
                 "\"gpu_share\": %.4f",
                 steps, Percentile(latency_ms, 0.5), Percentile(latency_ms, 0.99),
@@ -160,6 +171,7 @@ int main(int argc, char** argv) {
     PrintList("latency_ms", latency_ms);  // every step's, for pooling runs
     PrintList("device_ms", device_ms);
     PrintList("first_ms", first_ms);
+    PrintList("after_change_ms", after_change_ms);
     std::printf("}\n");
     return 0;
   }

@@ -100,7 +100,7 @@ trap 'rm -rf "$rt"' EXIT
 run_pair() {  # run_pair HP_PREFIX BE_PREFIX TAG: both from one start, 6 s
   local start; start=$(now_ns 8)
   $2 python3 $here/steps.py be "$start" 6 8192 >"$out/be-$3.json" 2>>"$out/python.log" &
-  $1 python3 $here/steps.py hp "$start" 6 20 25 2048 >"$out/hp-$3.json" 2>>"$out/python.log"
+  $1 python3 $here/steps.py hp "$start" 6 20 25 2048 ${HP_GRAPH:-} >"$out/hp-$3.json" 2>>"$out/python.log"
   wait
 }
 under() { echo "env GPUMUX_RUNTIME_DIR=$rt $gpumux run --gpu 0 --mem 16GiB --tenant $1 $2 --"; }
@@ -126,7 +126,12 @@ python3 $here/steps.py hp "$(now_ns 5)" 6 20 25 2048 >"$out/hp-solo.json" 2>>"$o
 python3 $here/steps.py be "$(now_ns 5)" 6 8192 >"$out/be-solo.json" 2>>"$out/python.log"
 run_pair "" "" bare
 run_pair "$(under hp "--priority high")" "$(under be "--priority low")" gpumux
+# The same step as one CUDA graph replayed (issue 39: a compiled server sends its step at once).
+python3 $here/steps.py hp "$(now_ns 5)" 6 20 25 2048 graph >"$out/hp-graph-solo.json" 2>>"$out/python.log"
+HP_GRAPH=graph run_pair "" "" graph-bare
+HP_GRAPH=graph run_pair "$(under hp "--priority high")" "$(under be "--priority low")" graph-gpumux
 pair_table solo bare gpumux
+pair_table graph-solo graph-bare graph-gpumux
 
 # Under MPS, with a control daemon of this run's own (its pipe and log directories in $rt; the GPU's
 # compute mode is left as it is, and the daemon is stopped at the end): both normal clients; the

@@ -68,18 +68,32 @@ void NoteBurstLaunch(BurstWords& w, uint64_t now_ns) {
           shortest == 0 || length < shortest ? length : shortest + (length - shortest) / 8);
   }
   uint64_t gap = now_ns - start;
-  if (period == 0) {
-    // No rhythm to miss yet: take the starts to be off by half a tick until they show otherwise.
-    Store<uint64_t>(w.jitter_ns, 500'000);
-  } else {
-    uint64_t periods = std::max<uint64_t>(1, (gap + period / 2) / period);
-    uint64_t due = periods * period;
-    uint64_t error = gap > due ? gap - due : due - gap;
-    Store(w.jitter_ns, (Load(w.jitter_ns) + std::min(error, period)) / 2);
-  }
   BurstPeriod next = NextBurstPeriod({period, Load(w.candidate_ns)}, gap);
+  uint64_t beat = Load(w.beat_ns);
+  const bool new_rhythm = next.period_ns > period + period / 4 || next.period_ns < period - period / 4;
+  if (period == 0 || new_rhythm || beat == 0 || beat > now_ns) {
+    // No rhythm to miss yet, or a new one: this start is its beat, and starts are taken to be
+    // off by half a tick until they show otherwise.
+    Store(w.beat_ns, now_ns);
+    Store<uint64_t>(w.jitter_ns, 500'000);
+  } else if (uint64_t periods = (now_ns - beat + period / 2) / period; periods >= 1) {
+    // The beat due nearest this start, and how far the start missed it. A start off by more
+    // than a quarter period (a burst split in two) moves neither the beat nor the error.
+    uint64_t due = beat + periods * period;
+    uint64_t error = now_ns > due ? now_ns - due : due - now_ns;
+    if (error <= period / 4) {
+      Store(w.beat_ns, now_ns > due ? due + error / 4 : due - error / 4);
+      // The most it missed by lately: up at once, down a quarter of the way at each start.
+      uint64_t most = Load(w.jitter_ns);
+      Store(w.jitter_ns, error >= most ? error : most - (most - error) / 4);
+    }
+  }
   Store(w.candidate_ns, next.candidate_ns);
   Store(w.period_ns, next.period_ns);
+}
+
+void NoteBurstLaunchReturned(BurstWords& w, uint64_t now_ns) {
+  StampForward(std::atomic_ref<uint64_t>(w.stamp_ns), now_ns);
 }
 
 void NoteBurstSync(BurstWords& w, uint64_t now_ns, bool entering) {
@@ -111,15 +125,22 @@ bool ForecastNextBurst(const BurstWords& w, uint64_t now_ns, NextBurst* next) {
   // Each word loaded once and checked as loaded: another process may rewrite them meanwhile
   // (gpumuxd clears a muted rhythm in the view while every shim forecasts from it; under `gpumux
   // run` the tenants' processes write them), and a period seen twice could be 0 the second time.
-  uint64_t start = Load(w.start_ns), period = Load(w.period_ns);
+  uint64_t start = Load(w.start_ns), period = Load(w.period_ns), beat = Load(w.beat_ns);
   if (period == 0 || now_ns > start + 4 * period) return false;  // HasRhythm, on these loads
+  if (beat == 0 || beat > start + period || beat + period < start) beat = start;
   // The burst due last: if it has not begun yet (steps jitter, and under gpumuxd a start may be
   // seen a tick late) it is still the next one for a while.
-  uint64_t due_bursts = (now_ns > start ? now_ns - start : 0) / period;
-  uint64_t due = start + due_bursts * period;
-  next->start_ns = due_bursts >= 1 && now_ns - due < kLateBurstNs ? due : due + period;
+  // How late one may be is kLateBurstNs past what starts missed the beat by lately; one begun
+  // (the latest start near its beat) is not the next.
+  uint64_t due_bursts = (now_ns > beat ? now_ns - beat : 0) / period;
+  uint64_t due = beat + due_bursts * period;
+  const uint64_t missed = std::min(Load(w.jitter_ns), period / 4);
+  const bool begun = start + period / 2 >= due;
+  next->start_ns =
+      due_bursts >= 1 && !begun && now_ns - due < kLateBurstNs + missed ? due : due + period;
   next->period_ns = period;
-  next->margin_ns = std::clamp(kMinMarginNs + 3 * Load(w.jitter_ns), kMinMarginNs, kMaxMarginNs);
+  next->margin_ns = std::clamp(kMinMarginNs + missed, kMinMarginNs,
+                               std::max(kMaxMarginNs, period / 4));
   return true;
 }
 
@@ -145,6 +166,7 @@ void CopyBurstFrom(BurstWords& to, const BurstWords& from, uint64_t now_ns) {
   Store(to.length_ns, std::min(Load(from.length_ns), most));
   Store(to.jitter_ns, std::min(Load(from.jitter_ns), most));
   Store(to.host_pause_ns, std::min(Load(from.host_pause_ns), kBurstGapNs));
+  Store(to.beat_ns, std::min(Load(from.beat_ns), now_ns));
 }
 
 void CopyBurst(BurstWords& to, const BurstWords& from) {
@@ -158,6 +180,7 @@ void CopyBurst(BurstWords& to, const BurstWords& from) {
   Store(to.length_ns, Load(from.length_ns));
   Store(to.jitter_ns, Load(from.jitter_ns));
   Store(to.host_pause_ns, Load(from.host_pause_ns));
+  Store(to.beat_ns, Load(from.beat_ns));
 }
 
 void ClearBurst(BurstWords& w) { CopyBurst(w, BurstWords{}); }

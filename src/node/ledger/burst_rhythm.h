@@ -20,7 +20,8 @@ inline constexpr uint64_t kSettleNs = 200'000;       // ... or this long (or twi
 inline constexpr uint64_t kLateBurstNs = 3'000'000;  // a burst not begun this long after it was due
                                                      // is not coming
 inline constexpr uint64_t kMinMarginNs = 200'000;    // others' work ends at least this long before
-inline constexpr uint64_t kMaxMarginNs = 1'000'000;  // a burst, at most this long
+inline constexpr uint64_t kMaxMarginNs = 1'000'000;  // a burst, at most this long or a quarter
+                                                     // period if that is longer
 
 struct BurstWords {
   uint64_t stamp_ns;          // its latest launch or synchronising call (entered or returned from)
@@ -31,8 +32,10 @@ struct BurstWords {
   uint64_t period_ns;         // its time between burst starts (0 until two were seen)
   uint64_t candidate_ns;      // a gap between starts that fitted no rhythm (BurstPeriod)
   uint64_t length_ns;         // its shortest burst lately (first launch to last stamp)
-  uint64_t jitter_ns;         // how far its starts fell from the rhythm lately (mean)
+  uint64_t jitter_ns;         // how far its starts fell from the beat lately (the most, fading)
   uint64_t host_pause_ns;     // its longest pause lately, within a burst, after a return
+  uint64_t beat_ns;           // where its latest start should have been: the rhythm's phase,
+                              // which a start moves by a quarter of how far it missed
 };
 
 // A period between bursts (0: none known yet), and a gap between burst starts that fitted no
@@ -49,9 +52,14 @@ BurstPeriod NextBurstPeriod(BurstPeriod now, uint64_t gap_ns);
 
 // A launch at `now_ns`. The first launch after a quiet spell (kBurstGapNs; after a launch, once a
 // period is known, the lesser of a quarter of it and the shortest burst lately if that is
-// longer), with no thread inside a synchronising call, begins a burst: the period, the shortest
-// burst, the starts' error and the host's pauses are learnt from it.
+// longer), with no thread inside a synchronising call, begins a burst: the period, the beat, the
+// shortest burst, how far starts missed the beat and the host's pauses are learnt from it.
 void NoteBurstLaunch(BurstWords& w, uint64_t now_ns);
+// A launch call that began with NoteBurstLaunch returned at `now_ns`. A launch blocks while the
+// driver's queue is full (a whole step sent at once waits there for the GPU, more so beside
+// others' work): the time it waited is not a quiet spell, and the next launch does not begin a
+// burst.
+void NoteBurstLaunchReturned(BurstWords& w, uint64_t now_ns);
 // Entering (`entering`) or returning from a synchronising call at `now_ns`.
 void NoteBurstSync(BurstWords& w, uint64_t now_ns, bool entering);
 
@@ -64,9 +72,11 @@ bool HasRhythm(const BurstWords& w, uint64_t now_ns);
 // lately, when its bursts end with such a return; else until it is quiet for kBurstGapNs.
 bool InBurst(const BurstWords& w, uint64_t now_ns);
 
-// When its next burst is due, as of `now_ns` (one due but not begun stays the next for
-// kLateBurstNs), and how long before it others' work should be done: kMinMarginNs plus three times
-// how far its starts missed lately, at most kMaxMarginNs. Only with a rhythm.
+// When its next burst is due, as of `now_ns`: the beat, not the latest start, so that a step that
+// came late does not move the next one's forecast late (one due but not begun stays the next for
+// kLateBurstNs plus the most its starts missed the beat by lately); and how long before it others'
+// work should be done: kMinMarginNs plus that most, at most kMaxMarginNs or a quarter period if
+// that is longer. Only with a rhythm.
 struct NextBurst {
   uint64_t start_ns, period_ns, margin_ns;
 };

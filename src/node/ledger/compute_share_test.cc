@@ -410,13 +410,15 @@ TEST_F(ComputeTickTest, BurstsThatEndWithoutASyncOrComeLateKeepTheLongerWaits) {
     for (int i = 0; i < 10; ++i) NoteBurstLaunch(*l.BurstOf(hp), last = t0 + k * 10 * kMs + i * 200 * kUs);
   EXPECT_TRUE(l.HighPriorityForecast(last + kBurstGapNs - 10 * kUs).active);
   EXPECT_FALSE(l.HighPriorityForecast(last + kBurstGapNs + 10 * kUs).active);
-  // Steps that start up to 1.5 ms late: the margin grows to its most.
+  // Steps that start up to 1.5 ms late: the margin grows past what they miss the beat by, to at
+  // most a quarter period.
   Ledger jittery = Ledger::CreateOrOpen(path_.string() + ".j", 1ull << 30, "sim");
   int j = jittery.AddTenant("hp", {1ull << 20, kNoCap, 1, Priority::kHigh});
   uint64_t end = StampSteps(jittery, j, t0, 10 * kMs, 12, 10, 200 * kUs,
                             [](int k) { return k % 2 ? 1'500'000ull : 0ull; });
   BurstForecast f = jittery.HighPriorityForecast(end + 1 * kMs);
-  EXPECT_EQ(f.margin_ns, kMaxMarginNs);
+  EXPECT_GE(f.margin_ns, kMinMarginNs + 750 * kUs) << "the beat lies between the two";
+  EXPECT_LE(f.margin_ns, 10 * kMs / 4);
   std::filesystem::remove(path_.string() + ".j");
 }
 

@@ -46,7 +46,7 @@
 namespace gpumux::node {
 
 inline constexpr uint64_t kLedgerMagic = 0x4c58554d55504725ull;  // "%GPUMUXL"
-inline constexpr uint32_t kLedgerVersion = 8;
+inline constexpr uint32_t kLedgerVersion = 9;
 inline constexpr int kMaxTenants = 64;
 // Every tenant may hold kMaxProcessesPerTenant processes at once however many tenants there are,
 // so that one tenant's full table is never its neighbour's problem.
@@ -94,7 +94,7 @@ struct BurstForecast {
   uint64_t next_start_ns = 0;  // the earliest predicted start of a burst after now; 0: none known
   uint64_t period_ns = 0;      // that tenant's time between bursts
   uint64_t margin_ns = 0;      // how long before next_start_ns others' work should be done: what
-                               // the rhythm's starts missed by lately (kMinMarginNs..kMaxMarginNs)
+                               // the rhythm's starts missed its beat by lately (ForecastNextBurst)
 };
 
 struct ProcessSlot {

@@ -443,7 +443,10 @@ CUresult Synchronising(Call call) {
 }
 // And this after it, with the driver's answer (returned).
 inline CUresult Launched(int g, const void* work, CUstream stream, CUresult r) {
-  if (g != kNotTenants) State().gpus[g].forecast.After(work, stream, r == kSuccess);
+  if (g != kNotTenants) {
+    State().gpus[g].stamps.LaunchReturned();
+    State().gpus[g].forecast.After(work, stream, r == kSuccess);
+  }
   return r;
 }
 
