@@ -72,10 +72,9 @@ void NoteBurstLaunch(BurstWords& w, uint64_t now_ns) {
   uint64_t beat = Load(w.beat_ns);
   const bool new_rhythm = next.period_ns > period + period / 4 || next.period_ns < period - period / 4;
   if (period == 0 || new_rhythm || beat == 0 || beat > now_ns) {
-    // No rhythm to miss yet, or a new one: this start is its beat, and starts are taken to be
-    // off by half a tick until they show otherwise.
+    // No rhythm to miss yet, or a new one: this start is its beat, missed by nothing yet.
     Store(w.beat_ns, now_ns);
-    Store<uint64_t>(w.jitter_ns, 500'000);
+    Store<uint64_t>(w.jitter_ns, 0);
   } else if (uint64_t periods = (now_ns - beat + period / 2) / period; periods >= 1) {
     // The beat due nearest this start, and how far the start missed it. A start off by more
     // than a quarter period (a burst split in two) moves neither the beat nor the error.
@@ -83,9 +82,10 @@ void NoteBurstLaunch(BurstWords& w, uint64_t now_ns) {
     uint64_t error = now_ns > due ? now_ns - due : due - now_ns;
     if (error <= period / 4) {
       Store(w.beat_ns, now_ns > due ? due + error / 4 : due - error / 4);
-      // The most it missed by lately: up at once, down a quarter of the way at each start.
+      // The most it missed by lately: up at once, down a sixteenth of the way at each start, so
+      // that a few starts on time do not hide how far the others fall.
       uint64_t most = Load(w.jitter_ns);
-      Store(w.jitter_ns, error >= most ? error : most - (most - error) / 4);
+      Store(w.jitter_ns, error >= most ? error : most - (most - error) / 16);
     }
   }
   Store(w.candidate_ns, next.candidate_ns);
@@ -139,7 +139,8 @@ bool ForecastNextBurst(const BurstWords& w, uint64_t now_ns, NextBurst* next) {
   next->start_ns =
       due_bursts >= 1 && !begun && now_ns - due < kLateBurstNs + missed ? due : due + period;
   next->period_ns = period;
-  next->margin_ns = std::clamp(kMinMarginNs + missed, kMinMarginNs,
+  // A quarter more than that most: the beat and the period are estimates too.
+  next->margin_ns = std::clamp(kMinMarginNs + missed + missed / 4, kMinMarginNs,
                                std::max(kMaxMarginNs, period / 4));
   return true;
 }

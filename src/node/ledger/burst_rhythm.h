@@ -75,8 +75,8 @@ bool InBurst(const BurstWords& w, uint64_t now_ns);
 // When its next burst is due, as of `now_ns`: the beat, not the latest start, so that a step that
 // came late does not move the next one's forecast late (one due but not begun stays the next for
 // kLateBurstNs plus the most its starts missed the beat by lately); and how long before it others'
-// work should be done: kMinMarginNs plus that most, at most kMaxMarginNs or a quarter period if
-// that is longer. Only with a rhythm.
+// work should be done: kMinMarginNs plus a quarter more than that most, at most kMaxMarginNs or a
+// quarter period if that is longer. Only with a rhythm.
 struct NextBurst {
   uint64_t start_ns, period_ns, margin_ns;
 };

@@ -135,11 +135,13 @@ TEST(BurstWords, ALateStepMovesTheBeatLittleAndTheMarginCoversWhatItMissed) {
   // The beat moved by a quarter of the miss (0.5 ms), plus one period: 221 ms, where the late
   // start would have put it at 222.5 ms.
   EXPECT_EQ(next.start_ns, t + 221 * kMs) << "near the beat, not a period after the late start";
-  EXPECT_GE(next.margin_ns, kMinMarginNs + 2 * kMs - 1) << "covers the miss";
-  // On time again: the margin fades, the beat holds.
+  EXPECT_GE(next.margin_ns, kMinMarginNs + 2 * kMs) << "covers the miss";
+  const uint64_t after_the_miss = next.margin_ns;
+  // On time again: the margin fades (slowly: a few starts on time say little of the next one), the
+  // beat holds.
   for (int i = 11; i < 30; ++i) step(t + uint64_t(i) * 20 * kMs);
   ASSERT_TRUE(ForecastNextBurst(w, t + 590 * kMs, &next));
-  EXPECT_LT(next.margin_ns, kMinMarginNs + 100'000);
+  EXPECT_LT(next.margin_ns, after_the_miss / 2);
   EXPECT_NEAR(double(next.start_ns), double(t + 600 * kMs), 200'000);
 }
 
