@@ -130,7 +130,7 @@ int main(int argc, char** argv) {
     cuEventCreate(&before, 0);
     cuEventCreate(&after, 0);
     SleepUntilNs(start);
-    std::vector<double> latency_ms, device_ms, first_ms, after_change_ms;
+    std::vector<double> latency_ms, device_ms, first_ms, after_change_ms, start_ms;
     size_t steps = 0;
     for (uint64_t planned = start; planned + period <= end;
          planned += planned < change ? period : new_period) {
@@ -158,6 +158,7 @@ int main(int argc, char** argv) {
       if (step < start + kFirstNs) first_ms.push_back(ms);
       const bool settling = step >= change && step < change + kFirstNs;
       if (settling) after_change_ms.push_back(ms);
+      start_ms.push_back(double(step - start) / 1e6);
       if (step >= start + kWarmUpNs && !settling) {
         latency_ms.push_back(ms);
         device_ms.push_back(on_device);
@@ -172,6 +173,7 @@ int main(int argc, char** argv) {
     PrintList("device_ms", device_ms);
     PrintList("first_ms", first_ms);
     PrintList("after_change_ms", after_change_ms);
+    PrintList("start_ms", start_ms);  // each step's start, from START_NS (jitter included)
     std::printf("}\n");
     return 0;
   }

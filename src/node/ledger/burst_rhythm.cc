@@ -28,8 +28,8 @@ BurstPeriod NextBurstPeriod(BurstPeriod now, uint64_t gap_ns) {
     return std::abs(periods - whole) <= (whole == 1 ? 0.25 : 0.15);
   };
   if (now.period_ns == 0) return {gap_ns, 0};
-  if (near(gap_ns, now.period_ns, 1))  // on beat
-    return {(3 * now.period_ns + gap_ns) / 4, 0};
+  if (near(gap_ns, now.period_ns, 1))  // on beat: an eighth of the way, as one gap jitters twice
+    return {(7 * now.period_ns + gap_ns) / 8, 0};
   // A whole number of periods: bursts that ran together (one delayed into the next) or a burst
   // that did not come. The rhythm holds.
   double whole = std::round(double(gap_ns) / double(now.period_ns));

@@ -44,10 +44,11 @@ struct BurstPeriod {
   uint64_t period_ns = 0, candidate_ns = 0;
   bool operator==(const BurstPeriod&) const = default;
 };
-// The period after `gap_ns` between two burst starts was seen: averaged when the gap is about one
-// period, kept when it is a whole number of periods (bursts that ran together, or one that did
-// not come); any other gap becomes the candidate, and the new period once the next gap agrees with
-// it (within a quarter), so that one burst split in two or come late does not lose the rhythm.
+// The period after `gap_ns` between two burst starts was seen: averaged (an eighth of the way)
+// when the gap is about one period, kept when it is a whole number of periods (bursts that ran
+// together, or one that did not come); any other gap becomes the candidate, and the new period
+// once the next gap agrees with it (within a quarter), so that one burst split in two or come late
+// does not lose the rhythm.
 BurstPeriod NextBurstPeriod(BurstPeriod now, uint64_t gap_ns);
 
 // A launch at `now_ns`. The first launch after a quiet spell (kBurstGapNs; after a launch, once a

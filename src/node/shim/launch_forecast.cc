@@ -48,10 +48,12 @@ void LaunchForecast::Learn() {
     float ms = 0;
     if (events_.elapsed(&ms, t.start, t.end) == 0 && ms >= 0) {
       auto ns = uint64_t(double(ms) * 1e6);
-      // What it took, less any time the GPU ran others meanwhile: the least seen lately (down at
-      // once, up slowly).
+      // What it takes now, others' work beside it included (under MPS a second best-effort
+      // tenant's kernels stretch this one's; time-sliced, they take turns with it): a quarter of
+      // the way to each new time. (The least seen lately forgot that stretch: a kernel that ran
+      // alone once was then forecast to end twice too soon, and ran into a burst.)
       uint64_t& d = duration_ns_[t.work];
-      d = d == 0 || ns < d ? ns : d + (ns - d) / 8;
+      d = d == 0 ? ns : ns > d ? d + (ns - d) / 4 : d - (d - ns) / 4;
       longest_ns_ = std::max(longest_ns_, d);
     }
     spare_.push_back(t.start);
