@@ -70,7 +70,8 @@ void NoteBurstLaunch(BurstWords& w, uint64_t now_ns) {
   uint64_t gap = now_ns - start;
   BurstPeriod next = NextBurstPeriod({period, Load(w.candidate_ns)}, gap);
   uint64_t beat = Load(w.beat_ns);
-  const bool new_rhythm = next.period_ns > period + period / 4 || next.period_ns < period - period / 4;
+  const bool new_rhythm =
+      next.period_ns > period + period / 4 || next.period_ns < period - period / 4;
   if (period == 0 || new_rhythm || beat == 0 || beat > now_ns) {
     // No rhythm to miss yet, or a new one: this start is its beat, missed by nothing yet.
     Store(w.beat_ns, now_ns);
@@ -82,10 +83,12 @@ void NoteBurstLaunch(BurstWords& w, uint64_t now_ns) {
     uint64_t error = now_ns > due ? now_ns - due : due - now_ns;
     if (error <= period / 4) {
       Store(w.beat_ns, now_ns > due ? due + error / 4 : due - error / 4);
-      // The most it missed by lately: up at once, down a sixteenth of the way at each start, so
-      // that a few starts on time do not hide how far the others fall.
+      // The most it missed by lately: up at once, down a sixteenth of the way at each start, or
+      // over a second at a faster rhythm, so that a few starts on time (or a second of them:
+      // host stalls come seconds apart) do not hide how far the others fall.
       uint64_t most = Load(w.jitter_ns);
-      Store(w.jitter_ns, error >= most ? error : most - (most - error) / 16);
+      uint64_t fade = std::max<uint64_t>(16, 1'000'000'000 / period);
+      Store(w.jitter_ns, error >= most ? error : most - (most - error) / fade);
     }
   }
   Store(w.candidate_ns, next.candidate_ns);
@@ -128,10 +131,9 @@ bool ForecastNextBurst(const BurstWords& w, uint64_t now_ns, NextBurst* next) {
   uint64_t start = Load(w.start_ns), period = Load(w.period_ns), beat = Load(w.beat_ns);
   if (period == 0 || now_ns > start + 4 * period) return false;  // HasRhythm, on these loads
   if (beat == 0 || beat > start + period || beat + period < start) beat = start;
-  // The burst due last: if it has not begun yet (steps jitter, and under gpumuxd a start may be
-  // seen a tick late) it is still the next one for a while.
-  // How late one may be is kLateBurstNs past what starts missed the beat by lately; one begun
-  // (the latest start near its beat) is not the next.
+  // The burst due last on the beat: if it has not begun yet (the latest start is not near it;
+  // steps jitter, and under gpumuxd a start may be seen a tick late) it is still the next one for
+  // kLateBurstNs past the most starts missed the beat by lately.
   uint64_t due_bursts = (now_ns > beat ? now_ns - beat : 0) / period;
   uint64_t due = beat + due_bursts * period;
   const uint64_t missed = std::min(Load(w.jitter_ns), period / 4);
