@@ -64,8 +64,10 @@ TEST_F(ComputeTest, CapsOf30And70PercentHoldWithinFivePoints) {
 }
 
 TEST_F(ComputeTest, WeightsDivideAContendedGpu) {
-  auto r = RunTogether({{"one", "--weight 1", "ex busy {start} 3 1"},
-                        {"three", "--weight 3", "ptsz busy {start} 3 1"}});
+  // Six seconds: the first part of a window, before the gates divide, runs round robin (half
+  // each); over three seconds the weight-3 tenant sat at the band's edge (0.69-0.705 measured).
+  auto r = RunTogether({{"one", "--weight 1", "ex busy {start} 6 1"},
+                        {"three", "--weight 3", "ptsz busy {start} 6 1"}});
   ASSERT_TRUE(r[0].contains("gpu_share") && r[1].contains("gpu_share")) << r[0] << r[1];
   EXPECT_NEAR(r[0]["gpu_share"].get<double>(), 0.25, 0.05) << r[0];
   EXPECT_NEAR(r[1]["gpu_share"].get<double>(), 0.75, 0.05) << r[1];
