@@ -154,12 +154,13 @@ def measure(build, m, seconds, rounds, control):
     # next, which may come early: twice the jitter, and the forecast's least margin.
     margin = 0.2 + 2 * m["jitter_ms"]
     # Each rate holds half the run; the bracket as a share of what HP leaves, be_kept's base.
+    periods = [float(p) for p in m["periods"].split("/")]
     fill = most = 0.0
-    for period in [float(p) for p in m["periods"].split("/")]:
+    for period in periods:
         room = max(0.0, period - solo50 - margin)
         share = bracket(m, room)
-        fill += share / len(m["periods"].split("/"))
-        most += share * room / period / len(m["periods"].split("/"))
+        fill += share / len(periods)
+        most += share * room / period / len(periods)
     most = most / left if left > 0 else 0
     cls = "fits" if fill >= 0.8 else ("none" if fill == 0 else "partly")
     row = {

@@ -444,8 +444,9 @@ CUresult Synchronising(Call call) {
 // And this after it, with the driver's answer (returned).
 inline CUresult Launched(int g, const void* work, CUstream stream, CUresult r) {
   if (g != kNotTenants) {
-    State().gpus[g].stamps.LaunchReturned();
-    State().gpus[g].forecast.After(work, stream, r == kSuccess);
+    auto& gpu = State().gpus[g];
+    gpu.stamps.LaunchReturned();
+    gpu.forecast.After(work, stream, r == kSuccess);
   }
   return r;
 }
