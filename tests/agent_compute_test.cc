@@ -98,11 +98,15 @@ TEST_F(AgentComputeTest, ABestEffortTenantRunsBetweenAHighPriorityTenantsStepsAn
   // with gpumuxd stamping a high-priority tenant's launches only from its activity counts (a tick
   // late, a burst over after 1.5 ms of quiet), 0.20-0.24 and 1.16-1.25x: both checks fail then
   // (measured before the simulator's waits became precise, which moved the first figures by 0.01).
+  // Forecast from the beat alone, these steps (each 3 ms after the last returned: its delays add
+  // up, and the beat lags them) gave the neighbour 0.36-0.45; from the latest start, which these
+  // steps follow, 0.44-0.52 in eight runs, the steps' mean 1.04-1.07x solo (as before the beat).
   EXPECT_LE(guarded["p50_latency_ms"].get<double>(), 1.10 * solo["p50_latency_ms"].get<double>())
       << "solo " << solo << ", beside best effort " << guarded;
   EXPECT_LE(guarded["mean_latency_ms"].get<double>(), 1.10 * solo["mean_latency_ms"].get<double>())
       << "solo " << solo << ", beside best effort " << guarded;
-  EXPECT_GT(neighbour["gpu_share"].get<double>(), 0.40) << neighbour << ", steps " << guarded;
+  EXPECT_GT(neighbour["gpu_share"].get<double>(), 0.40)
+      << neighbour << ", steps " << guarded << ", rhythm " << learnt["rhythm"];
   ASSERT_TRUE(learnt.contains("rhythm")) << learnt;
   EXPECT_NEAR(learnt["rhythm"]["period_ms"].get<double>(), 3.5, 0.3) << learnt;
   EXPECT_NEAR(learnt["rhythm"]["burst_ms"].get<double>(), 0.5, 0.2) << learnt;

@@ -58,13 +58,15 @@ nlohmann::json RhythmJson(const node::RhythmSummary& r) {
   return {{"period_ms", r.period_ns / 1e6},
           {"burst_ms", r.length_ns / 1e6},
           {"jitter_ms", r.jitter_ns / 1e6},
-          {"margin_ms", r.margin_ns / 1e6}};
+          {"margin_ms", r.margin_ns / 1e6},
+          {"anchor", r.from_latest_start ? "latest start" : "beat"}};
 }
 
 std::string DescribeRhythm(const nlohmann::json& r) {
   auto ms = [&](const char* key) { return fmt::format("{:.2f} ms", r.value(key, 0.0)); };
-  return "bursts every " + ms("period_ms") + ", " + ms("burst_ms") + " long, starts off by " +
-         ms("jitter_ms") + "; others clear the GPU " + ms("margin_ms") + " before the next";
+  return "bursts every " + ms("period_ms") + ", " + ms("burst_ms") + " long, forecast from its " +
+         r.value("anchor", std::string("beat")) + ", starts early by up to " + ms("jitter_ms") +
+         "; others clear the GPU " + ms("margin_ms") + " before the next";
 }
 
 }  // namespace gpumux::agent

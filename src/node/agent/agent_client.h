@@ -49,7 +49,7 @@ class AgentClient {
 };
 
 // A high-priority tenant's learnt rhythm as GET /v1/tenants (and `gpumux status --json`) give it:
-// {"period_ms", "burst_ms", "jitter_ms", "margin_ms"}; and as a line for people.
+// {"period_ms", "burst_ms", "jitter_ms", "margin_ms", "anchor"}; and as a line for people.
 nlohmann::json RhythmJson(const node::RhythmSummary& r);
 std::string DescribeRhythm(const nlohmann::json& rhythm);
 

@@ -76,19 +76,37 @@ void NoteBurstLaunch(BurstWords& w, uint64_t now_ns) {
     // No rhythm to miss yet, or a new one: this start is its beat, missed by nothing yet.
     Store(w.beat_ns, now_ns);
     Store<uint64_t>(w.jitter_ns, 0);
+    Store<int64_t>(w.chain_lead_ns, 0);
   } else if (uint64_t periods = (now_ns - beat + period / 2) / period; periods >= 1) {
-    // The beat due nearest this start, and how far the start missed it. A start off by more
-    // than a quarter period (a burst split in two) moves neither the beat nor the error.
+    // The beat due nearest this start, and how far the start missed it; and how far it missed
+    // the latest start plus the periods between. A start off the beat by more than a quarter
+    // period (a burst split in two) moves neither the beat nor the errors.
     uint64_t due = beat + periods * period;
     uint64_t error = now_ns > due ? now_ns - due : due - now_ns;
+    uint64_t chained = start + std::max<uint64_t>(1, (gap + period / 2) / period) * period;
+    uint64_t chain_error = now_ns > chained ? now_ns - chained : chained - now_ns;
     if (error <= period / 4) {
-      Store(w.beat_ns, now_ns > due ? due + error / 4 : due - error / 4);
-      // The most it missed by lately: up at once, down a sixteenth of the way at each start, or
-      // over a second at a faster rhythm, so that a few starts on time (or a second of them:
-      // host stalls come seconds apart) do not hide how far the others fall.
+      const bool late = now_ns > due;
+      Store(w.beat_ns, late ? due + error / 4 : due - error / 4);
+      // Which anchor foretells better (an eighth of the way to each start's difference): a
+      // server on a clock misses its beat by its own delay only, a loop whose step follows the
+      // last misses the latest start plus a period by that and misses the beat by every delay
+      // since.
+      int64_t lead = Load(w.chain_lead_ns);
+      Store(w.chain_lead_ns, lead + (int64_t(error) - int64_t(chain_error) - lead) / 8);
+      // How far before the forecast a start may come: an early start's miss, or (from the beat)
+      // after a late one the quarter the beat moved by, as the next start on time comes that
+      // much early. A late start itself asks others for nothing: they wait for it
+      // (ForecastNextBurst) and it finds the GPU clear. The most lately: up at once, down a
+      // sixteenth of the way at each start, or over a second at a faster rhythm, so that a few
+      // starts on time (or a second of them: host stalls come seconds apart) do not hide how
+      // early the others come.
+      const bool chain = lead > 0;
+      const uint64_t early = chain ? (now_ns < chained ? chain_error : 0)
+                                   : (late ? error / 4 : error);
       uint64_t most = Load(w.jitter_ns);
       uint64_t fade = std::max<uint64_t>(16, 1'000'000'000 / period);
-      Store(w.jitter_ns, error >= most ? error : most - (most - error) / fade);
+      Store(w.jitter_ns, early >= most ? early : most - (most - early) / fade);
     }
   }
   Store(w.candidate_ns, next.candidate_ns);
@@ -130,8 +148,9 @@ bool ForecastNextBurst(const BurstWords& w, uint64_t now_ns, NextBurst* next) {
   // run` the tenants' processes write them), and a period seen twice could be 0 the second time.
   uint64_t start = Load(w.start_ns), period = Load(w.period_ns), beat = Load(w.beat_ns);
   if (period == 0 || now_ns > start + 4 * period) return false;  // HasRhythm, on these loads
-  if (beat == 0 || beat > start + period || beat + period < start) beat = start;
-  // The burst due last on the beat: if it has not begun yet (the latest start is not near it;
+  if (beat == 0 || beat > start + period || beat + period < start || Load(w.chain_lead_ns) > 0)
+    beat = start;
+  // The burst due last on the anchor: if it has not begun yet (the latest start is not near it;
   // steps jitter, and under gpumuxd a start may be seen a tick late) it is still the next one for
   // kLateBurstNs past the most starts missed the beat by lately.
   uint64_t due_bursts = (now_ns > beat ? now_ns - beat : 0) / period;
@@ -150,7 +169,8 @@ bool ForecastNextBurst(const BurstWords& w, uint64_t now_ns, NextBurst* next) {
 bool SummariseRhythm(const BurstWords& w, uint64_t now_ns, RhythmSummary* out) {
   NextBurst next;
   if (!ForecastNextBurst(w, now_ns, &next)) return false;
-  *out = {next.period_ns, Load(w.length_ns), Load(w.jitter_ns), next.margin_ns};
+  *out = {next.period_ns, Load(w.length_ns), Load(w.jitter_ns), next.margin_ns,
+          Load(w.chain_lead_ns) > 0};
   return true;
 }
 
@@ -170,6 +190,8 @@ void CopyBurstFrom(BurstWords& to, const BurstWords& from, uint64_t now_ns) {
   Store(to.jitter_ns, std::min(Load(from.jitter_ns), most));
   Store(to.host_pause_ns, std::min(Load(from.host_pause_ns), kBurstGapNs));
   Store(to.beat_ns, std::min(Load(from.beat_ns), now_ns));
+  const auto lead_bound = int64_t(most);
+  Store(to.chain_lead_ns, std::clamp(Load(from.chain_lead_ns), -lead_bound, lead_bound));
 }
 
 void CopyBurst(BurstWords& to, const BurstWords& from) {
@@ -184,6 +206,7 @@ void CopyBurst(BurstWords& to, const BurstWords& from) {
   Store(to.jitter_ns, Load(from.jitter_ns));
   Store(to.host_pause_ns, Load(from.host_pause_ns));
   Store(to.beat_ns, Load(from.beat_ns));
+  Store(to.chain_lead_ns, Load(from.chain_lead_ns));
 }
 
 void ClearBurst(BurstWords& w) { CopyBurst(w, BurstWords{}); }

@@ -32,10 +32,13 @@ struct BurstWords {
   uint64_t period_ns;         // its time between burst starts (0 until two were seen)
   uint64_t candidate_ns;      // a gap between starts that fitted no rhythm (BurstPeriod)
   uint64_t length_ns;         // its shortest burst lately (first launch to last stamp)
-  uint64_t jitter_ns;         // how far its starts fell from the beat lately (the most, fading)
+  uint64_t jitter_ns;         // how far before its forecast its starts came lately (the most,
+                              // fading)
   uint64_t host_pause_ns;     // its longest pause lately, within a burst, after a return
   uint64_t beat_ns;           // where its latest start should have been: the rhythm's phase,
                               // which a start moves by a quarter of how far it missed
+  int64_t chain_lead_ns;      // how much better the latest start plus a period foretold its
+                              // starts than the beat did, lately (> 0: it is the anchor)
 };
 
 // A period between bursts (0: none known yet), and a gap between burst starts that fitted no
@@ -73,21 +76,24 @@ bool HasRhythm(const BurstWords& w, uint64_t now_ns);
 // lately, when its bursts end with such a return; else until it is quiet for kBurstGapNs.
 bool InBurst(const BurstWords& w, uint64_t now_ns);
 
-// When its next burst is due, as of `now_ns`: the beat, not the latest start, so that a step that
-// came late does not move the next one's forecast late (one due but not begun stays the next for
-// kLateBurstNs plus the most its starts missed the beat by lately); and how long before it others'
-// work should be done: kMinMarginNs plus a quarter more than that most, at most kMaxMarginNs or a
-// quarter period if that is longer. Only with a rhythm.
+// When its next burst is due, as of `now_ns`, from whichever anchor foretold its starts better
+// lately: the beat, for a server whose steps keep a clock (a step that came late does not move the
+// next one's forecast late), or the latest start, for one whose next step follows the last (a
+// decode loop, a client that pauses after each answer); one due but not begun stays the next for
+// kLateBurstNs plus how early its starts came lately. And how long before it others' work should
+// be done: kMinMarginNs plus a quarter more than that, at most kMaxMarginNs or a quarter period if
+// that is longer. Only with a rhythm.
 struct NextBurst {
   uint64_t start_ns, period_ns, margin_ns;
 };
 bool ForecastNextBurst(const BurstWords& w, uint64_t now_ns, NextBurst* next);
 
 // A tenant's rhythm as people read it (`gpumux status`, gpumuxd's GET /v1/tenants): its period,
-// its shortest burst lately, how far its starts missed lately, and the margin others keep before
-// its next burst. False (and `out` untouched) while it has no rhythm at `now_ns`.
+// its shortest burst lately, how early its starts came lately, the margin others keep before
+// its next burst, and the anchor its forecast holds to. False (and `out` untouched) while it has no rhythm at `now_ns`.
 struct RhythmSummary {
   uint64_t period_ns, length_ns, jitter_ns, margin_ns;
+  bool from_latest_start;  // forecast from its latest start (else from its beat)
 };
 bool SummariseRhythm(const BurstWords& w, uint64_t now_ns, RhythmSummary* out);
 
