@@ -76,7 +76,9 @@ TEST_F(AgentTest, HostileRequestsAreBadRequestsThatChangeNothing) {
         R"({"id":"a","gpu":0,"shards":18446744073709551615})",
         R"({"id":"a","gpu":0,"memory":"1GiB","join":"yes"})",
         R"({"id":"a","gpu":0,"memory":"1GiB","memroy":"2GiB"})",
-        R"({"id":"a","gpu":0,"memory":"1GiB","compute":30})", R"(["id","a"])", R"("just a string")",
+        R"({"id":"a","gpu":0,"memory":"1GiB","compute":true})",
+        R"({"id":"a","gpu":0,"memory":1073741824,"compute":101})",
+        R"({"id":"a","gpus":[0],"memory":[1073741824,0]})", R"(["id","a"])", R"("just a string")",
         "{", "null"}) {
     EXPECT_EQ(SendRaw(socket_, Post("/v1/tenants", body)), 400) << body;
   }

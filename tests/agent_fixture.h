@@ -158,6 +158,8 @@ class AgentTest : public NodeTest {
   // What gpumuxd is started by, if not directly (a path, then its arguments before gpumuxd's).
   std::vector<std::string> launcher_;
   pid_t agent_ = 0;
+  // What gpumuxd wrote to its log so far.
+  std::string Log() const { return Shell("cat " + (dir_ / "agent.log").string()).out; }
 };
 
 inline constexpr uid_t kNobody = 65534;
@@ -181,7 +183,6 @@ class IsolationTest : public AgentTest {
     return Call("POST", "/v1/tenants",
                 {{"id", id}, {"gpu", 0}, {"memory", memory}, {"owner_uid", owner}}, 201);
   }
-  std::string Log() const { return Shell("cat " + (dir_ / "agent.log").string()).out; }
 };
 
 }  // namespace gpumux::testing

@@ -74,6 +74,31 @@ TEST_F(AgentTest, AdmitsATenantWhoseProgramsAreHeldToItsQuota) {
   Call("GET", "/v1/tenants/job-1", json(), 404);
 }
 
+// One form on the wire (node/agent/tenant_request.h): memory in bytes, compute a number. The forms
+// before it are read for one release more, and gpumuxd's log names them; a list with a quota of 0
+// (which once meant "the first GPU's") is refused.
+TEST_F(AgentTest, TheOldFormsOfARequestAreReadAndLoggedAndAZeroQuotaIsRefused) {
+  StartAgentOn({"--sim", "H100", "--gpus", "2"}, {});
+  json now = Call("POST", "/v1/tenants",
+                  {{"id", "now"}, {"gpu", 0}, {"memory", kGiB}, {"compute", 30}}, 201);
+  EXPECT_EQ(now["memory_bytes"], kGiB);
+  EXPECT_EQ(now["compute_cap_percent"], 30.0);
+  EXPECT_EQ(Log().find("read until the next release"), std::string::npos) << Log();
+  json before = Call("POST", "/v1/tenants",
+                     {{"id", "before"}, {"gpu", 0}, {"memory", "1GiB"}, {"compute", "30%"}}, 201);
+  EXPECT_EQ(before["memory_bytes"], kGiB);
+  EXPECT_EQ(before["compute_cap_percent"], 30.0);
+  std::string log = Log();
+  size_t line = log.find("read until the next release");
+  ASSERT_NE(line, std::string::npos) << log;
+  EXPECT_NE(log.find("memory, compute", line), std::string::npos) << log;
+  json zero = Call("POST", "/v1/tenants",
+                   {{"id", "two"}, {"gpus", {0, 1}}, {"memory", {kGiB, 0}}}, 400);
+  EXPECT_NE(zero["error"].get<std::string>().find("quota of 0 bytes for GPU 2"), std::string::npos)
+      << zero;
+  Call("GET", "/v1/tenants/two", json(), 404);
+}
+
 TEST_F(AgentTest, ARestartLosesNothingAndRunningTenantsKeepRunning) {
   StartAgent();
   json a = Call("POST", "/v1/tenants",

@@ -151,7 +151,7 @@ TEST_F(ApplyTest, ABadPlanFileIsABadInputThatNamesTheField) {
   std::ofstream(plan_json) << plan.dump();
   auto [code, out] = Gpumux("apply " + plan_json);
   EXPECT_EQ(code, 2) << out;
-  EXPECT_NE(out.find("agent.tenants[0].memory"), std::string::npos) << out;
+  EXPECT_NE(out.find("agent.tenants[0]: memory"), std::string::npos) << out;
   std::ofstream(plan_json) << "{not json";
   EXPECT_EQ(Gpumux("apply " + plan_json).first, 2);
   EXPECT_TRUE(Call("GET", "/v1/tenants", json(), 200)["tenants"].empty());

@@ -85,10 +85,9 @@ void CheckAsGpumuxdWould(const NodePlan& plan, const json& gpus) {
     std::string where = fmt::format("tenants[{}] ('{}')", i, t.name);
     try {
       node::TenantLimits limits{t.memory_bytes};
-      json body = AdmitRequest(t);
-      if (body.contains("compute"))
-        limits.cap_permille = node::ParseComputeCap(body["compute"].get<std::string>());
+      if (t.compute_percent) limits.cap_permille = uint32_t(std::lround(*t.compute_percent * 10));
       node::CheckTenant(t.id, limits);
+      agent::ParseTenantRequest(agent::TenantRequestJson(AdmitRequest(t)).dump());  // as gpumuxd
     } catch (const Error& e) {
       throw e.Within(where);
     }
@@ -219,18 +218,19 @@ std::vector<AgentCall> CallsToApply(const NodePlan& input, const json& gpus_answ
         FormatBytes(double(t.memory_bytes)) +
         (t.compute_percent ? fmt::format(", compute {}%", *t.compute_percent) : "");
     if (there == present.end()) {
-      growing.push_back(
-          {"POST", "/v1/tenants", AdmitRequest(t),
-           fmt::format("admit {} on {}: {}", t.id, Where(t.gpu, t.instance), limits)});
+      growing.push_back(AgentCall::OnTenant(
+          "POST", "/v1/tenants", AdmitRequest(t),
+          fmt::format("admit {} on {}: {}", t.id, Where(t.gpu, t.instance), limits)));
     } else if (there->quota != t.memory_bytes ||
                std::fabs(there->compute_cap_percent - cap) > 0.05) {
-      json body = AdmitRequest(t);
-      // An update is a PUT without the placement (a tenant does not move).
-      body.erase("id"), body.erase("gpu"), body.erase("instance"), body.erase("source");
-      if (!t.compute_percent) body["compute"] = "100%";
+      // An update names no place (a tenant does not move): its limits only.
+      agent::TenantRequest update;
+      update.memory = {t.memory_bytes};
+      update.compute_percent = cap;
       (t.memory_bytes < there->quota ? shrinking : growing)
-          .push_back({"PUT", "/v1/tenants/" + t.id, body,
-                      fmt::format("update {} on {}: {}", t.id, Where(t.gpu, t.instance), limits)});
+          .push_back(AgentCall::OnTenant(
+              "PUT", "/v1/tenants/" + t.id, update,
+              fmt::format("update {} on {}: {}", t.id, Where(t.gpu, t.instance), limits)));
     }
   }
   calls.insert(calls.end(), shrinking.begin(), shrinking.end());
@@ -249,16 +249,17 @@ AgentCall Undo(const AgentCall& c, const json& gpus, const std::vector<NodeTenan
     return {"PUT", c.path, body, "put GPU " + c.path.substr(9) + " back"};
   }
   if (c.method == "POST") {
-    std::string id = c.body.at("id").get<std::string>();
+    std::string id = c.tenant.id;
     return {"DELETE", "/v1/tenants/" + id, json(), "remove " + id};
   }
   std::string id = c.path.substr(c.path.rfind('/') + 1);
   for (const NodeTenant& t : tenants) {
-    if (t.id == id)
-      return {"PUT",
-              c.path,
-              {{"memory", t.quota}, {"compute", fmt::format("{}%", t.compute_cap_percent)}},
-              "put " + id + "'s limits back"};
+    if (t.id == id) {
+      agent::TenantRequest before;
+      before.memory = {t.quota};
+      before.compute_percent = t.compute_cap_percent;
+      return AgentCall::OnTenant("PUT", c.path, before, "put " + id + "'s limits back");
+    }
   }
   throw Internal("no earlier state of tenant '" + id + "'");
 }
@@ -267,11 +268,11 @@ void Make(const agent::AgentClient& agent, const AgentCall& c) {
   if (c.method == "PUT" && c.path.rfind("/v1/gpus/", 0) == 0) {
     agent.SetMode(std::stoi(c.path.substr(9)), c.body);
   } else if (c.method == "POST") {
-    agent.Admit(c.body);
+    agent.Admit(c.tenant);
   } else if (c.method == "DELETE") {
     agent.Remove(c.path.substr(c.path.rfind('/') + 1), /*missing_ok=*/true);
   } else {
-    agent.Update(c.path.substr(c.path.rfind('/') + 1), c.body);
+    agent.Update(c.path.substr(c.path.rfind('/') + 1), c.tenant);
   }
 }
 

@@ -11,6 +11,7 @@
 
 #include "core/calibration.h"
 #include "node/agent/agent_client.h"
+#include "node/agent/tenant_request.h"
 #include "share/node_plan.h"
 
 namespace gpumux {
@@ -20,6 +21,14 @@ struct AgentCall {
   std::string path;    // "/v1/gpus/0", "/v1/tenants"
   nlohmann::json body;
   std::string what;  // for people: "GPU 0: timeslice -> mps", "admit chat-13b-1 on GPU 1: 30.2 GiB"
+  agent::TenantRequest tenant;  // what `body` says, for a call on a tenant (POST or PUT)
+
+  // A call on a tenant: its body says `tenant`.
+  static AgentCall OnTenant(std::string method, std::string path, agent::TenantRequest tenant,
+                            std::string what) {
+    nlohmann::json body = agent::TenantRequestJson(tenant);
+    return {std::move(method), std::move(path), std::move(body), std::move(what), std::move(tenant)};
+  }
 };
 
 // The calls that take a node whose `GET /v1/gpus` and `GET /v1/tenants` answers are `gpus` and

@@ -67,7 +67,7 @@ void ApplyInPlace(const std::vector<AgentCall>& calls, json& gpus, json& tenants
     } else if (c.method == "POST") {
       tenants["tenants"].push_back(Tenant(
           c.body["id"], c.body["gpu"], c.body.value("instance", -1), c.body["memory"],
-          c.body.contains("compute") ? std::stod(c.body["compute"].get<std::string>()) : 100));
+          c.body.value("compute", 100.0)));
     }
   }
 }
@@ -83,7 +83,7 @@ TEST(NodeApply, AFreshNodeGetsModesThenTenantsAndASecondApplyMakesNoCall) {
   EXPECT_EQ(calls[3].body, json({{"id", "b"},
                                  {"gpu", 0},
                                  {"memory", 30 * kGiB},
-                                 {"compute", "40%"},
+                                 {"compute", 40.0},
                                  {"source", "plan"}}));
   EXPECT_EQ(
       calls[5].body,
@@ -141,7 +141,8 @@ TEST(NodeApply, ChangedLimitsAreUpdatesAndShrinkingOnesComeFirst) {
   std::vector<AgentCall> calls = CallsToApply(next, gpus, tenants);
   ASSERT_EQ(calls.size(), 2u);
   EXPECT_EQ(calls[0].path, "/v1/tenants/b");
-  EXPECT_EQ(calls[0].body, json({{"memory", 20 * kGiB}, {"compute", "100%"}}));
+  EXPECT_EQ(calls[0].body, json({{"memory", 20 * kGiB}, {"compute", 100.0}}))
+      << "memory in bytes and compute a number: one form on the wire";
   EXPECT_EQ(calls[1].path, "/v1/tenants/a");
 }
 
@@ -166,7 +167,7 @@ TEST(NodeApply, TheAgentSectionReadsBackAndBadFieldsAreNamed) {
   };
   json j = ToJson(plan);
   j["tenants"][2]["memory"] = "lots";
-  says(j, "plan.json: agent.tenants[2].memory: expected a number of bytes");
+  says(j, "plan.json: agent.tenants[2]: memory: 'lots' is not a number");
   j = ToJson(plan);
   j["gpus"][0]["mode"] = "whole";
   says(j, "agent.gpus[0].mode");
@@ -175,7 +176,13 @@ TEST(NodeApply, TheAgentSectionReadsBackAndBadFieldsAreNamed) {
   says(j, "agent.tenants[0].gpu: GPU 5 is not in the plan's gpus");
   j = ToJson(plan);
   j["tenants"][1]["compute"] = "150%";
-  says(j, "agent.tenants[1].compute");
+  says(j, "agent.tenants[1]: compute '150%'");
+  j = ToJson(plan);
+  j["tenants"][1]["compute"] = 150;
+  says(j, "agent.tenants[1]: compute: expected");
+  j = ToJson(plan);
+  j["tenants"][1]["memory"] = json::array({kGiB, kGiB});
+  says(j, "agent.tenants[1]: memory: expected the quota in bytes");
   j = ToJson(plan);
   j.erase("gpus");
   says(j, "agent.gpus: missing");

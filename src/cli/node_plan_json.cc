@@ -39,6 +39,7 @@ class Fields {
     return v;
   }
   std::string Where(const char* key) const { return where_ + "." + key; }
+  const std::string& where() const { return where_; }
 
  private:
   const json& At(const char* key) const {
@@ -52,9 +53,6 @@ class Fields {
   std::string where_;
 };
 
-// "30%" as the agent takes it; a whole percentage is written without decimals.
-std::string Percent(double p) { return fmt::format("{}%", p); }
-
 }  // namespace
 
 json ModeRequest(const NodeGpuPlan& gpu) {
@@ -63,11 +61,12 @@ json ModeRequest(const NodeGpuPlan& gpu) {
   return body;
 }
 
-json AdmitRequest(const NodeTenantPlan& t) {
-  json body = {{"id", t.id}, {"gpu", t.gpu}, {"memory", t.memory_bytes}, {"source", "plan"}};
-  if (t.instance >= 0) body["instance"] = t.instance;
-  if (t.compute_percent) body["compute"] = Percent(*t.compute_percent);
-  return body;
+agent::TenantRequest AdmitRequest(const NodeTenantPlan& t) {
+  agent::TenantRequest r;
+  r.id = t.id, r.gpu = t.gpu, r.memory = {t.memory_bytes}, r.source = "plan";
+  if (t.instance >= 0) r.instance = t.instance;
+  r.compute_percent = t.compute_percent;
+  return r;
 }
 
 json ToJson(const NodePlan& plan) {
@@ -78,7 +77,7 @@ json ToJson(const NodePlan& plan) {
     gpus.push_back(j);
   }
   for (const NodeTenantPlan& t : plan.tenants) {
-    json j = AdmitRequest(t);
+    json j = agent::TenantRequestJson(AdmitRequest(t));
     j.update({{"name", t.name}, {"need_bytes", t.need_bytes}});
     tenants.push_back(j);
   }
@@ -110,25 +109,32 @@ NodePlan NodePlanFromJson(const json& j, const std::string& where) {
   const json& tenants = top.Array("tenants");
   for (size_t i = 0; i < tenants.size(); ++i) {
     Fields f(tenants[i], top.Where("tenants") + "[" + std::to_string(i) + "]");
+    // Each tenant is the request that admits it (node/agent/tenant_request.h), read as gpumuxd
+    // reads it, with the name the plan gave it and what it needs.
+    json request = tenants[i];
+    request.erase("name"), request.erase("need_bytes");
+    agent::TenantRequest q;
+    try {
+      q = agent::ParseTenantRequest(request.dump());
+      if (q.id.empty()) throw BadInput("id: missing");
+      if (!q.gpu) throw BadInput("gpu: missing");
+      if (q.memory.size() != 1 || q.memory_per_gpu)
+        throw BadInput("memory: expected the quota in bytes");
+      if (q.device || !q.gpus.empty() || !q.devices.empty())
+        throw BadInput("a tenant of a plan is on one GPU (gpu, and instance)");
+    } catch (const Error& e) {
+      throw e.Within(f.where());
+    }
     NodeTenantPlan t;
-    t.id = f.String("id");
+    t.id = q.id;
     t.name = f.Has("name") ? f.String("name") : t.id;
-    t.gpu = f.Int("gpu", 0, 1023);
-    if (f.Has("instance")) t.instance = f.Int("instance", 0, 63);
-    t.memory_bytes = f.Bytes("memory");
+    t.gpu = *q.gpu;
+    t.instance = q.instance.value_or(-1);
+    t.memory_bytes = q.memory[0];
+    t.compute_percent = q.compute_percent;
     t.need_bytes = f.Has("need_bytes") ? f.Bytes("need_bytes") : t.memory_bytes;
     if (t.need_bytes > t.memory_bytes)
       throw BadInput(f.Where("need_bytes") + ": more than the quota (memory)");
-    if (f.Has("compute")) {
-      std::string c = f.String("compute");
-      char* end = nullptr;
-      double p = std::strtod(c.c_str(), &end);
-      if (end == c.c_str() || std::string(end) != "%" || !(p > 0 && p <= 100)) {
-        throw BadInput(f.Where("compute") +
-                       ": expected a percentage above 0% and at most 100%, such as \"30%\"");
-      }
-      t.compute_percent = p;
-    }
     bool planned_gpu = false;
     for (const NodeGpuPlan& g : plan.gpus) planned_gpu |= g.gpu == t.gpu;
     if (!planned_gpu)

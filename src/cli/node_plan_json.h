@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "node/agent/tenant_request.h"
 #include "share/node_plan.h"
 
 namespace gpumux {
@@ -22,8 +23,8 @@ nlohmann::json ToJson(const NodePlan& plan);
 // ".tenants[2].memory") for anything missing, of the wrong type or out of range.
 NodePlan NodePlanFromJson(const nlohmann::json& j, const std::string& where);
 
-// The request bodies gpumuxd takes for one GPU and one tenant.
+// What gpumuxd is asked for one GPU (the body), and to admit one tenant.
 nlohmann::json ModeRequest(const NodeGpuPlan& gpu);
-nlohmann::json AdmitRequest(const NodeTenantPlan& tenant);
+agent::TenantRequest AdmitRequest(const NodeTenantPlan& tenant);
 
 }  // namespace gpumux

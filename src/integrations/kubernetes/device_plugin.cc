@@ -197,28 +197,31 @@ ContainerAnswer DevicePlugin::Allocate(const std::string& resource,
                      ", which node " + config_.node_name + " does not have");
     slots.push_back(slot);
   }
-  json request = {
-      {"id", c->tenant},
-      {"priority", pod.priority},
-      // Its runAsUser, else (the image's user, which the spec does not say) the uid
-      // of its first process, which runs in the pod's cgroup.
-      {"owner_uid", c->container.run_as_user >= 0 ? json(c->container.run_as_user) : json("learn")},
-      // Only the pod's processes may draw on its memory, not another pod's of the same
-      // uid (every root container's, say).
-      {"cgroup", PodCgroup(pod.uid)},
-      {"source", "kubernetes:" + pod.ns + "/" + pod.name + "/" + c->container.name},
-      {"pod_namespace", pod.ns},
-      {"pod", pod.name},
-      {"container", c->container.name}};
+  agent::TenantRequest request;
+  request.id = c->tenant;
+  request.priority = node::ParsePriority(pod.priority);  // checked when the pod was read
+  // Its runAsUser, else (the image's user, which the spec does not say) the uid of its first
+  // process, which runs in the pod's cgroup.
+  if (c->container.run_as_user >= 0)
+    request.owner_uid = uid_t(c->container.run_as_user);
+  else
+    request.learn_owner = true;
+  // Only the pod's processes may draw on its memory, not another pod's of the same uid (every
+  // root container's, say).
+  request.cgroup = PodCgroup(pod.uid);
+  request.source = "kubernetes:" + pod.ns + "/" + pod.name + "/" + c->container.name;
+  request.labels.pod_namespace = pod.ns;
+  request.labels.pod = pod.name;
+  request.labels.container = c->container.name;
   SetTenantSlots(pod.assigned, &request);  // over several: the same limits on each
   if (c->container.whole_gpus > 0) {
     int smallest = slots[0]->memory_gib;
     for (const Slot* slot : slots) smallest = std::min(smallest, slot->memory_gib);
-    request["memory"] = uint64_t(smallest) * kGiB;
+    request.memory = {uint64_t(smallest) * kGiB};
   } else {
-    request["memory"] = std::to_string(c->container.memory_gib / pod.gpu_count) + "GiB";
+    request.memory = {uint64_t(c->container.memory_gib / pod.gpu_count) * kGiB};
     if (c->container.compute_percent > 0)
-      request["compute"] = std::to_string(c->container.compute_percent / pod.gpu_count) + "%";
+      request.compute_percent = c->container.compute_percent / pod.gpu_count;
   }
   // The container's other resource, allocated before this one, admitted the same tenant with the
   // same limits: admitting again updates it to what it is.

@@ -237,7 +237,7 @@ std::vector<PreparedDevice> DraDriver::Prepare(const std::string& ns, const std:
                      "the same compute limits on each (set parameters.compute)");
   // The devices as gpumuxd describes them now: their memory, and their UUIDs on real GPUs.
   json gpus = agent_.Gpus();
-  json quotas = json::array();  // each device's: what it consumed, else all of it
+  std::vector<uint64_t> quotas;  // each device's: what it consumed, else all of it
   std::vector<std::string> uuids;
   for (size_t i = 0; i < slots.size(); ++i) {
     json described;
@@ -252,40 +252,54 @@ std::vector<PreparedDevice> DraDriver::Prepare(const std::string& ns, const std:
       throw NotFound(where + ": device " + MemberText(*ours[i], "device") +
                      " is not on this node now");
     const json& memory = Member(Member(*ours[i], "consumedCapacity"), "memory");
-    quotas.push_back(memory.is_string()
-                         ? json(QuantityBytes(memory, where + ": consumedCapacity.memory"))
-                         : json(bytes));
+    quotas.push_back(memory.is_string() ? QuantityBytes(memory, where + ": consumedCapacity.memory")
+                                        : bytes);
     if (std::string uuid = MemberText(described, "uuid"); !uuid.empty()) uuids.push_back(uuid);
   }
 
-  json admit = {{"id", ClaimTenantId(uid)},
-                {"source", "kubernetes claim " + ns + "/" + name},
-                {"pod_namespace", ns}};
+  agent::TenantRequest admit;
+  admit.id = ClaimTenantId(uid);
+  admit.source = "kubernetes claim " + ns + "/" + name;
+  admit.labels.pod_namespace = ns;
   SetTenantSlots(slots, &admit);
-  if (parameters.contains("memory"))
-    admit["memory"] = QuantityBytes(parameters["memory"], where + ": parameters.memory");
-  else
-    admit["memory"] = slots.size() == 1 ? quotas[0] : quotas;
+  admit.memory = parameters.contains("memory")
+                     ? std::vector<uint64_t>{QuantityBytes(parameters["memory"],
+                                                           where + ": parameters.memory")}
+                     : quotas;
+  admit.memory_per_gpu = !parameters.contains("memory") && quotas.size() > 1;
   if (parameters.contains("compute"))
-    admit["compute"] =
-        std::to_string(Percent(parameters["compute"], where + ": parameters.compute")) + "%";
+    admit.compute_percent = Percent(parameters["compute"], where + ": parameters.compute");
   else if (Member(consumed, "compute").is_string())
-    admit["compute"] =
-        std::to_string(Percent(consumed["compute"], where + ": consumedCapacity.compute")) + "%";
-  if (parameters.contains("priority")) admit["priority"] = parameters["priority"];
+    admit.compute_percent = Percent(consumed["compute"], where + ": consumedCapacity.compute");
+  if (parameters.contains("priority")) {
+    const json& priority = parameters["priority"];
+    try {
+      admit.priority = node::ParsePriority(priority.is_string() ? priority.get<std::string>()
+                                                                : priority.dump());
+    } catch (const Error& e) {
+      throw e.Within(where + ": parameters.priority");
+    }
+  }
   // A claim reserved for one pod: only that pod's processes may draw on it. (A claim shared by
   // several pods is held to its owner uid.)
   const json& consumers = Member(Member(claim, "status"), "reservedFor");
   if (consumers.is_array() && consumers.size() == 1 && Member(consumers[0], "resource") == "pods" &&
       Member(consumers[0], "uid").is_string()) {
-    admit["cgroup"] = PodCgroup(consumers[0]["uid"]);
-    if (Member(consumers[0], "name").is_string()) admit["pod"] = consumers[0]["name"];
+    admit.cgroup = PodCgroup(consumers[0]["uid"]);
+    if (Member(consumers[0], "name").is_string()) admit.labels.pod = consumers[0]["name"];
   }
   // Its owner: as the config says, else the uid of the first process of the pod it is reserved
   // for, else root.
-  admit["owner_uid"] = parameters.contains("owner_uid") ? parameters["owner_uid"]
-                       : admit.contains("cgroup")       ? json("learn")
-                                                        : json(0);
+  const json& owner = Member(parameters, "owner_uid");
+  if (owner.is_number_unsigned() && owner.get<uint64_t>() < uint64_t(uid_t(-1)))
+    admit.owner_uid = uid_t(owner.get<uint64_t>());
+  else if (owner == "learn" || (owner.is_null() && admit.cgroup))
+    admit.learn_owner = true;
+  else if (owner.is_null())
+    admit.owner_uid = 0;
+  else
+    throw BadInput(where + ": parameters.owner_uid: expected a uid or \"learn\", got " +
+                   owner.dump());
 
   agent::Admission admitted = agent_.Admit(admit);
   json spec = CdiSpec(uid, EditsForTenant(admitted.answer, uuids));

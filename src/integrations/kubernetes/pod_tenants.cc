@@ -16,16 +16,13 @@ std::string TenantId(const std::string& pod_uid, int container_index) {
   return kTenantPrefix + pod_uid + "-" + std::to_string(container_index);
 }
 
-void SetTenantSlots(const std::vector<SlotId>& slots, nlohmann::json* request) {
+void SetTenantSlots(const std::vector<SlotId>& slots, agent::TenantRequest* request) {
   if (slots.size() == 1) {
-    (*request)["gpu"] = slots[0].gpu;
-    if (slots[0].instance >= 0) (*request)["instance"] = slots[0].instance;
+    request->gpu = slots[0].gpu;
+    if (slots[0].instance >= 0) request->instance = slots[0].instance;
     return;
   }
-  nlohmann::json gpus = nlohmann::json::array();
-  for (const SlotId& s : slots)
-    gpus.push_back(s.instance < 0 ? nlohmann::json(s.gpu) : nlohmann::json(s.ToString()));
-  (*request)["gpus"] = gpus;
+  for (const SlotId& s : slots) request->gpus.push_back({s.gpu, s.instance, 0});
 }
 
 std::string PodCgroup(const std::string& pod_uid) { return "pod" + pod_uid; }

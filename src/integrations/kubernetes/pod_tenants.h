@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "integrations/kubernetes/pod_request.h"
+#include "node/agent/tenant_request.h"
 
 namespace gpumux::k8s {
 
@@ -31,9 +32,9 @@ inline constexpr char kTenantPrefix[] = "k8s-";
 std::string TenantId(const std::string& pod_uid, int container_index);
 std::string ClaimTenantId(const std::string& claim_uid);
 
-// Where a gpumuxd admission request puts its tenant: "gpu" (and "instance") for one slot, "gpus"
-// for several (whole GPUs by index, MIG instances as "GPU.INSTANCE"), one tenant over all.
-void SetTenantSlots(const std::vector<SlotId>& slots, nlohmann::json* request);
+// Where a gpumuxd admission request puts its tenant: a GPU (and instance) for one slot, several
+// places for several, one tenant over all.
+void SetTenantSlots(const std::vector<SlotId>& slots, agent::TenantRequest* request);
 
 // The text that names a pod's control group in /proc/PID/cgroup ("pod<UID>"; gpumuxd's check
 // takes systemd's underscores for the dashes): the tenant's processes must be in it.

@@ -115,16 +115,22 @@ bool Admit(spank_t sp) {
   grant.shards = Env(sp, "SLURM_SHARDS_ON_NODE");
   grant.mps_percent = Env(sp, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
   grant.mem = g.mem, grant.compute = g.compute, grant.priority = g.priority;
-  std::optional<json> built = gpumux::slurm::StepRequest(grant, TenantId(sp));
-  if (!built) return true;  // no shared GPU
-  json& request = *built;
   const std::string& gpus = grant.step_gpus;
+  std::optional<gpumux::agent::TenantRequest> built;
+  try {
+    built = gpumux::slurm::StepRequest(grant, TenantId(sp));
+  } catch (const gpumux::Error& e) {
+    slurm_error("gpumux: step not admitted on GPU %s: %s", gpus.c_str(), e.what());
+    return false;
+  }
+  if (!built) return true;  // no shared GPU
+  gpumux::agent::TenantRequest& request = *built;
   uint32_t uid = 0, job = 0;
   spank_get_item(sp, S_JOB_UID, &uid);
   spank_get_item(sp, S_JOB_ID, &job);
-  request["owner_uid"] = uid;
-  request["source"] = "slurm job " + std::to_string(job);
-  request["job"] = std::to_string(job);
+  request.owner_uid = uid;
+  request.source = "slurm job " + std::to_string(job);
+  request.labels.job = std::to_string(job);
   gpumux::agent::Admission admitted;
   try {
     admitted = gpumux::agent::AgentClient(g.socket).Admit(request);
@@ -133,7 +139,7 @@ bool Admit(spank_t sp) {
     slurm_error("gpumux: step not admitted on GPU %s: %s", gpus.c_str(), e.what());
     return false;
   }
-  g.tenant = request["id"].get<std::string>();
+  g.tenant = request.id;
   g.created = admitted.created;
   g.env = admitted.answer["env"];
   return true;

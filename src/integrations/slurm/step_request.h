@@ -3,9 +3,10 @@
 // sends the request) so that it is tested without Slurm.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+
+#include "node/agent/tenant_request.h"
 
 namespace gpumux::slurm {
 
@@ -19,13 +20,13 @@ struct StepGrant {
   std::string mem, compute, priority;  // the plugin's --gpumux-mem/-compute/-priority options
 };
 
-// The POST /v1/tenants body that admits (or joins) tenant `id` for the step, or nothing when the
-// step holds no share of a GPU (no GPU, or neither shards, an MPS percentage nor a gpumux option).
-// The device is named by UUID when Slurm gave one (a MIG device, which gpumuxd maps to its
-// instance; a UUID also survives Slurm and NVML numbering GPUs differently), else by index; a step
-// on several GPUs by index is one tenant over all of them ("gpus"), its shards split evenly
-// (rounded up: Slurm does not say how many are on each). Several UUIDs: the first only (gpumuxd
-// takes a tenant of several devices by index).
-std::optional<nlohmann::json> StepRequest(const StepGrant& grant, const std::string& id);
+// What admits (or joins) tenant `id` for the step, or nothing when the step holds no share of a
+// GPU (no GPU, or neither shards, an MPS percentage nor a gpumux option). The device is named by
+// UUID when Slurm gave one (a MIG device, which gpumuxd maps to its instance; a UUID also survives
+// Slurm and NVML numbering GPUs differently), else by index; a step on several GPUs is one tenant
+// over all of them, its shards split evenly (rounded up: Slurm does not say how many are on each).
+// Throws Error (bad input) naming the option for a --gpumux-mem, -compute or -priority that does
+// not parse.
+std::optional<agent::TenantRequest> StepRequest(const StepGrant& grant, const std::string& id);
 
 }  // namespace gpumux::slurm

@@ -35,9 +35,6 @@ HttpResponse Json(int status, const json& body) {
 // The answer for a request gpumuxd refuses: HttpStatus maps the error's code (base/error.h).
 HttpResponse Refusal(const Error& e) { return Json(HttpStatus(e.code()), {{"error", e.what()}}); }
 
-// The largest uid a tenant may be owned by: uid_t's range less (uid_t)-1, which means "none".
-constexpr int64_t kMaxUid = 4294967294;
-
 }  // namespace
 
 Agent::Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend)
@@ -501,159 +498,164 @@ HttpResponse Agent::Route(const HttpRequest& r) {
   return Json(405, {{"error", r.method + " is not allowed on " + r.path}});
 }
 
+void Agent::PlaceTenant(const TenantRequest& q, TenantRecord* t) {
+  std::vector<TenantPlace> places = q.gpus;
+  for (const std::string& uuid : q.devices) {
+    std::optional<std::pair<int, int>> where = SlotWithUuid(uuid);
+    if (!where) throw BadInput("devices: no GPU or MIG instance of this node has UUID '" + uuid + "'");
+    places.push_back({where->first, where->second, 0});
+  }
+  for (size_t i = 0; i < places.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (places[i].gpu == places[j].gpu && places[i].instance == places[j].instance)
+        throw BadInput("devices: a GPU or instance is named twice");
+  if (!places.empty()) {
+    t->gpu = places[0].gpu, t->instance = places[0].instance;
+    t->more.assign(places.begin() + 1, places.end());
+  }
+  if (q.gpu) t->gpu = *q.gpu, t->instance = -1, t->more.clear();
+  if (q.instance) t->instance = *q.instance;
+  if (q.device) {  // a UUID, as CUDA_VISIBLE_DEVICES names a device
+    std::optional<std::pair<int, int>> where = SlotWithUuid(*q.device);
+    if (!where)
+      throw BadInput("device: no GPU or MIG instance of this node has UUID '" + *q.device + "'");
+    t->gpu = where->first, t->instance = where->second;
+    t->more.clear();
+  }
+  for (auto [gpu, instance] : t->Places()) {
+    if (gpu < 0 || size_t(gpu) >= gpus_.size()) {
+      throw BadInput(std::string(t->spans_several() ? "gpus" : "gpu") +
+                     ": this node has GPUs 0 to " + std::to_string(gpus_.size() - 1) + ", not " +
+                     std::to_string(gpu));
+    }
+    // Its processes see all its GPUs through one environment: time-sliced GPUs or MIG
+    // instances (an MPS server is set up for one device).
+    if (t->spans_several() && gpus_[size_t(gpu)].mode == ShareMode::kMps) {
+      throw BadInput("gpus: a tenant over several GPUs runs on time-sliced GPUs or MIG instances; GPU " +
+                     std::to_string(gpu) + " is in mps mode");
+    }
+    if (SlotOf(gpu, instance)) continue;
+    const Gpu& g = gpus_[size_t(gpu)];
+    if (g.mode == ShareMode::kMig && g.slots.empty()) {
+      throw Unavailable("GPU " + std::to_string(gpu) +
+                        ": its MIG layout could not be restored (see gpumuxd's log); set it again");
+    }
+    throw BadInput(g.mode == ShareMode::kMig
+                       ? "instance: GPU " + std::to_string(gpu) + " is in MIG mode with instances 0 to " +
+                             std::to_string(g.slots.size() - 1) + "; name one"
+                       : "instance: GPU " + std::to_string(gpu) + " is not in MIG mode");
+  }
+}
+
+void Agent::CheckFitsItsPlaces(const TenantRecord& t) {
+  for (auto [gpu, instance] : t.Places()) {
+    const node::Device& d = SlotOf(gpu, instance)->device;
+    uint64_t quota = t.LimitsAt(gpu, instance).memory;
+    if (quota > d.memory) {
+      throw DoesNotFit("memory " + FormatBytes(double(quota)) + " is more than the " +
+                       FormatBytes(double(d.memory)) + " of " + d.name);
+    }
+    // NVML has no per-process utilisation on a MIG-enabled GPU, so the governor cannot measure
+    // the GPU time that caps and weights divide; the instance's own slices are its compute.
+    // (Priority still works: it acts on launch activity, not on measured time.)
+    if (!d.simulated && d.mig_instance >= 0 &&
+        (t.limits.cap_permille < node::kNoCap || t.limits.weight != 1)) {
+      throw BadInput(
+          "compute: a compute cap or weight cannot be enforced inside a MIG instance of a real "
+          "GPU (NVML measures no per-process GPU time in MIG mode); its slices are its compute");
+    }
+  }
+}
+
+json Agent::AdmissionAnswer(const TenantRecord& t) {
+  json env = json::object();
+  const Gpu& gpu = gpus_[size_t(t.gpu)];
+  const Slot& slot = *SlotOf(t.gpu, t.instance);
+  std::vector<node::Device> devices;
+  std::vector<std::string> ledgers;
+  for (auto [g, instance] : t.Places()) {
+    devices.push_back(SlotOf(g, instance)->device);
+    ledgers.push_back(SlotOf(g, instance)->ledger_path);
+  }
+  for (const auto& [k, v] : node::TenantEnvironment(devices, ledgers, t.id, config_.bin_dir))
+    env[k] = v;
+  for (const auto& [k, v] : backend_->ClientEnvironment(slot.device, gpu.mode, t.limits))
+    env[k] = v;
+  // The shim then takes its memory as grants from gpumuxd (POST /v1/grants), not from the ledger.
+  std::string grants =
+      config_.tenant_socket_path.empty() ? config_.socket_path : config_.tenant_socket_path;
+  if (!grants.empty()) env["GPUMUX_AGENT"] = grants;
+  json gpus = json::array(), per_gpu = json::array();
+  for (auto [g, instance] : t.Places()) {
+    gpus.push_back(g);
+    json place = {{"gpu", g}, {"memory_bytes", t.LimitsAt(g, instance).memory}};
+    if (instance >= 0) place["instance"] = instance;
+    per_gpu.push_back(place);
+  }
+  json answer = {{"id", t.id},
+                 {"gpu", t.gpu},
+                 {"gpus", gpus},
+                 {"instance", t.instance},
+                 {"memory_bytes", t.limits.memory},
+                 {"compute_cap_percent", t.limits.cap_permille / 10.0},
+                 {"env", env}};
+  if (t.spans_several()) answer["per_gpu"] = per_gpu;
+  return answer;
+}
+
 HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path) {
+  TenantRequest q = ParseTenantRequest(r.body);
+  if (!q.old_forms.empty()) {
+    std::string keys;
+    for (const std::string& k : q.old_forms) keys += (keys.empty() ? "" : ", ") + k;
+    Log("warn", "request in a form read until the next release",
+        {{"keys", keys}, {"now", "memory in bytes, compute a number (percent)"}});
+  }
   TenantRecord t;
   std::optional<TenantRecord> existing;
   bool joined = false;  // an existing tenant joined as it is ("join": true)
   {
-    RequestBody body(r.body);
-    body.AllowOnly({"id",      "gpu",           "gpus",     "instance",    "device",
-                    "devices", "join",          "shards",   "mps_percent", "memory",
-                    "compute", "weight",        "priority", "owner_uid",   "source",
-                    "cgroup",  "pod_namespace", "pod",      "container",   "job"});
-    t.id = id_from_path.empty() ? body.Text("id", 63).value_or("") : id_from_path;
+    t.id = id_from_path.empty() ? q.id : id_from_path;
     if (t.id.empty()) throw BadInput("id: give the tenant's id");
     node::CheckTenantId(t.id);
     existing = store_.Find(t.id);
     if (!id_from_path.empty() && !existing) throw NotFound("no tenant '" + t.id + "'");
     if (existing) t = *existing;  // PUT and a repeated POST change only what they give
-    if (auto gpu = body.Integer("gpu", 0, 1023)) t.gpu = int(*gpu), t.instance = -1, t.more.clear();
-    // A tenant over several GPUs or MIG instances (a tensor-parallel job): whole GPUs by index, or
-    // any by UUID; the same compute limits on each, a memory quota each ("memory" a list).
-    std::vector<TenantPlace> places;
-    if (auto list = body.NumberOrTextList("gpus", node::kMaxTenantGpus)) {
-      for (const std::string& text : *list) {  // 3, or "3.1" for MIG instance 1 of GPU 3
-        TenantPlace p;
-        try {
-          p = ParsePlace(text);
-        } catch (const Error&) {
-          p.gpu = -1;
-        }
-        if (p.gpu < 0 || p.gpu > 1023 || p.instance > 63 || p.memory || text.find('=') != text.npos)
-          throw BadInput("gpus: expected GPU indices (3) or MIG instances (\"3.1\"), got '" + text +
-                         "'");
-        places.push_back(p);
-      }
-    }
-    if (body.Has("devices")) {
-      if (body.Has("gpus")) throw BadInput("devices: give either gpus or devices, not both");
-      for (const std::string& uuid :
-           body.TextList("devices", node::kMaxTenantGpus).value_or(std::vector<std::string>{})) {
-        std::optional<std::pair<int, int>> where = SlotWithUuid(uuid);
-        if (!where)
-          throw BadInput("devices: no GPU or MIG instance of this node has UUID '" + uuid + "'");
-        places.push_back({where->first, where->second, 0});
-      }
-    }
-    if (!places.empty()) {
-      if (body.Has("gpu") || body.Has("instance") || body.Has("device"))
-        throw BadInput(std::string(body.Has("gpus") ? "gpus" : "devices") +
-                       ": give either a list or gpu (instance, device), not both");
-      for (size_t i = 0; i < places.size(); ++i)
-        for (size_t j = 0; j < i; ++j)
-          if (places[i].gpu == places[j].gpu && places[i].instance == places[j].instance)
-            throw BadInput(std::string(body.Has("gpus") ? "gpus" : "devices") +
-                           ": a GPU or instance is named twice");
-      t.gpu = places[0].gpu;
-      t.instance = places[0].instance;
-      t.more.assign(places.begin() + 1, places.end());
-    }
-    if (auto instance = body.Integer("instance", 0, 63)) t.instance = int(*instance);
-    if (auto device = body.Text("device", 96)) {  // a UUID, as CUDA_VISIBLE_DEVICES names a device
-      std::string uuid = *device;
-      std::optional<std::pair<int, int>> where = SlotWithUuid(uuid);
-      if (!where)
-        throw BadInput("device: no GPU or MIG instance of this node has UUID '" + uuid + "'");
-      t.gpu = where->first;
-      t.instance = where->second;
-      t.more.clear();
-    }
-    bool join = body.Flag("join").value_or(false);
-    joined = existing && join;
-    for (auto [gpu, instance] : t.Places()) {
-      if (gpu < 0 || size_t(gpu) >= gpus_.size()) {
-        throw BadInput(std::string(t.spans_several() ? "gpus" : "gpu") +
-                       ": this node has GPUs 0 to " + std::to_string(gpus_.size() - 1) + ", not " +
-                       std::to_string(gpu));
-      }
-      // Its processes see all its GPUs through one environment: time-sliced GPUs or MIG
-      // instances (an MPS server is set up for one device).
-      if (t.spans_several() && gpus_[size_t(gpu)].mode == ShareMode::kMps) {
-        throw BadInput(
-            "gpus: a tenant over several GPUs runs on time-sliced GPUs or MIG "
-            "instances; GPU " +
-            std::to_string(gpu) + " is in mps mode");
-      }
-    }
-    Slot* slot = SlotOf(t.gpu, t.instance);
-    if (!slot) {
-      const Gpu& g = gpus_[size_t(t.gpu)];
-      if (g.mode == ShareMode::kMig && g.slots.empty()) {
-        throw Unavailable("GPU " + std::to_string(t.gpu) +
-                          ": its MIG layout could not be restored (see gpumuxd's log); "
-                          "set it again");
-      }
-      throw BadInput(g.mode == ShareMode::kMig
-                         ? "instance: GPU " + std::to_string(t.gpu) +
-                               " is in MIG mode with instances 0 to " +
-                               std::to_string(g.slots.size() - 1) + "; name one"
-                         : "instance: GPU " + std::to_string(t.gpu) + " is not in MIG mode");
-    }
-    const node::Device& device = slot->device;
+    PlaceTenant(q, &t);
+    joined = existing && q.join;
+    const node::Device& device = SlotOf(t.gpu, t.instance)->device;
     // What Slurm granted, converted: shards are shard_bytes each; an MPS percentage is that share
     // of the GPU's memory and its compute cap.
-    if (auto shards = body.Integer("shards", 1, int64_t(device.memory / config_.shard_bytes) + 1)) {
-      t.limits.memory = uint64_t(*shards) * config_.shard_bytes;
+    if (q.shards) {
+      if (*q.shards > device.memory / config_.shard_bytes + 1)
+        throw BadInput("shards: " + std::to_string(*q.shards) + " shards of " +
+                       FormatBytes(double(config_.shard_bytes)) + " are more than " + device.name +
+                       " holds");
+      t.limits.memory = *q.shards * config_.shard_bytes;
     }
-    if (auto p = body.Number("mps_percent", 0, 100)) {
-      if (*p <= 0) throw BadInput("mps_percent: expected above 0 and at most 100");
-      t.limits.memory = uint64_t(double(device.memory) * *p / 100);
-      t.limits.cap_permille = uint32_t(*p * 10);
+    if (q.mps_percent) {
+      t.limits.memory = uint64_t(double(device.memory) * *q.mps_percent / 100);
+      t.limits.cap_permille = uint32_t(*q.mps_percent * 10);
     }
-    if (body.IsList("memory")) {
-      std::vector<uint64_t> quotas = body.BytesList("memory", 8);
-      if (quotas.size() != t.more.size() + 1)
-        throw BadInput("memory: " + std::to_string(quotas.size()) + " quotas for the tenant's " +
-                       std::to_string(t.more.size() + 1) + " GPUs; give one for each, or one");
-      t.limits.memory = quotas[0];
-      for (size_t k = 0; k < t.more.size(); ++k) t.more[k].memory = quotas[k + 1];
-    } else if (auto memory = body.Bytes("memory")) {
-      t.limits.memory = *memory;
-      for (TenantPlace& p : t.more) p.memory = 0;
+    if (q.memory_per_gpu && q.memory.size() != t.more.size() + 1)
+      throw BadInput("memory: " + std::to_string(q.memory.size()) + " quotas for the tenant's " +
+                     std::to_string(t.more.size() + 1) + " GPUs; give one for each, or one");
+    if (!q.memory.empty()) {
+      t.limits.memory = q.memory[0];
+      for (size_t k = 0; k < t.more.size(); ++k)
+        t.more[k].memory = q.memory_per_gpu ? q.memory[k + 1] : 0;
     }
-    if (auto compute = body.Text("compute", 16))
-      t.limits.cap_permille = node::ParseComputeCap(*compute);
-    if (auto weight = body.Integer("weight", 1, node::kMaxWeight))
-      t.limits.weight = uint32_t(*weight);
-    if (auto priority = body.Text("priority", 16))
-      t.limits.priority = node::ParsePriority(*priority);
+    if (q.compute_percent) t.limits.cap_permille = uint32_t(std::lround(*q.compute_percent * 10));
+    if (q.weight) t.limits.weight = *q.weight;
+    if (q.priority) t.limits.priority = *q.priority;
     // "learn": the uid of the first process of its cgroup that draws on it (a pod's, whose uid
     // its spec need not say); a tenant that has an owner keeps it.
-    if (body.IsText("owner_uid")) {
-      if (body.Text("owner_uid", 16) != "learn")
-        throw BadInput("owner_uid: expected a uid (0 to " + std::to_string(kMaxUid) +
-                       ") or \"learn\"");
-      if (!existing) t.owner = kOwnerUnknown;
-    } else if (auto owner = body.Integer("owner_uid", 0, kMaxUid)) {
-      t.owner = uid_t(*owner);
-    }
-    if (auto source = body.Text("source")) t.source = *source;
-    if (auto cgroup = body.Text("cgroup", 128)) {
-      if (cgroup->empty() ||
-          cgroup->find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                    "0123456789._:/-") != std::string::npos)
-        throw BadInput("cgroup: expected 1 to 128 letters, digits, '.', '_', ':', '/' or '-'");
-      t.cgroup = *cgroup;
-    }
-    // Labels of its metrics: names as Kubernetes and Slurm make them.
-    for (const TenantLabels::Field& f : TenantLabels::kFields) {
-      if (auto value = body.Text(f.api_key, 253)) {
-        if (value->find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                     "0123456789._-") != std::string::npos)
-          throw BadInput(std::string(f.api_key) + ": expected letters, digits, '.', '_' or '-'");
-        t.labels.*f.value = *value;
-      }
-    }
+    if (q.learn_owner && !existing) t.owner = kOwnerUnknown;
+    if (q.owner_uid) t.owner = *q.owner_uid;
+    if (q.source) t.source = *q.source;
+    if (q.cgroup) t.cgroup = *q.cgroup;
+    for (const TenantLabels::Field& f : TenantLabels::kFields)
+      if (!(q.labels.*f.value).empty()) t.labels.*f.value = q.labels.*f.value;
     if (t.source.empty()) t.source = "api";
     if (t.owner_unknown() && t.cgroup.empty())
       throw BadInput(
@@ -661,24 +663,7 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
           "give the cgroup, or a uid");
     if (t.limits.memory == 0)
       throw BadInput("memory: give the quota (memory, shards or mps_percent)");
-    for (auto [gpu, instance] : t.Places()) {
-      const node::Device& d = SlotOf(gpu, instance)->device;
-      uint64_t quota = t.LimitsAt(gpu, instance).memory;
-      if (quota == 0) throw BadInput("memory: a quota of 0 on GPU " + std::to_string(gpu));
-      if (quota > d.memory) {
-        throw DoesNotFit("memory " + FormatBytes(double(quota)) + " is more than the " +
-                         FormatBytes(double(d.memory)) + " of " + d.name);
-      }
-      // NVML has no per-process utilisation on a MIG-enabled GPU, so the governor cannot measure
-      // the GPU time that caps and weights divide; the instance's own slices are its compute.
-      // (Priority still works: it acts on launch activity, not on measured time.)
-      if (!d.simulated && d.mig_instance >= 0 &&
-          (t.limits.cap_permille < node::kNoCap || t.limits.weight != 1)) {
-        throw BadInput(
-            "compute: a compute cap or weight cannot be enforced inside a MIG instance of a real "
-            "GPU (NVML measures no per-process GPU time in MIG mode); its slices are its compute");
-      }
-    }
+    CheckFitsItsPlaces(t);
     if (existing && existing->Places() != t.Places()) {
       std::string where;
       for (auto [gpu, instance] : existing->Places())
@@ -722,39 +707,7 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
        {"compute_permille", std::to_string(t.limits.cap_permille)},
        {"priority", node::PriorityName(t.limits.priority)},
        {"source", t.source}});
-  json env = json::object();
-  const Gpu& gpu = gpus_[size_t(t.gpu)];
-  const Slot& slot = *SlotOf(t.gpu, t.instance);
-  std::vector<node::Device> devices;
-  std::vector<std::string> ledgers;
-  for (auto [g, instance] : t.Places()) {
-    devices.push_back(SlotOf(g, instance)->device);
-    ledgers.push_back(SlotOf(g, instance)->ledger_path);
-  }
-  for (const auto& [k, v] : node::TenantEnvironment(devices, ledgers, t.id, config_.bin_dir))
-    env[k] = v;
-  for (const auto& [k, v] : backend_->ClientEnvironment(slot.device, gpu.mode, t.limits))
-    env[k] = v;
-  // The shim then takes its memory as grants from gpumuxd (POST /v1/grants), not from the ledger.
-  std::string grants =
-      config_.tenant_socket_path.empty() ? config_.socket_path : config_.tenant_socket_path;
-  if (!grants.empty()) env["GPUMUX_AGENT"] = grants;
-  json gpus = json::array(), per_gpu = json::array();
-  for (auto [g, instance] : t.Places()) {
-    gpus.push_back(g);
-    json place = {{"gpu", g}, {"memory_bytes", t.LimitsAt(g, instance).memory}};
-    if (instance >= 0) place["instance"] = instance;
-    per_gpu.push_back(place);
-  }
-  json answer = {{"id", t.id},
-                 {"gpu", t.gpu},
-                 {"gpus", gpus},
-                 {"instance", t.instance},
-                 {"memory_bytes", t.limits.memory},
-                 {"compute_cap_percent", t.limits.cap_permille / 10.0},
-                 {"env", env}};
-  if (t.spans_several()) answer["per_gpu"] = per_gpu;
-  return Json(existing ? 200 : 201, answer);
+  return Json(existing ? 200 : 201, AdmissionAnswer(t));
 }
 
 HttpResponse Agent::SetMode(const HttpRequest& r, const std::string& index) {

@@ -66,6 +66,7 @@
 #include "node/agent/http_request.h"
 #include "node/agent/memory_guard.h"
 #include "node/agent/share_backend.h"
+#include "node/agent/tenant_request.h"
 #include "node/device.h"
 #include "node/ledger/activity.h"
 #include "node/ledger/ledger.h"
@@ -193,7 +194,18 @@ class Agent {
   bool IsOperator(const HttpRequest& r) const;
   // The handler of each request, under mu_; throws Error, which Handle answers as its HTTP status.
   HttpResponse Route(const HttpRequest& r);
+  // POST /v1/tenants and PUT /v1/tenants/ID: the request (node/agent/tenant_request.h) checked
+  // against the node and applied on every GPU of the tenant, or on none.
   HttpResponse Admit(const HttpRequest& r, const std::string& id_from_path);
+  // Where `q` puts `t` (unchanged where it names no place). Throws Error (bad input) for a GPU,
+  // instance or UUID this node does not have, or a tenant over several GPUs on an MPS one.
+  void PlaceTenant(const TenantRequest& q, TenantRecord* t);
+  // Throws Error unless each quota of `t` fits its GPU or instance (does not fit) and its compute
+  // limits can be held there (bad input).
+  void CheckFitsItsPlaces(const TenantRecord& t);
+  // What an admitted tenant's processes start from: where it is, its limits, and the environment
+  // that puts them under gpumux (POST /v1/tenants's answer).
+  nlohmann::json AdmissionAnswer(const TenantRecord& t);
   HttpResponse Remove(const std::string& id);
   HttpResponse SetMode(const HttpRequest& r, const std::string& gpu);
   HttpResponse ListTenants(const HttpRequest& r, const std::string& only_id);

@@ -31,13 +31,13 @@ json AgentClient::Gpus() const { return Call("GET", "/v1/gpus", nullptr).second;
 
 json AgentClient::Tenants() const { return Call("GET", "/v1/tenants", nullptr).second; }
 
-Admission AgentClient::Admit(const json& request) const {
-  auto [status, answer] = Call("POST", "/v1/tenants", request);
+Admission AgentClient::Admit(const TenantRequest& request) const {
+  auto [status, answer] = Call("POST", "/v1/tenants", TenantRequestJson(request));
   return {status == 201, std::move(answer)};
 }
 
-json AgentClient::Update(const std::string& id, const json& request) const {
-  return Call("PUT", "/v1/tenants/" + id, request).second;
+json AgentClient::Update(const std::string& id, const TenantRequest& request) const {
+  return Call("PUT", "/v1/tenants/" + id, TenantRequestJson(request)).second;
 }
 
 bool AgentClient::Remove(const std::string& id, bool missing_ok) const {

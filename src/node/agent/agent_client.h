@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "node/agent/tenant_request.h"
 #include "node/ledger/burst_rhythm.h"
 
 namespace gpumux::agent {
@@ -29,10 +30,11 @@ class AgentClient {
   nlohmann::json Gpus() const;
   // GET /v1/tenants: {"tenants": [...]}, all of them for an operator, the caller's own otherwise.
   nlohmann::json Tenants() const;
-  // POST /v1/tenants: admits, updates or (with "join": true) joins a tenant.
-  Admission Admit(const nlohmann::json& request) const;
-  // PUT /v1/tenants/ID: changes the limits `request` gives of an admitted tenant.
-  nlohmann::json Update(const std::string& id, const nlohmann::json& request) const;
+  // POST /v1/tenants: admits, updates or (with join) joins a tenant.
+  Admission Admit(const TenantRequest& request) const;
+  // PUT /v1/tenants/ID: changes the limits `request` gives of an admitted tenant (its id and
+  // place unset).
+  nlohmann::json Update(const std::string& id, const TenantRequest& request) const;
   // DELETE /v1/tenants/ID. With `missing_ok`, a tenant that is not there is no error (returns
   // false).
   bool Remove(const std::string& id, bool missing_ok = false) const;

@@ -72,34 +72,6 @@ constexpr const char* kAddedColumns[] = {"cgroup",          "label_namespace", "
 
 }  // namespace
 
-std::string PlaceText(const TenantPlace& p) {
-  std::string text = std::to_string(p.gpu);
-  if (p.instance >= 0) text += "." + std::to_string(p.instance);
-  if (p.memory) text += "=" + std::to_string(p.memory);
-  return text;
-}
-
-TenantPlace ParsePlace(const std::string& text) {
-  TenantPlace p;
-  unsigned long long memory = 0;
-  int end = 0;
-  bool ok = std::sscanf(text.c_str(), "%d%n", &p.gpu, &end) == 1;
-  if (ok && text[size_t(end)] == '.') {
-    int more = 0;
-    ok = std::sscanf(text.c_str() + end + 1, "%d%n", &p.instance, &more) == 1;
-    end += 1 + more;
-  }
-  if (ok && text[size_t(end)] == '=') {
-    int more = 0;
-    ok = std::sscanf(text.c_str() + end + 1, "%llu%n", &memory, &more) == 1;
-    end += 1 + more;
-    p.memory = memory;
-  }
-  if (!ok || size_t(end) != text.size() || p.gpu < 0 || p.instance < -1)
-    throw BadInput("tenant place '" + text + "': expected GPU[.INSTANCE][=BYTES]");
-  return p;
-}
-
 AgentStore::AgentStore(const std::string& path) {
   if (sqlite3_open(path.c_str(), &db_) != SQLITE_OK) {
     std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";

@@ -83,7 +83,8 @@ struct TenantRecord {
 };
 
 // A place as the store keeps it ("3", "3.1", "3.1=21474836480"), and back; ParsePlace throws
-// Error (bad input) for anything else.
+// Error (bad input) for anything else. (Defined with the request that names places,
+// tenant_request.cc.)
 std::string PlaceText(const TenantPlace& place);
 TenantPlace ParsePlace(const std::string& text);
 
