@@ -115,6 +115,52 @@ tenants:
   EXPECT_NE(Gpumux("plan " + plan + " --apply").second.find("nothing to do"), std::string::npos);
 }
 
+// The plan carries each tenant's priority: a server whose users wait on each token beside a batch
+// job on one time-sliced GPU is admitted high priority, the batch job normal; a plan that changes
+// a priority updates the tenant in place.
+TEST_F(ApplyTest, AServerBesideABatchJobIsAdmittedHighPriority) {
+  StartEightGpuNode();
+  std::string plan = (dir_ / "slo.yaml").string();
+  std::ofstream(plan) << R"(fleet: [{gpu: H100-SXM5-80GB, count: 1}]
+strategies: [timeslice]
+tenants:
+  - name: chat
+    workload: {kind: llm-decode, model: Llama-3-8B, dtype: bf16, batch: 1, context: 2048}
+    slo: {max_ms_per_token: 40}
+  - name: batch
+    workload: {kind: generic, memory: 8 GB, bandwidth: 300 GB/s, compute: 20 TFLOPS}
+    slo: {max_slowdown: 3}
+)";
+  json agent = AgentSection(plan);
+  ASSERT_EQ(agent["gpus"].size(), 1u);
+  ASSERT_EQ(agent["gpus"][0]["mode"], "timeslice");
+  auto [shown_code, shown] = Gpumux("plan " + plan);
+  EXPECT_NE(shown.find("high"), std::string::npos) << "gpumux plan shows it: " << shown;
+  auto [code, out] = Gpumux("plan " + plan + " --apply");
+  ASSERT_EQ(code, 0) << out;
+  json chat = Call("GET", "/v1/tenants/chat", json(), 200);
+  json batch = Call("GET", "/v1/tenants/batch", json(), 200);
+  EXPECT_EQ(chat["priority"], "high") << chat;
+  EXPECT_EQ(batch["priority"], "normal") << batch;
+  EXPECT_NE(Gpumux("plan " + plan + " --apply").second.find("nothing to do"), std::string::npos);
+
+  // The same plan with the server normal, as PLAN.json: one update, in place.
+  std::string plan_json = (dir_ / "plan.json").string();
+  json whole;
+  {
+    auto [json_code, text] = Sh(kGpumux + " plan " + plan + " --json");
+    ASSERT_EQ(json_code, 0) << text;
+    whole = json::parse(text);
+  }
+  for (json& t : whole["agent"]["tenants"])
+    if (t["id"] == "chat") t["priority"] = "normal";
+  std::ofstream(plan_json) << whole.dump();
+  auto [update_code, update] = Gpumux("apply " + plan_json);
+  ASSERT_EQ(update_code, 0) << update;
+  EXPECT_NE(update.find("update chat"), std::string::npos) << update;
+  EXPECT_EQ(Call("GET", "/v1/tenants/chat", json(), 200)["priority"], "normal");
+}
+
 TEST_F(ApplyTest, APlanIsRefusedAsAWholeWhileAGpuItWouldChangeHasLiveTenants) {
   StartEightGpuNode();
   json squatter =

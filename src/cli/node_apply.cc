@@ -26,6 +26,8 @@ struct NodeTenant {
   uint64_t quota = 0;
   double compute_cap_percent = 100;
   size_t processes = 0;
+  Priority priority = Priority::kNormal;
+  uint32_t weight = 1;
 };
 
 std::vector<NodeTenant> ReadTenants(const json& answer) {
@@ -33,7 +35,8 @@ std::vector<NodeTenant> ReadTenants(const json& answer) {
   for (const json& t : answer.at("tenants")) {
     out.push_back({t.at("id").get<std::string>(), t.at("gpu").get<int>(), t.value("instance", -1),
                    t.at("quota_bytes").get<uint64_t>(), t.value("compute_cap_percent", 100.0),
-                   t.contains("processes") ? t["processes"].size() : 0});
+                   t.contains("processes") ? t["processes"].size() : 0,
+                   ParsePriority(t.value("priority", "normal")), t.value("weight", 1u)});
   }
   return out;
 }
@@ -86,6 +89,7 @@ void CheckAsGpumuxdWould(const NodePlan& plan, const json& gpus) {
     try {
       node::TenantLimits limits{t.memory_bytes};
       if (t.compute_percent) limits.cap_permille = uint32_t(std::lround(*t.compute_percent * 10));
+      limits.weight = t.weight, limits.priority = t.priority;
       node::CheckTenant(t.id, limits);
       agent::ParseTenantRequest(agent::TenantRequestJson(AdmitRequest(t)).dump());  // as gpumuxd
     } catch (const Error& e) {
@@ -216,17 +220,23 @@ std::vector<AgentCall> CallsToApply(const NodePlan& input, const json& gpus_answ
     double cap = t.compute_percent.value_or(100);
     std::string limits =
         FormatBytes(double(t.memory_bytes)) +
-        (t.compute_percent ? fmt::format(", compute {}%", *t.compute_percent) : "");
+        (t.compute_percent ? fmt::format(", compute {}%", *t.compute_percent) : "") +
+        (t.priority != Priority::kNormal ? fmt::format(", {} priority", PriorityName(t.priority))
+                                         : "") +
+        (t.weight != 1 ? fmt::format(", weight {}", t.weight) : "");
     if (there == present.end()) {
       growing.push_back(AgentCall::OnTenant(
           "POST", "/v1/tenants", AdmitRequest(t),
           fmt::format("admit {} on {}: {}", t.id, Where(t.gpu, t.instance), limits)));
     } else if (there->quota != t.memory_bytes ||
-               std::fabs(there->compute_cap_percent - cap) > 0.05) {
+               std::fabs(there->compute_cap_percent - cap) > 0.05 ||
+               there->priority != t.priority || there->weight != t.weight) {
       // An update names no place (a tenant does not move): its limits only.
       agent::TenantRequest update;
       update.memory = {t.memory_bytes};
       update.compute_percent = cap;
+      update.priority = t.priority;
+      update.weight = t.weight;
       (t.memory_bytes < there->quota ? shrinking : growing)
           .push_back(AgentCall::OnTenant(
               "PUT", "/v1/tenants/" + t.id, update,
@@ -258,6 +268,8 @@ AgentCall Undo(const AgentCall& c, const json& gpus, const std::vector<NodeTenan
       agent::TenantRequest before;
       before.memory = {t.quota};
       before.compute_percent = t.compute_cap_percent;
+      before.priority = t.priority;
+      before.weight = t.weight;
       return AgentCall::OnTenant("PUT", c.path, before, "put " + id + "'s limits back");
     }
   }

@@ -84,10 +84,16 @@ TEST(NodeApply, AFreshNodeGetsModesThenTenantsAndASecondApplyMakesNoCall) {
                                  {"gpu", 0},
                                  {"memory", 30 * kGiB},
                                  {"compute", 40.0},
+                                 {"priority", "normal"},
+                                 {"weight", 1},
                                  {"source", "plan"}}));
-  EXPECT_EQ(
-      calls[5].body,
-      json({{"id", "d"}, {"gpu", 1}, {"instance", 1}, {"memory", 39 * kGiB}, {"source", "plan"}}));
+  EXPECT_EQ(calls[5].body, json({{"id", "d"},
+                                 {"gpu", 1},
+                                 {"instance", 1},
+                                 {"memory", 39 * kGiB},
+                                 {"priority", "normal"},
+                                 {"weight", 1},
+                                 {"source", "plan"}}));
   ApplyInPlace(calls, gpus, tenants);
   EXPECT_TRUE(CallsToApply(TwoGpuPlan(), gpus, tenants).empty())
       << "applying twice is applying once";
@@ -141,7 +147,8 @@ TEST(NodeApply, ChangedLimitsAreUpdatesAndShrinkingOnesComeFirst) {
   std::vector<AgentCall> calls = CallsToApply(next, gpus, tenants);
   ASSERT_EQ(calls.size(), 2u);
   EXPECT_EQ(calls[0].path, "/v1/tenants/b");
-  EXPECT_EQ(calls[0].body, json({{"memory", 20 * kGiB}, {"compute", 100.0}}))
+  EXPECT_EQ(calls[0].body,
+            json({{"memory", 20 * kGiB}, {"compute", 100.0}, {"priority", "normal"}, {"weight", 1}}))
       << "memory in bytes and compute a number: one form on the wire";
   EXPECT_EQ(calls[1].path, "/v1/tenants/a");
 }

@@ -66,6 +66,8 @@ agent::TenantRequest AdmitRequest(const NodeTenantPlan& t) {
   r.id = t.id, r.gpu = t.gpu, r.memory = {t.memory_bytes}, r.source = "plan";
   if (t.instance >= 0) r.instance = t.instance;
   r.compute_percent = t.compute_percent;
+  r.priority = t.priority;
+  r.weight = t.weight;
   return r;
 }
 
@@ -132,6 +134,8 @@ NodePlan NodePlanFromJson(const json& j, const std::string& where) {
     t.instance = q.instance.value_or(-1);
     t.memory_bytes = q.memory[0];
     t.compute_percent = q.compute_percent;
+    t.priority = q.priority.value_or(Priority::kNormal);
+    t.weight = q.weight.value_or(1);
     t.need_bytes = f.Has("need_bytes") ? f.Bytes("need_bytes") : t.memory_bytes;
     if (t.need_bytes > t.memory_bytes)
       throw BadInput(f.Where("need_bytes") + ": more than the quota (memory)");

@@ -37,7 +37,8 @@ std::vector<std::string> UtilisationRow(const char* label, const Utilisation& u)
           fmt::format("${:.2f}", u.price_per_hour)};
 }
 
-void PrintText(const PlanFile& file, const Plan& plan, bool verbose) {
+void PrintText(const PlanFile& file, const Plan& plan, const NodePlan& node, bool verbose) {
+  size_t next_tenant = 0;  // node.tenants follow the GPUs' tenants in order
   for (const std::string& note : file.notes) fmt::print("note: {}\n", note);
   if (!file.notes.empty()) fmt::print("\n");
   for (size_t i = 0; i < plan.gpus.size(); ++i) {
@@ -46,7 +47,7 @@ void PrintText(const PlanFile& file, const Plan& plan, bool verbose) {
     fmt::print("GPU {} ({}): {} with {} tenant{}\n", i, gpu.name, ShareModeName(g.chosen.kind),
                g.tenant_names.size(), g.tenant_names.size() == 1 ? "" : "s");
     std::vector<std::vector<std::string>> rows = {
-        {"tenant", "slice", "rate", "SLO", "slowdown", "memory"}};
+        {"tenant", "slice", "rate", "SLO", "slowdown", "memory", "priority"}};
     for (const TenantOutcome& o : g.chosen.tenants) {
       // With a margin for the model's error: the rate carries its band, the SLO the margin.
       std::string band = o.margin > 0 ? fmt::format(" ±{:.0f}%", 100 * o.margin) : "";
@@ -55,8 +56,12 @@ void PrintText(const PlanFile& file, const Plan& plan, bool verbose) {
                             ? fmt::format(">= {:.1f} ({:.1f} +{:.0f}%)", o.required_rate,
                                           o.required_rate * (1 - o.margin), 100 * o.margin)
                             : fmt::format(">= {:.1f}", o.required_rate);
+      const NodeTenantPlan& t = node.tenants.at(next_tenant++);
+      std::string limits = PriorityName(t.priority);
+      if (t.weight != 1) limits += fmt::format(", weight {}", t.weight);
+      if (t.compute_percent) limits += fmt::format(", cap {}%", *t.compute_percent);
       rows.push_back({o.name, o.slice, fmt::format("{:.1f} {}{}", o.rate, o.unit, band), slo,
-                      fmt::format("{:.2f}x", o.slowdown), FormatBytes(o.memory)});
+                      fmt::format("{:.2f}x", o.slowdown), FormatBytes(o.memory), limits});
     }
     fmt::print("{}", FormatTable(rows, 4));
     if (g.chosen.layout) {
@@ -122,7 +127,7 @@ int RunPlan(const PlanOptions& o) {
   } else {
     for (const std::string& c : calibrations) fmt::print("{}\n", c);
     if (!calibrations.empty()) fmt::print("\n");
-    PrintText(file, plan, o.verbose);
+    PrintText(file, plan, node, o.verbose);
   }
   if (!plan.unplaced.empty()) {
     if (o.apply)

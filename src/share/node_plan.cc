@@ -58,6 +58,27 @@ std::vector<uint64_t> ShareOutMemory(const std::vector<uint64_t>& needs, uint64_
   return quotas;
 }
 
+namespace {
+
+// Whether a tenant's SLO bounds the speed its users see (a time per token, or a model's tokens per
+// second per sequence: they wait on each step), not its throughput (a generic job's steps per
+// second) or its slowdown against running alone (a batch or training job's).
+bool KeepsItsOwnSpeed(const Tenant& t) {
+  return t.slo.max_ms_per_token || (t.slo.min_rate && t.work.kind != "generic");
+}
+
+// Whether a GPU's tenants include one whose SLO does not bound its own speed.
+bool SharesWithThroughput(const StrategyResult& chosen,
+                          const std::map<std::string, const Tenant*>& tenants) {
+  for (const TenantOutcome& o : chosen.tenants) {
+    auto t = tenants.find(o.name);
+    if (t != tenants.end() && !KeepsItsOwnSpeed(*t->second)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 NodePlan MakeNodePlan(const PlanInput& input, const Plan& plan) {
   std::map<std::string, const Tenant*> tenants = TenantsByPlannedName(input);
   NodePlan node;
@@ -92,6 +113,9 @@ NodePlan MakeNodePlan(const PlanInput& input, const Plan& plan) {
           tenant->second->mps_thread_cap < 1) {
         t.compute_percent = tenant->second->mps_thread_cap * 100;
       }
+      if (tenant != tenants.end() && gpu.mode != ShareMode::kMig && !t.compute_percent &&
+          KeepsItsOwnSpeed(*tenant->second) && SharesWithThroughput(chosen, tenants))
+        t.priority = Priority::kHigh;
       if (!ids.insert(t.id).second) {
         throw BadInput("tenants '" + o.name + "' and another both become gpumuxd tenant '" + t.id +
                        "' (ids keep letters, digits and ._-); rename one");

@@ -1,5 +1,5 @@
 // What a plan asks of one node's gpumuxd: per GPU its sharing mode (and MIG layout), per tenant its
-// limits. It is the plan's "agent" section (`gpumux plan --json`) and what `gpumux apply` sends:
+// limits (memory quota, compute cap, priority, weight). It is the plan's "agent" section (`gpumux plan --json`) and what `gpumux apply` sends:
 // each GPU is the body of `PUT /v1/gpus/N`, each tenant the body of `POST /v1/tenants`.
 //
 // Planned GPU i is node GPU i. A tenant's memory quota is its planned need plus a share, in
@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "base/priority.h"
 #include "base/share_mode.h"
 #include "share/fleet_planner.h"
 
@@ -34,6 +35,12 @@ struct NodeTenantPlan {
   uint64_t memory_bytes = 0;              // the quota
   uint64_t need_bytes = 0;                // what the plan models it to hold (<= memory_bytes)
   std::optional<double> compute_percent;  // MPS thread cap, when the plan sets one
+  // High for a tenant whose SLO bounds the speed its users see (a model's tokens per second per
+  // sequence, ms per token) on a GPU it shares, by time or MPS, with tenants whose SLO does not (a
+  // slowdown, none, or a generic job's steps per second); else normal.
+  // (A capped tenant stays normal: gpumuxd runs a high-priority one uncapped.)
+  Priority priority = Priority::kNormal;
+  uint32_t weight = 1;  // its share when busy tenants divide the GPU
 };
 
 struct NodePlan {

@@ -102,6 +102,63 @@ tenants:
   ExpectQuotasShareOutTheGpu(capped);
 }
 
+// A tenant whose users wait on each step (a tokens-per-second or ms-per-token SLO) runs at high
+// priority on a GPU it shares, by time or MPS, with one whose SLO is a slowdown or none; among
+// equals, alone in a MIG instance, or capped, it stays normal.
+TEST(NodePlan, AServerBesideABatchJobIsPlannedHighPriority) {
+  Catalog catalog = Catalog::LoadBundled();
+  const std::string batch =
+      "{name: batch, workload: {kind: generic, memory: 8 GB, bandwidth: 300 GB/s, compute: 20 "
+      "TFLOPS}, slo: {max_slowdown: 3}}";
+  auto plan_of = [&](const std::string& strategy, const std::string& other,
+                     const std::string& cap) {
+    PlanFile f = LoadPlanFile(WriteFile(R"(fleet: [{gpu: H100-SXM5-80GB, count: 1}]
+strategies: [)" + strategy + R"(]
+tenants:
+  - name: chat
+    workload: {kind: llm-decode, model: Llama-3-8B, dtype: bf16, batch: 1, context: 2048}
+    slo: {max_ms_per_token: 40})" + cap + R"(
+  - )" + other + "\n"),
+                              catalog);
+    Plan plan = PlanFleet(f.input);
+    EXPECT_EQ(plan.gpus.size(), 1u) << strategy << ": " << other;
+    return MakeNodePlan(f.input, plan);
+  };
+  auto priority_of = [](const NodePlan& node, const std::string& id) {
+    for (const NodeTenantPlan& t : node.tenants)
+      if (t.id == id) return t.priority;
+    ADD_FAILURE() << "no tenant " << id;
+    return Priority::kLow;
+  };
+  for (const char* strategy : {"timeslice", "mps"}) {
+    NodePlan node = plan_of(strategy, batch, "");
+    ASSERT_EQ(node.gpus[0].mode, strategy == std::string("mps") ? ShareMode::kMps
+                                                                 : ShareMode::kTimeSlice);
+    EXPECT_EQ(priority_of(node, "chat"), Priority::kHigh) << strategy;
+    EXPECT_EQ(priority_of(node, "batch"), Priority::kNormal) << strategy;
+    for (const NodeTenantPlan& t : node.tenants) EXPECT_EQ(t.weight, 1u);
+  }
+  NodePlan steps = plan_of(
+      "timeslice",
+      "{name: batch, workload: {kind: generic, memory: 8 GB, bandwidth: 300 GB/s, compute: 20 "
+      "TFLOPS}, slo: {min_steps_per_second: 0.1}}",
+      "");
+  EXPECT_EQ(priority_of(steps, "chat"), Priority::kHigh) << "a generic job's rate is throughput";
+  NodePlan equals = plan_of(
+      "timeslice",
+      "{name: other, workload: {kind: llm-decode, model: Llama-3-8B, dtype: bf16, batch: 1, "
+      "context: 2048}, slo: {min_tokens_per_second: 10}}",
+      "");
+  EXPECT_EQ(priority_of(equals, "chat"), Priority::kNormal) << "two servers: neither above";
+  EXPECT_EQ(priority_of(equals, "other"), Priority::kNormal);
+  NodePlan mig = plan_of("mig", batch, "");
+  ASSERT_EQ(mig.gpus[0].mode, ShareMode::kMig);
+  EXPECT_EQ(priority_of(mig, "chat"), Priority::kNormal) << "alone in its instance";
+  NodePlan capped = plan_of("mps", batch, "\n    mps_thread_percentage: 50");
+  EXPECT_EQ(priority_of(capped, "chat"), Priority::kNormal)
+      << "gpumuxd runs a high-priority tenant uncapped: the cap is kept";
+}
+
 TEST(NodePlan, ShareOutMemoryGivesTheSpareInProportionAndNeverLessThanTheNeed) {
   uint64_t gib = 1024 * kMiB;
   std::vector<uint64_t> q = ShareOutMemory({10 * gib, 30 * gib}, 80 * gib);

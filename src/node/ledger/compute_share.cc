@@ -91,17 +91,6 @@ double ShareAtWorkNow(std::vector<ComputeDemand> tenants, size_t me, double shar
   return changed ? FairShares(tenants)[me] : share;
 }
 
-Priority ParsePriority(const std::string& text) {
-  if (text == "high") return Priority::kHigh;
-  if (text == "normal") return Priority::kNormal;
-  if (text == "low" || text == "best-effort") return Priority::kLow;
-  throw BadInput("priority '" + text + "': expected high, normal or low (best-effort)");
-}
-
-const char* PriorityName(Priority p) {
-  return p == Priority::kHigh ? "high" : p == Priority::kLow ? "low" : "normal";
-}
-
 uint32_t ParseComputeCap(const std::string& text) {
   std::string number = !text.empty() && text.back() == '%' ? text.substr(0, text.size() - 1) : text;
   char* end = nullptr;

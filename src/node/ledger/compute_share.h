@@ -17,9 +17,11 @@
 #include <string>
 #include <vector>
 
+#include "base/priority.h"
+
 namespace gpumux::node {
 
-enum class Priority : int32_t { kHigh = 0, kNormal = 1, kLow = 2 };
+using gpumux::Priority;  // base/priority.h
 
 inline constexpr uint32_t kNoCap = 1000;  // caps are in per-mille of GPU time
 
@@ -45,8 +47,8 @@ inline constexpr double kClearlyLight = 0.8;
 double DemandOf(double use, double share, bool held_lately);
 
 // The words of the command line and the API. Throw Error (bad input) saying what is expected.
-Priority ParsePriority(const std::string& text);  // "high", "normal", "low" or "best-effort"
-const char* PriorityName(Priority p);
+using gpumux::ParsePriority;  // "high", "normal", "low" or "best-effort"
+using gpumux::PriorityName;
 uint32_t ParseComputeCap(const std::string& text);  // "40%" or "40" -> 400 per mille
 
 // Fraction of GPU time (0..1) each tenant may use now; 0 for those that do not want the GPU.
