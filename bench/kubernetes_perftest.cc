@@ -33,7 +33,7 @@
 #include "integrations/kubernetes/device_plugin_server.h"
 #include "integrations/kubernetes/extender.h"
 #include "kubernetes_fixture.h"
-#include "node/agent/http_client.h"
+#include "service/http_client.h"
 #include "percentile.h"
 
 namespace gpumux {

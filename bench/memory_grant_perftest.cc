@@ -23,8 +23,8 @@
 #include "alloc_free_loop.h"
 #include "core/catalog.h"
 #include "node/agent/agent.h"
-#include "node/agent/http_client.h"
-#include "node/agent/http_server.h"
+#include "service/http_client.h"
+#include "service/http_server.h"
 
 namespace {
 

@@ -1,9 +1,9 @@
-// The HTTP request parser gpumuxd reads every connection with (node/agent/http_request.h).
+// The HTTP request parser gpumuxd reads every connection with (service/http_request.h).
 #include <cstdint>
 #include <string>
 #include <string_view>
 
-#include "node/agent/http_request.h"
+#include "service/http_request.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace gpumux::agent;

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "node/agent/http_client.h"
+#include "service/http_client.h"
 #include "node_fixture.h"
 
 namespace gpumux::testing {

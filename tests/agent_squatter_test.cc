@@ -26,7 +26,7 @@
 
 #include "agent_fixture.h"
 #include "base/clock.h"
-#include "node/agent/http_client.h"
+#include "service/http_client.h"
 #include "node/ledger/activity.h"
 
 namespace {

@@ -21,7 +21,7 @@
 #include "agent_fixture.h"
 #include "base/clock.h"
 #include "core/catalog.h"
-#include "node/agent/http_client.h"
+#include "service/http_client.h"
 #include "node/device.h"
 #include "node/ledger/ledger.h"
 #include "node/shim/memory_grant.h"

@@ -21,7 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "integrations/kubernetes/proto/deviceplugin_v1beta1.grpc.pb.h"
-#include "node/agent/http_server.h"
+#include "service/http_server.h"
 
 namespace gpumux::testing {
 

@@ -19,7 +19,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
-#include "node/agent/http_client.h"
+#include "service/http_client.h"
 #include "shell.h"
 
 namespace {

@@ -10,7 +10,7 @@
 
 #include "base/error.h"
 #include "cli/node_plan_json.h"
-#include "node/agent/http_server.h"
+#include "service/http_server.h"
 
 namespace gpumux {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "base/error.h"
 #include "integrations/kubernetes/json_member.h"
-#include "node/agent/log.h"
+#include "service/log.h"
 
 namespace gpumux::k8s {
 

@@ -12,7 +12,7 @@
 #include "integrations/kubernetes/device_plugin_server.h"
 #include "integrations/kubernetes/kube_api.h"
 #include "integrations/kubernetes/node_loop.h"
-#include "node/agent/log.h"
+#include "service/log.h"
 
 int main(int argc, char** argv) {
   using namespace gpumux;

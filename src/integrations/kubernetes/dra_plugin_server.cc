@@ -8,7 +8,7 @@
 #include "integrations/kubernetes/grpc_unix_server.h"
 #include "integrations/kubernetes/proto/dra_v1.grpc.pb.h"
 #include "integrations/kubernetes/proto/pluginregistration_v1.grpc.pb.h"
-#include "node/agent/log.h"
+#include "service/log.h"
 
 namespace gpumux::k8s {
 

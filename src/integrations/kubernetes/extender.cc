@@ -13,7 +13,7 @@
 #include "base/input_file.h"
 #include "fleet/policy.h"
 #include "integrations/kubernetes/policy_scores.h"
-#include "node/agent/log.h"
+#include "service/log.h"
 
 namespace gpumux::k8s {
 

@@ -43,7 +43,7 @@
 #include "integrations/kubernetes/kube_api.h"
 #include "integrations/kubernetes/node_gpus.h"
 #include "integrations/kubernetes/pod_request.h"
-#include "node/agent/http_request.h"
+#include "service/http_request.h"
 
 namespace gpumux::k8s {
 

@@ -12,8 +12,8 @@
 #include "fleet/policy.h"
 #include "integrations/kubernetes/extender.h"
 #include "integrations/kubernetes/kube_api.h"
-#include "node/agent/http_server.h"
-#include "node/agent/log.h"
+#include "service/http_server.h"
+#include "service/log.h"
 
 int main(int argc, char** argv) {
   using namespace gpumux;

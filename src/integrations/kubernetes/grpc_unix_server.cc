@@ -7,7 +7,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "base/error.h"
-#include "node/agent/http_client.h"
+#include "service/http_client.h"
 
 namespace gpumux::k8s {
 

@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "base/error.h"
-#include "node/agent/log.h"
+#include "service/log.h"
 
 namespace gpumux::k8s {
 

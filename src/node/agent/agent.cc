@@ -18,7 +18,7 @@
 #include "base/process.h"
 #include "core/units.h"
 #include "node/agent/agent_client.h"
-#include "node/agent/log.h"
+#include "service/log.h"
 #include "node/agent/metrics.h"
 #include "node/agent/request_body.h"
 

@@ -63,7 +63,7 @@
 
 #include "core/calibration.h"
 #include "node/agent/agent_store.h"
-#include "node/agent/http_request.h"
+#include "service/http_request.h"
 #include "node/agent/memory_guard.h"
 #include "node/agent/share_backend.h"
 #include "node/agent/tenant_request.h"

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
-#include "node/agent/http_client.h"
+#include "service/http_client.h"
 
 namespace gpumux::agent {
 

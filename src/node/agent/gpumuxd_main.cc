@@ -22,8 +22,8 @@
 #include "core/catalog.h"
 #include "core/units.h"
 #include "node/agent/agent.h"
-#include "node/agent/http_server.h"
-#include "node/agent/log.h"
+#include "service/http_server.h"
+#include "service/log.h"
 #include "node/tenant_libraries.h"
 
 namespace {

@@ -5,7 +5,7 @@
 #include <optional>
 #include <sstream>
 
-#include "node/agent/log.h"
+#include "service/log.h"
 
 namespace gpumux::agent {
 namespace {

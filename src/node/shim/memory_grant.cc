@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
-#include "node/agent/http_client.h"
+#include "service/http_client.h"
 
 namespace gpumux::shim {
 

@@ -1,4 +1,4 @@
-#include "node/agent/log.h"
+#include "service/log.h"
 
 #include <chrono>
 #include <cstdio>

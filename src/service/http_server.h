@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "node/agent/http_request.h"
+#include "service/http_request.h"
 
 namespace gpumux::agent {
 

@@ -1,4 +1,4 @@
-#include "node/agent/http_client.h"
+#include "service/http_client.h"
 
 #include <netdb.h>
 #include <sys/socket.h>
@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "base/error.h"
-#include "node/agent/http_request.h"
+#include "service/http_request.h"
 
 namespace gpumux::agent {
 

@@ -1,4 +1,4 @@
-#include "node/agent/http_server.h"
+#include "service/http_server.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -25,8 +25,8 @@
 #include "base/cgroup.h"
 #include "base/error.h"
 #include "base/process.h"
-#include "node/agent/http_client.h"
-#include "node/agent/log.h"
+#include "service/http_client.h"
+#include "service/log.h"
 
 namespace gpumux::agent {
 namespace {

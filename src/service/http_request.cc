@@ -1,4 +1,4 @@
-#include "node/agent/http_request.h"
+#include "service/http_request.h"
 
 #include <unistd.h>
 
