@@ -213,6 +213,30 @@ TEST(Fleet, SimulateWritesCurvesPlotAndJson) {
   EXPECT_NE(table.out.find("gpumux"), std::string::npos);
 }
 
+// Without --out, the curves go to a folder of their own, never over what the current directory
+// holds.
+TEST(Fleet, SimulateWritesIntoAFolderItNamesNotTheCurrentDirectory) {
+  auto here = std::filesystem::temp_directory_path() / "gpumux_cli_fleet_cwd";
+  std::filesystem::remove_all(here);
+  std::filesystem::create_directories(here);
+  std::ofstream(here / "fleet_curves.csv") << "mine\n";
+  Result r = gpumux::testing::Shell("cd " + here.string() + " && " + GPUMUX_BINARY +
+                                    " fleet simulate " + SmallTrace() +
+                                    " --policy bestfit --seeds 1 --json 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::string csv = nlohmann::json::parse(r.out)["csv"];
+  EXPECT_EQ(csv.rfind("fleet-gpumux_cli_pods-", 0), 0u) << csv;
+  EXPECT_TRUE(std::filesystem::exists(here / csv)) << csv;
+  std::ifstream mine(here / "fleet_curves.csv");
+  std::string kept;
+  std::getline(mine, kept);
+  EXPECT_EQ(kept, "mine") << "a file of the same name in the current directory is left alone";
+  Result refused = Gpumux("fleet simulate " + SmallTrace() + " --policy bestfit --seeds 1 --out " +
+                          (here / "fleet_curves.csv" / "x").string());
+  EXPECT_EQ(refused.exit_code, 2) << refused.out;
+  EXPECT_NE(refused.out.find("cannot make the folder"), std::string::npos) << refused.out;
+}
+
 TEST(Fleet, BadInputExitsTwo) {
   std::string bad = WriteTemp("gpumux_cli_bad_pods.csv",
                               "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,1000,1,1,2000\n");

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <ctime>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -21,7 +22,8 @@ namespace gpumux {
 namespace {
 
 struct FleetOptions {
-  std::string nodes, pods, policies = "bestfit,fgd,gpumux", out_dir = ".";
+  std::string nodes, pods, policies = "bestfit,fgd,gpumux";
+  std::string out_dir;  // empty: a folder of its own, named by the trace and the time
   int seeds = 10;
   uint64_t first_seed = 42;
   double inflation = 1.3;
@@ -86,6 +88,23 @@ int RunDepartures(const FleetOptions& o, const std::vector<fleet::NodeSpec>& nod
   return kExitOk;
 }
 
+// Where the curves go: --out, or (never the current directory, which may hold a run's files
+// already) fleet-<pods file>-<UTC time>, made as needed. Throws Error (bad input) for a folder
+// that cannot be made.
+std::string OutputFolder(const FleetOptions& o) {
+  std::string dir = o.out_dir;
+  if (dir.empty()) {
+    std::time_t now = std::time(nullptr);
+    char when[32];
+    std::strftime(when, sizeof(when), "%Y%m%d-%H%M%S", std::gmtime(&now));
+    dir = "fleet-" + std::filesystem::path(o.pods).stem().string() + "-" + when;
+  }
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) throw BadInput("--out " + dir + ": cannot make the folder: " + error.message());
+  return dir;
+}
+
 int RunSimulate(const FleetOptions& o) {
   std::vector<fleet::NodeSpec> nodes = fleet::LoadNodes(o.nodes);
   std::vector<fleet::PodSpec> pods = fleet::LoadPods(o.pods);
@@ -106,7 +125,8 @@ int RunSimulate(const FleetOptions& o) {
   }
   if (o.departures) return RunDepartures(o, nodes, pods, eo);
   std::vector<fleet::PolicyCurves> curves = fleet::RunExperiment(nodes, pods, eo);
-  std::string csv = o.out_dir + "/fleet_curves.csv", svg = o.out_dir + "/fleet_unallocated.svg";
+  std::string dir = OutputFolder(o);
+  std::string csv = dir + "/fleet_curves.csv", svg = dir + "/fleet_unallocated.svg";
   fleet::WriteCurvesCsv(csv, curves, eo.max_pct);
   fleet::WriteUnallocatedSvg(
       svg, curves, eo.max_pct,
@@ -187,8 +207,9 @@ Command AddFleetCommand(CLI::App& app) {
                   "arrived GPU request to stop at, as a multiple of capacity")
       ->check(CLI::Range(0.01, 10.0))
       ->capture_default_str();
-  sim->add_option("--out", o->out_dir, "folder for fleet_curves.csv and fleet_unallocated.svg")
-      ->capture_default_str();
+  sim->add_option("--out", o->out_dir,
+                  "folder for fleet_curves.csv and fleet_unallocated.svg, made if missing "
+                  "(default: fleet-<pods file>-<UTC time>)");
   sim->add_option("--jobs", o->jobs, "runs in parallel (default: one per core)");
   sim->add_flag("--json", o->json, "print one JSON object instead of a table");
   sim->add_flag("--departures", o->departures,
