@@ -65,6 +65,10 @@ TEST_F(AgentTest, AdmitsATenantWhoseProgramsAreHeldToItsQuota) {
   auto [status_code, table] = Sh(std::string(GPUMUX_BINARY) + " status --agent " + socket_);
   EXPECT_EQ(status_code, 0);
   EXPECT_NE(table.find("job-3"), std::string::npos) << "gpumux status asks the agent: " << table;
+  EXPECT_NE(table.find("GPU 0: H100"), std::string::npos) << "a line per GPU first: " << table;
+  EXPECT_NE(table.find("timeslice, 0MiB / 81920MiB granted, 3 tenants, healthy"), std::string::npos)
+      << table;
+  EXPECT_NE(table.find("20 GiB"), std::string::npos) << "quotas as given, not 21.5 GB: " << table;
   auto [top_code, screens] =
       Sh(std::string(GPUMUX_BINARY) + " top --agent " + socket_ + " --count 2 --interval 0.1");
   EXPECT_EQ(top_code, 0);

@@ -233,6 +233,29 @@ int ShowAgentStatus(const StatusOptions& o) {
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
+  // A line per GPU first, as nvidia-smi users expect: its mode, memory granted of its total (in
+  // MiB, as nvidia-smi gives it), tenants, health.
+  const nlohmann::json gpus = agent::AgentClient(o.agent).Gpus();
+  for (const auto& g : gpus.value("gpus", nlohmann::json::array())) {
+    int index = g.value("index", -1);
+    uint64_t granted = 0;
+    int tenants = 0;
+    for (const auto& t : j["tenants"]) {
+      nlohmann::json places =
+          t.value("per_gpu", nlohmann::json::array({{{"gpu", t.value("gpu", 0)},
+                                                      {"used_bytes", t.value("used_bytes", 0ull)}}}));
+      for (const auto& p : places) {
+        if (p.value("gpu", -1) != index) continue;
+        granted += p.value("used_bytes", 0ull);
+        ++tenants;
+      }
+    }
+    std::string mode = g.value("mode", "");
+    if (g.contains("instances")) mode += fmt::format(" ({} instances)", g["instances"].size());
+    fmt::print("GPU {}: {}, {}, {}MiB / {}MiB granted, {} tenant{}, {}\n", index,
+               g.value("name", ""), mode, granted >> 20, g.value("memory_bytes", 0ull) >> 20,
+               tenants, tenants == 1 ? "" : "s", g.value("healthy", true) ? "healthy" : "UNHEALTHY");
+  }
   std::vector<std::vector<std::string>> rows = {{"tenant", "gpu", "quota", "used", "refused",
                                                  "compute", "gpu time", "held", "processes",
                                                  "source"}};
@@ -242,7 +265,7 @@ int ShowAgentStatus(const StatusOptions& o) {
     std::string gpus =
         JoinCommas(t.value("gpus", nlohmann::json::array({t.value("gpu", 0)})),
                    [](const nlohmann::json& g) { return std::to_string(g.get<int>()); });
-    rows.push_back({t.value("id", ""), gpus, FormatBytes(t.value("quota_bytes", 0.0)),
+    rows.push_back({t.value("id", ""), gpus, FormatBytesAsGiven(t.value("quota_bytes", 0ull)),
                     FormatBytes(t.value("used_bytes", 0.0)),
                     std::to_string(t.value("refused_allocations", 0)),
                     fmt::format("{}{} w{}", cap < 100 ? fmt::format("{:g}% ", cap) : "",
@@ -314,7 +337,7 @@ int ShowStatus(const StatusOptions& o) {
         "{}{} w{}",
         u.cap_permille < node::kNoCap ? fmt::format("{:g}% ", u.cap_permille / 10.0) : "",
         node::PriorityName(u.priority), u.weight);
-    rows.push_back({u.id, FormatBytes(double(u.quota)), FormatBytes(double(u.used)),
+    rows.push_back({u.id, FormatBytesAsGiven(u.quota), FormatBytes(double(u.used)),
                     std::to_string(u.refused), FormatBytes(double(u.reclaimed)), compute,
                     fmt::format("{:.2f}s ({:.1f}%)", u.gpu_ns / 1e9, 100 * GpuTimeShare(u)),
                     std::to_string(u.held), procs.empty() ? "-" : procs});

@@ -113,6 +113,16 @@ double ParseFraction(std::string_view text) {
 }
 
 std::string FormatBytes(double bytes) { return FormatScaled(bytes, "B"); }
+std::string FormatBytesAsGiven(uint64_t bytes) {
+  constexpr uint64_t kMiB = 1ull << 20, kGiB = 1ull << 30, kTiB = 1ull << 40;
+  if (bytes == 0 || bytes % kMiB != 0) return FormatBytes(double(bytes));
+  // The largest unit that shows it exactly in at most two decimals.
+  for (auto [unit, name] : {std::pair{kTiB, "TiB"}, std::pair{kGiB, "GiB"}}) {
+    if (bytes >= unit && (bytes % unit) * 100 % unit == 0)
+      return fmt::format("{:g} {}", double(bytes) / double(unit), name);
+  }
+  return fmt::format("{} MiB", bytes / kMiB);
+}
 std::string FormatBandwidth(double bytes_per_second) {
   return FormatScaled(bytes_per_second, "B/s");
 }

@@ -6,6 +6,7 @@
 // callers add the file and line.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include "base/error.h"
@@ -26,6 +27,9 @@ double ParseNumber(std::string_view text);
 // Three significant figures with a decimal prefix: "26.0 GB", "3.35 TB/s", "3.35 TFLOP/s".
 std::string FormatScaled(double value, std::string_view suffix);
 std::string FormatBytes(double bytes);
+// A size as people gave it: a whole number of MiB (what "24GiB" or "512MiB" is) in binary units,
+// exactly ("20 GiB", "1.5 GiB", "512 MiB"); anything else as FormatBytes does.
+std::string FormatBytesAsGiven(uint64_t bytes);
 std::string FormatBandwidth(double bytes_per_second);
 std::string FormatFlops(double flops_per_second);
 // 0.3254 -> "32.5%"; values under 1% keep two decimals ("0.34%").

@@ -48,5 +48,17 @@ TEST(Format, ThreeSignificantFigures) {
   EXPECT_EQ(FormatPercent(0.00339), "0.34%");
 }
 
+// A quota given as 20GiB reads "20 GiB", not "21.5 GB"; a size in decimal units reads as before.
+TEST(Units, QuotasReadInTheUnitTheyWereGivenIn) {
+  EXPECT_EQ(FormatBytesAsGiven(uint64_t(ParseBytes("20GiB"))), "20 GiB");
+  EXPECT_EQ(FormatBytesAsGiven(uint64_t(ParseBytes("1.5GiB"))), "1.5 GiB");
+  EXPECT_EQ(FormatBytesAsGiven(uint64_t(ParseBytes("512MiB"))), "512 MiB");
+  EXPECT_EQ(FormatBytesAsGiven(uint64_t(ParseBytes("1000MiB"))), "1000 MiB") << "not 0.98 GiB";
+  EXPECT_EQ(FormatBytesAsGiven(uint64_t(ParseBytes("2TiB"))), "2 TiB");
+  EXPECT_EQ(FormatBytesAsGiven(uint64_t(ParseBytes("20GB"))), "20.0 GB");
+  EXPECT_EQ(FormatBytesAsGiven(0), FormatBytes(0));
+  EXPECT_EQ(FormatBytesAsGiven(~0ull), FormatBytes(double(~0ull))) << "no overflow";
+}
+
 }  // namespace
 }  // namespace gpumux
