@@ -1,19 +1,12 @@
 // gpumux-k8s-scheduler: the kube-scheduler extender (see extender.h). Runs as a Deployment with
 // kubectl proxy beside it (deploy/kubernetes/); kube-scheduler calls it over HTTP.
-#include <signal.h>
-
-#include <atomic>
-#include <chrono>
-#include <thread>
-
 #include <CLI/CLI.hpp>
 
-#include "base/error.h"
 #include "fleet/policy.h"
 #include "integrations/kubernetes/extender.h"
 #include "integrations/kubernetes/kube_api.h"
+#include "integrations/kubernetes/program.h"
 #include "service/http_server.h"
-#include "service/log.h"
 
 int main(int argc, char** argv) {
   using namespace gpumux;
@@ -22,16 +15,12 @@ int main(int argc, char** argv) {
   std::string listen = "127.0.0.1:8888", apiserver = "in-cluster";
   CLI::App app{"gpumux's kube-scheduler extender: filter, prioritize and bind verbs"};
   app.add_option("--listen", listen, "HOST:PORT to serve kube-scheduler on")->capture_default_str();
-  app.add_option("--apiserver", apiserver,
-                 "the API server: in-cluster (the pod's service account), kubeconfig:PATH, a URL, "
-                 "HOST:PORT "
-                 "(plain HTTP) or unix:PATH")
-      ->capture_default_str();
+  k8s::AddApiServerOption(app, &apiserver);
   app.add_option("--policy", config.policy, "fleet policy that scores nodes")
       ->capture_default_str()
       ->check(CLI::IsMember(fleet::PolicyNames()));
   CLI11_PARSE(app, argc, argv);
-  try {
+  return k8s::RunProgram("scheduler extender", [&] {
     k8s::KubeApi api(apiserver);
     k8s::Extender extender(config, &api);
     agent::HttpServerLimits limits;
@@ -39,20 +28,13 @@ int main(int argc, char** argv) {
     agent::HttpServer server(limits);
     server.ListenTcp(listen);
     server.StopOnTerminationSignals();
-    std::atomic<bool> done{false};
     // Nodes and pods listed once, then watched: the verbs answer from the model, never a list.
-    std::thread watch([&] { extender.Watch(done); });
+    k8s::BackgroundWatch watch([&](std::atomic<bool>& stop) { extender.Watch(stop); });
     agent::Log(
         "info", "scheduler extender serving",
         {{"listen", listen.substr(0, listen.rfind(':') + 1) + std::to_string(server.tcp_port())},
          {"policy", config.policy},
          {"apiserver", apiserver}});
     server.Serve([&](const agent::HttpRequest& r) { return extender.Handle(r); });
-    done = true;
-    watch.join();
-  } catch (const Error& e) {
-    agent::Log("error", "scheduler extender failed", {{"reason", e.what()}});
-    return ExitCode(e.code());
-  }
-  return 0;
+  });
 }
