@@ -22,8 +22,7 @@ namespace gpumux {
 namespace {
 
 struct FleetOptions {
-  std::string nodes, pods, policies = "bestfit,fgd,gpumux";
-  std::string out_dir;  // empty: a folder of its own, named by the trace and the time
+  std::string nodes, pods, policies = "bestfit,fgd,gpumux", out_dir;  // out_dir "": OutputFolder
   int seeds = 10;
   uint64_t first_seed = 42;
   double inflation = 1.3;

@@ -172,25 +172,28 @@ TEST(NodeApply, TheAgentSectionReadsBackAndBadFieldsAreNamed) {
       EXPECT_NE(std::string(e.what()).find(where), std::string::npos) << e.what();
     }
   };
+  // One field changed at a time: (tenant or GPU entry, key, value) and what the refusal says.
+  struct Change {
+    const char* list;
+    size_t index;
+    const char* key;
+    json value;
+    const char* says;
+  };
+  for (const Change& c : std::vector<Change>{
+           {"tenants", 2, "memory", "lots",
+            "plan.json: agent.tenants[2]: memory: 'lots' is not a number"},
+           {"gpus", 0, "mode", "whole", "agent.gpus[0].mode"},
+           {"tenants", 0, "gpu", 5, "agent.tenants[0].gpu: GPU 5 is not in the plan's gpus"},
+           {"tenants", 1, "compute", "150%", "agent.tenants[1]: compute '150%'"},
+           {"tenants", 1, "compute", 150, "agent.tenants[1]: compute: expected"},
+           {"tenants", 1, "memory", json::array({kGiB, kGiB}),
+            "agent.tenants[1]: memory: expected the quota in bytes"}}) {
+    json j = ToJson(plan);
+    j[c.list][c.index][c.key] = c.value;
+    says(j, c.says);
+  }
   json j = ToJson(plan);
-  j["tenants"][2]["memory"] = "lots";
-  says(j, "plan.json: agent.tenants[2]: memory: 'lots' is not a number");
-  j = ToJson(plan);
-  j["gpus"][0]["mode"] = "whole";
-  says(j, "agent.gpus[0].mode");
-  j = ToJson(plan);
-  j["tenants"][0]["gpu"] = 5;
-  says(j, "agent.tenants[0].gpu: GPU 5 is not in the plan's gpus");
-  j = ToJson(plan);
-  j["tenants"][1]["compute"] = "150%";
-  says(j, "agent.tenants[1]: compute '150%'");
-  j = ToJson(plan);
-  j["tenants"][1]["compute"] = 150;
-  says(j, "agent.tenants[1]: compute: expected");
-  j = ToJson(plan);
-  j["tenants"][1]["memory"] = json::array({kGiB, kGiB});
-  says(j, "agent.tenants[1]: memory: expected the quota in bytes");
-  j = ToJson(plan);
   j.erase("gpus");
   says(j, "agent.gpus: missing");
 }

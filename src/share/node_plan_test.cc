@@ -107,9 +107,10 @@ tenants:
 // equals, alone in a MIG instance, or capped, it stays normal.
 TEST(NodePlan, AServerBesideABatchJobIsPlannedHighPriority) {
   Catalog catalog = Catalog::LoadBundled();
-  const std::string batch =
+  const std::string generic =
       "{name: batch, workload: {kind: generic, memory: 8 GB, bandwidth: 300 GB/s, compute: 20 "
-      "TFLOPS}, slo: {max_slowdown: 3}}";
+      "TFLOPS}, slo: ";
+  const std::string batch = generic + "{max_slowdown: 3}}";
   auto plan_of = [&](const std::string& strategy, const std::string& other,
                      const std::string& cap) {
     PlanFile f = LoadPlanFile(WriteFile(R"(fleet: [{gpu: H100-SXM5-80GB, count: 1}]
@@ -138,11 +139,7 @@ tenants:
     EXPECT_EQ(priority_of(node, "batch"), Priority::kNormal) << strategy;
     for (const NodeTenantPlan& t : node.tenants) EXPECT_EQ(t.weight, 1u);
   }
-  NodePlan steps = plan_of(
-      "timeslice",
-      "{name: batch, workload: {kind: generic, memory: 8 GB, bandwidth: 300 GB/s, compute: 20 "
-      "TFLOPS}, slo: {min_steps_per_second: 0.1}}",
-      "");
+  NodePlan steps = plan_of("timeslice", generic + "{min_steps_per_second: 0.1}}", "");
   EXPECT_EQ(priority_of(steps, "chat"), Priority::kHigh) << "a generic job's rate is throughput";
   NodePlan equals = plan_of(
       "timeslice",
