@@ -19,7 +19,7 @@ steps), "partly", "none" (no BE kernel fits a gap). The summary gives, per half 
 median and worst of each figure. One run; ratios are within one run (the machine is shared).
 
     bench/priority_mixes.py [--build build/release] [--mixes 24] [--seconds 4] [--seed 1]
-                            [--rounds 1] [--control] [--half both|choose|check]
+                            [--rounds 1] [--control] [--half both|choose|check] [--only 23,39]
 """
 import argparse
 import json
@@ -205,6 +205,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--control", action="store_true", help="also run each mix without priorities")
     ap.add_argument("--half", choices=["both", "choose", "check"], default="both")
+    ap.add_argument("--only", default="",
+                    help="mixes to run, by the number the table gives them (\"23,39\"): the same "
+                         "mixes again, on another build or after a change")
     args = ap.parse_args()
     for tool in ["gpumux", "bench/gpumux_latency_tenant"]:
         if not os.access(os.path.join(args.build, tool), os.X_OK):
@@ -213,6 +216,9 @@ def main():
     rng = random.Random(args.seed)
     mixes = [draw_mix(rng, i) for i in range(args.mixes)]
     mixes = [m for m in mixes if args.half in ("both", m["half"])]
+    if args.only:
+        only = {int(n) for n in args.only.split(",")}
+        mixes = [m for m in mixes if m["index"] in only]
     print("| mix | GPU mode | class | HP solo p50 / p99 | HP + BE: p99 (× solo) | on-device p99 × "
           "| first second p99 (solo) | after the change p99 (solo) | BE kept of what HP leaves "
           "(most whole kernels fill) |" + (" no priorities: p99 ×, BE kept |" if args.control
