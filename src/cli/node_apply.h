@@ -21,7 +21,7 @@ struct AgentCall {
   std::string path;    // "/v1/gpus/0", "/v1/tenants"
   nlohmann::json body;
   std::string what;  // for people: "GPU 0: timeslice -> mps", "admit chat-13b-1 on GPU 1: 30.2 GiB"
-  agent::TenantRequest tenant;  // what `body` says, for a call on a tenant (POST or PUT)
+  agent::TenantRequest tenant{};  // what `body` says, for a call on a tenant (POST or PUT)
 
   // A call on a tenant: its body says `tenant`.
   static AgentCall OnTenant(std::string method, std::string path, agent::TenantRequest tenant,
