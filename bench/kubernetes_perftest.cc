@@ -58,7 +58,7 @@ void BM_Allocate(benchmark::State& state) {
   }
   for (int i = 0; i < 200; ++i) {
     try {
-      if (agent::CallUnix(socket, "GET", "/v1/health").first == 200) break;
+      if (service::CallUnix(socket, "GET", "/v1/health").first == 200) break;
     } catch (const Error&) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -108,11 +108,11 @@ void BM_Allocate(benchmark::State& state) {
                         {"memory", "1GiB"},
                         {"owner_uid", 0}};
           auto t0 = Clock::now();
-          agent::CallUnix(socket, "POST", "/v1/tenants", admit.dump());
+          service::CallUnix(socket, "POST", "/v1/tenants", admit.dump());
           admit_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
         }
         for (int i = 0; i < 100; ++i)
-          agent::CallUnix(socket, "DELETE", "/v1/tenants/baseline-" + std::to_string(i));
+          service::CallUnix(socket, "DELETE", "/v1/tenants/baseline-" + std::to_string(i));
         for (const auto& name : names) api.DeletePod(name);
         plugin.RemoveTenantsOfGonePods();
       }
@@ -242,14 +242,14 @@ void BM_ExtenderOverAWatchedClusterOf150000Pods(benchmark::State& state) {
     std::vector<double> ms, filter_ms, prioritize_ms;
     for (int i = 0; i < 200; ++i) {
       auto t = Clock::now();
-      agent::HttpResponse filtered = extender.Handle({"POST", "/scheduler/filter", body});
+      service::HttpResponse filtered = extender.Handle({"POST", "/scheduler/filter", body});
       filter_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t).count());
       json passed = json::parse(filtered.body)["NodeNames"];
       if (filtered.status != 200 || passed.size() != size_t(kNodes))
         state.SkipWithError("filter refused nodes that have room");
       std::string next = json{{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", passed}}.dump();
       auto t2 = Clock::now();
-      agent::HttpResponse scores = extender.Handle({"POST", "/scheduler/prioritize", next});
+      service::HttpResponse scores = extender.Handle({"POST", "/scheduler/prioritize", next});
       prioritize_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t2).count());
       ms.push_back(filter_ms.back() + prioritize_ms.back());
       if (scores.status != 200) state.SkipWithError("prioritize answered an error");

@@ -30,7 +30,7 @@ namespace {
 
 struct GrantSetup {
   std::unique_ptr<gpumux::agent::Agent> agent;
-  gpumux::agent::HttpServer server;
+  gpumux::service::HttpServer server;
   std::thread serving;
   std::string socket;
   decltype(&cuMemAlloc_v2) alloc = nullptr;
@@ -54,7 +54,7 @@ struct GrantSetup {
     serving =
         std::thread([this] { server.Serve([this](const auto& r) { return agent->Handle(r); }); });
     nlohmann::json admitted =
-        nlohmann::json::parse(gpumux::agent::CallUnix(socket, "POST", "/v1/tenants",
+        nlohmann::json::parse(gpumux::service::CallUnix(socket, "POST", "/v1/tenants",
                                                       R"({"id":"bench","gpu":0,"memory":"40GiB"})")
                                   .second);
     // The private copy of the shim reads its environment when first called.
@@ -96,8 +96,8 @@ void BM_GrantRoundTrip(benchmark::State& state) {
   std::string take = R"({"tenant":"bench","bytes":67108864,"least":1})";
   std::string give = R"({"tenant":"bench","bytes":67108864})";
   for (auto _ : state) {
-    gpumux::agent::CallUnix(g.socket, "POST", "/v1/grants", take);
-    gpumux::agent::CallUnix(g.socket, "POST", "/v1/grants/return", give);
+    gpumux::service::CallUnix(g.socket, "POST", "/v1/grants", take);
+    gpumux::service::CallUnix(g.socket, "POST", "/v1/grants/return", give);
   }
 }
 BENCHMARK(BM_GrantRoundTrip)->Unit(benchmark::kMicrosecond);

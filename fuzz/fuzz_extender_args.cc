@@ -31,8 +31,8 @@ gpumux::k8s::Extender& TheExtender() {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string body(reinterpret_cast<const char*>(data), size);
   for (const char* verb : {"/filter", "/prioritize", "/bind"}) {
-    gpumux::agent::HttpRequest r{"POST", verb, body};
-    gpumux::agent::HttpResponse answer = TheExtender().Handle(r);
+    gpumux::service::HttpRequest r{"POST", verb, body};
+    gpumux::service::HttpResponse answer = TheExtender().Handle(r);
     if (answer.status != 200 || nlohmann::json::parse(answer.body, nullptr, false).is_discarded()) {
       std::fprintf(stderr, "%s answered %d: %s\n", verb, answer.status, answer.body.c_str());
       std::abort();

@@ -6,7 +6,7 @@
 #include "service/http_request.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace gpumux::agent;
+  using namespace gpumux::service;
   std::string_view input(reinterpret_cast<const char*>(data), size);
   HttpMessage message;
   ParseResult r = ParseHttpMessage(input, &message);

@@ -169,7 +169,7 @@ TEST_F(AgentTest, RootOnTheTenantSocketIsNoOperatorAndACgroupBindsATenantsMemory
   if (getuid() != 0) GTEST_SKIP() << "needs root: it shows that root is no operator there";
   StartAgent();
   auto status = [&](const std::string& method, const std::string& path, const std::string& body) {
-    return gpumux::agent::CallUnix(tenant_socket_, method, path, body).first;
+    return gpumux::service::CallUnix(tenant_socket_, method, path, body).first;
   };
   EXPECT_EQ(status("GET", "/v1/health", ""), 200);
   EXPECT_EQ(status("POST", "/v1/tenants", R"({"id": "x", "gpu": 0, "memory": "1GiB"})"), 403);
@@ -305,12 +305,12 @@ TEST_F(AgentTest, TwoHundredClientsOfMixedRequestsSeeNoError) {
       json admit = {{"id", id}, {"gpu", i % 8}, {"memory", "64MiB"}};
       while (Clock::now() < end) {
         try {
-          expect(gpumux::agent::CallUnix(socket_, "POST", "/v1/tenants", admit.dump()).first, 201,
+          expect(gpumux::service::CallUnix(socket_, "POST", "/v1/tenants", admit.dump()).first, 201,
                  "POST " + id);
-          expect(gpumux::agent::CallUnix(socket_, "GET", "/v1/tenants/" + id).first, 200,
+          expect(gpumux::service::CallUnix(socket_, "GET", "/v1/tenants/" + id).first, 200,
                  "GET " + id);
-          expect(gpumux::agent::CallUnix(socket_, "GET", "/v1/gpus").first, 200, "GET gpus");
-          expect(gpumux::agent::CallUnix(socket_, "DELETE", "/v1/tenants/" + id).first, 200,
+          expect(gpumux::service::CallUnix(socket_, "GET", "/v1/gpus").first, 200, "GET gpus");
+          expect(gpumux::service::CallUnix(socket_, "DELETE", "/v1/tenants/" + id).first, 200,
                  "DELETE " + id);
         } catch (const gpumux::Error& e) {
           expect(0, 1, std::string("no answer: ") + e.what());
@@ -324,7 +324,7 @@ TEST_F(AgentTest, TwoHundredClientsOfMixedRequestsSeeNoError) {
   std::printf("%d requests from 200 clients in %.0f s, no error\n", requests.load(), seconds);
   // Every client ended with its DELETE: nothing is left, in the store or in any ledger.
   EXPECT_TRUE(Call("GET", "/v1/tenants", json(), 200)["tenants"].empty());
-  std::string metrics = gpumux::agent::CallUnix(socket_, "GET", "/metrics").second;
+  std::string metrics = gpumux::service::CallUnix(socket_, "GET", "/metrics").second;
   EXPECT_EQ(metrics.find("tenant=\"load-"), std::string::npos) << "no tenant left in a ledger";
 }
 
@@ -340,7 +340,7 @@ TEST_F(AgentTest, SigkillInABurstOfAdmissionsLosesNoAdmittedTenant) {
         std::string id = "burst-" + std::to_string(c) + "-" + std::to_string(k);
         json admit = {{"id", id}, {"gpu", c}, {"memory", std::to_string(k + 1) + "MiB"}};
         try {
-          if (gpumux::agent::CallUnix(socket_, "POST", "/v1/tenants", admit.dump()).first == 201) {
+          if (gpumux::service::CallUnix(socket_, "POST", "/v1/tenants", admit.dump()).first == 201) {
             std::lock_guard<std::mutex> lock(mu);
             admitted.insert(id);
           }

@@ -26,7 +26,7 @@
 
 namespace gpumux::testing {
 
-using agent::CallUnix;
+using service::CallUnix;
 using nlohmann::json;
 
 // A raw connection to gpumuxd's socket at `path`, for clients that do not speak HTTP as they should

@@ -133,7 +133,7 @@ TEST_F(IsolationTest, ATenantOverTwoGpusGetsItsQuotaOnEachPartAndNoMore) {
   std::string text = AsUser(kNobody, [&] {
     auto grant = [&](const std::string& body) {
       try {
-        auto [status, answer] = gpumux::agent::CallUnix(tenant_socket_, "POST", "/v1/grants", body);
+        auto [status, answer] = gpumux::service::CallUnix(tenant_socket_, "POST", "/v1/grants", body);
         json j = json::parse(answer, nullptr, false);
         return json{{"status", status}, {"granted", j.is_object() ? j.value("granted", 0ull) : 0}};
       } catch (const gpumux::Error&) {
@@ -147,7 +147,7 @@ TEST_F(IsolationTest, ATenantOverTwoGpusGetsItsQuotaOnEachPartAndNoMore) {
     r["part0_more"] = grant(R"({"tenant": "tp", "bytes": 67108864})");
     r["part2"] = grant(R"({"tenant": "tp", "bytes": 67108864, "part": 2})");
     r["negative"] = grant(R"({"tenant": "tp", "bytes": 67108864, "part": -1})");
-    json t = json::parse(gpumux::agent::CallUnix(tenant_socket_, "GET", "/v1/tenants/tp").second);
+    json t = json::parse(gpumux::service::CallUnix(tenant_socket_, "GET", "/v1/tenants/tp").second);
     r["per_gpu"] = t["per_gpu"];
     return r.dump();
   });
@@ -215,7 +215,7 @@ TEST_F(IsolationTest, OneTenantsFullProcessTableIsItsOwn) {
       if (setgid(kNobody) != 0 || setuid(kNobody) != 0) _exit(3);
       int status = 0;
       try {
-        status = gpumux::agent::CallUnix(tenant_socket_, "POST", "/v1/grants",
+        status = gpumux::service::CallUnix(tenant_socket_, "POST", "/v1/grants",
                                          R"({"tenant": "attacker", "bytes": 0})")
                      .first;
       } catch (const gpumux::Error&) {
@@ -276,7 +276,7 @@ TEST_F(IsolationTest, AnAdmissionThatFailsLeavesNothingBehindEvenAfterARestart) 
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open((dir_ / "state.db").c_str(), &db), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(db, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK);
-  auto [status, text] = gpumux::agent::CallUnix(socket_, "POST", "/v1/tenants",
+  auto [status, text] = gpumux::service::CallUnix(socket_, "POST", "/v1/tenants",
                                                 R"({"id": "ghost", "gpu": 0, "memory": "40GiB"})");
   EXPECT_GE(status, 500) << text;
   sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
@@ -289,7 +289,7 @@ TEST_F(IsolationTest, AnAdmissionThatFailsLeavesNothingBehindEvenAfterARestart) 
   EXPECT_EQ(Call("GET", "/v1/tenants/half", json(), 200)["quota_bytes"], gpu_memory / 2);
   for (int restart = 0; restart < 2; ++restart) {
     EXPECT_EQ(Call("GET", "/v1/tenants", json(), 200)["tenants"].size(), 1u);
-    std::string metrics = gpumux::agent::CallUnix(socket_, "GET", "/metrics").second;
+    std::string metrics = gpumux::service::CallUnix(socket_, "GET", "/metrics").second;
     EXPECT_EQ(metrics.find("ghost"), std::string::npos);
     EXPECT_EQ(metrics.find("too-big"), std::string::npos);
     // The rest of the GPU is free: no quota of a failed admission stands in the way.
@@ -402,7 +402,7 @@ TEST_F(IsolationTest, AProgramAllocatingAroundTheShimPastItsQuotaIsKilledAndItsN
   ASSERT_TRUE(fgets(line, sizeof(line), more));
   EXPECT_GE(json::parse(line)["allocated"].get<uint64_t>(), 64 * kGiB) << line;
   pclose(more);
-  std::string metrics = gpumux::agent::CallUnix(socket_, "GET", "/metrics", "").second;
+  std::string metrics = gpumux::service::CallUnix(socket_, "GET", "/metrics", "").second;
   EXPECT_NE(metrics.find("gpumux_tenant_memory_kills_total{gpu=\"0\",tenant=\"attacker\"} 1\n"),
             std::string::npos)
       << metrics;

@@ -137,7 +137,7 @@ class SquatterTest : public IsolationTest {
   // tenants' socket, the file handed with the answer (-1 if none came).
   int ActivityOf(const std::string& tenant) {
     int fd = -1;
-    gpumux::agent::CallUnix(tenant_socket_, "POST", "/v1/grants",
+    gpumux::service::CallUnix(tenant_socket_, "POST", "/v1/grants",
                             json({{"tenant", tenant}, {"bytes", 0}}).dump(), &fd);
     return fd;
   }
@@ -257,7 +257,7 @@ TEST_F(SquatterTest, ARecycledPidIsNotRegisteredAsTheAttackersAndItsNewOwnerRegi
       char go;
       close(ready[1]);
       (void)!read(ready[0], &go, 1);  // waits until the attacker has spoken
-      auto [status, text] = gpumux::agent::CallUnix(tenant_socket_, "POST", "/v1/grants",
+      auto [status, text] = gpumux::service::CallUnix(tenant_socket_, "POST", "/v1/grants",
                                                     R"({"tenant": "victim", "bytes": 0})");
       _exit(status == 200 ? 0 : status == 409 ? 9 : 1);
     }
@@ -364,13 +364,13 @@ TEST_F(SquatterTest, AContainersRootHoldingConnectionsLeavesAnotherContainersRoo
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     // Root in container two asks at once.
     Squatter other(0, [&] {
-      return std::to_string(gpumux::agent::CallUnix(tenant_socket_, "GET", "/v1/health").first);
+      return std::to_string(gpumux::service::CallUnix(tenant_socket_, "GET", "/v1/health").first);
     }, {base / "two"});
     EXPECT_EQ(other.line(), "200") << "one container's root took every root's connections";
     // And within container one, the newest request is answered too: the oldest idle connection
     // makes way for it.
     Squatter same(0, [&] {
-      return std::to_string(gpumux::agent::CallUnix(tenant_socket_, "GET", "/v1/health").first);
+      return std::to_string(gpumux::service::CallUnix(tenant_socket_, "GET", "/v1/health").first);
     }, {base / "one"});
     EXPECT_EQ(same.line(), "200");
   }
@@ -405,7 +405,7 @@ TEST_F(SquatterTest, AScrapeIsAnsweredWhateverAStrangerHoldsOnTheMetricsPort) {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   for (int scrape = 0; scrape < 3; ++scrape) {
     auto [status, text] =
-        gpumux::agent::CallHttp("127.0.0.1:" + std::to_string(port), "GET", "/metrics");
+        gpumux::service::CallHttp("127.0.0.1:" + std::to_string(port), "GET", "/metrics");
     EXPECT_EQ(status, 200) << text;
     EXPECT_NE(text.find("gpumux_"), std::string::npos);
   }
@@ -545,7 +545,7 @@ TEST_F(SquatterTest, GpumuxdAndANeighbourKeepWorkingUnderEveryAttackAtOnceForAMi
     auto t0 = Clock::now();
     EXPECT_EQ(Allocate(victim, 1024 * kMiB), 1024 * kMiB) << "after " << SecondsSince(start) << " s";
     Call("GET", "/v1/tenants", json(), 200);
-    EXPECT_EQ(gpumux::agent::CallHttp(metrics, "GET", "/metrics").first, 200);
+    EXPECT_EQ(gpumux::service::CallHttp(metrics, "GET", "/metrics").first, 200);
     EXPECT_LT(SecondsSince(t0), 5) << "a round took long at " << SecondsSince(start) << " s";
     ++programs;
     if (!restarted && SecondsSince(start) > kSeconds / 2) {

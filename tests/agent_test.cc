@@ -28,7 +28,7 @@
 
 namespace {
 
-using gpumux::agent::CallUnix;
+using gpumux::service::CallUnix;
 using gpumux::testing::kGiB;
 using gpumux::testing::kMiB;
 using nlohmann::json;

@@ -225,7 +225,7 @@ TEST_F(ApplyTest, ANodesCalibrationIsServedWithItsGpusAndPlansForTheNodeUseIt) {
     EXPECT_EQ(g["calibration_file"], file);
   }
   // ... and in its metrics, which promtool accepts.
-  auto [metrics_status, metrics] = gpumux::agent::CallUnix(socket_, "GET", "/metrics");
+  auto [metrics_status, metrics] = gpumux::service::CallUnix(socket_, "GET", "/metrics");
   ASSERT_EQ(metrics_status, 200);
   for (int gpu : {0, 7})
     EXPECT_NE(metrics.find("gpumux_gpu_calibrated_bandwidth_bytes_per_second{gpu=\"" +

@@ -33,7 +33,7 @@ class FakeApiServer {
   explicit FakeApiServer(std::string socket) : socket_(std::move(socket)), server_(GoLimits()) {
     server_.ListenUnix(socket_);
     thread_ = std::thread(
-        [this] { server_.Serve([this](const agent::HttpRequest& r) { return Handle(r); }); });
+        [this] { server_.Serve([this](const service::HttpRequest& r) { return Handle(r); }); });
   }
   ~FakeApiServer() {
     server_.Stop();
@@ -142,7 +142,7 @@ class FakeApiServer {
   }
 
  private:
-  static agent::HttpResponse Status(int code, const std::string& message) {
+  static service::HttpResponse Status(int code, const std::string& message) {
     return {code, json{{"kind", "Status"}, {"code", code}, {"message", message}}.dump()};
   }
   json* Find(json& list, const std::string& name) {
@@ -155,7 +155,7 @@ class FakeApiServer {
       if (item["metadata"]["namespace"] == ns && item["metadata"]["name"] == name) return &item;
     return nullptr;
   }
-  agent::HttpResponse Handle(const agent::HttpRequest& r) {
+  service::HttpResponse Handle(const service::HttpRequest& r) {
     std::lock_guard lock(mu_);
     std::vector<std::string> parts;
     for (size_t at = 1; at <= r.path.size();) {
@@ -179,7 +179,7 @@ class FakeApiServer {
       auto it = objects_.find(r.path);
       if (r.method == "GET")
         return it == objects_.end() ? Status(404, r.path + " not found")
-                                    : agent::HttpResponse{200, it->second.dump()};
+                                    : service::HttpResponse{200, it->second.dump()};
       if (r.method == "PATCH") {  // server-side apply: create, or merge into what is there
         json& object = objects_[r.path];
         if (object.is_null())
@@ -248,7 +248,7 @@ class FakeApiServer {
     return kind == "pods" ? "Pod" : kind == "nodes" ? "Node" : "ResourceClaim";
   }
   // GET of a whole kind: a page of the list, or a watch's events since a version.
-  agent::HttpResponse ListOrWatch(const std::string& kind, std::map<std::string, std::string> q) {
+  service::HttpResponse ListOrWatch(const std::string& kind, std::map<std::string, std::string> q) {
     json& all = kind == "pods" ? pods_ : kind == "nodes" ? nodes_ : claims_;
     std::string node;  // fieldSelector=spec.nodeName=NAME, the one selector KubeApi sends
     if (auto f = q.find("fieldSelector"); f != q.end() && f->second.rfind("spec.nodeName=", 0) == 0)
@@ -304,14 +304,14 @@ class FakeApiServer {
             json{{"kind", ObjectKind(kind) + "List"}, {"metadata", meta}, {"items", items}}.dump()};
   }
 
-  static agent::HttpServerLimits GoLimits() {
-    agent::HttpServerLimits limits;
+  static service::HttpServerLimits GoLimits() {
+    service::HttpServerLimits limits;
     limits.chunk_answers_over = 4096;
     return limits;
   }
 
   std::string socket_;
-  agent::HttpServer server_;
+  service::HttpServer server_;
   std::thread thread_;
   std::mutex mu_;
   json pods_ = json::array(), nodes_ = json::array(), claims_ = json::array();

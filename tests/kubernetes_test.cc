@@ -183,10 +183,10 @@ class KubernetesTest : public KubernetesNodeTest {
     kube_ = std::make_unique<k8s::KubeApi>(api_->address());
     extender_ = std::make_unique<k8s::Extender>(k8s::ExtenderConfig{}, kube_.get());
     extender_->Resync();
-    http_ = std::make_unique<agent::HttpServer>();
+    http_ = std::make_unique<service::HttpServer>();
     http_->ListenTcp("127.0.0.1:0");
     http_thread_ = std::thread([this] {
-      http_->Serve([this](const agent::HttpRequest& r) { return extender_->Handle(r); });
+      http_->Serve([this](const service::HttpRequest& r) { return extender_->Handle(r); });
     });
   }
   void StartPlugin() {
@@ -196,7 +196,7 @@ class KubernetesTest : public KubernetesNodeTest {
 
   // POST /VERB to the extender; returns (status, answer).
   std::pair<int, json> Extend(const std::string& verb, const std::string& body) {
-    auto [status, text] = agent::CallHttp("127.0.0.1:" + std::to_string(http_->tcp_port()), "POST",
+    auto [status, text] = service::CallHttp("127.0.0.1:" + std::to_string(http_->tcp_port()), "POST",
                                           "/gpumux/" + verb, body);
     return {status, json::parse(text)};
   }
@@ -208,7 +208,7 @@ class KubernetesTest : public KubernetesNodeTest {
   // FailedScheduling message is "0/N nodes are available: K reason, ...." ("" if a node passed).
   std::string WhatKubeSchedulerRecords(const json& args) {
     std::string url = "127.0.0.1:" + std::to_string(http_->tcp_port());
-    auto [status, text] = agent::CallHttp(url, "POST", "/gpumux/filter", args.dump());
+    auto [status, text] = service::CallHttp(url, "POST", "/gpumux/filter", args.dump());
     if (status != 200)
       return "failed Filter with extender at URL http://" + url + "/gpumux, code " +
              std::to_string(status);
@@ -294,7 +294,7 @@ class KubernetesTest : public KubernetesNodeTest {
   std::unique_ptr<FakeKubelet> kubelet_;
   std::unique_ptr<k8s::KubeApi> kube_;
   std::unique_ptr<k8s::Extender> extender_;
-  std::unique_ptr<agent::HttpServer> http_;
+  std::unique_ptr<service::HttpServer> http_;
   std::thread http_thread_;
 };
 

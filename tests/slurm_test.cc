@@ -24,7 +24,7 @@
 
 namespace {
 
-using gpumux::agent::CallUnix;
+using gpumux::service::CallUnix;
 using nlohmann::json;
 namespace fs = std::filesystem;
 

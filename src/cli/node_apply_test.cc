@@ -256,7 +256,7 @@ class RecordingAgent {
   }
 
  private:
-  agent::HttpResponse Handle(const agent::HttpRequest& r) {
+  service::HttpResponse Handle(const service::HttpRequest& r) {
     if (r.method == "GET" && r.path == "/v1/gpus") return {200, gpus_.dump()};
     if (r.method == "GET") return {200, Tenants().dump()};
     std::lock_guard<std::mutex> lock(mu_);
@@ -268,7 +268,7 @@ class RecordingAgent {
   json gpus_;
   int refuse_, admissions_ = 0;
   std::string path_;
-  agent::HttpServer server_;
+  service::HttpServer server_;
   std::thread thread_;
   std::mutex mu_;
   std::vector<std::string> calls_;

@@ -12,7 +12,7 @@
 #include "base/error.h"
 #include "service/http_request.h"
 
-namespace gpumux::agent {
+namespace gpumux::service {
 
 sockaddr_un UnixSocketAddress(const std::string& path) {
   sockaddr_un addr{};
@@ -148,4 +148,4 @@ std::pair<int, std::string> CallHttp(const std::string& address, const std::stri
   return Call(address, method, path, body, content_type, nullptr);
 }
 
-}  // namespace gpumux::agent
+}  // namespace gpumux::service

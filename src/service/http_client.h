@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-namespace gpumux::agent {
+namespace gpumux::service {
 
 // The address of the Unix socket at `path`, for either end. Throws Error (unavailable) for a path
 // too long for a socket address.
@@ -28,4 +28,4 @@ std::pair<int, std::string> CallHttp(const std::string& address, const std::stri
                                      const std::string& path, const std::string& body = "",
                                      const std::string& content_type = "application/json");
 
-}  // namespace gpumux::agent
+}  // namespace gpumux::service

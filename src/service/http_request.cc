@@ -7,7 +7,7 @@
 
 #include <sstream>
 
-namespace gpumux::agent {
+namespace gpumux::service {
 namespace {
 
 ParseResult Malformed(std::string why, int status = 400) {
@@ -168,4 +168,4 @@ std::string FormatResponse(const HttpResponse& r, size_t chunk_over) {
   return out.str();
 }
 
-}  // namespace gpumux::agent
+}  // namespace gpumux::service

@@ -13,7 +13,7 @@
 
 #include "base/process.h"
 
-namespace gpumux::agent {
+namespace gpumux::service {
 
 inline constexpr size_t kMaxHeadBytes = 16 << 10;  // start line and headers
 inline constexpr size_t kMaxBodyBytes = 1 << 20;   // the API's JSON bodies are a few hundred bytes
@@ -81,4 +81,4 @@ std::string FormatResponse(const HttpResponse& response, size_t chunk_over = 0);
 // The reason phrase of a status ("Not Found"), "Unknown" for one gpumuxd never sends.
 const char* ReasonPhrase(int status);
 
-}  // namespace gpumux::agent
+}  // namespace gpumux::service

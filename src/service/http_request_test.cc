@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace gpumux::agent {
+namespace gpumux::service {
 namespace {
 
 ParseResult Parse(const std::string& data, HttpMessage* m = nullptr) {
@@ -60,4 +60,4 @@ TEST(HttpRequest, ResponsesCarryTheirReasonPhrase) {
 }
 
 }  // namespace
-}  // namespace gpumux::agent
+}  // namespace gpumux::service

@@ -28,7 +28,7 @@
 #include "service/http_client.h"
 #include "service/log.h"
 
-namespace gpumux::agent {
+namespace gpumux::service {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -422,4 +422,4 @@ void HttpServer::Serve(const Handler& handler) {
   for (auto it = connections.begin(); it != connections.end();) it = close_connection(it);
 }
 
-}  // namespace gpumux::agent
+}  // namespace gpumux::service

@@ -30,7 +30,7 @@
 
 #include "service/http_request.h"
 
-namespace gpumux::agent {
+namespace gpumux::service {
 
 struct HttpServerLimits {
   int request_deadline_ms = 5000;  // from accepting a connection to its request being complete
@@ -81,4 +81,4 @@ class HttpServer {
   std::atomic<bool> stopped_{false};
 };
 
-}  // namespace gpumux::agent
+}  // namespace gpumux::service

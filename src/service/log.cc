@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <ctime>
 
-namespace gpumux::agent {
+namespace gpumux::service {
 std::string EscapeQuoted(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -34,4 +34,4 @@ void Log(const char* level, const std::string& message,
   std::fprintf(stderr, "%s\n", line.c_str());
 }
 
-}  // namespace gpumux::agent
+}  // namespace gpumux::service

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-namespace gpumux::agent {
+namespace gpumux::service {
 
 // `s` with backslash, double quote and newline escaped (\\, \", \n): the rule for quoted values in
 // these log lines and for Prometheus label values alike.
@@ -17,4 +17,4 @@ std::string EscapeQuoted(const std::string& s);
 void Log(const char* level, const std::string& message,
          const std::vector<std::pair<std::string, std::string>>& fields = {});
 
-}  // namespace gpumux::agent
+}  // namespace gpumux::service

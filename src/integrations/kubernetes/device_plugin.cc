@@ -119,7 +119,7 @@ bool DevicePlugin::Refresh() {
       published_ = annotation;
     } catch (const Error& e) {
       if (annotate_error_ != e.what())
-        agent::Log("warn", "cannot annotate the node; will retry", {{"reason", e.what()}});
+        service::Log("warn", "cannot annotate the node; will retry", {{"reason", e.what()}});
       annotate_error_ = e.what();
     }
   }
@@ -310,7 +310,7 @@ std::vector<std::string> DevicePlugin::RemoveTenantsOfGonePods() {
       removed.push_back(id);
     } catch (const Error& e) {
       // Processes still run (a container being torn down): the next poll tries again.
-      agent::Log("debug", "tenant of a pod that is gone kept for now",
+      service::Log("debug", "tenant of a pod that is gone kept for now",
                  {{"tenant", id}, {"reason", e.what()}});
     }
   }

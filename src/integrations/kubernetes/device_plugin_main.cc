@@ -29,19 +29,19 @@ int main(int argc, char** argv) {
   return k8s::RunProgram("device plugin", [&] {
     k8s::DevicePlugin plugin(config);
     k8s::DevicePluginServer server(&plugin);
-    agent::Log("info", "device plugin starting",
+    service::Log("info", "device plugin starting",
                {{"node", config.node_name},
                 {"agent", config.agent_socket},
                 {"kubelet_dir", config.kubelet_dir}});
     k8s::BackgroundWatch watch([&](std::atomic<bool>& stop) { plugin.WatchPods(stop); });
     k8s::RunUntilSignalled(std::chrono::milliseconds(int64_t(poll_s * 1000)), [&] {
       plugin.Refresh();
-      if (server.Watch()) agent::Log("info", "registered with the kubelet");
+      if (server.Watch()) service::Log("info", "registered with the kubelet");
       for (const std::string& id : plugin.RemoveTenantsOfGonePods())
-        agent::Log("info", "tenant of a pod that is gone removed", {{"tenant", id}});
+        service::Log("info", "tenant of a pod that is gone removed", {{"tenant", id}});
     });
     watch.Stop();
     server.Stop();
-    agent::Log("info", "device plugin stopped");
+    service::Log("info", "device plugin stopped");
   });
 }

@@ -31,14 +31,14 @@ int main(int argc, char** argv) {
   return k8s::RunProgram("DRA driver", [&] {
     k8s::DraDriver driver(config);
     k8s::DraPluginServer server(&driver);
-    agent::Log("info", "DRA driver starting",
+    service::Log("info", "DRA driver starting",
                {{"node", config.node_name},
                 {"driver", k8s::kDraDriverName},
                 {"agent", config.agent_socket}});
     k8s::BackgroundWatch watch([&](std::atomic<bool>& stop) { driver.WatchClaims(stop); });
     k8s::RunUntilSignalled(std::chrono::milliseconds(int64_t(poll_s * 1000)), [&] {
       server.Watch();
-      if (driver.PublishResourceSlice()) agent::Log("info", "ResourceSlice published");
+      if (driver.PublishResourceSlice()) service::Log("info", "ResourceSlice published");
     });
     watch.Stop();
     server.Stop();

@@ -31,9 +31,9 @@ class RegistrationService final : public reg::Registration::Service {
   grpc::Status NotifyRegistrationStatus(grpc::ServerContext*, const reg::RegistrationStatus* status,
                                         reg::RegistrationStatusResponse*) override {
     if (status->plugin_registered())
-      agent::Log("info", "registered with the kubelet", {{"driver", kDraDriverName}});
+      service::Log("info", "registered with the kubelet", {{"driver", kDraDriverName}});
     else
-      agent::Log("error", "the kubelet refused the registration", {{"reason", status->error()}});
+      service::Log("error", "the kubelet refused the registration", {{"reason", status->error()}});
     return grpc::Status::OK;
   }
 
@@ -61,12 +61,12 @@ class DraService final : public dra::DRAPlugin::Service {
           for (const auto& id : d.cdi_device_ids) device->add_cdi_device_ids(id);
           if (!d.share_id.empty()) device->set_share_id(d.share_id);
         }
-        agent::Log("info", "claim prepared",
+        service::Log("info", "claim prepared",
                    {{"claim", claim.namespace_() + "/" + claim.name()}, {"uid", claim.uid()}});
       } catch (const Error& e) {
         out.clear_devices();
         out.set_error(e.what());
-        agent::Log("warn", "claim not prepared",
+        service::Log("warn", "claim not prepared",
                    {{"claim", claim.namespace_() + "/" + claim.name()}, {"reason", e.what()}});
       }
     }

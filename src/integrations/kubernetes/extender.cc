@@ -447,7 +447,7 @@ void Extender::OnPodGone(const json& item) {
   placed_.erase(it);
 }
 
-agent::HttpResponse Extender::Handle(const agent::HttpRequest& r) {
+service::HttpResponse Extender::Handle(const service::HttpRequest& r) {
   std::string verb = r.path.substr(r.path.rfind('/') + 1);
   if (r.method == "GET" && verb == "healthz") return {200, R"({"status":"ok"})"};
   if (r.method != "POST" || (verb != "filter" && verb != "prioritize" && verb != "bind"))
@@ -467,7 +467,7 @@ agent::HttpResponse Extender::Handle(const agent::HttpRequest& r) {
   // In the verb's own answer (kube-scheduler reads no other): the filter's and the bind's Error;
   // a prioritize gives no scores, and the reason goes to the log.
   why = "gpumux: " + verb + ": " + why;
-  agent::Log("warn", "scheduler extender refused a request", {{"verb", verb}, {"reason", why}});
+  service::Log("warn", "scheduler extender refused a request", {{"verb", verb}, {"reason", why}});
   if (verb == "prioritize") return {200, "[]"};
   if (verb == "bind")
     return {200, ErrorBody(why).dump(-1, ' ', false, json::error_handler_t::replace)};

@@ -86,7 +86,7 @@ class Extender {
   nlohmann::json Bind(const nlohmann::json& args);
   // HTTP: POST /filter, /prioritize, /bind (any prefix before the verb); GET /healthz. A malformed
   // body is answered 200 with the reason in the verb's answer (above), and changes nothing.
-  agent::HttpResponse Handle(const agent::HttpRequest& request);
+  service::HttpResponse Handle(const service::HttpRequest& request);
 
   // Lists nodes and pods from the API server (in pages) and brings its model to them: nodes'
   // slots, and the pods placed on them. Throws Error (unavailable).

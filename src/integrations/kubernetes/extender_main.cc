@@ -23,18 +23,18 @@ int main(int argc, char** argv) {
   return k8s::RunProgram("scheduler extender", [&] {
     k8s::KubeApi api(apiserver);
     k8s::Extender extender(config, &api);
-    agent::HttpServerLimits limits;
+    service::HttpServerLimits limits;
     limits.max_connections_per_caller = 1024;  // kube-scheduler is one caller (one address)
-    agent::HttpServer server(limits);
+    service::HttpServer server(limits);
     server.ListenTcp(listen);
     server.StopOnTerminationSignals();
     // Nodes and pods listed once, then watched: the verbs answer from the model, never a list.
     k8s::BackgroundWatch watch([&](std::atomic<bool>& stop) { extender.Watch(stop); });
-    agent::Log(
+    service::Log(
         "info", "scheduler extender serving",
         {{"listen", listen.substr(0, listen.rfind(':') + 1) + std::to_string(server.tcp_port())},
          {"policy", config.policy},
          {"apiserver", apiserver}});
-    server.Serve([&](const agent::HttpRequest& r) { return extender.Handle(r); });
+    server.Serve([&](const service::HttpRequest& r) { return extender.Handle(r); });
   });
 }

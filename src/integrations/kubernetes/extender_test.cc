@@ -83,7 +83,7 @@ TEST(Extender, PassesPodsThatAskNoGpumuxResourceEverywhere) {
   json names = {"a", "b\"\n\\<\u00e9"};
   json result = FilterJson(extender, {{"Pod", pod}, {"NodeNames", names}});
   EXPECT_EQ(result["NodeNames"], names);
-  agent::HttpResponse scores =
+  service::HttpResponse scores =
       extender.Handle({"POST", "/prioritize", json{{"Pod", pod}, {"NodeNames", names}}.dump()});
   EXPECT_EQ(json::parse(scores.body)[1]["Host"], names[1]) << scores.body;
 }
@@ -164,7 +164,7 @@ TEST(Extender, PrioritizeAnswersAHostPriorityListInKubeSchedulersRange) {
   extender.SetNode("empty", Gpus({80, 80}));
   extender.SetNode("full", Gpus({10}));
   json args = {{"Pod", Pod("u", 60)}, {"NodeNames", {"empty", "used", "full"}}};
-  agent::HttpResponse answer = extender.Handle({"POST", "/scheduler/prioritize", args.dump()});
+  service::HttpResponse answer = extender.Handle({"POST", "/scheduler/prioritize", args.dump()});
   ASSERT_EQ(answer.status, 200) << answer.body;
   json scores = json::parse(answer.body);
   ASSERT_EQ(scores.size(), 3u);
@@ -184,8 +184,8 @@ TEST(Extender, RefusesAnUnknownPolicyAtStart) {
 // kube-scheduler reads the body of a 200 only: a refusal is a 200 whose fields say why.
 TEST(Extender, AMalformedBodyIsRefusedInTheAnswersFieldsWithTheReason) {
   Extender extender({}, nullptr);
-  agent::HttpRequest r{"POST", "/scheduler/filter", "{\"Pod\": 3, \"NodeNames\": [\"a\"]}"};
-  agent::HttpResponse answer = extender.Handle(r);
+  service::HttpRequest r{"POST", "/scheduler/filter", "{\"Pod\": 3, \"NodeNames\": [\"a\"]}"};
+  service::HttpResponse answer = extender.Handle(r);
   EXPECT_EQ(answer.status, 200);
   json filter = json::parse(answer.body);
   EXPECT_NE(filter["FailedAndUnresolvableNodes"]["a"].get<std::string>().find("expected a v1.Pod"),
@@ -373,11 +373,11 @@ TEST(Extender, APodTheNodeWouldRefuseIsRefusedAtFilterWithTheReason) {
   args["Pod"]["metadata"]["annotations"] = {{kPriorityAnnotation, "high"}};
   for (json& c : args["Pod"]["spec"]["containers"])
     c["resources"]["limits"][kComputeResource] = "20";
-  agent::HttpRequest request;
+  service::HttpRequest request;
   request.method = "POST";
   request.path = "/gpumux/filter";
   request.body = args.dump();
-  agent::HttpResponse answer = extender.Handle(request);
+  service::HttpResponse answer = extender.Handle(request);
   ASSERT_EQ(answer.status, 200) << "kube-scheduler reads no other answer's body";
   json result = json::parse(answer.body);
   ASSERT_FALSE(result["FailedAndUnresolvableNodes"].empty())

@@ -12,7 +12,7 @@
 namespace gpumux::k8s {
 
 std::unique_ptr<grpc::Server> ServeOnUnixSocket(const std::string& path, grpc::Service* service) {
-  agent::UnixSocketAddress(path);  // throws, saying so, for a path too long for a socket
+  service::UnixSocketAddress(path);  // throws, saying so, for a path too long for a socket
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
   unlink(path.c_str());
   grpc::ServerBuilder builder;

@@ -101,7 +101,7 @@ void Informer::Run(const std::atomic<bool>& stop, std::chrono::milliseconds back
       // seen, and only failures that go on (or 410 Gone) need the whole list again.
       if (failures >= kListAfterFailures) listed = false;
       if (e.what() != last_error || failures == kListAfterFailures)
-        agent::Log("warn", listed ? "watch failed; will watch again from the last version"
+        service::Log("warn", listed ? "watch failed; will watch again from the last version"
                                   : "watch failed; will list again",
                    {{"path", path_}, {"reason", e.what()}, {"failures", std::to_string(failures)}});
       last_error = e.what();

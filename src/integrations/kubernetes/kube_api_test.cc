@@ -348,13 +348,13 @@ TEST(KubeApi, TheExtenderRefusesASmuggledBindSayingWhyAndSendsNothing) {
                {"PodNamespace", "default"},
                {"PodUID", "0b5c9e2a-0000-4000-8000-000000000001"},
                {"Node", "node-a"}};
-  agent::HttpRequest request;
+  service::HttpRequest request;
   request.method = "POST";
   request.path = "/gpumux/bind";
   request.body = args.dump();
   // ExtenderBindingResult's Error, in a 200 (kube-scheduler reads no other answer's body).
   auto refusal = [&] {
-    agent::HttpResponse answer = extender.Handle(request);
+    service::HttpResponse answer = extender.Handle(request);
     EXPECT_EQ(answer.status, 200);
     return json::parse(answer.body).value("Error", "");
   };

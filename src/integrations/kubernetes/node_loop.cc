@@ -25,7 +25,7 @@ void RunUntilSignalled(std::chrono::milliseconds period, const std::function<voi
       step();
       last_error.clear();
     } catch (const Error& e) {
-      if (e.what() != last_error) agent::Log("warn", "will retry", {{"reason", e.what()}});
+      if (e.what() != last_error) service::Log("warn", "will retry", {{"reason", e.what()}});
       last_error = e.what();
     }
     for (auto t = std::chrono::milliseconds(0); t < period && !g_stop;

@@ -57,7 +57,7 @@ inline int RunProgram(const std::string& name, const std::function<void()>& body
   try {
     body();
   } catch (const Error& e) {
-    agent::Log("error", name + " failed", {{"reason", e.what()}});
+    service::Log("error", name + " failed", {{"reason", e.what()}});
     return ExitCode(e.code());
   }
   return 0;

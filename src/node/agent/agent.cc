@@ -59,7 +59,7 @@ Agent::Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend)
       if (g.mode != ShareMode::kTimeSlice)
         instances = backend_->SetMode(g.device, g.mode, g.layout);
     } catch (const Error& e) {  // the driver refuses, or a stored layout the GPU no longer takes
-      Log("warn", "cannot restore the GPU's sharing mode",
+      service::Log("warn", "cannot restore the GPU's sharing mode",
           {{"gpu", std::to_string(g.device.index)}, {"reason", e.what()}});
     }
     // A MIG layout that could not be restored leaves the GPU without slots: its tenants wait in the
@@ -68,7 +68,7 @@ Agent::Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend)
   }
   for (const TenantRecord& t : store_.All()) {
     if (!Everywhere(t)) {
-      Log("warn",
+      service::Log("warn",
           "stored tenant names a GPU or MIG instance this node no longer has; kept in the store, "
           "not admitted",
           {{"tenant", t.id},
@@ -77,7 +77,7 @@ Agent::Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend)
       continue;
     }
     Apply(t);
-    Log("info", "tenant restored", {{"tenant", t.id}, {"gpu", std::to_string(t.gpu)}});
+    service::Log("info", "tenant restored", {{"tenant", t.id}, {"gpu", std::to_string(t.gpu)}});
   }
   const std::vector<TenantRecord> tenants = store_.All();
   for (Gpu& g : gpus_) {
@@ -99,7 +99,7 @@ std::unique_ptr<node::Ledger> OpenOrRemake(const std::string& path, const node::
     chmod(path.c_str(), mode);
     return std::make_unique<node::Ledger>(std::move(*ledger));
   }
-  Log("warn", "ledger made anew: what was there cannot be used",
+  service::Log("warn", "ledger made anew: what was there cannot be used",
       {{"ledger", path}, {"reason", problem}});
   node::Ledger::Retire(path);  // for the processes that still map it (node/shim/governor.h)
   return std::make_unique<node::Ledger>(node::Ledger::MakeSole(path, d.memory, d.name, mode));
@@ -125,7 +125,7 @@ void Agent::BuildSlots(Gpu& g, const std::vector<node::Device>& devices) {
 }
 
 void Agent::RebuildSharedLedger(Slot& slot) {
-  Log("warn", "view ledger overwritten outside gpumuxd; made anew (memory grants are unaffected)",
+  service::Log("warn", "view ledger overwritten outside gpumuxd; made anew (memory grants are unaffected)",
       {{"ledger", slot.ledger_path}});
   node::Ledger::Retire(slot.ledger_path);
   slot.ledger = std::make_unique<node::Ledger>(
@@ -190,7 +190,7 @@ void Agent::AdoptUngranted(Slot& slot, const std::vector<TenantRecord>& tenants)
     if (slot.authority->FindProcess(h.pid)) continue;  // gpumuxd granted what it holds
     Claim c = ClaimOf(slot, h.pid, tenants);
     if (!c.named) {
-      Log("info", "a process holds memory on the device that no tenant here accounts for",
+      service::Log("info", "a process holds memory on the device that no tenant here accounts for",
           {{"device", device},
            {"pid", std::to_string(h.pid)},
            {"bytes", std::to_string(h.bytes)},
@@ -201,11 +201,11 @@ void Agent::AdoptUngranted(Slot& slot, const std::vector<TenantRecord>& tenants)
       slot.authority->Adopt(
           slot.authority->RegisterProcess(*slot.authority->FindTenant(c.tenant), h.pid), h.bytes);
     } catch (const Error& e) {  // it exited meanwhile, or its tenant's table is full
-      Log("warn", "cannot adopt a tenant process's memory",
+      service::Log("warn", "cannot adopt a tenant process's memory",
           {{"tenant", c.tenant}, {"pid", std::to_string(h.pid)}, {"reason", e.what()}});
       continue;
     }
-    Log("warn", "adopted what a running tenant process holds, as the driver counts it",
+    service::Log("warn", "adopted what a running tenant process holds, as the driver counts it",
         {{"tenant", c.tenant},
          {"device", device},
          {"pid", std::to_string(h.pid)},
@@ -248,7 +248,7 @@ void Agent::CheckMemory(Slot& slot, const std::vector<TenantRecord>& tenants) {
       for (pid_t pid : check.over) Enforce(slot, "", check, pid);
     } else if (std::optional<uint64_t> start = ProcessStartTime(h.pid);
                start && reported_.emplace(h.pid, *start).second) {
-      Log("info", "a process holds memory on the device that no tenant here accounts for",
+      service::Log("info", "a process holds memory on the device that no tenant here accounts for",
           {{"device", node::DeviceStem(slot.device)},
            {"pid", std::to_string(h.pid)},
            {"bytes", std::to_string(h.bytes)},
@@ -280,7 +280,7 @@ void Agent::Enforce(Slot& slot, const std::string& tenant, const MemoryCheck& ch
       {"limit_bytes", std::to_string(check.limit)}};
   if (!config_.kill_over_quota) {
     if (reported_.emplace(pid, *start).second)
-      Log("warn",
+      service::Log("warn",
           "a tenant holds device memory past its quota around the shim; not killed "
           "(--over-quota log)",
           fields);
@@ -289,7 +289,7 @@ void Agent::Enforce(Slot& slot, const std::string& tenant, const MemoryCheck& ch
   if (!KillProcess(pid, *start)) return;  // gone meanwhile
   killed_[pid] = *start;
   ++slot.memory_kills[tenant];
-  Log("warn", "killed a process that holds device memory past its tenant's quota around the shim",
+  service::Log("warn", "killed a process that holds device memory past its tenant's quota around the shim",
       fields);
 }
 
@@ -356,7 +356,7 @@ void Agent::OpenActivity(const TenantRecord& t) {
     for (auto [pid, of] : processes) {
       if (of != *tenant || !slot->authority->FindProcess(pid)) continue;
       if ((file = node::ActivityReader::FoundIn(pid))) {
-        Log("info", "tenant's activity file taken up from its running process",
+        service::Log("info", "tenant's activity file taken up from its running process",
             {{"tenant", t.id}, {"pid", std::to_string(pid)}});
         return;
       }
@@ -608,7 +608,7 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
   if (!q.old_forms.empty()) {
     std::string keys;
     for (const std::string& k : q.old_forms) keys += (keys.empty() ? "" : ", ") + k;
-    Log("warn", "request in a form read until the next release",
+    service::Log("warn", "request in a form read until the next release",
         {{"keys", keys}, {"now", "memory in bytes, compute a number (percent)"}});
   }
   TenantRecord t;
@@ -691,13 +691,13 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
           for (auto [gpu, instance] : t.Places()) Unapply(*SlotOf(gpu, instance), t.id);
         }
         if (e.code() != ErrorCode::kDoesNotFit) throw;
-        Log("info", "tenant refused",
+        service::Log("info", "tenant refused",
             {{"tenant", t.id}, {"gpu", std::to_string(t.gpu)}, {"reason", e.what()}});
         throw e.Within("does not fit");
       }
     }
   }
-  Log("info",
+  service::Log("info",
       joined     ? "tenant joined"
       : existing ? "tenant updated"
                  : "tenant admitted",
@@ -774,7 +774,7 @@ HttpResponse Agent::SetMode(const HttpRequest& r, const std::string& index) {
   g.mode = *mode;
   g.layout = layout;
   store_.SetGpuMode({int(gpu), int(*mode), layout});
-  Log("info", "sharing mode set", {{"gpu", index}, {"mode", std::string(ShareModeName(*mode))}});
+  service::Log("info", "sharing mode set", {{"gpu", index}, {"mode", std::string(ShareModeName(*mode))}});
   json answer = {{"gpu", gpu}, {"mode", ShareModeName(*mode)}};
   if (*mode == ShareMode::kMig) answer["instances"] = g.slots.size();
   return Json(200, answer);
@@ -798,7 +798,7 @@ HttpResponse Agent::Remove(const std::string& id) {
   }
   store_.Remove(id);
   for (Slot* slot : slots) Unapply(*slot, id);
-  Log("info", "tenant removed", {{"tenant", id}, {"gpu", std::to_string(t->gpu)}});
+  service::Log("info", "tenant removed", {{"tenant", id}, {"gpu", std::to_string(t->gpu)}});
   return Json(200, {{"removed", id}});
 }
 
@@ -839,7 +839,7 @@ HttpResponse Agent::Grant(const HttpRequest& r, bool give_back) {
     // the tenant from now on.
     t->owner = r.uid;
     store_.Put(*t);
-    Log("info", "tenant's owner learned from its first process",
+    service::Log("info", "tenant's owner learned from its first process",
         {{"tenant", id}, {"uid", std::to_string(r.uid)}, {"pid", std::to_string(r.pid)}});
   }
   // Which of its GPUs (a tenant over several has a credit on each; 0: its first).
@@ -888,7 +888,7 @@ HttpResponse Agent::Grant(const HttpRequest& r, bool give_back) {
   // A registration: the process gets the tenant's activity file (and only a registered process).
   if (!give_back && bytes == 0) {
     if (auto a = activity_.find(id); a != activity_.end() && a->second)
-      answer.descriptor = PassDescriptor(a->second->Share());
+      answer.descriptor = service::PassDescriptor(a->second->Share());
   }
   return answer;
 }
@@ -1000,7 +1000,7 @@ uint64_t Agent::Reclaim() {
       }
       uint64_t bytes = slot.ReclaimDead();
       if (bytes) {
-        Log("info", "reclaimed memory of dead processes",
+        service::Log("info", "reclaimed memory of dead processes",
             {{"device", node::DeviceStem(slot.device)}, {"bytes", std::to_string(bytes)}});
       }
       total += bytes;
@@ -1016,7 +1016,7 @@ uint64_t Agent::Reclaim() {
       const Slot* slot = SlotOf(gpu, instance);
       if (!slot->ledger->FindTenant(t.id)) {
         slot->ledger->AddTenant(t.id, t.LimitsAt(gpu, instance), false);
-        Log("warn", "tenant's slot in the view ledger was wiped outside gpumuxd; restored",
+        service::Log("warn", "tenant's slot in the view ledger was wiped outside gpumuxd; restored",
             {{"tenant", t.id}, {"gpu", std::to_string(gpu)}});
         continue;
       }
@@ -1026,7 +1026,7 @@ uint64_t Agent::Reclaim() {
             u.cap_permille != t.limits.cap_permille || u.weight != t.limits.weight ||
             u.priority != t.limits.priority) {
           Apply(t);
-          Log("warn", "tenant's limits in the ledger were changed outside gpumuxd; restored",
+          service::Log("warn", "tenant's limits in the ledger were changed outside gpumuxd; restored",
               {{"tenant", t.id},
                {"gpu", std::to_string(gpu)},
                {"found_quota", std::to_string(u.quota)},

@@ -73,6 +73,9 @@
 
 namespace gpumux::agent {
 
+using service::HttpRequest;  // its API's requests and answers (src/service)
+using service::HttpResponse;
+
 // Whether `c` was measured on `gpu`: the device name the driver gave, simulated or not.
 inline bool MeasuredOn(const GpuCalibration& c, const node::Device& gpu) {
   return gpu.name == c.device_name && gpu.simulated == c.simulated;

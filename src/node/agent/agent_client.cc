@@ -11,7 +11,7 @@ using nlohmann::json;
 
 std::pair<int, json> AgentClient::Call(const std::string& method, const std::string& path,
                                        const json& body) const {
-  auto [status, text] = CallUnix(socket_, method, path, body.is_null() ? "" : body.dump());
+  auto [status, text] = service::CallUnix(socket_, method, path, body.is_null() ? "" : body.dump());
   json answer = json::parse(text, nullptr, false);
   if (status >= 400) {
     std::string why = answer.is_object() && answer.contains("error") && answer["error"].is_string()

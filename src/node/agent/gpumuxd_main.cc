@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
                  "$GPUMUX_CALIBRATION_DIR or /var/lib/gpumux/calibrations)");
   CLI11_PARSE(app, argc, argv);
 
-  using gpumux::agent::Log;
+  using gpumux::service::Log;
   try {
     std::filesystem::create_directories(runtime_dir);
     std::filesystem::create_directories(std::filesystem::path(socket).parent_path());
@@ -156,7 +156,7 @@ int main(int argc, char** argv) {
     gpumux::agent::Agent agent(config, sim.empty()
                                            ? gpumux::agent::MakeNvidiaBackend(runtime_dir)
                                            : gpumux::agent::MakeSimulatedBackend(runtime_dir));
-    gpumux::agent::HttpServer server;
+    gpumux::service::HttpServer server;
     server.ListenUnix(socket);
     std::filesystem::create_directories(std::filesystem::path(tenant_socket).parent_path());
     server.ListenUnix(tenant_socket, /*tenant_socket=*/true);
@@ -196,7 +196,7 @@ int main(int argc, char** argv) {
                          ? socket
                          : metrics_listen.substr(0, metrics_listen.rfind(':') + 1) +
                                std::to_string(server.tcp_port())}});
-    server.Serve([&](const gpumux::agent::HttpRequest& r) { return agent.Handle(r); });
+    server.Serve([&](const gpumux::service::HttpRequest& r) { return agent.Handle(r); });
     done = true;
     reclaimer.join();
     governor.join();

@@ -27,7 +27,7 @@ std::string FormatMetrics(const std::vector<GpuMetrics>& gpus, uint64_t now_ns) 
   };
   family({"gpumux_gpu_memory_bytes", "gauge", "Memory of the GPU."}, [&] {
     for (const GpuMetrics& g : gpus)
-      out << "gpumux_gpu_memory_bytes{gpu=\"" << g.id << "\",name=\"" << EscapeQuoted(g.name)
+      out << "gpumux_gpu_memory_bytes{gpu=\"" << g.id << "\",name=\"" << service::EscapeQuoted(g.name)
           << "\"} " << g.capacity << '\n';
   });
   family({"gpumux_gpu_tenants", "gauge", "Tenants admitted on the GPU."}, [&] {
@@ -118,12 +118,12 @@ std::string FormatMetrics(const std::vector<GpuMetrics>& gpus, uint64_t now_ns) 
         for (const node::TenantUsage& u : g.tenants) {
           std::optional<double> value = tf.value(u, g);
           if (!value) continue;
-          out << tf.f.name << "{gpu=\"" << g.id << "\",tenant=\"" << EscapeQuoted(u.id) << '"';
+          out << tf.f.name << "{gpu=\"" << g.id << "\",tenant=\"" << service::EscapeQuoted(u.id) << '"';
           if (auto l = g.labels.find(u.id); l != g.labels.end()) {
             for (const TenantLabels::Field& f : TenantLabels::kFields) {
               const std::string& value = l->second.*f.value;
               if (!value.empty())
-                out << ',' << f.metric_label << "=\"" << EscapeQuoted(value) << '"';
+                out << ',' << f.metric_label << "=\"" << service::EscapeQuoted(value) << '"';
             }
           }
           out << "} " << *value << '\n';

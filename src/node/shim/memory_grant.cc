@@ -23,7 +23,7 @@ uint64_t MemoryGrant::Ask(uint64_t want, uint64_t least) {
   nlohmann::json body = GrantBody(tenant_, want, part_);
   body["least"] = least;
   try {
-    auto [status, answer] = agent::CallUnix(socket_, "POST", "/v1/grants", body.dump());
+    auto [status, answer] = service::CallUnix(socket_, "POST", "/v1/grants", body.dump());
     if (status != 200) return 0;
     nlohmann::json j = nlohmann::json::parse(answer, nullptr, false);
     uint64_t granted = j.is_object() ? j.value("granted", uint64_t(0)) : 0;
@@ -36,7 +36,7 @@ uint64_t MemoryGrant::Ask(uint64_t want, uint64_t least) {
 bool MemoryGrant::Register(std::string* why, int* activity) {
   nlohmann::json body = GrantBody(tenant_, 0, part_);
   try {
-    auto [status, answer] = agent::CallUnix(socket_, "POST", "/v1/grants", body.dump(), activity);
+    auto [status, answer] = service::CallUnix(socket_, "POST", "/v1/grants", body.dump(), activity);
     if (status == 200) return true;
     nlohmann::json refusal = nlohmann::json::parse(answer, nullptr, /*allow_exceptions=*/false);
     *why = refusal.is_object() && refusal.contains("error") && refusal["error"].is_string()
@@ -51,7 +51,7 @@ bool MemoryGrant::Register(std::string* why, int* activity) {
 void MemoryGrant::HandBack(uint64_t bytes) {
   nlohmann::json body = GrantBody(tenant_, bytes, part_);
   try {
-    if (agent::CallUnix(socket_, "POST", "/v1/grants/return", body.dump()).first == 200) return;
+    if (service::CallUnix(socket_, "POST", "/v1/grants/return", body.dump()).first == 200) return;
   } catch (const Error&) {
   }
   credit_.fetch_add(bytes);  // not taken back: it is still this process's to use
