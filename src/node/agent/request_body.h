@@ -37,6 +37,14 @@ class RequestBody {
   std::vector<uint64_t> BytesList(const char* key, size_t max_items) const;
   bool IsList(const char* key) const { return Has(key) && j_.at(key).is_array(); }
   bool IsText(const char* key) const { return Has(key) && j_.at(key).is_string(); }
+  // Whether the field is a string, or a list that holds one.
+  bool HoldsText(const char* key) const {
+    if (IsText(key)) return true;
+    if (!IsList(key)) return false;
+    for (const nlohmann::json& v : j_.at(key))
+      if (v.is_string()) return true;
+    return false;
+  }
 
  private:
   [[noreturn]] static void Fail(const char* key, const std::string& expected);

@@ -112,12 +112,7 @@ TenantRequest ParseTenantRequest(const std::string& text) {
                          : "memory: a quota of 0 bytes for GPU " + std::to_string(i + 1) +
                                " of the list; give each GPU's quota");
   }
-  const nlohmann::json whole = body.Has("memory") ? nlohmann::json::parse(text) : nlohmann::json();
-  if (body.IsText("memory") ||
-      (body.IsList("memory") &&
-       std::any_of(whole["memory"].begin(), whole["memory"].end(),
-                   [](const nlohmann::json& v) { return v.is_string(); })))
-    r.old_forms.push_back("memory");
+  if (body.HoldsText("memory")) r.old_forms.push_back("memory");
   if (auto shards = body.Integer("shards", 1, 1'000'000)) r.shards = uint64_t(*shards);
   if (auto percent = body.Number("mps_percent", 0, 100)) {
     if (*percent <= 0) throw BadInput("mps_percent: expected above 0 and at most 100");
