@@ -54,26 +54,21 @@ uint64_t AddBytes(uint64_t a, uint64_t b, const std::string& where) {
   return sum;
 }
 
-// Quotas of the plan's tenants on one device, fitted to what the node's device holds: as planned
-// when they fit, else each need plus its share of what the node's device has to spare.
+// Quotas of the plan's tenants on one device, fitted to what the node's device holds (a little
+// less, on a real GPU, than the catalog kind the plan shared out): as planned where they fit, else
+// shared out again (ShareOutQuotas) from their needs over what the node's device holds.
 void FitQuotas(std::vector<NodeTenantPlan*>& on_device, uint64_t capacity,
                const std::string& where) {
   uint64_t planned = 0, needed = 0;
-  std::vector<uint64_t> needs;
   for (const NodeTenantPlan* t : on_device) {
     planned = AddBytes(planned, t->memory_bytes, where);
     needed = AddBytes(needed, t->need_bytes, where);
-    needs.push_back(t->need_bytes);
   }
   if (planned <= capacity) return;
-  std::vector<uint64_t> quotas = ShareOutMemory(needs, capacity);
-  uint64_t sum = 0;
-  for (uint64_t q : quotas) sum += q;
-  if (sum > capacity) {
+  if (!ShareOutQuotas(on_device, capacity)) {
     throw DoesNotFit(fmt::format("{} holds {}; the plan's tenants there need {}", where,
                                  FormatBytes(double(capacity)), FormatBytes(double(needed))));
   }
-  for (size_t i = 0; i < on_device.size(); ++i) on_device[i]->memory_bytes = quotas[i];
 }
 
 // Every request the plan would send, checked with the rules gpumuxd applies to it, so that no

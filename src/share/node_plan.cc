@@ -58,6 +58,19 @@ std::vector<uint64_t> ShareOutMemory(const std::vector<uint64_t>& needs, uint64_
   return quotas;
 }
 
+bool ShareOutQuotas(const std::vector<NodeTenantPlan*>& on_device, uint64_t capacity) {
+  std::vector<uint64_t> needs;
+  for (const NodeTenantPlan* t : on_device) needs.push_back(t->need_bytes);
+  std::vector<uint64_t> quotas = ShareOutMemory(needs, capacity);
+  uint64_t sum = 0;
+  bool fits = true;
+  for (size_t i = 0; i < on_device.size(); ++i) {
+    on_device[i]->memory_bytes = quotas[i];
+    fits = fits && !__builtin_add_overflow(sum, quotas[i], &sum) && sum <= capacity;
+  }
+  return fits;
+}
+
 namespace {
 
 // Whether a tenant's SLO bounds the speed its users see (a time per token, or a model's tokens per
@@ -97,17 +110,12 @@ NodePlan MakeNodePlan(const PlanInput& input, const Plan& plan) {
     }
     node.gpus.push_back(gpu);
 
-    std::vector<uint64_t> needs;
-    for (const TenantOutcome& o : chosen.tenants) needs.push_back(uint64_t(std::ceil(o.memory)));
-    std::vector<uint64_t> quotas = ShareOutMemory(needs, gpu.memory_bytes);
+    std::vector<NodeTenantPlan> on_gpu;
     for (size_t k = 0; k < chosen.tenants.size(); ++k) {
       const TenantOutcome& o = chosen.tenants[k];
-      NodeTenantPlan t{TenantIdFor(o.name), o.name, int(i), -1, quotas[k], needs[k], std::nullopt};
-      if (chosen.layout) {  // outcome k holds instance k, alone
-        t.instance = int(k);
-        t.memory_bytes = ShareOutMemory(
-            {needs[k]}, uint64_t(chosen.layout->instances[k].profile->memory_bytes))[0];
-      }
+      NodeTenantPlan t{TenantIdFor(o.name), o.name, int(i), -1, 0, uint64_t(std::ceil(o.memory)),
+                       std::nullopt};
+      if (chosen.layout) t.instance = int(k);  // outcome k holds instance k, alone
       auto tenant = tenants.find(o.name);
       if (gpu.mode == ShareMode::kMps && tenant != tenants.end() &&
           tenant->second->mps_thread_cap < 1) {
@@ -120,8 +128,17 @@ NodePlan MakeNodePlan(const PlanInput& input, const Plan& plan) {
         throw BadInput("tenants '" + o.name + "' and another both become gpumuxd tenant '" + t.id +
                        "' (ids keep letters, digits and ._-); rename one");
       }
-      node.tenants.push_back(std::move(t));
+      on_gpu.push_back(std::move(t));
     }
+    if (chosen.layout) {
+      for (size_t k = 0; k < on_gpu.size(); ++k)
+        ShareOutQuotas({&on_gpu[k]}, uint64_t(chosen.layout->instances[k].profile->memory_bytes));
+    } else {
+      std::vector<NodeTenantPlan*> all;
+      for (NodeTenantPlan& t : on_gpu) all.push_back(&t);
+      ShareOutQuotas(all, gpu.memory_bytes);
+    }
+    for (NodeTenantPlan& t : on_gpu) node.tenants.push_back(std::move(t));
   }
   return node;
 }

@@ -61,4 +61,9 @@ std::string TenantIdFor(const std::string& name);
 // to MiB). Their sum is at most `capacity` whenever the needs rounded up to MiB fit in it.
 std::vector<uint64_t> ShareOutMemory(const std::vector<uint64_t>& needs, uint64_t capacity);
 
+// The one place a plan's quotas are made: sets the quota of each tenant of `on_device` (those on
+// one GPU, or one MIG instance, of `capacity` bytes) from its need_bytes (ShareOutMemory). Returns
+// false where their needs, rounded up to MiB, do not fit in `capacity` (each then gets its need).
+bool ShareOutQuotas(const std::vector<NodeTenantPlan*>& on_device, uint64_t capacity);
+
 }  // namespace gpumux

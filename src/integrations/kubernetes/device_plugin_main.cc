@@ -22,9 +22,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--state-dir", config.state_dir, "where the allocation record is kept")
       ->capture_default_str();
-  app.add_option("--poll", poll_s, "seconds between looks at gpumuxd, the kubelet and the pods")
-      ->capture_default_str()
-      ->check(CLI::Range(0.05, 60.0));
+  k8s::AddPollOption(app, &poll_s, "gpumuxd, the kubelet and the pods", 60);
   CLI11_PARSE(app, argc, argv);
   return k8s::RunProgram("device plugin", [&] {
     k8s::DevicePlugin plugin(config);

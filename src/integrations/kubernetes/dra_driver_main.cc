@@ -24,9 +24,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--registry-dir", config.registry_dir, "the kubelet's plugin registry")
       ->capture_default_str();
-  app.add_option("--poll", poll_s, "seconds between looks at gpumuxd's GPUs")
-      ->capture_default_str()
-      ->check(CLI::Range(0.05, 600.0));
+  k8s::AddPollOption(app, &poll_s, "gpumuxd's GPUs", 600);
   CLI11_PARSE(app, argc, argv);
   return k8s::RunProgram("DRA driver", [&] {
     k8s::DraDriver driver(config);

@@ -11,11 +11,7 @@
 #include <vector>
 
 #include "integrations/kubernetes/dra_driver.h"
-
-namespace grpc {
-class Server;
-class Service;
-}  // namespace grpc
+#include "integrations/kubernetes/grpc_unix_server.h"  // declares grpc::Server and grpc::Service
 
 namespace gpumux::k8s {
 

@@ -32,6 +32,13 @@ inline void AddNodeOptions(CLI::App& app, std::string* agent_socket, std::string
   app.add_option("--node", *node_name, "this node's name (default: $NODE_NAME)");
 }
 
+// --poll: seconds between the program's looks at `what`, from 0.05 to `most_s`.
+inline void AddPollOption(CLI::App& app, double* poll_s, const std::string& what, double most_s) {
+  app.add_option("--poll", *poll_s, "seconds between looks at " + what)
+      ->capture_default_str()
+      ->check(CLI::Range(0.05, most_s));
+}
+
 // A watch of the API server on a thread of its own from construction: `watch(stop)` returns once
 // `stop` is set. Stop (or destruction) sets it and waits for the watch to return.
 class BackgroundWatch {

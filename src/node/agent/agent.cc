@@ -32,13 +32,26 @@ using nlohmann::json;
 HttpResponse Json(int status, const json& body) {
   return {status, body.dump(2, ' ', false, json::error_handler_t::replace) + "\n"};
 }
+// Where a tenant is and its compute cap: what the admission answer and the tenant list share.
+json TenantJson(const TenantRecord& t) {
+  json gpus = json::array();
+  for (auto [gpu, instance] : t.Places()) gpus.push_back(gpu);
+  return {{"id", t.id},
+          {"gpu", t.gpu},
+          {"gpus", gpus},
+          {"instance", t.instance},
+          {"compute_cap_percent", t.limits.cap_permille / 10.0}};
+}
 // The answer for a request gpumuxd refuses: HttpStatus maps the error's code (base/error.h).
 HttpResponse Refusal(const Error& e) { return Json(HttpStatus(e.code()), {{"error", e.what()}}); }
 
 }  // namespace
 
 Agent::Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend)
-    : config_(std::move(config)), backend_(std::move(backend)), store_(config_.state_path) {
+    : config_(std::move(config)),
+      backend_(std::move(backend)),
+      store_(config_.state_path),
+      memory_(config_.context_allowance, config_.kill_over_quota) {
   mkdir(config_.runtime_dir.c_str(), 0755);
   chmod(config_.runtime_dir.c_str(), 0755);  // tenants of every user map the ledgers in it
   // Tenants' activity files were files here before they were sealed memory files (2026-12-06);
@@ -81,219 +94,34 @@ Agent::Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend)
   }
   const std::vector<TenantRecord> tenants = store_.All();
   for (Gpu& g : gpus_) {
-    for (Slot& slot : g.slots) AdoptUngranted(slot, tenants);
+    for (DeviceSlot& slot : g.slots) memory_.AdoptUngranted(slot, TenantsOn(slot, tenants));
   }
 }
-
-namespace {
-
-// Opens gpumuxd's own ledger at `path` for `d`, or makes it anew (saying why) when what is there is
-// not one for this device: cut short, foreign, of another version or of another GPU. gpumuxd
-// never refuses to start over a file.
-// gpumuxd writes them alone (Ledger::OpenSole, MakeSole: no lock anyone could hold); `mode`:
-// 0644 for the view tenants map, 0600 for the authority.
-std::unique_ptr<node::Ledger> OpenOrRemake(const std::string& path, const node::Device& d,
-                                           mode_t mode) {
-  std::string problem;
-  if (std::optional<node::Ledger> ledger = node::OpenDeviceLedger(path, d, &problem, mode)) {
-    chmod(path.c_str(), mode);
-    return std::make_unique<node::Ledger>(std::move(*ledger));
-  }
-  service::Log("warn", "ledger made anew: what was there cannot be used",
-      {{"ledger", path}, {"reason", problem}});
-  node::Ledger::Retire(path);  // for the processes that still map it (node/shim/governor.h)
-  return std::make_unique<node::Ledger>(node::Ledger::MakeSole(path, d.memory, d.name, mode));
-}
-
-}  // namespace
 
 void Agent::BuildSlots(Gpu& g, const std::vector<node::Device>& devices) {
-  std::vector<Slot> slots;
-  for (const node::Device& d : devices) {
-    std::string path = config_.runtime_dir + "/" + node::DeviceStem(d) + ".ledger";
-    // Tenant processes of every user map it, read-only: gpumuxd alone writes it.
-    std::unique_ptr<node::Ledger> ledger = OpenOrRemake(path, d, 0644);
-    std::string private_dir = config_.runtime_dir + "/private";
-    mkdir(private_dir.c_str(), 0700);
-    chmod(private_dir.c_str(), 0700);
-    std::string authority_path = private_dir + "/" + node::DeviceStem(d) + ".ledger";
-    std::unique_ptr<node::Ledger> authority = OpenOrRemake(authority_path, d, 0600);
-    slots.push_back(
-        {d, path, std::move(ledger), authority_path, std::move(authority), backend_->Meter(d)});
-  }
+  std::vector<DeviceSlot> slots;
+  for (const node::Device& d : devices)
+    slots.push_back(DeviceSlot::Open(d, config_.runtime_dir, backend_->Meter(d)));
   g.slots = std::move(slots);
 }
 
-void Agent::RebuildSharedLedger(Slot& slot) {
-  service::Log("warn", "view ledger overwritten outside gpumuxd; made anew (memory grants are unaffected)",
-      {{"ledger", slot.ledger_path}});
-  node::Ledger::Retire(slot.ledger_path);
-  slot.ledger = std::make_unique<node::Ledger>(
-      node::Ledger::MakeSole(slot.ledger_path, slot.device.memory, slot.device.name, 0644));
+void Agent::RebuildSharedLedger(DeviceSlot& slot) {
+  slot.RemakeView();
   for (const TenantRecord& t : store_.All()) {
     if (IsOn(t, slot))
       slot.ledger->AddTenant(t.id, t.LimitsAt(slot.device.index, slot.device.mig_instance), false);
   }
 }
 
-uint64_t Agent::Slot::ReclaimDead() {
-  uint64_t bytes = authority->ReclaimDead();
-  PublishUsage();
-  return bytes;
+std::vector<const TenantRecord*> Agent::TenantsOn(const DeviceSlot& slot,
+                                                  const std::vector<TenantRecord>& tenants) {
+  std::vector<const TenantRecord*> here;
+  for (const TenantRecord& t : tenants)
+    if (IsOn(t, slot)) here.push_back(&t);
+  return here;
 }
 
-void Agent::Slot::PublishUsage() {
-  ledger->CopyProcessesFrom(*authority);
-  // The usage tenants read is what gpumuxd granted, whatever was written there since.
-  for (const node::TenantUsage& a : authority->Snapshot()) {
-    if (std::optional<int> s = ledger->FindTenant(a.id)) ledger->SetTenantUsed(*s, a.used);
-  }
-}
-
-Agent::Claim Agent::ClaimOf(const Slot& slot, pid_t pid, const std::vector<TenantRecord>& tenants) {
-  Claim c;
-  std::optional<std::string> named = ProcessEnvironment(pid, "GPUMUX_TENANT");
-  c.claimed = named.value_or("").substr(0, node::kTenantIdSize);
-  std::optional<uid_t> uid = ProcessUid(pid);
-  if (!uid) return c;
-  const std::vector<CgroupDir> cgroups = CgroupDirsOf(pid);
-  std::vector<const TenantRecord*> may_be, in_cgroup;
-  for (const TenantRecord& t : tenants) {
-    if ((t.owner != *uid && !t.owner_unknown()) || !IsOn(t, slot) ||
-        !slot.authority->FindTenant(t.id))
-      continue;
-    bool by_name = named && *named == t.id;
-    if (!t.cgroup.empty()) {
-      if (!InCgroupNamed(cgroups, t.cgroup)) continue;
-      in_cgroup.push_back(&t);
-    } else if (*uid == 0 && !by_name) {
-      continue;  // the administrator's own work is not root's tenants' unless it says so
-    }
-    if (by_name) {
-      c.tenant = t.id;
-      c.named = true;
-      return c;
-    }
-    may_be.push_back(&t);
-  }
-  const std::vector<const TenantRecord*>& pick = in_cgroup.empty() ? may_be : in_cgroup;
-  if (pick.size() == 1) c.tenant = pick[0]->id;
-  c.several = pick.size() > 1;
-  return c;
-}
-
-void Agent::AdoptUngranted(Slot& slot, const std::vector<TenantRecord>& tenants) {
-  std::vector<DeviceMeter::Held> held;
-  slot.meter->ReadMemory(&held);
-  const std::string device = node::DeviceStem(slot.device);
-  for (const DeviceMeter::Held& h : held) {
-    if (slot.authority->FindProcess(h.pid)) continue;  // gpumuxd granted what it holds
-    Claim c = ClaimOf(slot, h.pid, tenants);
-    if (!c.named) {
-      service::Log("info", "a process holds memory on the device that no tenant here accounts for",
-          {{"device", device},
-           {"pid", std::to_string(h.pid)},
-           {"bytes", std::to_string(h.bytes)},
-           {"claims_tenant", c.claimed}});
-      continue;
-    }
-    try {
-      slot.authority->Adopt(
-          slot.authority->RegisterProcess(*slot.authority->FindTenant(c.tenant), h.pid), h.bytes);
-    } catch (const Error& e) {  // it exited meanwhile, or its tenant's table is full
-      service::Log("warn", "cannot adopt a tenant process's memory",
-          {{"tenant", c.tenant}, {"pid", std::to_string(h.pid)}, {"reason", e.what()}});
-      continue;
-    }
-    service::Log("warn", "adopted what a running tenant process holds, as the driver counts it",
-        {{"tenant", c.tenant},
-         {"device", device},
-         {"pid", std::to_string(h.pid)},
-         {"bytes", std::to_string(h.bytes)}});
-  }
-  slot.PublishUsage();
-}
-
-void Agent::CheckMemory(Slot& slot, const std::vector<TenantRecord>& tenants) {
-  slot.device_bytes.clear();
-  slot.memory.clear();
-  // Those the compute tick saw using GPU time unregistered, and those that hold memory here
-  // unregistered, are charged their GPU time by their claim.
-  std::set<pid_t> unregistered = std::move(slot.unregistered_users);
-  slot.unregistered_users.clear();
-  for (const auto& [pid, tenant] : slot.bypassers) unregistered.insert(pid);  // still there?
-  slot.bypassers.clear();
-  std::vector<DeviceMeter::Held> held;
-  bool counted = slot.meter->ReadMemory(&held);
-  for (pid_t pid : unregistered) {
-    if (slot.authority->FindProcess(pid)) continue;
-    if (Claim c = ClaimOf(slot, pid, tenants); !c.tenant.empty()) slot.bypassers[pid] = c.tenant;
-  }
-  if (!counted) return;  // the device cannot say what they hold
-  std::vector<node::TenantUsage> usage = slot.Usage();
-  std::map<std::string, std::vector<ProcessMemory>> processes;  // by tenant
-  for (const node::TenantUsage& u : usage) {
-    for (auto [pid, granted] : u.processes) processes[u.id].push_back({pid, granted, 0, true});
-  }
-  for (const DeviceMeter::Held& h : held) {
-    if (killed_.count(h.pid)) continue;  // killed, and its memory not freed yet
-    slot.device_bytes[h.pid] = h.bytes;
-    if (slot.authority->FindProcess(h.pid)) continue;  // registered: its holding is filled below
-    Claim c = ClaimOf(slot, h.pid, tenants);
-    if (!c.tenant.empty()) {
-      processes[c.tenant].push_back({h.pid, 0, h.bytes, false});
-      slot.bypassers[h.pid] = c.tenant;
-    } else if (c.several) {  // a tenant user's program that bypassed the shim: no quota is its
-      MemoryCheck check = CheckTenantMemory(0, {{h.pid, 0, h.bytes, false}}, {});
-      for (pid_t pid : check.over) Enforce(slot, "", check, pid);
-    } else if (std::optional<uint64_t> start = ProcessStartTime(h.pid);
-               start && reported_.emplace(h.pid, *start).second) {
-      service::Log("info", "a process holds memory on the device that no tenant here accounts for",
-          {{"device", node::DeviceStem(slot.device)},
-           {"pid", std::to_string(h.pid)},
-           {"bytes", std::to_string(h.bytes)},
-           {"claims_tenant", c.claimed}});
-    }
-  }
-  for (auto& [id, list] : processes) {
-    for (ProcessMemory& p : list) {
-      auto it = slot.device_bytes.find(p.pid);
-      if (p.registered && it != slot.device_bytes.end()) p.held = it->second;
-    }
-  }
-  for (const node::TenantUsage& u : usage) {
-    MemoryCheck check = CheckTenantMemory(u.quota, processes[u.id], config_.context_allowance);
-    slot.memory[u.id] = check;
-    for (pid_t pid : check.over) Enforce(slot, u.id, check, pid);
-  }
-}
-
-void Agent::Enforce(Slot& slot, const std::string& tenant, const MemoryCheck& check, pid_t pid) {
-  std::optional<uint64_t> start = ProcessStartTime(pid);
-  if (!start || killed_.count(pid)) return;
-  std::vector<std::pair<std::string, std::string>> fields = {
-      {"tenant", tenant.empty() ? "(one of several of its user's, naming none)" : tenant},
-      {"device", node::DeviceStem(slot.device)},
-      {"pid", std::to_string(pid)},
-      {"held_bytes", std::to_string(check.held)},
-      {"outside_grants_bytes", std::to_string(check.outside)},
-      {"limit_bytes", std::to_string(check.limit)}};
-  if (!config_.kill_over_quota) {
-    if (reported_.emplace(pid, *start).second)
-      service::Log("warn",
-          "a tenant holds device memory past its quota around the shim; not killed "
-          "(--over-quota log)",
-          fields);
-    return;
-  }
-  if (!KillProcess(pid, *start)) return;  // gone meanwhile
-  killed_[pid] = *start;
-  ++slot.memory_kills[tenant];
-  service::Log("warn", "killed a process that holds device memory past its tenant's quota around the shim",
-      fields);
-}
-
-Agent::Slot* Agent::SlotOf(int gpu, int instance) {
+DeviceSlot* Agent::SlotOf(int gpu, int instance) {
   if (gpu < 0 || size_t(gpu) >= gpus_.size()) return nullptr;
   Gpu& g = gpus_[size_t(gpu)];
   if (g.mode == ShareMode::kMig)
@@ -304,7 +132,7 @@ Agent::Slot* Agent::SlotOf(int gpu, int instance) {
 
 std::optional<std::pair<int, int>> Agent::SlotWithUuid(const std::string& uuid) const {
   for (const Gpu& g : gpus_) {
-    for (const Slot& slot : g.slots) {
+    for (const DeviceSlot& slot : g.slots) {
       if (!uuid.empty() && slot.device.uuid == uuid)
         return std::make_pair(g.device.index, slot.device.mig_instance);
     }
@@ -324,7 +152,7 @@ bool Agent::OnGpu(const TenantRecord& t, int gpu) {
   return false;
 }
 
-bool Agent::IsOn(const TenantRecord& t, const Slot& slot) {
+bool Agent::IsOn(const TenantRecord& t, const DeviceSlot& slot) {
   for (auto [gpu, instance] : t.Places())
     if (SlotOf(gpu, instance) == &slot) return true;
   return false;
@@ -334,7 +162,7 @@ void Agent::Apply(const TenantRecord& t) {
   const std::vector<std::pair<int, int>> places = t.Places();
   for (size_t k = 0; k < places.size(); ++k) {
     auto [gpu, instance] = places[k];
-    Slot* slot = SlotOf(gpu, instance);
+    DeviceSlot* slot = SlotOf(gpu, instance);
     slot->authority->AddTenant(t.id, t.LimitsAt(gpu, instance), false);
     slot->ledger->AddTenant(t.id, t.LimitsAt(gpu, instance), false);
     slot->seen[t.id].gpu = int(k);
@@ -348,7 +176,7 @@ void Agent::OpenActivity(const TenantRecord& t) {
   // After a restart, its processes still running publish into the file they were handed: found
   // among the descriptors of one registered under it (the same process: its pid and start time).
   for (auto [gpu, instance] : t.Places()) {
-    Slot* slot = SlotOf(gpu, instance);
+    DeviceSlot* slot = SlotOf(gpu, instance);
     std::optional<int> tenant = slot ? slot->authority->FindTenant(t.id) : std::nullopt;
     if (!tenant) continue;
     std::vector<std::pair<pid_t, int>> processes;
@@ -365,13 +193,8 @@ void Agent::OpenActivity(const TenantRecord& t) {
   file = std::make_unique<node::ActivityReader>();
 }
 
-void Agent::Unapply(Slot& slot, const std::string& id) {
-  for (node::Ledger* ledger : {slot.ledger.get(), slot.authority.get()}) {
-    if (std::optional<int> s = ledger->FindTenant(id)) ledger->RemoveTenant(*s);
-  }
-  slot.seen.erase(id);
-  slot.memory.erase(id);
-  slot.memory_kills.erase(id);
+void Agent::Unapply(DeviceSlot& slot, const std::string& id) {
+  slot.Forget(id);
   activity_.erase(id);
 }
 
@@ -454,7 +277,7 @@ HttpResponse Agent::Route(const HttpRequest& r) {
       }
       if (g.mode == ShareMode::kMig) {
         json instances = json::array();
-        for (const Slot& slot : g.slots) {
+        for (const DeviceSlot& slot : g.slots) {
           json instance = {{"instance", slot.device.mig_instance},
                            {"name", slot.device.name},
                            {"memory_bytes", slot.device.memory},
@@ -570,7 +393,7 @@ void Agent::CheckFitsItsPlaces(const TenantRecord& t) {
 json Agent::AdmissionAnswer(const TenantRecord& t) {
   json env = json::object();
   const Gpu& gpu = gpus_[size_t(t.gpu)];
-  const Slot& slot = *SlotOf(t.gpu, t.instance);
+  const DeviceSlot& slot = *SlotOf(t.gpu, t.instance);
   std::vector<node::Device> devices;
   std::vector<std::string> ledgers;
   for (auto [g, instance] : t.Places()) {
@@ -585,20 +408,14 @@ json Agent::AdmissionAnswer(const TenantRecord& t) {
   std::string grants =
       config_.tenant_socket_path.empty() ? config_.socket_path : config_.tenant_socket_path;
   if (!grants.empty()) env["GPUMUX_AGENT"] = grants;
-  json gpus = json::array(), per_gpu = json::array();
+  json per_gpu = json::array();
   for (auto [g, instance] : t.Places()) {
-    gpus.push_back(g);
     json place = {{"gpu", g}, {"memory_bytes", t.LimitsAt(g, instance).memory}};
     if (instance >= 0) place["instance"] = instance;
     per_gpu.push_back(place);
   }
-  json answer = {{"id", t.id},
-                 {"gpu", t.gpu},
-                 {"gpus", gpus},
-                 {"instance", t.instance},
-                 {"memory_bytes", t.limits.memory},
-                 {"compute_cap_percent", t.limits.cap_permille / 10.0},
-                 {"env", env}};
+  json answer = TenantJson(t);
+  answer.update({{"memory_bytes", t.limits.memory}, {"env", env}});
   if (t.spans_several()) answer["per_gpu"] = per_gpu;
   return answer;
 }
@@ -635,7 +452,7 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
     }
     if (q.mps_percent) {
       t.limits.memory = uint64_t(double(device.memory) * *q.mps_percent / 100);
-      t.limits.cap_permille = uint32_t(*q.mps_percent * 10);
+      t.limits.cap_permille = uint32_t(std::lround(*q.mps_percent * 10));
     }
     if (q.memory_per_gpu && q.memory.size() != t.more.size() + 1)
       throw BadInput("memory: " + std::to_string(q.memory.size()) + " quotas for the tenant's " +
@@ -730,7 +547,7 @@ HttpResponse Agent::SetMode(const HttpRequest& r, const std::string& index) {
   }
   // "whole" is a plan's word for a GPU with one tenant: on a node that is time-slicing.
   if (!mode || *mode == ShareMode::kWhole) throw BadInput(expected);
-  for (Slot& slot : g.slots) {
+  for (DeviceSlot& slot : g.slots) {
     slot.ReclaimDead();
     for (const node::TenantUsage& u : slot.Usage()) {
       if (!u.processes.empty())
@@ -760,10 +577,7 @@ HttpResponse Agent::SetMode(const HttpRequest& r, const std::string& index) {
     std::vector<node::Device> instances = backend_->SetMode(g.device, *mode, layout);
     if (reslice) {
       // The old slots' ledgers hold no tenant (checked above); new slots may reuse their names.
-      for (const Slot& slot : g.slots) {
-        unlink(slot.ledger_path.c_str());
-        unlink(slot.authority_path.c_str());
-      }
+      for (const DeviceSlot& slot : g.slots) slot.RemoveFiles();
       BuildSlots(next, *mode == ShareMode::kMig ? instances : std::vector<node::Device>{g.device});
     }
   } catch (const Error& e) {
@@ -783,10 +597,10 @@ HttpResponse Agent::SetMode(const HttpRequest& r, const std::string& index) {
 HttpResponse Agent::Remove(const std::string& id) {
   auto t = store_.Find(id);
   if (!t) throw NotFound("no tenant '" + id + "'");
-  std::vector<Slot*> slots;  // where it is now (a GPU or instance gone holds nothing)
+  std::vector<DeviceSlot*> slots;  // where it is now (a GPU or instance gone holds nothing)
   for (auto [gpu, instance] : t->Places())
-    if (Slot* slot = SlotOf(gpu, instance)) slots.push_back(slot);
-  for (Slot* slot : slots) {
+    if (DeviceSlot* slot = SlotOf(gpu, instance)) slots.push_back(slot);
+  for (DeviceSlot* slot : slots) {
     slot->ReclaimDead();
     for (const node::TenantUsage& u : slot->Usage()) {
       if (u.id != id) continue;
@@ -797,7 +611,7 @@ HttpResponse Agent::Remove(const std::string& id) {
     }
   }
   store_.Remove(id);
-  for (Slot* slot : slots) Unapply(*slot, id);
+  for (DeviceSlot* slot : slots) Unapply(*slot, id);
   service::Log("info", "tenant removed", {{"tenant", id}, {"gpu", std::to_string(t->gpu)}});
   return Json(200, {{"removed", id}});
 }
@@ -845,7 +659,7 @@ HttpResponse Agent::Grant(const HttpRequest& r, bool give_back) {
   // Which of its GPUs (a tenant over several has a credit on each; 0: its first).
   std::vector<std::pair<int, int>> places = t->Places();
   int64_t part = body.Integer("part", 0, int64_t(places.size()) - 1).value_or(0);
-  Slot* slot = SlotOf(places[size_t(part)].first, places[size_t(part)].second);
+  DeviceSlot* slot = SlotOf(places[size_t(part)].first, places[size_t(part)].second);
   if (!slot) throw Unavailable("tenant '" + id + "': its GPU or MIG instance is gone");
   const uint64_t quota =
       t->LimitsAt(places[size_t(part)].first, places[size_t(part)].second).memory;
@@ -896,25 +710,19 @@ HttpResponse Agent::Grant(const HttpRequest& r, bool give_back) {
 HttpResponse Agent::ListTenants(const HttpRequest& r, const std::string& only_id) {
   bool op = IsOperator(r);
   json list = json::array();
-  std::map<const Slot*, std::vector<node::TenantUsage>> snapshots;
+  std::map<const DeviceSlot*, std::vector<node::TenantUsage>> snapshots;
   for (Gpu& g : gpus_) {
-    for (const Slot& slot : g.slots) snapshots[&slot] = slot.Usage();
+    for (const DeviceSlot& slot : g.slots) snapshots[&slot] = slot.Usage();
   }
   for (const TenantRecord& t : store_.All()) {
     if (!only_id.empty() && t.id != only_id) continue;
     if (!op && (!r.has_credentials || t.owner != r.uid)) continue;
-    json gpus = json::array();
-    for (auto [gpu, instance] : t.Places()) gpus.push_back(gpu);
-    json j = {{"id", t.id},
-              {"gpu", t.gpu},
-              {"gpus", gpus},
-              {"instance", t.instance},
-              {"quota_bytes", t.limits.memory},
-              {"compute_cap_percent", t.limits.cap_permille / 10.0},
+    json j = TenantJson(t);
+    j.update({{"quota_bytes", t.limits.memory},
               {"weight", t.limits.weight},
               {"priority", node::PriorityName(t.limits.priority)},
               {"owner_uid", t.owner_unknown() ? json("learn") : json(t.owner)},
-              {"source", t.source}};
+              {"source", t.source}});
     if (!t.cgroup.empty()) j["cgroup"] = t.cgroup;
     for (const TenantLabels::Field& f : TenantLabels::kFields) {
       if (!(t.labels.*f.value).empty()) j[f.api_key] = t.labels.*f.value;
@@ -927,7 +735,7 @@ HttpResponse Agent::ListTenants(const HttpRequest& r, const std::string& only_id
     json procs = json::array(), per_gpu = json::array();
     bool seen = false;
     for (auto [gpu, instance] : t.Places()) {
-      const Slot* slot = SlotOf(gpu, instance);
+      const DeviceSlot* slot = SlotOf(gpu, instance);
       if (!slot) continue;
       for (const node::TenantUsage& u : snapshots[slot]) {
         if (u.id != t.id) continue;
@@ -988,12 +796,10 @@ uint64_t Agent::Reclaim() {
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t total = 0;
   const std::vector<TenantRecord> tenants = store_.All();
-  // Processes killed or reported that have exited since (CheckMemory).
-  std::erase_if(killed_, [](const auto& k) { return ProcessStartTime(k.first) != k.second; });
-  std::erase_if(reported_, [](const auto& r) { return ProcessStartTime(r.first) != r.second; });
-  std::map<const Slot*, std::vector<node::TenantUsage>> snapshots;
+  memory_.ForgetExited();
+  std::map<const DeviceSlot*, std::vector<node::TenantUsage>> snapshots;
   for (Gpu& g : gpus_) {
-    for (Slot& slot : g.slots) {
+    for (DeviceSlot& slot : g.slots) {
       if (!slot.ledger->Intact() || slot.ledger->capacity() != slot.device.memory ||
           slot.ledger->gpu_name() != slot.device.name) {
         RebuildSharedLedger(slot);
@@ -1004,7 +810,7 @@ uint64_t Agent::Reclaim() {
             {{"device", node::DeviceStem(slot.device)}, {"bytes", std::to_string(bytes)}});
       }
       total += bytes;
-      CheckMemory(slot, tenants);
+      memory_.Check(slot, TenantsOn(slot, tenants));
       snapshots[&slot] = slot.ledger->Snapshot();
     }
   }
@@ -1013,7 +819,7 @@ uint64_t Agent::Reclaim() {
   for (const TenantRecord& t : tenants) {
     if (!Everywhere(t)) continue;
     for (auto [gpu, instance] : t.Places()) {
-      const Slot* slot = SlotOf(gpu, instance);
+      const DeviceSlot* slot = SlotOf(gpu, instance);
       if (!slot->ledger->FindTenant(t.id)) {
         slot->ledger->AddTenant(t.id, t.LimitsAt(gpu, instance), false);
         service::Log("warn", "tenant's slot in the view ledger was wiped outside gpumuxd; restored",
@@ -1043,7 +849,7 @@ std::string Agent::MetricsText() {
   for (const TenantRecord& t : store_.All()) labels[t.id] = t.labels;
   std::vector<GpuMetrics> gpus;
   for (const Gpu& g : gpus_) {
-    for (const Slot& slot : g.slots) {
+    for (const DeviceSlot& slot : g.slots) {
       gpus.push_back({node::DeviceStem(slot.device).substr(3), slot.device.name, slot.device.memory,
                       slot.Usage(), labels});
       gpus.back().memory = slot.memory;
@@ -1062,76 +868,7 @@ void Agent::ComputeTick() {
   if (!lock.owns_lock()) return;  // a request holds the agent: the gates stay as they are
   uint64_t now = NowNs();
   for (Gpu& g : gpus_) {
-    for (Slot& slot : g.slots) TickSlot(slot, now);
-  }
-}
-
-void Agent::TickSlot(Slot& slot, uint64_t now_ns) {
-  // GPU time measured on the device, charged to the tenant that registered each process, or, for a
-  // process that bypassed the shim, to the tenant it counts as (Slot::bypassers).
-  uint64_t gpu_ns[node::kMaxTenants] = {};
-  if (now_ns >= slot.next_meter_read_ns) {
-    slot.meter->Read(&uses_);
-    slot.next_meter_read_ns = now_ns + slot.meter->period_ns();
-    if (!uses_.empty()) slot.authority->ProcessTenants(&pids_);
-    for (const DeviceMeter::Use& use : uses_) {
-      auto registered = std::find_if(pids_.begin(), pids_.end(),
-                                     [&](const auto& p) { return p.first == use.pid; });
-      if (registered != pids_.end()) {
-        gpu_ns[registered->second] += use.gpu_ns;
-      } else if (auto b = slot.bypassers.find(use.pid); b != slot.bypassers.end()) {
-        if (std::optional<int> t = slot.authority->FindTenant(b->second)) gpu_ns[*t] += use.gpu_ns;
-      } else if (slot.unregistered_users.size() <
-                 node::kMaxTenants * node::kMaxProcessesPerTenant) {
-        slot.unregistered_users.insert(use.pid);  // CheckMemory finds whose it is
-      }
-    }
-  }
-  uint64_t unmeasured = slot.meter->UnmeasuredNs();
-  for (int t = 0; t < node::kMaxTenants; ++t) {
-    if (!slot.authority->InUse(t)) continue;
-    std::string id = slot.authority->TenantId(t);
-    // Whether it wants the GPU: its processes counted a tick with a launch since the last look.
-    // A high-priority tenant's processes stamp their bursts there too, to the microsecond; where
-    // they stamped nothing, its launches are stamped here, to the tick.
-    bool wants = false, stamped = false;
-    uint64_t held = 0;
-    if (auto a = activity_.find(id); a != activity_.end() && a->second) {
-      Slot::Seen& seen = slot.seen[id];
-      node::ActivityReader::Reading r = a->second->Read(seen.gpu);
-      wants = r.active_ticks != seen.active_ticks;
-      seen.active_ticks = r.active_ticks;
-      held = r.held;
-      stamped = r.burst.stamp_ns != 0 && slot.authority->TenantPriority(t) == node::Priority::kHigh;
-      if (stamped) slot.authority->SetBurstFrom(t, r.burst, now_ns);
-    }
-    node::ComputeVerdict v =
-        slot.authority->TenantComputeTick(t, now_ns, gpu_ns[t], wants, unmeasured, !stamped);
-    bool muted = false;  // its rhythm is not published (below)
-    if (slot.authority->TenantPriority(t) == node::Priority::kHigh) {
-      // Its rhythm comes from what its processes wrote (stamped, or the activity counted here), so
-      // it is believed only as far as the device measured it using: a rhythm of bursts that never
-      // end, with no launch behind them, would hold every neighbour off the GPU.
-      Slot::Seen& seen = slot.seen[id];
-      bool kept_clear = !seen.muted && node::InBurst(*slot.authority->BurstOf(t), now_ns);
-      double keep = seen.ticked_ns ? std::exp(-double(now_ns - std::min(now_ns, seen.ticked_ns)) /
-                                              double(node::kUseWindowNs))
-                                   : 1.0;
-      seen.kept_clear = seen.kept_clear * keep + (kept_clear ? 1 - keep : 0);
-      seen.muted = seen.kept_clear >= std::max(node::kMostYield, 2 * slot.authority->TenantUse(t));
-      seen.ticked_ns = now_ns;
-      muted = seen.muted;
-    }
-    slot.authority->SetHeld(t, held);
-    if (std::optional<int> view = slot.ledger->FindTenant(id)) {
-      slot.ledger->SetGate(*view, v.hold);
-      slot.ledger->SetHeld(*view, held);
-      // For lower tenants' launch forecasts; none while its claims are past its measured use.
-      if (muted)
-        slot.ledger->ClearRhythm(*view);
-      else
-        slot.ledger->CopyRhythm(*view, *slot.authority, t);
-    }
+    for (DeviceSlot& slot : g.slots) ticker_.Tick(slot, now, activity_);
   }
 }
 

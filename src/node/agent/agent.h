@@ -39,11 +39,12 @@
 // file (node/ledger/activity.h: a sealed memory file handed to each of the tenant's processes with
 // the answer to its registration) and ticks every tenant's share in the authority ledger
 // (ComputeTick, once a millisecond), writing each tenant's gate into the view its processes map
-// read-only. Nothing a tenant can write is read as truth about another tenant.
+// read-only (node/agent/compute_ticker.h). Nothing a tenant can write is read as truth about
+// another tenant.
 //
 // Memory: twice a second gpumuxd also reads what each process holds on each device as the driver
 // counts it (DeviceMeter::ReadMemory) and checks each tenant against its quota
-// (node/agent/memory_guard.h); a tenant over it by memory the shim never granted (a program that
+// (node/agent/memory_watch.h); a tenant over it by memory the shim never granted (a program that
 // allocates around it) has the processes holding the most of it killed.
 //
 // Thread-safety: Handle(), Reclaim() and ComputeTick() may be called from any threads at once (one
@@ -64,7 +65,9 @@
 #include "core/calibration.h"
 #include "node/agent/agent_store.h"
 #include "service/http_request.h"
-#include "node/agent/memory_guard.h"
+#include "node/agent/compute_ticker.h"
+#include "node/agent/device_slot.h"
+#include "node/agent/memory_watch.h"
 #include "node/agent/share_backend.h"
 #include "node/agent/tenant_request.h"
 #include "node/device.h"
@@ -99,7 +102,7 @@ struct AgentConfig {
   uint64_t shard_bytes =
       1ull << 30;      // memory per Slurm shard (gpumux slurm gres-conf uses the same)
   bool strict = true;  // refuse tenants whose quotas or caps would oversubscribe a GPU
-  // The memory check (Agent::CheckMemory): what a tenant's registered processes may hold on its
+  // The memory check (MemoryWatch): what a tenant's registered processes may hold on its
   // device beyond their grants (their CUDA contexts and modules), each and all together, and
   // whether the processes that put a tenant over its quota and that allowance are killed (else
   // logged).
@@ -119,7 +122,7 @@ class Agent {
   HttpResponse Handle(const HttpRequest& request);
   // Returns the memory of dead processes to their tenants (returns how many bytes), puts back
   // tenant limits that were changed in a ledger behind the agent's back, and checks what tenants
-  // hold on their devices against their quotas (CheckMemory). gpumuxd calls it twice a second.
+  // hold on their devices against their quotas (MemoryWatch). gpumuxd calls it twice a second.
   uint64_t Reclaim();
   // Measures the GPU time of every device's processes, ticks every tenant's compute share and
   // sets their gates. gpumuxd calls it once a millisecond; it skips the tick (gates stay as they
@@ -128,55 +131,11 @@ class Agent {
   size_t tenant_count();
 
  private:
-  // What tenants are admitted on: a whole GPU, or one MIG instance of it (a device of its own).
-  struct Slot {
-    node::Device device;
-    // The view tenants map read-only (mode 0644): each tenant's limits, usage and launch gate, and
-    // its processes; written by gpumuxd alone.
-    std::string ledger_path;
-    std::unique_ptr<node::Ledger> ledger;
-    // gpumuxd's alone (mode 0600 in <runtime-dir>/private): each tenant's quota, the memory
-    // granted to each of its processes, and its compute state.
-    std::string authority_path;
-    std::unique_ptr<node::Ledger> authority;
-    std::unique_ptr<DeviceMeter> meter;
-    uint64_t next_meter_read_ns = 0;
-    // Each tenant here: which of its GPUs this is (its activity file keeps a record per GPU), and
-    // its activity count there as this slot's governor last read it.
-    struct Seen {
-      int gpu = 0;
-      uint64_t active_ticks = 0;
-      // A high-priority tenant's rhythm is its processes' claim. How much of the time lately it had
-      // others keep clear of its bursts (an average over about kUseWindowNs, as of ticked_ns), and
-      // whether that is past what the device measured it using (node::kMostYield of the time, or
-      // twice its use): then its rhythm is not published to them until it is back under.
-      uint64_t ticked_ns = 0;
-      double kept_clear = 0;
-      bool muted = false;
-    };
-    std::map<std::string, Seen> seen{};
-    // What the driver last said each process here holds, and the memory check of each tenant by
-    // id (CheckMemory); both empty where the device cannot say. Processes killed for each tenant.
-    std::map<pid_t, uint64_t> device_bytes{};
-    std::map<std::string, MemoryCheck> memory{};
-    std::map<std::string, uint64_t> memory_kills{};
-    // Processes that use the device without having registered (they bypass the shim): those the
-    // compute tick saw using GPU time, for CheckMemory to look at, and those CheckMemory found to
-    // be a tenant's (Claim), whose GPU time the tick then charges to that tenant, by pid.
-    std::set<pid_t> unregistered_users{};
-    std::map<pid_t, std::string> bypassers{};
-    // Every tenant's figures, from the authority.
-    std::vector<node::TenantUsage> Usage() const { return authority->Snapshot(); }
-    // Returns to their tenants what dead processes held; returns the bytes. Updates the view.
-    uint64_t ReclaimDead();
-    // Copies the authority's processes and each tenant's usage into the view (what tenants read).
-    void PublishUsage();
-  };
   struct Gpu {
     node::Device device;
     ShareMode mode = ShareMode::kTimeSlice;
     std::vector<std::string> layout;               // MIG profiles in creation order (mode kMig)
-    std::vector<Slot> slots;                       // the whole GPU, or one per MIG instance
+    std::vector<DeviceSlot> slots;                 // the whole GPU, or one per MIG instance
     const CalibrationFile* calibration = nullptr;  // in config_, if it has one
   };
 
@@ -187,10 +146,13 @@ class Agent {
   // instances). Throws Error.
   void BuildSlots(Gpu& g, const std::vector<node::Device>& devices);
   // The slot a tenant is on; null if there is none such (a GPU or instance that is gone).
-  Slot* SlotOf(int gpu, int instance);
+  DeviceSlot* SlotOf(int gpu, int instance);
   // Makes a slot's view ledger anew, with its tenants' limits, after something overwrote its
   // header.
-  void RebuildSharedLedger(Slot& slot);
+  void RebuildSharedLedger(DeviceSlot& slot);
+  // The tenants of `tenants` (the store's) admitted on `slot`.
+  std::vector<const TenantRecord*> TenantsOn(const DeviceSlot& slot,
+                                             const std::vector<TenantRecord>& tenants);
   // The GPU and instance (-1: the whole GPU) of the device with this UUID ("GPU-..." or "MIG-...").
   std::optional<std::pair<int, int>> SlotWithUuid(const std::string& uuid) const;
 
@@ -222,51 +184,19 @@ class Agent {
   // Whether each GPU or instance the tenant names exists now; whether it is on `slot`; whether it
   // is on GPU `gpu` (whole or an instance).
   bool Everywhere(const TenantRecord& t);
-  bool IsOn(const TenantRecord& t, const Slot& slot);
+  bool IsOn(const TenantRecord& t, const DeviceSlot& slot);
   static bool OnGpu(const TenantRecord& t, int gpu);
-  // Which of `slot`'s tenants (of `tenants`, the store's) a process that holds memory on its
-  // device, and that gpumuxd granted nothing, counts as. It may be tenant T if it runs as T's owner
-  // (any uid while T's is unknown) and, where T has a cgroup, in it; root's processes may be root's
-  // tenants only by cgroup or by name. It is the one it was started as (GPUMUX_TENANT) if it may be
-  // that one; else the one whose cgroup it is in, or the only one it may be.
-  struct Claim {
-    std::string tenant;    // empty: none
-    bool named = false;    // it was started as that tenant
-    bool several = false;  // (no tenant) it may be any of several, and names none of them
-    std::string claimed;   // the name it was started with (its own text, bounded)
-  };
-  Claim ClaimOf(const Slot& slot, pid_t pid, const std::vector<TenantRecord>& tenants);
-  // Charges to their tenants what processes hold on `slot`'s device that gpumuxd granted them
-  // nothing of: its ledger was made anew (an upgrade to another ledger version) while they ran.
-  // Only processes started as their tenant (Claim::named) are adopted; the driver says what they
-  // hold (Ledger::Adopt). At start-up.
-  void AdoptUngranted(Slot& slot, const std::vector<TenantRecord>& tenants);
-  // Reads what `slot`'s processes hold as the driver counts it and checks each tenant against its
-  // quota (CheckTenantMemory): registered processes with their grants, other processes as their
-  // Claim says (and the GPU time of those the tick then charges to their tenant: Slot::bypassers).
-  // A process over its tenant's limit is killed (or logged, config_.kill_over_quota false); one
-  // that may be any of several tenants counts as a tenant of no quota; one of no tenant here is
-  // logged once, never killed (gpumuxd does not judge other users' work).
-  void CheckMemory(Slot& slot, const std::vector<TenantRecord>& tenants);
-  // Kills (or logs) process `pid` (of `check.over`) of tenant `tenant` (empty: several) on `slot`.
-  void Enforce(Slot& slot, const std::string& tenant, const MemoryCheck& check, pid_t pid);
   // Takes tenant `id` out of `slot`'s ledgers and removes its activity file (what Apply made).
-  void Unapply(Slot& slot, const std::string& id);
-  // Ticks the compute shares of one device's tenants at `now_ns` (with mu_ held).
-  void TickSlot(Slot& slot, uint64_t now_ns);
+  void Unapply(DeviceSlot& slot, const std::string& id);
   std::string MetricsText();  // Prometheus text of every GPU and tenant; with mu_ held
 
   AgentConfig config_;
   std::unique_ptr<ShareBackend> backend_;
   AgentStore store_;
   std::vector<Gpu> gpus_;
-  std::map<std::string, std::unique_ptr<node::ActivityReader>> activity_;  // by tenant id
-  std::vector<DeviceMeter::Use> uses_;        // ComputeTick's scratch
-  std::vector<std::pair<pid_t, int>> pids_;   // ComputeTick's scratch
-  // Processes the memory check killed (pid -> start time) until they are gone, so a dying one is
-  // not judged again; processes of no tenant that it reported, so each is logged once.
-  std::map<pid_t, uint64_t> killed_;
-  std::map<pid_t, uint64_t> reported_;
+  ActivityFiles activity_;  // by tenant id
+  ComputeTicker ticker_;
+  MemoryWatch memory_;
   std::mutex mu_;
 };
 
