@@ -29,6 +29,13 @@ class ApplyTest : public AgentTest {
  protected:
   void StartEightGpuNode() { StartAgentOn({"--sim", "H100-SXM5-80GB", "--gpus", "8"}, {}); }
 
+  // Writes `text` into the test's folder as `name`; returns its path.
+  std::string WriteFile(const std::string& name, const std::string& text) {
+    std::string path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+
   // `gpumux ARGS --agent SOCKET`, with stderr.
   std::pair<int, std::string> Gpumux(const std::string& args) {
     gpumux::testing::ShellResult r =
@@ -95,13 +102,12 @@ TEST_F(ApplyTest, TheWorkedExampleRunsOnAnEightGpuNodeAtItsPlannedQuotas) {
 
 TEST_F(ApplyTest, AMigPlanLaysOutItsInstancesAndEachTenantHoldsOne) {
   StartEightGpuNode();
-  std::string plan = (dir_ / "mig.yaml").string();
-  std::ofstream(plan) << R"(fleet: [{gpu: H100-SXM5-80GB, count: 2}]
+  std::string plan = WriteFile("mig.yaml", R"(fleet: [{gpu: H100-SXM5-80GB, count: 2}]
 strategies: [mig]
 tenants:
   - {name: small, count: 2, workload: {kind: generic, memory: 8 GB, bandwidth: 100 GB/s, compute: 5 TFLOPS}}
   - {name: large, workload: {kind: generic, memory: 30 GB, bandwidth: 600 GB/s, compute: 20 TFLOPS}}
-)";
+)");
   json agent = AgentSection(plan);
   ASSERT_EQ(agent["gpus"].size(), 1u);
   ASSERT_EQ(agent["gpus"][0]["mode"], "mig");
@@ -120,8 +126,7 @@ tenants:
 // a priority updates the tenant in place.
 TEST_F(ApplyTest, AServerBesideABatchJobIsAdmittedHighPriority) {
   StartEightGpuNode();
-  std::string plan = (dir_ / "slo.yaml").string();
-  std::ofstream(plan) << R"(fleet: [{gpu: H100-SXM5-80GB, count: 1}]
+  std::string plan = WriteFile("slo.yaml", R"(fleet: [{gpu: H100-SXM5-80GB, count: 1}]
 strategies: [timeslice]
 tenants:
   - name: chat
@@ -130,7 +135,7 @@ tenants:
   - name: batch
     workload: {kind: generic, memory: 8 GB, bandwidth: 300 GB/s, compute: 20 TFLOPS}
     slo: {max_slowdown: 3}
-)";
+)");
   json agent = AgentSection(plan);
   ASSERT_EQ(agent["gpus"].size(), 1u);
   ASSERT_EQ(agent["gpus"][0]["mode"], "timeslice");

@@ -278,22 +278,22 @@ TEST_F(ComputeTickTest, AHighPriorityTenantWithoutARhythmCannotHoldItsNeighbours
   EXPECT_LT(s[1], 0.60 * (1 - s[0])) << "and yields the other half, as the bound says";
 }
 
+// The shares of two normal tenants of limits `a` and `b`, both busy all the time, over 10 s.
+std::vector<double> TwoBusyTenants(const std::string& ledger, TenantLimits a, TenantLimits b) {
+  Ledger l = Ledger::CreateOrOpen(ledger, 1ull << 30, "sim");
+  int first = l.AddTenant("a", a), second = l.AddTenant("b", b);
+  return ShareOut(l, {{first, 1.0}, {second, 1.0}}, l.Snapshot()[0].added_ns, 10,
+                  {Priority::kNormal, Priority::kNormal});
+}
+
 TEST_F(ComputeTickTest, ATenPercentAndANinetyPercentCapHoldWithinOnePoint) {
-  Ledger l = Ledger::CreateOrOpen(path_, 1ull << 30, "sim");
-  int ten = l.AddTenant("ten", {1ull << 20, 100}),
-      ninety = l.AddTenant("ninety", {1ull << 20, 900});
-  auto s = ShareOut(l, {{ten, 1.0}, {ninety, 1.0}}, l.Snapshot()[0].added_ns, 10,
-                    {Priority::kNormal, Priority::kNormal});
+  auto s = TwoBusyTenants(path_, {1ull << 20, 100}, {1ull << 20, 900});
   EXPECT_NEAR(s[0], 0.10, 0.01);
   EXPECT_NEAR(s[1], 0.90, 0.01);
 }
 
 TEST_F(ComputeTickTest, WeightsStillDivideTwoBusyTenants) {
-  Ledger l = Ledger::CreateOrOpen(path_, 1ull << 30, "sim");
-  int one = l.AddTenant("one", {1ull << 20, kNoCap, 1}),
-      three = l.AddTenant("three", {1ull << 20, kNoCap, 3});
-  auto s = ShareOut(l, {{one, 1.0}, {three, 1.0}}, l.Snapshot()[0].added_ns, 10,
-                    {Priority::kNormal, Priority::kNormal});
+  auto s = TwoBusyTenants(path_, {1ull << 20, kNoCap, 1}, {1ull << 20, kNoCap, 3});
   EXPECT_NEAR(s[0], 0.25, 0.02);
   EXPECT_NEAR(s[1], 0.75, 0.02);
 }
