@@ -117,7 +117,7 @@ NodePlan NodePlanFromJson(const json& j, const std::string& where) {
     request.erase("name"), request.erase("need_bytes");
     agent::TenantRequest q;
     try {
-      q = agent::ParseTenantRequest(request.dump());
+      q = agent::TenantRequestFromJson(request);
       if (q.id.empty()) throw BadInput("id: missing");
       if (!q.gpu) throw BadInput("gpu: missing");
       if (q.memory.size() != 1 || q.memory_per_gpu)

@@ -158,12 +158,12 @@ bool Agent::IsOn(const TenantRecord& t, const DeviceSlot& slot) {
   return false;
 }
 
-void Agent::Apply(const TenantRecord& t) {
+void Agent::Apply(const TenantRecord& t, bool strict) {
   const std::vector<std::pair<int, int>> places = t.Places();
   for (size_t k = 0; k < places.size(); ++k) {
     auto [gpu, instance] = places[k];
     DeviceSlot* slot = SlotOf(gpu, instance);
-    slot->authority->AddTenant(t.id, t.LimitsAt(gpu, instance), false);
+    slot->authority->AddTenant(t.id, t.LimitsAt(gpu, instance), strict);
     slot->ledger->AddTenant(t.id, t.LimitsAt(gpu, instance), false);
     slot->seen[t.id].gpu = int(k);
   }
@@ -494,10 +494,7 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
       try {
         // Checked against the authority's quotas, which no tenant can have rewritten; on every
         // GPU of the tenant, or on none.
-        for (auto [gpu, instance] : t.Places())
-          SlotOf(gpu, instance)
-              ->authority->AddTenant(t.id, t.LimitsAt(gpu, instance), config_.strict);
-        Apply(t);
+        Apply(t, config_.strict);
         store_.Put(t);
       } catch (const Error& e) {
         // A refused or failed admission leaves nothing behind: an update puts the limits it had

@@ -176,8 +176,10 @@ class Agent {
   HttpResponse ListTenants(const HttpRequest& r, const std::string& only_id);
   // POST /v1/grants (take credit) and POST /v1/grants/return: the calling process's memory.
   HttpResponse Grant(const HttpRequest& r, bool give_back);
-  // Writes the record's limits into its GPU's ledgers and readies its activity file. Throws Error.
-  void Apply(const TenantRecord& t);
+  // Writes the record's limits into its GPUs' ledgers, the authority first, and readies its
+  // activity file. Throws Error; with `strict`, DoesNotFit where the authority's quotas or caps
+  // would oversubscribe a GPU (Ledger::AddTenant), having written the places before it.
+  void Apply(const TenantRecord& t, bool strict = false);
   // Readies the tenant's activity file: the one its running processes hold (after a restart), or a
   // new one.
   void OpenActivity(const TenantRecord& t);

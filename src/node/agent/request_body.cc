@@ -23,6 +23,10 @@ RequestBody::RequestBody(const std::string& text) {
   if (!j_.is_object()) throw BadInput("request body: expected a JSON object");
 }
 
+RequestBody::RequestBody(nlohmann::json body) : j_(std::move(body)) {
+  if (!j_.is_object()) throw BadInput("request body: expected a JSON object");
+}
+
 void RequestBody::AllowOnly(std::initializer_list<const char*> known) const {
   for (const auto& [key, value] : j_.items()) {
     bool ok = false;

@@ -17,6 +17,8 @@ class RequestBody {
  public:
   // Parses `text` (empty is {}). Throws for text that is not a JSON object.
   explicit RequestBody(const std::string& text);
+  // A body already parsed (a plan file's tenant). Throws unless `body` is a JSON object.
+  explicit RequestBody(nlohmann::json body);
 
   // Throws for a field not in `known`, listing them.
   void AllowOnly(std::initializer_list<const char*> known) const;

@@ -66,8 +66,9 @@ TenantPlace ParsePlace(const std::string& text) {
   return p;
 }
 
-TenantRequest ParseTenantRequest(const std::string& text) {
-  RequestBody body(text);
+namespace {
+
+TenantRequest Read(const RequestBody& body) {
   body.AllowOnly({"id",      "gpu",           "gpus",     "instance",    "device",
                   "devices", "join",          "shards",   "mps_percent", "memory",
                   "compute", "weight",        "priority", "owner_uid",   "source",
@@ -150,6 +151,12 @@ TenantRequest ParseTenantRequest(const std::string& text) {
   }
   return r;
 }
+
+}  // namespace
+
+TenantRequest ParseTenantRequest(const std::string& text) { return Read(RequestBody(text)); }
+
+TenantRequest TenantRequestFromJson(const nlohmann::json& body) { return Read(RequestBody(body)); }
 
 nlohmann::json TenantRequestJson(const TenantRequest& r) {
   nlohmann::json j = nlohmann::json::object();

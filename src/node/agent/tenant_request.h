@@ -69,6 +69,8 @@ struct TenantRequest {
 // Reads a request body (empty is {}). Throws Error (bad input) naming the key and saying what it
 // expected, for anything unknown, malformed or out of range, or where-keys given two ways.
 TenantRequest ParseTenantRequest(const std::string& body);
+// The same, of a body already parsed (a plan file's tenant).
+TenantRequest TenantRequestFromJson(const nlohmann::json& body);
 
 // The body that says `r` (memory in bytes, compute as a number): what ParseTenantRequest reads
 // back as `r`.

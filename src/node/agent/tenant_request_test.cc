@@ -59,6 +59,8 @@ TEST(TenantRequest, WhatAProducerSendsIsWhatGpumuxdReads) {
                                   {"owner_uid", 1000}}))
       << "memory in bytes; nothing sent that was not set";
   EXPECT_EQ(TenantRequestJson(ParseTenantRequest(sent.dump())), sent);
+  EXPECT_EQ(TenantRequestJson(TenantRequestFromJson(sent)), sent) << "a body already parsed";
+  EXPECT_THROW(TenantRequestFromJson(nlohmann::json::array({1})), Error) << "not an object";
 }
 
 // Sizes as text and compute as "40%" are read for one release more, and named for gpumuxd's log.
