@@ -11,6 +11,7 @@ nvmlReturn_t nvmlInit_v2();
 nvmlReturn_t nvmlInitWithFlags(unsigned int flags);
 nvmlReturn_t nvmlShutdown();
 const char* nvmlErrorString(nvmlReturn_t result);
+nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length);
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count);
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device);
 nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index);
@@ -24,6 +25,9 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
 nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
                                              nvmlProcessUtilizationSample_t* samples,
                                              unsigned int* count, unsigned long long last_seen_us);
+// Per-cgroup memory limits (R615+): setting is root's; neither takes a MIG device's handle.
+nvmlReturn_t nvmlDeviceSetMemoryLimits_v1(nvmlDevice_t device, nvmlSetMemoryLimits_v1_t* limits);
+nvmlReturn_t nvmlDeviceGetMemoryLimits_v1(nvmlDevice_t device, nvmlGetMemoryLimits_v1_t* limits);
 
 // Multi-Instance GPU.
 nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* current,

@@ -52,6 +52,19 @@ typedef struct {
   unsigned int sharedCopyEngineCount, sharedDecoderCount, sharedEncoderCount, sharedJpegCount,
       sharedOfaCount;
 } nvmlComputeInstanceProfileInfo_t;
+// Per-cgroup memory limits (driver R615+, NVML of CUDA 13.4): `nameSpace` is the full path of a
+// cgroup v2 directory ("/sys/fs/cgroup/kubepods/pod<UID>"); limits in bytes. Clearing is soft 0
+// and hard NVML_DEVICE_MEMORY_LIMIT_MAX (kMemoryLimitMax). (NVML API reference,
+// structnvmlSetMemoryLimits__v1__t and structnvmlGetMemoryLimits__v1__t.)
+typedef struct {
+  const char* nameSpace;
+  unsigned long long softLimit, hardLimit;
+} nvmlSetMemoryLimits_v1_t;
+typedef struct {
+  const char* nameSpace;
+  unsigned long long softLimit, hardLimit;
+  unsigned long long currentUsed;  // what the group's processes hold on the device
+} nvmlGetMemoryLimits_v1_t;
 }
 
 namespace gpumux::nvml {
@@ -65,6 +78,9 @@ inline constexpr nvmlReturn_t kErrorInsufficientSize = 7;
 inline constexpr nvmlReturn_t kErrorDriverNotLoaded = 9;
 inline constexpr nvmlReturn_t kErrorInUse = 19;
 inline constexpr nvmlReturn_t kErrorInsufficientResources = 23;
+// NVML_DEVICE_MEMORY_LIMIT_MAX: no hard limit. Its value is not on the reference pages read; ~0, as
+// a published R615 prototype written from nvml.h uses.
+inline constexpr unsigned long long kMemoryLimitMax = ~0ull;
 inline constexpr unsigned int kNotMig = 0xFFFFFFFFu;
 
 inline constexpr unsigned int kMigDisable = 0, kMigEnable = 1;

@@ -150,7 +150,7 @@ std::vector<CgroupDir> DirsIn(const std::string& proc_cgroup,
           (path.size() > root.size() && path[root.size()] != '/'))
         continue;
       std::string point = m.point == "/" ? "" : m.point;
-      dirs.push_back({point, path.substr(root.size())});
+      dirs.push_back({point, path.substr(root.size()), m.v2});
       break;
     }
   }
@@ -174,19 +174,48 @@ std::string ProcessGroupsText(pid_t pid) {
   return pid > 0 ? ReadAll("/proc/" + std::to_string(pid) + "/cgroup") : "";
 }
 
-bool InCgroupNamed(const std::vector<CgroupDir>& dirs, const std::string& name) {
-  if (name.empty()) return false;
+namespace {
+
+// The full path of the first group of `dirs` named `name` whose directory is root's, among the
+// v2 hierarchy's alone where `v2_only`.
+std::optional<std::string> GroupNamed(const std::vector<CgroupDir>& dirs, const std::string& name,
+                                      bool v2_only) {
+  if (name.empty()) return std::nullopt;
   for (const CgroupDir& d : dirs) {
+    if (v2_only && !d.v2) continue;
     std::string prefix = d.mount;
     for (const std::string& component : Split(d.path, '/')) {
       if (component.empty()) continue;
       prefix += "/" + component;
       if (!Names(component, name)) continue;
       struct stat st;
-      if (lstat(prefix.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0) return true;
+      if (lstat(prefix.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0) return prefix;
     }
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool InCgroupNamed(const std::vector<CgroupDir>& dirs, const std::string& name) {
+  return GroupNamed(dirs, name, false).has_value();
+}
+
+std::optional<std::string> V2GroupNamed(const std::vector<CgroupDir>& dirs,
+                                        const std::string& name) {
+  return GroupNamed(dirs, name, true);
+}
+
+bool CgroupV2Mounted() {
+  for (const CgroupMount& m : CurrentCgroupMounts())
+    if (m.v2) return true;
   return false;
+}
+
+std::optional<std::string> V2GroupOf(pid_t pid) {
+  for (const CgroupDir& d : CgroupDirsOf(pid))
+    if (d.v2) return d.full();
+  return std::nullopt;
 }
 
 bool ProcessInCgroup(pid_t pid, const std::string& name) {

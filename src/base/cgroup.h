@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@ namespace gpumux {
 // (`mount`, the hierarchy's mount point, then `path` within it, "/kubepods/besteffort/pod<UID>").
 struct CgroupDir {
   std::string mount, path;
+  bool v2 = false;  // of the unified hierarchy (cgroup v2)
   std::string full() const { return mount + path; }
 };
 
@@ -33,6 +35,19 @@ std::vector<CgroupDir> CgroupDirsOf(pid_t pid);
 // user to whom a subtree is delegated (systemd's user@UID.service) can make a group of any name
 // there, but it is that user's; so is a group it renames. Thread-safe.
 bool InCgroupNamed(const std::vector<CgroupDir>& dirs, const std::string& name);
+
+// The directory (its full path here) of the group named `name` (as InCgroupNamed matches it) of
+// the cgroup v2 hierarchy among `dirs`; nullopt where there is none. What NVIDIA's driver takes
+// as a memory limit's namespace. Thread-safe.
+std::optional<std::string> V2GroupNamed(const std::vector<CgroupDir>& dirs,
+                                        const std::string& name);
+
+// Whether the cgroup v2 hierarchy is mounted in this mount namespace. Thread-safe.
+bool CgroupV2Mounted();
+
+// The directory (its full path here) of process `pid`'s group of the cgroup v2 hierarchy; nullopt
+// where it is gone or cgroup v2 is not mounted here. Thread-safe.
+std::optional<std::string> V2GroupOf(pid_t pid);
 
 // The text of /proc/PID/cgroup, which names every group process `pid` is in: the same for the
 // processes of one container, and for no process of another. Empty when it is gone. Thread-safe.

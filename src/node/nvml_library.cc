@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
+
 #include "base/error.h"
 #include "node/device.h"
 
@@ -20,6 +22,14 @@ bool NvmlLibrary::has_mig() const {
          gpu_instances && create_gpu_instance && gpu_instance_info && destroy_gpu_instance &&
          compute_instance_profile && create_compute_instance && compute_instances &&
          destroy_compute_instance && max_mig_devices && mig_device && gpu_instance_id;
+}
+
+bool NvmlLibrary::has_memory_limits() const {
+  char version[80] = {0};
+  if (!set_memory_limits || !get_memory_limits || !driver_version ||
+      driver_version(version, sizeof(version)) != nvml::kSuccess)
+    return false;
+  return std::atoi(version) >= 615;  // "615.71.09"
 }
 
 void NvmlLibrary::Check(nvmlReturn_t r, const std::string& what) const {
@@ -49,6 +59,9 @@ const NvmlLibrary& Nvml() {
     Bind(lib, n->memory, "nvmlDeviceGetMemoryInfo");
     Bind(lib, n->process_utilization, "nvmlDeviceGetProcessUtilization");
     Bind(lib, n->compute_processes, "nvmlDeviceGetComputeRunningProcesses_v3");
+    Bind(lib, n->driver_version, "nvmlSystemGetDriverVersion");
+    Bind(lib, n->set_memory_limits, "nvmlDeviceSetMemoryLimits_v1");
+    Bind(lib, n->get_memory_limits, "nvmlDeviceGetMemoryLimits_v1");
     Bind(lib, n->get_mig_mode, "nvmlDeviceGetMigMode");
     Bind(lib, n->set_mig_mode, "nvmlDeviceSetMigMode");
     Bind(lib, n->gpu_instance_profile, "nvmlDeviceGetGpuInstanceProfileInfoV");

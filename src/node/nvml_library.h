@@ -20,6 +20,10 @@ struct NvmlLibrary {
   decltype(&nvmlDeviceGetProcessUtilization) process_utilization = nullptr;
   // The processes holding memory on a device, and how much each holds.
   decltype(&nvmlDeviceGetComputeRunningProcesses_v3) compute_processes = nullptr;
+  decltype(&nvmlSystemGetDriverVersion) driver_version = nullptr;
+  // Memory limits per cgroup; null where the driver predates them (before R615).
+  decltype(&nvmlDeviceSetMemoryLimits_v1) set_memory_limits = nullptr;
+  decltype(&nvmlDeviceGetMemoryLimits_v1) get_memory_limits = nullptr;
   // Multi-Instance GPU; null where the driver's NVML predates it.
   decltype(&nvmlDeviceGetMigMode) get_mig_mode = nullptr;
   decltype(&nvmlDeviceSetMigMode) set_mig_mode = nullptr;
@@ -38,6 +42,8 @@ struct NvmlLibrary {
   decltype(&nvmlDeviceGetGpuInstanceId) gpu_instance_id = nullptr;
 
   bool has_mig() const;
+  // Whether the driver limits memory per cgroup: the calls resolve and the driver is R615 or later.
+  bool has_memory_limits() const;
   // Throws Error (unavailable) "`what`: <NVML's message>" unless `r` is success.
   void Check(nvmlReturn_t r, const std::string& what) const;
   // The handle of GPU `index`; throws Error (unavailable).

@@ -29,6 +29,7 @@
 
 #include "abi/driver_api.h"
 #include "simgpu/sim_context.h"
+#include "simgpu/sim_memory_limits.h"
 #include "simgpu/sim_state.h"
 
 using namespace gpumux::cuda;
@@ -468,6 +469,12 @@ CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
   gpumux::sim::ReclaimDeadProcesses(s);
   *total_bytes = s->capacity;
   *free_bytes = s->capacity - s->used.load();
+  // In a cgroup the driver limits (R615+), the limit is the total, as NVIDIA documents.
+  if (std::optional<gpumux::sim::SimGroupLimits> l = gpumux::sim::LimitOfThisProcess(Current());
+      l && l->hard < *total_bytes) {
+    *total_bytes = l->hard;
+    *free_bytes = std::min<size_t>(*free_bytes, l->hard > l->used ? l->hard - l->used : 0);
+  }
   return kSuccess;
 }
 

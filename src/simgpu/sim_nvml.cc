@@ -5,6 +5,8 @@
 // the simulator charges work when it is submitted, so a short window can read above 100%. Its MIG
 // half is sim_nvml_mig.cc.
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -12,6 +14,7 @@
 #include "base/clock.h"
 
 #include "abi/nvml_api.h"
+#include "simgpu/sim_memory_limits.h"
 #include "simgpu/sim_nvml_device.h"
 #include "simgpu/sim_state.h"
 
@@ -45,6 +48,14 @@ const char* nvmlErrorString(nvmlReturn_t r) {
     case kErrorInsufficientResources: return "Insufficient Resources";
     default: return "Unknown Error";
   }
+}
+// The driver's version: GPUMUX_SIM_DRIVER_VERSION's release, else one before memory limits.
+nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) {
+  if (!version || length == 0) return kErrorInvalidArgument;
+  const char* release =
+      gpumux::sim::SimDriverHasMemoryLimits() ? std::getenv("GPUMUX_SIM_DRIVER_VERSION") : "570";
+  int n = std::snprintf(version, length, "%d.00.00", std::atoi(release));
+  return n >= 0 && unsigned(n) < length ? kSuccess : kErrorInsufficientSize;
 }
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) {
   if (!count) return kErrorInvalidArgument;
@@ -161,6 +172,38 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d,
   bool fits = samples && n <= *count;
   *count = n;
   return fits ? kSuccess : kErrorInsufficientSize;
+}
+
+// Memory limits per cgroup (sim_memory_limits.h): a whole GPU's handle only, not in MIG mode.
+namespace {
+nvmlReturn_t LimitsDevice(nvmlDevice_t d, const char* group, const SimDevice** device) {
+  if (!Ready()) return kErrorUninitialized;
+  if (!group) return kErrorInvalidArgument;
+  *device = DeviceOfHandle(d);
+  if (!*device) return kErrorNotSupported;  // a MIG device's handle
+  unsigned int current = kMigDisable, pending = kMigDisable;
+  if (nvmlDeviceGetMigMode(d, &current, &pending) == kSuccess && current == kMigEnable)
+    return kErrorNotSupported;
+  return kSuccess;
+}
+}  // namespace
+
+nvmlReturn_t nvmlDeviceSetMemoryLimits_v1(nvmlDevice_t d, nvmlSetMemoryLimits_v1_t* limits) {
+  const SimDevice* device = nullptr;
+  if (!limits) return kErrorInvalidArgument;
+  if (nvmlReturn_t r = LimitsDevice(d, limits->nameSpace, &device); r != kSuccess) return r;
+  return gpumux::sim::SetSimMemoryLimits(device->path, limits->nameSpace, limits->softLimit,
+                                         limits->hardLimit);
+}
+nvmlReturn_t nvmlDeviceGetMemoryLimits_v1(nvmlDevice_t d, nvmlGetMemoryLimits_v1_t* limits) {
+  const SimDevice* device = nullptr;
+  if (!limits) return kErrorInvalidArgument;
+  if (nvmlReturn_t r = LimitsDevice(d, limits->nameSpace, &device); r != kSuccess) return r;
+  gpumux::sim::SimGroupLimits got;
+  nvmlReturn_t r = gpumux::sim::GetSimMemoryLimits(device->path, limits->nameSpace, &got);
+  if (r == kSuccess)
+    limits->softLimit = got.soft, limits->hardLimit = got.hard, limits->currentUsed = got.used;
+  return r;
 }
 
 }  // extern "C"

@@ -11,18 +11,22 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "base/cgroup.h"
 #include "base/clock.h"
 #include "base/comma_list.h"
 #include "base/process.h"
+#include "simgpu/sim_memory_limits.h"
 
 namespace gpumux::sim {
 namespace {
 
-constexpr uint64_t kStateMagic = 0x344d495358555047ull;  // "GPUXSIM4": layout 4, client priority
+constexpr uint64_t kStateMagic = 0x354d495358555047ull;  // "GPUXSIM5": layout 5, processes' cgroups
 
 double EnvDouble(const char* name, double fallback) {
   const char* v = std::getenv(name);
@@ -173,6 +177,10 @@ int ProcessSlot(const SimDevice& device) {
           s->processes[i].used.store(0);
           s->processes[i].gpu_ns.store(0);
           s->processes[i].tail_ns.store(0);
+          std::memset(s->groups[i], 0, kSimGroupPathSize);
+          if (std::optional<std::string> group = gpumux::V2GroupOf(getpid());
+              group && group->size() < kSimGroupPathSize)
+            std::memcpy(s->groups[i], group->data(), group->size());
           {
             ScheduleLock lock(s);
             AdvanceLocked(s, NowNs());
@@ -209,6 +217,9 @@ void ReclaimDeadProcesses(SimState* s) {
 
 bool Take(const SimDevice& device, uint64_t bytes) {
   SimState* s = device.state;
+  // A driver's memory limit on a cgroup this process is in (R615+).
+  if (std::optional<SimGroupLimits> l = LimitOfThisProcess(device); l && l->used + bytes > l->hard)
+    return false;
   uint64_t used = s->used.load();
   do {
     if (used + bytes > s->capacity) {

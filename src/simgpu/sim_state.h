@@ -30,6 +30,7 @@ namespace gpumux::sim {
 
 inline constexpr int kMaxSimProcesses = 1024;
 inline constexpr int kMaxSimDevices = 8;
+inline constexpr size_t kSimGroupPathSize = 256;
 
 struct SimProcess {
   std::atomic<int32_t> pid;
@@ -55,6 +56,10 @@ struct SimState {
   SimProcess processes[kMaxSimProcesses];
   std::atomic<int32_t> schedule_lock;  // pid of the process working the schedule out, or 0
   SliceSchedule schedule;              // time-slice mode; context i is processes[i]
+  // The cgroup v2 directory of processes[i] (a full path; empty where v2 is not mounted or the
+  // path is longer), for the driver's memory limits per cgroup (sim_memory_limits.h). Apart from
+  // the processes, which gpumuxd's meter reads every few milliseconds.
+  char groups[kMaxSimProcesses][kSimGroupPathSize];
 };
 static_assert(kSliceContexts == kMaxSimProcesses);
 

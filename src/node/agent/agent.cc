@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -94,14 +95,28 @@ Agent::Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend)
   }
   const std::vector<TenantRecord> tenants = store_.All();
   for (Gpu& g : gpus_) {
-    for (DeviceSlot& slot : g.slots) memory_.AdoptUngranted(slot, TenantsOn(slot, tenants));
+    for (DeviceSlot& slot : g.slots) {
+      memory_.AdoptUngranted(slot, TenantsOn(slot, tenants));
+      // The limits the driver holds for tenants whose processes ran on meanwhile: their groups
+      // learnt again from them.
+      std::vector<std::pair<pid_t, int>> processes;
+      slot.authority->ProcessTenants(&processes);
+      for (const TenantRecord* t : TenantsOn(slot, tenants)) {
+        std::optional<int> index = slot.authority->FindTenant(t->id);
+        for (auto [pid, of] : processes)
+          if (index && of == *index) HoldInDriver(slot, *t, pid);
+      }
+    }
   }
 }
 
 void Agent::BuildSlots(Gpu& g, const std::vector<node::Device>& devices) {
   std::vector<DeviceSlot> slots;
   for (const node::Device& d : devices)
+  {
     slots.push_back(DeviceSlot::Open(d, config_.runtime_dir, backend_->Meter(d)));
+    slots.back().enforcement = backend_->Enforcement(d);
+  }
   g.slots = std::move(slots);
 }
 
@@ -194,8 +209,50 @@ void Agent::OpenActivity(const TenantRecord& t) {
 }
 
 void Agent::Unapply(DeviceSlot& slot, const std::string& id) {
+  ReleaseGroupLimit(slot, id);
   slot.Forget(id);
   activity_.erase(id);
+}
+
+void Agent::HoldInDriver(DeviceSlot& slot, const TenantRecord& t, pid_t pid) {
+  if (slot.enforcement != QuotaEnforcement::kDriver || t.cgroup.empty()) return;
+  uint64_t hard = 0;
+  if (__builtin_add_overflow(t.LimitsAt(slot.device.index, slot.device.mig_instance).memory,
+                             config_.context_allowance.per_tenant, &hard))
+    hard = std::numeric_limits<uint64_t>::max() - 1;  // not "no limit"
+  auto held = slot.group_limits.find(t.id);
+  if (held != slot.group_limits.end() && held->second.hard == hard) return;  // or refused at it
+  std::string dir = held != slot.group_limits.end() && !held->second.group_dir.empty()
+                        ? held->second.group_dir
+                        : V2GroupNamed(CgroupDirsOf(pid), t.cgroup).value_or("");
+  if (dir.empty()) return;  // none of its processes seen in its group yet
+  try {
+    backend_->SetGroupLimit(slot.device, dir, hard);
+    slot.group_limits[t.id] = {dir, hard};
+    service::Log("info", "the driver holds the tenant's cgroup to its quota",
+                 {{"tenant", t.id},
+                  {"device", node::DeviceStem(slot.device)},
+                  {"cgroup", dir},
+                  {"hard_limit_bytes", std::to_string(hard)}});
+  } catch (const Error& e) {
+    slot.group_limits[t.id] = {"", hard};  // not asked again until its quota changes
+    service::Log("warn", "the driver did not take the tenant's memory limit; the shim holds it",
+                 {{"tenant", t.id}, {"cgroup", dir}, {"reason", e.what()}});
+  }
+}
+
+void Agent::ReleaseGroupLimit(DeviceSlot& slot, const std::string& id) {
+  auto held = slot.group_limits.find(id);
+  if (held == slot.group_limits.end()) return;
+  if (!held->second.group_dir.empty()) {
+    try {
+      backend_->SetGroupLimit(slot.device, held->second.group_dir, std::nullopt);
+    } catch (const Error& e) {  // a group already removed takes its limits along
+      service::Log("warn", "cannot clear the tenant's memory limit in the driver",
+                   {{"tenant", id}, {"cgroup", held->second.group_dir}, {"reason", e.what()}});
+    }
+  }
+  slot.group_limits.erase(held);
 }
 
 bool Agent::IsOperator(const HttpRequest& r) const {
@@ -269,6 +326,10 @@ HttpResponse Agent::Route(const HttpRequest& r) {
                 {"mode", ShareModeName(g.mode)},
                 {"simulated", g.device.simulated},
                 {"shards", g.device.memory / config_.shard_bytes},
+                {"memory_enforcement",
+                 g.mode == ShareMode::kMig || g.slots.empty()
+                     ? EnforcementName(QuotaEnforcement::kMig)
+                     : EnforcementName(g.slots[0].enforcement)},
                 {"healthy", backend_->Healthy(g.device)}};
       if (!g.device.uuid.empty()) j["uuid"] = g.device.uuid;
       if (g.calibration) {
@@ -496,6 +557,8 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
         // GPU of the tenant, or on none.
         Apply(t, config_.strict);
         store_.Put(t);
+        for (auto [gpu, instance] : t.Places())  // a limit the driver holds follows the quota
+          HoldInDriver(*SlotOf(gpu, instance), t, 0);
       } catch (const Error& e) {
         // A refused or failed admission leaves nothing behind: an update puts the limits it had
         // back, a new tenant is taken out of every ledger.
@@ -683,6 +746,8 @@ HttpResponse Agent::Grant(const HttpRequest& r, bool give_back) {
       process = authority.RegisterProcess(*tenant_slot, r.pid, r.caller->start_time());
       slot->ledger->CopyProcessesFrom(authority);
     }
+    // Before its first allocation: its cgroup held by the driver where the driver can.
+    HoldInDriver(*slot, *t, r.pid);
     granted = bytes ? authority.ReserveUpTo(*process, bytes, least.value_or(bytes)) : 0;
     if (granted == 0 && bytes > 0) {
       throw DoesNotFit("tenant '" + id + "': " + FormatBytes(double(least.value_or(bytes))) +
@@ -761,6 +826,11 @@ HttpResponse Agent::ListTenants(const HttpRequest& r, const std::string& only_id
         if (instance >= 0) place["instance"] = instance;
         if (auto m = slot->memory.find(t.id); m != slot->memory.end())
           place["device_bytes"] = m->second.held;
+        if (auto g = slot->group_limits.find(t.id);
+            g != slot->group_limits.end() && !g->second.group_dir.empty()) {
+          place["driver_limit_bytes"] = g->second.hard;
+          if (!j.contains("driver_limit_bytes")) j["driver_limit_bytes"] = g->second.hard;
+        }
         per_gpu.push_back(place);
       }
     }
@@ -851,6 +921,7 @@ std::string Agent::MetricsText() {
                       slot.Usage(), labels});
       gpus.back().memory = slot.memory;
       gpus.back().memory_kills = slot.memory_kills;
+      gpus.back().enforcement = EnforcementName(slot.enforcement);
       if (g.calibration && g.mode != ShareMode::kMig) {
         gpus.back().calibrated_bandwidth = g.calibration->figures.bandwidth;
         gpus.back().calibrated_flops = g.calibration->figures.flops;

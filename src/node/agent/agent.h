@@ -188,6 +188,14 @@ class Agent {
   bool Everywhere(const TenantRecord& t);
   bool IsOn(const TenantRecord& t, const DeviceSlot& slot);
   static bool OnGpu(const TenantRecord& t, int gpu);
+  // Where the driver holds quotas on `slot` (QuotaEnforcement::kDriver) and `t` is bound to a
+  // cgroup: sets the driver's hard limit of that group, its directory found from the groups of
+  // `t`'s process `pid` (or the one set before), to `t`'s quota there plus a tenant's context
+  // allowance; again when the quota changed. Where the driver refuses, the shim holds it (logged,
+  // not asked again until the quota changes).
+  void HoldInDriver(DeviceSlot& slot, const TenantRecord& t, pid_t pid);
+  // Clears the limit the driver holds for tenant `id` on `slot`, if gpumuxd set one.
+  void ReleaseGroupLimit(DeviceSlot& slot, const std::string& id);
   // Takes tenant `id` out of `slot`'s ledgers and removes its activity file (what Apply made).
   void Unapply(DeviceSlot& slot, const std::string& id);
   std::string MetricsText();  // Prometheus text of every GPU and tenant; with mu_ held

@@ -17,6 +17,7 @@
 
 #include "node/agent/device_meter.h"
 #include "node/agent/memory_guard.h"
+#include "node/agent/share_backend.h"
 #include "node/device.h"
 #include "node/ledger/ledger.h"
 
@@ -34,6 +35,16 @@ struct DeviceSlot {
   std::unique_ptr<node::Ledger> authority;
   std::unique_ptr<DeviceMeter> meter;
   uint64_t next_meter_read_ns = 0;
+  // What holds its tenants' quotas besides the shim (ShareBackend::Enforcement), and, where the
+  // driver does, the limit gpumuxd set for each tenant bound to a cgroup, by tenant id: the
+  // group's directory (learnt from the first of its processes to draw on the tenant) and the hard
+  // limit (its quota plus the context allowance of a tenant).
+  QuotaEnforcement enforcement = QuotaEnforcement::kShim;
+  struct GroupLimit {
+    std::string group_dir;
+    uint64_t hard = 0;
+  };
+  std::map<std::string, GroupLimit> group_limits{};
   // Each tenant here: which of its GPUs this is (its activity file keeps a record per GPU), and its
   // activity count there as the compute tick last read it.
   struct Seen {

@@ -11,7 +11,7 @@
 namespace gpumux::agent {
 
 MemoryWatch::Claim MemoryWatch::ClaimOf(const DeviceSlot& slot, pid_t pid,
-                                         const std::vector<const TenantRecord*>& here) {
+                                        const std::vector<const TenantRecord*>& here) {
   Claim c;
   std::optional<std::string> named = ProcessEnvironment(pid, "GPUMUX_TENANT");
   c.claimed = named.value_or("").substr(0, node::kTenantIdSize);
@@ -51,10 +51,10 @@ void MemoryWatch::AdoptUngranted(DeviceSlot& slot, const std::vector<const Tenan
     Claim c = ClaimOf(slot, h.pid, here);
     if (!c.named) {
       service::Log("info", "a process holds memory on the device that no tenant here accounts for",
-          {{"device", device},
-           {"pid", std::to_string(h.pid)},
-           {"bytes", std::to_string(h.bytes)},
-           {"claims_tenant", c.claimed}});
+                   {{"device", device},
+                    {"pid", std::to_string(h.pid)},
+                    {"bytes", std::to_string(h.bytes)},
+                    {"claims_tenant", c.claimed}});
       continue;
     }
     try {
@@ -62,14 +62,14 @@ void MemoryWatch::AdoptUngranted(DeviceSlot& slot, const std::vector<const Tenan
           slot.authority->RegisterProcess(*slot.authority->FindTenant(c.tenant), h.pid), h.bytes);
     } catch (const Error& e) {  // it exited meanwhile, or its tenant's table is full
       service::Log("warn", "cannot adopt a tenant process's memory",
-          {{"tenant", c.tenant}, {"pid", std::to_string(h.pid)}, {"reason", e.what()}});
+                   {{"tenant", c.tenant}, {"pid", std::to_string(h.pid)}, {"reason", e.what()}});
       continue;
     }
     service::Log("warn", "adopted what a running tenant process holds, as the driver counts it",
-        {{"tenant", c.tenant},
-         {"device", device},
-         {"pid", std::to_string(h.pid)},
-         {"bytes", std::to_string(h.bytes)}});
+                 {{"tenant", c.tenant},
+                  {"device", device},
+                  {"pid", std::to_string(h.pid)},
+                  {"bytes", std::to_string(h.bytes)}});
   }
   slot.PublishUsage();
 }
@@ -109,10 +109,10 @@ void MemoryWatch::Check(DeviceSlot& slot, const std::vector<const TenantRecord*>
     } else if (std::optional<uint64_t> start = ProcessStartTime(h.pid);
                start && reported_.emplace(h.pid, *start).second) {
       service::Log("info", "a process holds memory on the device that no tenant here accounts for",
-          {{"device", node::DeviceStem(slot.device)},
-           {"pid", std::to_string(h.pid)},
-           {"bytes", std::to_string(h.bytes)},
-           {"claims_tenant", c.claimed}});
+                   {{"device", node::DeviceStem(slot.device)},
+                    {"pid", std::to_string(h.pid)},
+                    {"bytes", std::to_string(h.bytes)},
+                    {"claims_tenant", c.claimed}});
     }
   }
   for (auto& [id, list] : processes) {
@@ -123,12 +123,19 @@ void MemoryWatch::Check(DeviceSlot& slot, const std::vector<const TenantRecord*>
   }
   for (const node::TenantUsage& u : usage) {
     MemoryCheck check = CheckTenantMemory(u.quota, processes[u.id], allowance_);
+    // Where the driver holds the tenant's cgroup to a limit, it refused what would pass it: only
+    // what it did not hold is this check's to end.
+    if (auto g = slot.group_limits.find(u.id); g != slot.group_limits.end() &&
+                                               !g->second.group_dir.empty() &&
+                                               check.held <= g->second.hard)
+      check.over.clear();
     slot.memory[u.id] = check;
     for (pid_t pid : check.over) Enforce(slot, u.id, check, pid);
   }
 }
 
-void MemoryWatch::Enforce(DeviceSlot& slot, const std::string& tenant, const MemoryCheck& check, pid_t pid) {
+void MemoryWatch::Enforce(DeviceSlot& slot, const std::string& tenant, const MemoryCheck& check,
+                          pid_t pid) {
   std::optional<uint64_t> start = ProcessStartTime(pid);
   if (!start || killed_.count(pid)) return;
   std::vector<std::pair<std::string, std::string>> fields = {
@@ -141,16 +148,17 @@ void MemoryWatch::Enforce(DeviceSlot& slot, const std::string& tenant, const Mem
   if (!kill_) {
     if (reported_.emplace(pid, *start).second)
       service::Log("warn",
-          "a tenant holds device memory past its quota around the shim; not killed "
-          "(--over-quota log)",
-          fields);
+                   "a tenant holds device memory past its quota around the shim; not killed "
+                   "(--over-quota log)",
+                   fields);
     return;
   }
   if (!KillProcess(pid, *start)) return;  // gone meanwhile
   killed_[pid] = *start;
   ++slot.memory_kills[tenant];
-  service::Log("warn", "killed a process that holds device memory past its tenant's quota around the shim",
-      fields);
+  service::Log("warn",
+               "killed a process that holds device memory past its tenant's quota around the shim",
+               fields);
 }
 
 void MemoryWatch::ForgetExited() {

@@ -1,8 +1,9 @@
 // gpumuxd's memory check of one device at a time: reads what each process holds there as the
 // driver counts it (DeviceMeter::ReadMemory), finds whose each one is, checks every tenant against
 // its quota (memory_guard.h) and kills, or logs, the processes that put a tenant over it by memory
-// the shim never granted (a program that allocates around it). Processes of no tenant are logged
-// once and never killed: gpumuxd does not judge other users' work. (docs/threat-model.md)
+// the shim never granted (a program that allocates around it), unless the driver holds the
+// tenant's cgroup to a limit it is within (DeviceSlot::group_limits). Processes of no tenant are
+// logged once and never killed: gpumuxd does not judge other users' work. (docs/threat-model.md)
 //
 // Not thread-safe: the Agent's lock guards it with the slots.
 #pragma once

@@ -30,6 +30,14 @@ std::string FormatMetrics(const std::vector<GpuMetrics>& gpus, uint64_t now_ns) 
       out << "gpumux_gpu_memory_bytes{gpu=\"" << g.id << "\",name=\"" << service::EscapeQuoted(g.name)
           << "\"} " << g.capacity << '\n';
   });
+  family({"gpumux_gpu_memory_enforcement", "gauge",
+          "What holds tenants' memory quotas on the GPU: by=\"shim\", \"driver\" (the driver's "
+          "limit per cgroup, for tenants bound to one) or \"mig\"."},
+         [&] {
+           for (const GpuMetrics& g : gpus)
+             out << "gpumux_gpu_memory_enforcement{gpu=\"" << g.id << "\",by=\"" << g.enforcement
+                 << "\"} 1\n";
+         });
   family({"gpumux_gpu_tenants", "gauge", "Tenants admitted on the GPU."}, [&] {
     for (const GpuMetrics& g : gpus)
       out << "gpumux_gpu_tenants{gpu=\"" << g.id << "\"} " << g.tenants.size() << '\n';

@@ -31,6 +31,7 @@ struct GpuMetrics {
   // say), and how many of their processes were killed for it (node/agent/memory_guard.h).
   std::map<std::string, MemoryCheck> memory{};
   std::map<std::string, uint64_t> memory_kills{};
+  std::string enforcement = "shim";  // what holds its quotas (EnforcementName)
 };
 
 // `now_ns` on the node's monotonic clock (for the GPU-time share).

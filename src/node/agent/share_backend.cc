@@ -6,11 +6,23 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "base/cgroup.h"
 #include "base/error.h"
 #include "node/mig_control.h"
+#include "node/nvml_library.h"
+#include "simgpu/sim_memory_limits.h"
 #include "simgpu/sim_state.h"
 
 namespace gpumux::agent {
+
+const char* EnforcementName(QuotaEnforcement e) {
+  switch (e) {
+    case QuotaEnforcement::kDriver: return "driver";
+    case QuotaEnforcement::kMig: return "mig";
+    case QuotaEnforcement::kShim: break;
+  }
+  return "shim";
+}
 
 void AddMpsClientPriority(const node::TenantLimits& limits,
                           std::vector<std::pair<std::string, std::string>>* env) {
@@ -62,6 +74,19 @@ class SimulatedBackend : public ShareBackend {
   }
   std::unique_ptr<DeviceMeter> Meter(const node::Device& device) const override {
     return MakeSimulatedMeter(Path(device));
+  }
+  QuotaEnforcement Enforcement(const node::Device& device) const override {
+    if (device.mig_instance >= 0) return QuotaEnforcement::kMig;
+    return sim::SimDriverHasMemoryLimits() && CgroupV2Mounted() ? QuotaEnforcement::kDriver
+                                                                : QuotaEnforcement::kShim;
+  }
+  void SetGroupLimit(const node::Device& gpu, const std::string& group_dir,
+                     std::optional<uint64_t> hard) override {
+    nvmlReturn_t r = sim::SetSimMemoryLimits(Path(gpu), group_dir, 0,
+                                             hard.value_or(nvml::kMemoryLimitMax));
+    if (r != nvml::kSuccess)
+      throw Unavailable(group_dir + ": the simulated driver refused its memory limit (NVML " +
+                        std::to_string(r) + ")");
   }
 
  private:
@@ -131,6 +156,24 @@ class NvidiaBackend : public ShareBackend {
   // gpumuxd refuses caps and weights there).
   std::unique_ptr<DeviceMeter> Meter(const node::Device& device) const override {
     return MakeNvmlMeter(device.mig_instance >= 0 ? -1 : device.index);
+  }
+  QuotaEnforcement Enforcement(const node::Device& device) const override {
+    if (device.mig_instance >= 0) return QuotaEnforcement::kMig;
+    try {
+      const node::NvmlLibrary& nvml = node::Nvml();
+      return nvml.has_memory_limits() && CgroupV2Mounted()
+                 ? QuotaEnforcement::kDriver
+                 : QuotaEnforcement::kShim;
+    } catch (const Error&) {
+      return QuotaEnforcement::kShim;  // no driver: the GPU is not answering either
+    }
+  }
+  void SetGroupLimit(const node::Device& gpu, const std::string& group_dir,
+                     std::optional<uint64_t> hard) override {
+    const node::NvmlLibrary& nvml = node::Nvml();
+    nvmlSetMemoryLimits_v1_t limits{group_dir.c_str(), 0, hard.value_or(nvml::kMemoryLimitMax)};
+    nvml.Check(nvml.set_memory_limits(nvml.Gpu(gpu.index), &limits),
+               "GPU " + std::to_string(gpu.index) + " memory limit of " + group_dir);
   }
 
  private:

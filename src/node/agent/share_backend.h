@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +24,13 @@ namespace gpumux::agent {
 // normal clients; gpumux's own priorities tell them apart. For gpumuxd and `gpumux run`.
 void AddMpsClientPriority(const node::TenantLimits& limits,
                           std::vector<std::pair<std::string, std::string>>* env);
+
+// What holds a tenant's memory quota on a device, besides gpumuxd's memory check: the shim alone
+// (it grants each allocation); the driver too, for a tenant bound to a cgroup (NVIDIA's memory
+// limits per cgroup, driver R615+, cgroup v2; the shim still grants, so that cuMemGetInfo and the
+// plan agree); or MIG, whose instance holds its memory in hardware.
+enum class QuotaEnforcement { kShim, kDriver, kMig };
+const char* EnforcementName(QuotaEnforcement e);  // "shim", "driver", "mig"
 
 class ShareBackend {
  public:
@@ -44,6 +52,15 @@ class ShareBackend {
   // Whether whole GPU `gpu` answers: false for one NVML reports lost (fallen off the bus, Xid 79)
   // or cannot read. A simulated GPU is lost while a file STATE.lost lies beside its state file.
   virtual bool Healthy(const node::Device& gpu) const = 0;
+  // What holds quotas on `device` (a whole GPU or a MIG instance): kMig on an instance; kDriver
+  // where the driver limits memory per cgroup there and cgroup v2 is mounted; else kShim.
+  virtual QuotaEnforcement Enforcement(const node::Device& device) const = 0;
+  // Sets the driver's hard limit on whole GPU `gpu` of the cgroup whose directory is `group_dir`
+  // to `hard` bytes (the soft limit 0), or clears both (nullopt), as NVIDIA's documentation asks
+  // before a group is removed. Only where Enforcement() is kDriver. Throws Error (unavailable)
+  // with the driver's answer.
+  virtual void SetGroupLimit(const node::Device& gpu, const std::string& group_dir,
+                             std::optional<uint64_t> hard) = 0;
   // What measures the GPU time of the processes on `device` (a whole GPU or a MIG instance).
   virtual std::unique_ptr<DeviceMeter> Meter(const node::Device& device) const = 0;
 };
