@@ -98,7 +98,11 @@ TEST_F(DriverLimitsTest, TheSimulatedDriverSetsLimitsOnlyAsTheRealOneDoes) {
       std::string(GPUMUX_ALLOC_CLIENT) + " direct fill " + std::to_string(512 * kMiB) + " 0";
   auto [in_code, in_out] = Shell(InGroup() + sim_env + fill);
   ASSERT_EQ(in_code, 0) << in_out;
-  EXPECT_EQ(json::parse(in_out)["allocated"].get<uint64_t>(), 3 * kGiB) << in_out;
+  json in = json::parse(in_out);
+  EXPECT_EQ(in["allocated"].get<uint64_t>(), 3 * kGiB) << in_out;
+  EXPECT_EQ(in["last_error"], 2) << "CUDA_ERROR_OUT_OF_MEMORY";
+  EXPECT_EQ(in["total"].get<uint64_t>(), 3 * kGiB) << "cuMemGetInfo's total is the group's limit";
+  EXPECT_EQ(in["free"].get<uint64_t>(), 0u);
   auto [out_code, out_out] = Shell(sim_env + fill);
   ASSERT_EQ(out_code, 0) << out_out;
   EXPECT_GT(json::parse(out_out)["allocated"].get<uint64_t>(), 60 * kGiB) << out_out;
