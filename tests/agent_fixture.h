@@ -164,6 +164,35 @@ class AgentTest : public NodeTest {
 
 inline constexpr uid_t kNobody = 65534;
 
+// Makes group `name` of the cgroup v2 hierarchy for a test (a directory root owns, as a pod's),
+// below a folder of this test process's own; returns its directory, or an empty path where no v2
+// hierarchy can be written here. RemoveV2Group takes both away once their processes are gone.
+inline std::filesystem::path MakeV2Group(const std::string& name) {
+  for (const char* v2 : {"/sys/fs/cgroup/unified", "/sys/fs/cgroup"}) {
+    std::filesystem::path base =
+        std::filesystem::path(v2) / ("gpumux-test-" + std::to_string(getpid()));
+    std::error_code ec;
+    if (!std::filesystem::exists(std::filesystem::path(v2) / "cgroup.controllers")) continue;
+    std::filesystem::create_directories(base / name, ec);
+    if (!ec) return base / name;
+  }
+  return {};
+}
+inline void RemoveV2Group(const std::filesystem::path& group) {
+  for (int i = 0; i < 50 && !group.empty(); ++i) {  // a group goes once its last process has
+    std::error_code ec;
+    std::filesystem::remove(group, ec);
+    if (std::filesystem::remove(group.parent_path(), ec) ||
+        !std::filesystem::exists(group.parent_path()))
+      return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+// The shell words that run the rest of a command line in `group`.
+inline std::string InGroup(const std::filesystem::path& group) {
+  return "sh -c 'echo $$ > " + (group / "cgroup.procs").string() + " && exec \"$@\"' sh ";
+}
+
 // gpumuxd beside a hostile local user (`nobody`): needs root to act as that user.
 class IsolationTest : public AgentTest {
  protected:

@@ -30,44 +30,20 @@ class DriverLimitsTest : public IsolationTest {
  protected:
   void SetUp() override {
     IsolationTest::SetUp();
-    if (IsSkipped()) return;
     setenv(kR615.first.c_str(), kR615.second.c_str(), 1);  // for this process's reads of limits
-    for (const char* v2 : {"/sys/fs/cgroup/unified", "/sys/fs/cgroup"}) {
-      fs::path base = fs::path(v2) / ("gpumux-driver-" + std::to_string(getpid()));
-      std::error_code ec;
-      if (fs::exists(fs::path(v2) / "cgroup.controllers") &&
-          (fs::create_directory(base, ec) || fs::is_directory(base))) {
-        base_ = base;
-        break;
-      }
-    }
   }
   void TearDown() override {
     IsolationTest::TearDown();
     unsetenv(kR615.first.c_str());
-    if (base_.empty()) return;
-    for (int i = 0; i < 50; ++i) {  // a group goes once its last process has
-      std::error_code ec;
-      if (fs::exists(group_)) fs::remove(group_, ec);
-      if (fs::remove(base_, ec) || !fs::exists(base_)) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    RemoveV2Group(group_);
   }
-  // Makes the group `name` (a pod's, as gpumuxd matches it by name) below the test's own; skips
-  // where no cgroup v2 hierarchy can be written here.
-  bool MakeGroup(const std::string& name) {
-    if (base_.empty()) return false;
-    group_ = base_ / name;
-    fs::create_directories(group_);
-    return true;
-  }
-  // The shell words that run the rest of a command line in the group MakeGroup made.
-  std::string InGroup() const {
-    return "sh -c 'echo $$ > " + (group_ / "cgroup.procs").string() + " && exec \"$@\"' sh ";
-  }
+  // Makes the group `name` (a pod's, as gpumuxd matches it by name); false where no cgroup v2
+  // hierarchy can be written here.
+  bool MakeGroup(const std::string& name) { return !(group_ = MakeV2Group(name)).empty(); }
+  std::string InGroup() const { return gpumux::testing::InGroup(group_); }
   std::string StatePath() const { return Run() + "/sim-gpu0.state"; }
 
-  fs::path base_, group_;
+  fs::path group_;
 };
 
 TEST_F(DriverLimitsTest, TheSimulatedDriverSetsLimitsOnlyAsTheRealOneDoes) {
@@ -80,7 +56,7 @@ TEST_F(DriverLimitsTest, TheSimulatedDriverSetsLimitsOnlyAsTheRealOneDoes) {
     return std::to_string(gpumux::sim::SetSimMemoryLimits(StatePath(), group_, 0, kGiB));
   });
   EXPECT_EQ(set_by_nobody, std::to_string(nvml::kErrorNoPermission)) << "root's to set";
-  EXPECT_EQ(gpumux::sim::SetSimMemoryLimits(StatePath(), base_ / "no-such-group", 0, kGiB),
+  EXPECT_EQ(gpumux::sim::SetSimMemoryLimits(StatePath(), group_.parent_path() / "none", 0, kGiB),
             nvml::kErrorNotFound);
   EXPECT_EQ(gpumux::sim::SetSimMemoryLimits(StatePath(), "/tmp", 0, kGiB), nvml::kErrorNotFound)
       << "not a cgroup v2 directory";

@@ -290,6 +290,44 @@ TEST_F(GpuAgentTest, OnARealGpuAProgramAtItsQuotaIsLeftAloneAndOneAroundTheShimI
   EXPECT_EQ(WEXITSTATUS(pclose(client)), 0) << "the program at its quota ran on: " << buf;
 }
 
+// On a driver of release 615 or later with cgroup v2 (issue 42): a pod's program around the shim is
+// refused by the driver at its group's limit (the quota plus a tenant's 4 GiB context allowance)
+// and runs on, where the test above sees one killed. Prints what the driver let it take.
+TEST_F(GpuAgentTest, OnAnR615DriverAProgramAroundTheShimIsRefusedByTheDriverNotKilled) {
+  StartRealAgent({});
+  nlohmann::json gpu = Call("GET", "/v1/gpus", nullptr, 200)["gpus"][0];
+  if (gpu["memory_enforcement"] != "driver")
+    GTEST_SKIP() << "the driver limits no cgroup's memory here (R615+ and cgroup v2 needed): "
+                 << gpu["memory_enforcement"];
+  const std::string pod = "pod" + std::to_string(getpid());
+  std::filesystem::path group = gpumux::testing::MakeV2Group(pod);
+  if (group.empty()) GTEST_SKIP() << "no writable cgroup v2 hierarchy";
+  nlohmann::json t = Call("POST", "/v1/tenants",
+                          {{"id", "pod"}, {"gpu", 0}, {"memory", 2 * kGiB}, {"cgroup", pod}}, 201);
+  const std::string in_group = gpumux::testing::InGroup(group);
+  FILE* under = popen((in_group + Env(t) + GPUMUX_ALLOC_CLIENT + " direct fill " +
+                       std::to_string(256 * kMiB) + " 8 2>/dev/null")
+                          .c_str(),
+                      "r");
+  ASSERT_EQ(AwaitUsage("pod", 2 * kGiB, 5)["used_bytes"].get<uint64_t>(), 2 * kGiB);
+  nlohmann::json held = Call("GET", "/v1/tenants/pod", nullptr, 200);
+  ASSERT_EQ(held.value("driver_limit_bytes", uint64_t(0)), 6 * kGiB) << held;
+  auto [code, out] = Sh(in_group + Env(t) + "LD_PRELOAD= GPUMUX_TENANT=pod " + GPUMUX_ALLOC_CLIENT +
+                        " direct fill " + std::to_string(256 * kMiB) + " 2 2>/dev/null");
+  EXPECT_EQ(code, 0) << "not killed: " << out;
+  nlohmann::json around = nlohmann::json::parse(out);
+  std::printf("around the shim in a 6 GiB group holding 2 GiB: took %.0f MiB, cuMemGetInfo total "
+              "%.0f MiB\n",
+              double(around["allocated"].get<uint64_t>()) / double(kMiB),
+              double(around["total"].get<uint64_t>()) / double(kMiB));
+  EXPECT_LE(around["allocated"].get<uint64_t>(), 4 * kGiB) << out;
+  EXPECT_EQ(around["last_error"].get<int>(), 2) << "CUDA_ERROR_OUT_OF_MEMORY: " << out;
+  EXPECT_EQ(Call("GET", "/v1/tenants/pod", nullptr, 200)["memory_kills"].get<uint64_t>(), 0u);
+  EXPECT_EQ(WEXITSTATUS(pclose(under)), 0);
+  Call("DELETE", "/v1/tenants/pod", nullptr, 200);
+  gpumux::testing::RemoveV2Group(group);
+}
+
 // Under gpumuxd the compute cap is measured and enforced by gpumuxd itself (its NVML meter reads
 // every process's samples; the tenant's shim only follows the gate).
 TEST_F(GpuAgentTest, GpumuxdHoldsAPyTorchTenantToItsComputeCap) {
