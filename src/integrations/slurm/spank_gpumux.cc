@@ -19,6 +19,8 @@
 // and slurm_spank_job_epilog when the job ends (steps still running in it keep it until then). A
 // step whose tenant is refused (it does not fit, or gpumuxd is down) fails with gpumuxd's reason
 // rather than running unguarded. No exception crosses into Slurm.
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -26,6 +28,7 @@
 #include <string>
 #include <thread>
 
+#include "base/cgroup.h"
 #include "base/error.h"
 #include "integrations/slurm/step_request.h"
 #include "node/agent/agent_client.h"
@@ -131,6 +134,12 @@ bool Admit(spank_t sp) {
   request.owner_uid = uid;
   request.source = "slurm job " + std::to_string(job);
   request.labels.job = std::to_string(job);
+  // Under Slurm's cgroup plugins a step runs in its job's group (".../job_<id>/step_<n>/..."): the
+  // tenant is then bound to it, so that only the job's processes draw on it and, where the driver
+  // limits a group's GPU memory (R615+), the driver holds the job to its quota. Elsewhere (no
+  // cgroup plugin) the tenant is bound by its owner alone, as before.
+  const std::string job_group = "job_" + std::to_string(job);
+  if (gpumux::InCgroupNamed(gpumux::CgroupDirsOf(getpid()), job_group)) request.cgroup = job_group;
   gpumux::agent::Admission admitted;
   try {
     admitted = gpumux::agent::AgentClient(g.socket).Admit(request);
