@@ -423,6 +423,51 @@ TEST_F(AgentTest, AMigLayoutMakesInstancesWhoseTenantsAreHeldToThem) {
   EXPECT_FALSE(Call("GET", "/v1/gpus", json(), 200)["gpus"][0].contains("instances"));
 }
 
+// A MIG layout changes instance by instance around a busy one (issue 45): a 2g.20gb added and an
+// idle 1g.10gb removed while a tenant's program holds 8 GiB on a 3g.40gb; the program runs on and
+// keeps its memory, its instance its number. A layout that would move or remove the busy instance
+// is refused naming it and its tenant.
+TEST_F(AgentTest, AMigLayoutChangesAroundABusyInstanceWhoseProgramRunsOn) {
+  StartAgent();
+  Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"1g.10gb@6", "3g.40gb@0"}}}, 200);
+  json busy = Call("POST", "/v1/tenants",
+                   {{"id", "busy"}, {"gpu", 0}, {"instance", 1}, {"memory", 8 * kGiB}}, 201);
+  FILE* program = popen(
+      (Env(busy) + kClient + " direct fill " + std::to_string(kGiB) + " 6 2>/dev/null").c_str(),
+      "r");
+  ASSERT_EQ(AwaitUsage("busy", 8 * kGiB, 5)["used_bytes"].get<uint64_t>(), 8 * kGiB);
+  json moved = Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"3g.40gb@4"}}}, 409);
+  EXPECT_NE(moved["error"].get<std::string>().find(
+                "instance 1 (3g.40gb at 0, holding tenant 'busy') would move or go"),
+            std::string::npos)
+      << moved;
+  Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"7g.80gb"}}}, 409);
+  // The new layout in any order: the busy instance keeps number 1, the new one takes number 0.
+  Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"3g.40gb@0", "2g.20gb@4"}}}, 200);
+  json gpu = Call("GET", "/v1/gpus", json(), 200)["gpus"][0];
+  EXPECT_EQ(gpu["layout"], json({"2g.20gb@4", "3g.40gb@0"})) << gpu;
+  ASSERT_EQ(gpu["instances"].size(), 2u) << gpu;
+  EXPECT_NE(gpu["instances"][0]["name"].get<std::string>().find("2g.20gb"), std::string::npos)
+      << gpu;
+  json after = Call("GET", "/v1/tenants/busy", json(), 200);
+  EXPECT_EQ(after["instance"], 1);
+  EXPECT_EQ(after["used_bytes"].get<uint64_t>(), 8 * kGiB) << "its memory intact: " << after;
+  EXPECT_EQ(after["processes"].size(), 1u) << "its program still there: " << after;
+  // The new instance takes a tenant of its own; the busy one's program ends as it would have.
+  json added = Call("POST", "/v1/tenants",
+                    {{"id", "added"}, {"gpu", 0}, {"instance", 0}, {"memory", 4 * kGiB}}, 201);
+  EXPECT_EQ(added["env"]["GPUMUX_SIM_MEMORY"],
+            std::to_string(gpu["instances"][0]["memory_bytes"].get<uint64_t>()))
+      << "the program sees the new instance";
+  auto [code, out] = Sh(Env(added) + kClient + " direct fill " + std::to_string(kGiB) + " 0");
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_EQ(json::parse(out)["allocated"].get<uint64_t>(), 4 * kGiB) << out;
+  char buf[512] = {0};
+  fread(buf, 1, sizeof(buf) - 1, program);
+  EXPECT_EQ(WEXITSTATUS(pclose(program)), 0) << buf;
+  EXPECT_EQ(json::parse(buf)["allocated"].get<uint64_t>(), 8 * kGiB) << buf;
+}
+
 // The simulated NVML standing for a real GPU of catalog kind `kind` (with MIG where the catalog has
 // its geometry), its state in the test's directory.
 std::vector<std::pair<std::string, std::string>> NvmlGpu(const std::filesystem::path& dir,
@@ -681,6 +726,26 @@ TEST_F(AgentTest, MetricsPassPromtool) {
 }  // namespace
 
 namespace {
+
+// Through NVML (the NVIDIA backend), the layout changes instance by instance too: the busy GPU
+// instance is kept (its MIG device, its UUID), the idle one destroyed, the new one created.
+TEST_F(AgentTest, OnARealGpuAMigLayoutChangesAroundABusyInstanceKeepingItsDevice) {
+  StartRealAgent(NvmlH100(dir_));
+  Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"1g.10gb@6", "3g.40gb@0"}}}, 200);
+  json gpu = Call("GET", "/v1/gpus", json(), 200)["gpus"][0];
+  ASSERT_EQ(gpu["instances"].size(), 2u) << gpu;
+  const std::string idle = gpu["instances"][0]["uuid"], busy = gpu["instances"][1]["uuid"];
+  Call("POST", "/v1/tenants", {{"id", "busy"}, {"device", busy}, {"memory", 4 * kGiB}}, 201);
+  Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"3g.40gb@4"}}}, 409);
+  Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"2g.20gb@4", "3g.40gb@0"}}}, 200);
+  gpu = Call("GET", "/v1/gpus", json(), 200)["gpus"][0];
+  ASSERT_EQ(gpu["instances"].size(), 2u) << gpu;
+  EXPECT_EQ(gpu["instances"][1]["uuid"], busy) << "the same MIG device: " << gpu;
+  EXPECT_NE(gpu["instances"][0]["uuid"], idle) << "a new one: " << gpu;
+  EXPECT_NE(gpu["instances"][0]["name"].get<std::string>().find("2g.20gb"), std::string::npos)
+      << gpu;
+  EXPECT_EQ(Call("GET", "/v1/tenants/busy", json(), 200)["instance"], 1);
+}
 
 TEST_F(AgentTest, ANewMigLayoutKeepsNoRoomFromTheOldOne) {
   StartAgent();

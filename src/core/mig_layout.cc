@@ -132,4 +132,38 @@ MigLayout PlaceInCreationOrder(const MigGeometry& geo, const std::vector<std::st
   return layout;
 }
 
+std::vector<std::string> KeepingInstances(const MigGeometry& geo, const MigLayout& now,
+                                          const std::vector<KeptInstance>& kept,
+                                          const std::vector<std::string>& next) {
+  MigLayout placed = PlaceInCreationOrder(geo, next);
+  const size_t n = placed.instances.size();
+  std::vector<const MigInstance*> order(n, nullptr);
+  std::vector<bool> taken(n, false);
+  auto at = [](const MigInstance& m) { return m.profile->name + "@" + std::to_string(m.start); };
+  for (const KeptInstance& k : kept) {
+    const MigInstance& was = now.instances.at(size_t(k.index));
+    std::string what = "instance " + std::to_string(k.index) + " (" + was.profile->name +
+                       " at " + std::to_string(was.start) + ", " + k.held_by + ")";
+    size_t found = n;
+    for (size_t i = 0; i < n && found == n; ++i)
+      if (!taken[i] && at(placed.instances[i]) == at(was)) found = i;
+    if (found == n)
+      throw Conflict(what + " would move or go; a new layout keeps it at its placement");
+    if (size_t(k.index) >= n)
+      throw Conflict(what + " keeps its number only in a layout of at least " +
+                     std::to_string(k.index + 1) + " instances");
+    taken[found] = true;
+    order[size_t(k.index)] = &placed.instances[found];
+  }
+  size_t next_free = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (taken[i]) continue;
+    while (order[next_free]) ++next_free;
+    order[next_free] = &placed.instances[i];
+  }
+  std::vector<std::string> layout;
+  for (const MigInstance* m : order) layout.push_back(at(*m));
+  return layout;
+}
+
 }  // namespace gpumux

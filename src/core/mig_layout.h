@@ -36,6 +36,21 @@ struct MigLayout {
 // that finds no room, or the rule the result breaks. The pointers in the result point into `geo`.
 MigLayout PlaceInCreationOrder(const MigGeometry& geo, const std::vector<std::string>& profiles);
 
+// The instances of `now` that must stay where they are through a live layout change: each its
+// index in `now`, and who holds it (for the refusal: "tenant 'a'").
+struct KeptInstance {
+  int index = 0;
+  std::string held_by;
+};
+// Layout `next` (entries as PlaceInCreationOrder takes them) ordered so that each kept instance of
+// `now` keeps its index (its tenants name it by index), the others following in `next`'s order
+// into the indices left; each entry "NAME@START". Throws Error: bad input for a `next` the
+// geometry refuses; conflict naming a kept instance that `next` lacks at its placement (it would
+// move or go), or whose index `next` has too few instances to keep.
+std::vector<std::string> KeepingInstances(const MigGeometry& geo, const MigLayout& now,
+                                          const std::vector<KeptInstance>& kept,
+                                          const std::vector<std::string>& next);
+
 // The start the driver picks for `profile` when none is given, with `occupied_mask` slots taken:
 // the highest allowed start whose slots are all free; -1 if none. Highest, not lowest: it is the
 // only rule that reproduces the MIG user guide's A100 examples (`3-2-1-1` gives 1g@0 1g@1 2g@2

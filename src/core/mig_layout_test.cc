@@ -124,6 +124,33 @@ TEST_F(MigLayoutTest, ExplicitPlacementsAreTakenAsGivenAndChecked) {
   }
 }
 
+// A live layout change keeps each busy instance at its placement and number; the new instances
+// fill the numbers left, in the order asked; one that would move or lose its number is refused.
+TEST_F(MigLayoutTest, ALiveChangeKeepsBusyInstancesWhereAndAsWhatTheyAre) {
+  const MigGeometry& h100 = *catalog_.FindGpu("H100-SXM5-80GB").mig;
+  MigLayout now = PlaceInCreationOrder(h100, {"1g.10gb@6", "3g.40gb@0", "1g.10gb@5"});
+  EXPECT_EQ(KeepingInstances(h100, now, {{1, "tenant 'a'"}}, {"2g.20gb@4", "3g.40gb@0"}),
+            (std::vector<std::string>{"2g.20gb@4", "3g.40gb@0"}));
+  EXPECT_EQ(KeepingInstances(h100, now, {{1, "a"}, {2, "b"}},
+                             {"1g.10gb@5", "3g.40gb@0", "1g.10gb@4", "1g.10gb@6"}),
+            (std::vector<std::string>{"1g.10gb@4", "3g.40gb@0", "1g.10gb@5", "1g.10gb@6"}));
+  EXPECT_EQ(KeepingInstances(h100, now, {}, {"7g.80gb"}), std::vector<std::string>{"7g.80gb@0"})
+      << "nothing busy: any layout";
+  try {
+    KeepingInstances(h100, now, {{1, "holding tenant 'a'"}}, {"3g.40gb@4"});
+    ADD_FAILURE() << "the busy 3g.40gb would move";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kConflict);
+    EXPECT_NE(std::string(e.what()).find("instance 1 (3g.40gb at 0, holding tenant 'a')"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(KeepingInstances(h100, now, {{2, "b"}}, {"1g.10gb@5"}), Error)
+      << "instance 2 cannot keep its number in a layout of one";
+  EXPECT_THROW(KeepingInstances(h100, now, {{1, "a"}}, {"3g.40gb@0", "2g.20gb@2"}), Error)
+      << "overlaps: the geometry refuses it";
+}
+
 TEST_F(MigLayoutTest, CreationOrderReproducesTheLayoutItWasAskedFor) {
   const GpuKind& h100 = catalog_.FindGpu("H100-SXM5-80GB");
   const MigProfile &g1 = Profile(h100, "1g.10gb"), &g2 = Profile(h100, "2g.20gb"),

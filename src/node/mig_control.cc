@@ -69,21 +69,48 @@ std::vector<nvmlComputeInstance_t> ComputeInstances(const NvmlLibrary& nvml, nvm
   return cis;
 }
 
-void DestroyAll(const NvmlLibrary& nvml, nvmlDevice_t device, int gpu, const MigGeometry& geo) {
-  for (const GpuInstance& g : ListGpuInstances(nvml, device, gpu, geo)) {
-    std::string where = Where(gpu) + " GPU instance " + std::to_string(g.info.id);
-    for (unsigned p = 0; p < nvml::kComputeInstanceProfileBound; ++p) {
-      nvmlComputeInstanceProfileInfo_t info{};
-      if (nvml.compute_instance_profile(g.handle, p, nvml::kComputeInstanceEngineShared, &info) !=
-          nvml::kSuccess)
-        continue;
-      for (nvmlComputeInstance_t ci : ComputeInstances(nvml, g.handle, info.id, where)) {
-        nvml.Check(nvml.destroy_compute_instance(ci),
-                   where + ": destroying a compute instance (is a process using it?)");
-      }
+// Destroys GPU instance `g` and its compute instances; the driver refuses while a process uses it.
+void DestroyOne(const NvmlLibrary& nvml, int gpu, const GpuInstance& g) {
+  std::string where = Where(gpu) + " GPU instance " + std::to_string(g.info.id);
+  for (unsigned p = 0; p < nvml::kComputeInstanceProfileBound; ++p) {
+    nvmlComputeInstanceProfileInfo_t info{};
+    if (nvml.compute_instance_profile(g.handle, p, nvml::kComputeInstanceEngineShared, &info) !=
+        nvml::kSuccess)
+      continue;
+    for (nvmlComputeInstance_t ci : ComputeInstances(nvml, g.handle, info.id, where)) {
+      nvml.Check(nvml.destroy_compute_instance(ci),
+                 where + ": destroying a compute instance (is a process using it?)");
     }
-    nvml.Check(nvml.destroy_gpu_instance(g.handle), where + ": destroying it");
   }
+  nvml.Check(nvml.destroy_gpu_instance(g.handle), where + ": destroying it");
+}
+
+void DestroyAll(const NvmlLibrary& nvml, nvmlDevice_t device, int gpu, const MigGeometry& geo) {
+  for (const GpuInstance& g : ListGpuInstances(nvml, device, gpu, geo)) DestroyOne(nvml, gpu, g);
+}
+
+// Gives GPU instance `g` (of `compute_slices`) the one compute instance spanning it that work runs
+// through, unless it has it.
+void SpanWithComputeInstance(const NvmlLibrary& nvml, int gpu, const GpuInstance& g,
+                             int compute_slices) {
+  std::string where = Where(gpu) + " GPU instance " + std::to_string(g.info.id);
+  nvmlComputeInstanceProfileInfo_t whole =
+      WholeComputeProfile(nvml, g.handle, compute_slices, where);
+  if (!ComputeInstances(nvml, g.handle, whole.id, where).empty()) return;
+  nvmlComputeInstance_t ci = nullptr;
+  nvml.Check(nvml.create_compute_instance(g.handle, whole.id, &ci),
+             where + ": creating its compute instance");
+}
+
+// Creates a GPU instance of `profile_id` at `start` (`size` memory slices).
+GpuInstance CreateOne(const NvmlLibrary& nvml, nvmlDevice_t device, int gpu, unsigned profile_id,
+                      unsigned start, unsigned size, const std::string& name) {
+  std::string where = Where(gpu) + ": creating " + name + " at " + std::to_string(start);
+  nvmlGpuInstancePlacement_t placement{start, size};
+  GpuInstance g{};
+  nvml.Check(nvml.create_gpu_instance(device, profile_id, &placement, &g.handle), where);
+  nvml.Check(nvml.gpu_instance_info(g.handle, &g.info), where);
+  return g;
 }
 
 // MIG device UUIDs by GPU instance id.
@@ -172,46 +199,59 @@ std::vector<std::string> ApplyMigLayout(int gpu, const MigGeometry& geo, const M
   nvmlDevice_t device = nvml.Gpu(gpu);
   std::vector<GpuInstance> existing = ListGpuInstances(nvml, device, gpu, geo);
   auto key = [](unsigned profile, unsigned start) { return std::make_pair(profile, start); };
-  std::vector<std::pair<unsigned, unsigned>> have, want;
-  for (const GpuInstance& g : existing)
-    have.push_back(key(g.info.profileId, g.info.placement.start));
+  std::vector<std::pair<unsigned, unsigned>> want;
   for (const MigInstance& m : layout.instances)
     want.push_back(key(unsigned(m.profile->id), unsigned(m.start)));
-  std::sort(have.begin(), have.end());
-  std::vector<std::pair<unsigned, unsigned>> want_sorted = want;
-  std::sort(want_sorted.begin(), want_sorted.end());
 
-  std::vector<GpuInstance> made;  // in the layout's order
-  if (have == want_sorted) {
-    for (const auto& w : want) {
-      for (const GpuInstance& g : existing) {
-        if (key(g.info.profileId, g.info.placement.start) == w) made.push_back(g);
+  // Instance by instance: those the layout keeps stay, with their processes; those it lacks are
+  // destroyed (the driver refuses a busy one); the new ones are made at their placements. A step
+  // that fails undoes those before it, last first, and the GPU is left as it was.
+  std::vector<GpuInstance> made(layout.instances.size());
+  std::vector<bool> kept(layout.instances.size(), false);
+  std::vector<GpuInstance> destroyed, created;
+  try {
+    for (const GpuInstance& g : existing) {
+      auto k = key(g.info.profileId, g.info.placement.start);
+      auto at = std::find(want.begin(), want.end(), k);
+      if (at != want.end() && !kept[size_t(at - want.begin())]) {
+        made[size_t(at - want.begin())] = g;
+        kept[size_t(at - want.begin())] = true;
+        continue;
+      }
+      DestroyOne(nvml, gpu, g);
+      destroyed.push_back(g);
+    }
+    for (size_t k = 0; k < layout.instances.size(); ++k) {
+      if (kept[k]) continue;
+      const MigInstance& m = layout.instances[k];
+      made[k] = CreateOne(nvml, device, gpu, unsigned(m.profile->id), unsigned(m.start),
+                          unsigned(m.profile->memory_slices), m.profile->name);
+      created.push_back(made[k]);
+    }
+  } catch (const Error&) {
+    for (auto g = created.rbegin(); g != created.rend(); ++g) {
+      try {
+        DestroyOne(nvml, gpu, *g);
+      } catch (const Error&) {  // the error that stopped the change is the one to report
       }
     }
-  } else {
-    DestroyAll(nvml, device, gpu, geo);
-    for (const MigInstance& m : layout.instances) {
-      std::string where =
-          Where(gpu) + ": creating " + m.profile->name + " at " + std::to_string(m.start);
-      nvmlGpuInstancePlacement_t placement{unsigned(m.start), unsigned(m.profile->memory_slices)};
-      GpuInstance g{};
-      nvml.Check(nvml.create_gpu_instance(device, unsigned(m.profile->id), &placement, &g.handle),
-                 where);
-      nvml.Check(nvml.gpu_instance_info(g.handle, &g.info), where);
-      made.push_back(g);
+    for (auto g = destroyed.rbegin(); g != destroyed.rend(); ++g) {
+      for (const MigProfile& p : geo.profiles) {
+        if (unsigned(p.id) != g->info.profileId) continue;
+        try {
+          SpanWithComputeInstance(nvml, gpu,
+                                  CreateOne(nvml, device, gpu, g->info.profileId,
+                                            g->info.placement.start, g->info.placement.size,
+                                            p.name),
+                                  p.compute_slices);
+        } catch (const Error&) {
+        }
+      }
     }
+    throw;
   }
-  // Each GPU instance runs work through one compute instance spanning it.
-  for (size_t k = 0; k < made.size(); ++k) {
-    std::string where = Where(gpu) + " GPU instance " + std::to_string(made[k].info.id);
-    nvmlComputeInstanceProfileInfo_t whole = WholeComputeProfile(
-        nvml, made[k].handle, layout.instances[k].profile->compute_slices, where);
-    if (ComputeInstances(nvml, made[k].handle, whole.id, where).empty()) {
-      nvmlComputeInstance_t ci = nullptr;
-      nvml.Check(nvml.create_compute_instance(made[k].handle, whole.id, &ci),
-                 where + ": creating its compute instance");
-    }
-  }
+  for (size_t k = 0; k < made.size(); ++k)
+    SpanWithComputeInstance(nvml, gpu, made[k], layout.instances[k].profile->compute_slices);
   std::map<unsigned, std::string> uuids = MigDeviceUuids(nvml, device, gpu);
   std::vector<std::string> result;
   for (const GpuInstance& g : made) {

@@ -23,11 +23,12 @@ void SetMigMode(int gpu, bool on);
 MigGeometry ReadMigGeometry(int gpu);
 
 // Makes GPU `gpu` (MIG mode on) hold exactly `layout`, placed on `geo` (what ReadMigGeometry
-// read; the layout's profiles point into it). If its GPU instances are already these
-// profiles at these placements they are kept, with their processes; otherwise every instance is
-// destroyed (the driver refuses while a process uses one) and the layout is created in order at its
-// placements, each GPU instance with one compute instance spanning it. Returns the MIG device UUID
-// of each instance ("MIG-..."), in the layout's order. Throws Error (unavailable).
+// read; the layout's profiles point into it), instance by instance: a GPU instance of the
+// layout's profile at the layout's placement is kept, with its processes; the others are
+// destroyed (the driver refuses while a process uses one) and the layout's new instances made at
+// their placements, each with one compute instance spanning it. All or nothing: a step that fails
+// undoes the steps before it, last first. Returns the MIG device UUID of each instance
+// ("MIG-..."), in the layout's order. Throws Error (unavailable).
 std::vector<std::string> ApplyMigLayout(int gpu, const MigGeometry& geo, const MigLayout& layout);
 
 }  // namespace gpumux::node

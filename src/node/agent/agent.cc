@@ -17,6 +17,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/process.h"
+#include "core/mig_layout.h"
 #include "core/units.h"
 #include "node/agent/agent_client.h"
 #include "service/log.h"
@@ -587,6 +588,25 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
   return Json(existing ? 200 : 201, AdmissionAnswer(t));
 }
 
+std::vector<std::string> Agent::KeepBusyInstances(const Gpu& g, const MigGeometry& geo,
+                                                   const std::vector<std::string>& layout) {
+  std::map<int, std::string> holders;  // instance -> "tenant 'a', 'b'"
+  for (const TenantRecord& t : store_.All()) {
+    for (auto [gpu, instance] : t.Places()) {
+      if (gpu != g.device.index || instance < 0) continue;
+      std::string& who = holders[instance];
+      who += (who.empty() ? "tenant '" : ", '") + t.id + "'";
+    }
+  }
+  std::vector<KeptInstance> kept;
+  for (const auto& [instance, who] : holders) kept.push_back({instance, "holding " + who});
+  try {
+    return KeepingInstances(geo, PlaceInCreationOrder(geo, g.layout), kept, layout);
+  } catch (const Error& e) {
+    throw e.Within("GPU " + std::to_string(g.device.index));
+  }
+}
+
 HttpResponse Agent::SetMode(const HttpRequest& r, const std::string& index) {
   char* end = nullptr;
   long gpu = std::strtol(index.c_str(), &end, 10);
@@ -607,17 +627,31 @@ HttpResponse Agent::SetMode(const HttpRequest& r, const std::string& index) {
   }
   // "whole" is a plan's word for a GPU with one tenant: on a node that is time-slicing.
   if (!mode || *mode == ShareMode::kWhole) throw BadInput(expected);
-  for (DeviceSlot& slot : g.slots) {
-    slot.ReclaimDead();
-    for (const node::TenantUsage& u : slot.Usage()) {
-      if (!u.processes.empty())
-        throw Conflict("tenant '" + u.id + "' runs on GPU " + index +
-                       "; change the mode when it is idle");
+  // From one MIG layout to another, instance by instance: those with tenants stay where they are
+  // (and keep their numbers), running; the others may go, and new ones come.
+  const bool live = *mode == ShareMode::kMig && g.mode == ShareMode::kMig && !g.slots.empty();
+  std::vector<bool> kept_slots;  // (live) which of the GPU's slots the new layout keeps
+  if (live) {
+    const MigGeometry geo = backend_->MigGeometryOf(g.device);
+    layout = KeepBusyInstances(g, geo, layout);
+    MigLayout before = PlaceInCreationOrder(geo, g.layout), after = PlaceInCreationOrder(geo, layout);
+    for (size_t k = 0; k < g.slots.size(); ++k)
+      kept_slots.push_back(k < after.instances.size() && k < before.instances.size() &&
+                           after.instances[k].profile == before.instances[k].profile &&
+                           after.instances[k].start == before.instances[k].start);
+  } else {
+    for (DeviceSlot& slot : g.slots) {
+      slot.ReclaimDead();
+      for (const node::TenantUsage& u : slot.Usage()) {
+        if (!u.processes.empty())
+          throw Conflict("tenant '" + u.id + "' runs on GPU " + index +
+                         "; change the mode when it is idle");
+      }
     }
   }
-  // Into, out of or between MIG layouts the GPU's slots change: its tenants must be gone first.
+  // Into or out of MIG the GPU's slots change: its tenants must be gone first.
   bool reslice = *mode == ShareMode::kMig || g.mode == ShareMode::kMig;
-  if (reslice) {
+  if (reslice && !live) {
     for (const TenantRecord& t : store_.All()) {
       if (OnGpu(t, int(gpu)))
         throw Conflict("GPU " + index + " has tenants ('" + t.id +
@@ -636,9 +670,13 @@ HttpResponse Agent::SetMode(const HttpRequest& r, const std::string& index) {
   try {
     std::vector<node::Device> instances = backend_->SetMode(g.device, *mode, layout);
     if (reslice) {
-      // The old slots' ledgers hold no tenant (checked above); new slots may reuse their names.
-      for (const DeviceSlot& slot : g.slots) slot.RemoveFiles();
+      // The slots that go hold no tenant (checked above); new slots may reuse their names. Those
+      // the layout keeps stay as they are, with their tenants' ledgers.
+      for (size_t k = 0; k < g.slots.size(); ++k)
+        if (k >= kept_slots.size() || !kept_slots[k]) g.slots[k].RemoveFiles();
       BuildSlots(next, *mode == ShareMode::kMig ? instances : std::vector<node::Device>{g.device});
+      for (size_t k = 0; k < kept_slots.size(); ++k)
+        if (kept_slots[k]) next.slots[k] = std::move(g.slots[k]);
     }
   } catch (const Error& e) {
     if (e.code() == ErrorCode::kBadInput) throw e.Within("layout");

@@ -8,8 +8,11 @@
 //   PUT    /v1/gpus/N                    operators: {"mode": "timeslice"|"mps"} (refused while
 //                                         tenants run there), or {"mode": "mig", "layout":
 //                                         ["3g.40gb", ...]}
-//                                         (refused while the GPU has tenants; "NAME@START" places
-//                                         one explicitly); its tenants then name an instance
+//                                         ("NAME@START" places one explicitly); its tenants
+//                                         then name an instance. Into or out of MIG: refused
+//                                         while the GPU has tenants; between layouts, instance by
+//                                         instance: those with tenants stay, running
+//                                         (KeepBusyInstances)
 //   GET    /v1/tenants[/ID]              operators see all; anyone else only tenants they own
 //   POST   /v1/tenants                   operators: admit (201) or update (200) a tenant, or with
 //                                         "join": true join an existing one as it is; answers its
@@ -173,6 +176,11 @@ class Agent {
   nlohmann::json AdmissionAnswer(const TenantRecord& t);
   HttpResponse Remove(const std::string& id);
   HttpResponse SetMode(const HttpRequest& r, const std::string& gpu);
+  // `layout` (a MIG layout for GPU `g`, in MIG mode, of geometry `geo`) ordered so that each instance of `g` that
+  // tenants are admitted on stays at its placement and number (KeepingInstances). Throws Error
+  // (conflict) naming an instance that would move or go and its tenants.
+  std::vector<std::string> KeepBusyInstances(const Gpu& g, const MigGeometry& geo,
+                                             const std::vector<std::string>& layout);
   HttpResponse ListTenants(const HttpRequest& r, const std::string& only_id);
   // POST /v1/grants (take credit) and POST /v1/grants/return: the calling process's memory.
   HttpResponse Grant(const HttpRequest& r, bool give_back);

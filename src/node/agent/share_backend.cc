@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 
 #include "base/cgroup.h"
 #include "base/error.h"
@@ -50,6 +51,19 @@ class SimulatedBackend : public ShareBackend {
     if (mode == ShareMode::kMig) {
       if (!gpu.mig) throw BadInput("the catalog knows no MIG geometry for " + gpu.name);
       MigLayout placed = PlaceInCreationOrder(*gpu.mig, layout);
+      // An instance another takes the number of (a layout changed instance by instance) is a new
+      // device: its state file goes; those kept keep theirs, and their processes' memory.
+      std::vector<std::string>& was = layouts_[gpu.index];
+      std::vector<std::string> now;
+      for (const MigInstance& m : placed.instances)
+        now.push_back(m.profile->name + "@" + std::to_string(m.start));
+      for (size_t k = 0; k < was.size(); ++k) {
+        if (k < now.size() && now[k] == was[k]) continue;
+        node::Device gone = gpu;
+        gone.mig_instance = int(k);
+        unlink(Path(gone).c_str());
+      }
+      was = now;
       std::vector<node::Device> instances;
       for (size_t k = 0; k < placed.instances.size(); ++k) {
         instances.push_back(node::MigInstanceDevice(gpu, placed, int(k)));
@@ -75,6 +89,10 @@ class SimulatedBackend : public ShareBackend {
   std::unique_ptr<DeviceMeter> Meter(const node::Device& device) const override {
     return MakeSimulatedMeter(Path(device));
   }
+  MigGeometry MigGeometryOf(const node::Device& gpu) const override {
+    if (!gpu.mig) throw BadInput("the catalog knows no MIG geometry for " + gpu.name);
+    return *gpu.mig;
+  }
   QuotaEnforcement Enforcement(const node::Device& device) const override {
     if (device.mig_instance >= 0) return QuotaEnforcement::kMig;
     return sim::SimDriverHasMemoryLimits() && CgroupV2Mounted() ? QuotaEnforcement::kDriver
@@ -98,6 +116,8 @@ class SimulatedBackend : public ShareBackend {
     return dir_ + "/sim-" + node::DeviceStem(device) + ".state";
   }
   std::string dir_;
+  // The MIG layout each GPU was last given here ("NAME@START" by instance number).
+  std::map<int, std::vector<std::string>> layouts_;
 };
 
 class NvidiaBackend : public ShareBackend {
@@ -156,6 +176,9 @@ class NvidiaBackend : public ShareBackend {
   // gpumuxd refuses caps and weights there).
   std::unique_ptr<DeviceMeter> Meter(const node::Device& device) const override {
     return MakeNvmlMeter(device.mig_instance >= 0 ? -1 : device.index);
+  }
+  MigGeometry MigGeometryOf(const node::Device& gpu) const override {
+    return node::ReadMigGeometry(gpu.index);
   }
   QuotaEnforcement Enforcement(const node::Device& device) const override {
     if (device.mig_instance >= 0) return QuotaEnforcement::kMig;

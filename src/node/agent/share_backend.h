@@ -52,6 +52,9 @@ class ShareBackend {
   // Whether whole GPU `gpu` answers: false for one NVML reports lost (fallen off the bus, Xid 79)
   // or cannot read. A simulated GPU is lost while a file STATE.lost lies beside its state file.
   virtual bool Healthy(const node::Device& gpu) const = 0;
+  // The MIG geometry of whole GPU `gpu`: the driver's (MIG mode on), or the catalog's for a
+  // simulated GPU. Throws Error (bad input) for a GPU without MIG, (unavailable) from the driver.
+  virtual MigGeometry MigGeometryOf(const node::Device& gpu) const = 0;
   // What holds quotas on `device` (a whole GPU or a MIG instance): kMig on an instance; kDriver
   // where the driver limits memory per cgroup there and cgroup v2 is mounted; else kShim.
   virtual QuotaEnforcement Enforcement(const node::Device& device) const = 0;
