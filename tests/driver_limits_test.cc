@@ -142,8 +142,8 @@ TEST_F(DriverLimitsTest, AProgramAroundTheShimIsRefusedByTheDriverAndKeepsRunnin
   EXPECT_EQ(limits.hard, 3 * kGiB);
   EXPECT_EQ(limits.soft, 0u);
   // Around the shim: the driver refuses it past the group's limit.
-  auto [code, out] = Shell(InGroup() + Env(t) + "LD_PRELOAD= GPUMUX_TENANT=held " +
-                                            client + std::to_string(256 * kMiB) + " 2");
+  auto [code, out] = Shell(InGroup() + Env(t) + "LD_PRELOAD= GPUMUX_TENANT=held " + client +
+                           std::to_string(256 * kMiB) + " 2");
   EXPECT_EQ(code, 0) << "ran to its end: " << out;
   EXPECT_EQ(json::parse(out)["allocated"].get<uint64_t>(), kGiB) << out;
   held = Call("GET", "/v1/tenants/held", json(), 200);
@@ -158,8 +158,7 @@ TEST_F(DriverLimitsTest, AProgramAroundTheShimIsRefusedByTheDriverAndKeepsRunnin
   StopAgent(SIGKILL);
   StartAgentOn({"--sim", "H100", "--context-allowance", "0", "--tenant-context-allowance", "1GiB"},
                {kR615});
-  EXPECT_EQ(Call("GET", "/v1/tenants/held", json(), 200)["driver_limit_bytes"], 4 * kGiB)
-      << Log();
+  EXPECT_EQ(Call("GET", "/v1/tenants/held", json(), 200)["driver_limit_bytes"], 4 * kGiB) << Log();
   // The tenant leaves: its limit goes (cleared before its group is removed).
   EXPECT_EQ(WEXITSTATUS(pclose(under)), 0);
   Call("DELETE", "/v1/tenants/held", json(), 200);

@@ -316,10 +316,11 @@ TEST_F(GpuAgentTest, OnAnR615DriverAProgramAroundTheShimIsRefusedByTheDriverNotK
                         " direct fill " + std::to_string(256 * kMiB) + " 2 2>/dev/null");
   EXPECT_EQ(code, 0) << "not killed: " << out;
   nlohmann::json around = nlohmann::json::parse(out);
-  std::printf("around the shim in a 6 GiB group holding 2 GiB: took %.0f MiB, cuMemGetInfo total "
-              "%.0f MiB\n",
-              double(around["allocated"].get<uint64_t>()) / double(kMiB),
-              double(around["total"].get<uint64_t>()) / double(kMiB));
+  std::printf(
+      "around the shim in a 6 GiB group holding 2 GiB: took %.0f MiB, cuMemGetInfo total "
+      "%.0f MiB\n",
+      double(around["allocated"].get<uint64_t>()) / double(kMiB),
+      double(around["total"].get<uint64_t>()) / double(kMiB));
   EXPECT_LE(around["allocated"].get<uint64_t>(), 4 * kGiB) << out;
   EXPECT_EQ(around["last_error"].get<int>(), 2) << "CUDA_ERROR_OUT_OF_MEMORY: " << out;
   EXPECT_EQ(Call("GET", "/v1/tenants/pod", nullptr, 200)["memory_kills"].get<uint64_t>(), 0u);

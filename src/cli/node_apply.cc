@@ -86,7 +86,8 @@ void CheckAsGpumuxdWould(const NodePlan& plan, const json& gpus) {
       if (t.compute_percent) limits.cap_permille = uint32_t(std::lround(*t.compute_percent * 10));
       limits.weight = t.weight, limits.priority = t.priority;
       node::CheckTenant(t.id, limits);
-      agent::TenantRequestFromJson(agent::TenantRequestJson(AdmitRequest(t)));  // as gpumuxd reads it
+      agent::TenantRequestFromJson(
+          agent::TenantRequestJson(AdmitRequest(t)));  // as gpumuxd reads it
     } catch (const Error& e) {
       throw e.Within(where);
     }

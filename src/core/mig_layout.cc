@@ -142,8 +142,8 @@ std::vector<std::string> KeepingInstances(const MigGeometry& geo, const MigLayou
   auto at = [](const MigInstance& m) { return m.profile->name + "@" + std::to_string(m.start); };
   for (const KeptInstance& k : kept) {
     const MigInstance& was = now.instances.at(size_t(k.index));
-    std::string what = "instance " + std::to_string(k.index) + " (" + was.profile->name +
-                       " at " + std::to_string(was.start) + ", " + k.held_by + ")";
+    std::string what = "instance " + std::to_string(k.index) + " (" + was.profile->name + " at " +
+                       std::to_string(was.start) + ", " + k.held_by + ")";
     size_t found = n;
     for (size_t i = 0; i < n && found == n; ++i)
       if (!taken[i] && at(placed.instances[i]) == at(was)) found = i;

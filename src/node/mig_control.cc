@@ -239,11 +239,11 @@ std::vector<std::string> ApplyMigLayout(int gpu, const MigGeometry& geo, const M
       for (const MigProfile& p : geo.profiles) {
         if (unsigned(p.id) != g->info.profileId) continue;
         try {
-          SpanWithComputeInstance(nvml, gpu,
-                                  CreateOne(nvml, device, gpu, g->info.profileId,
-                                            g->info.placement.start, g->info.placement.size,
-                                            p.name),
-                                  p.compute_slices);
+          SpanWithComputeInstance(
+              nvml, gpu,
+              CreateOne(nvml, device, gpu, g->info.profileId, g->info.placement.start,
+                        g->info.placement.size, p.name),
+              p.compute_slices);
         } catch (const Error&) {
         }
       }

@@ -113,8 +113,8 @@ NodePlan MakeNodePlan(const PlanInput& input, const Plan& plan) {
     std::vector<NodeTenantPlan> on_gpu;
     for (size_t k = 0; k < chosen.tenants.size(); ++k) {
       const TenantOutcome& o = chosen.tenants[k];
-      NodeTenantPlan t{TenantIdFor(o.name), o.name, int(i), -1, 0, uint64_t(std::ceil(o.memory)),
-                       std::nullopt};
+      NodeTenantPlan t{TenantIdFor(o.name),           o.name,      int(i), -1, 0,
+                       uint64_t(std::ceil(o.memory)), std::nullopt};
       if (chosen.layout) t.instance = int(k);  // outcome k holds instance k, alone
       auto tenant = tenants.find(o.name);
       if (gpu.mode == ShareMode::kMps && tenant != tenants.end() &&

@@ -67,7 +67,6 @@
 
 #include "core/calibration.h"
 #include "node/agent/agent_store.h"
-#include "service/http_request.h"
 #include "node/agent/compute_ticker.h"
 #include "node/agent/device_slot.h"
 #include "node/agent/memory_watch.h"
@@ -76,6 +75,7 @@
 #include "node/device.h"
 #include "node/ledger/activity.h"
 #include "node/ledger/ledger.h"
+#include "service/http_request.h"
 
 namespace gpumux::agent {
 
@@ -176,9 +176,10 @@ class Agent {
   nlohmann::json AdmissionAnswer(const TenantRecord& t);
   HttpResponse Remove(const std::string& id);
   HttpResponse SetMode(const HttpRequest& r, const std::string& gpu);
-  // `layout` (a MIG layout for GPU `g`, in MIG mode, of geometry `geo`) ordered so that each instance of `g` that
-  // tenants are admitted on stays at its placement and number (KeepingInstances). Throws Error
-  // (conflict) naming an instance that would move or go and its tenants.
+  // `layout` (a MIG layout for GPU `g`, in MIG mode, of geometry `geo`) ordered so that each
+  // instance of `g` that tenants are admitted on stays at its placement and number
+  // (KeepingInstances). Throws Error (conflict) naming an instance that would move or go and its
+  // tenants.
   std::vector<std::string> KeepBusyInstances(const Gpu& g, const MigGeometry& geo,
                                              const std::vector<std::string>& layout);
   HttpResponse ListTenants(const HttpRequest& r, const std::string& only_id);

@@ -37,8 +37,9 @@ class SimulatedBackend : public ShareBackend {
   explicit SimulatedBackend(std::string dir) : dir_(std::move(dir)) {}
   void Prepare(const node::Device& device, ShareMode mode) override {
     // The simulated GPU's scheduling knobs as `gpumux run --sim` takes them: from the environment.
-    if (!sim::CreateSimState(Path(device), sim::WithSchedulingFromEnvironment({device.memory,
-                                           device.bandwidth, device.flops, SimMode(mode)}))) {
+    if (!sim::CreateSimState(Path(device),
+                             sim::WithSchedulingFromEnvironment(
+                                 {device.memory, device.bandwidth, device.flops, SimMode(mode)}))) {
       throw Unavailable(Path(device) +
                         ": cannot create the simulated GPU's state (or it is not one)");
     }
@@ -100,8 +101,8 @@ class SimulatedBackend : public ShareBackend {
   }
   void SetGroupLimit(const node::Device& gpu, const std::string& group_dir,
                      std::optional<uint64_t> hard) override {
-    nvmlReturn_t r = sim::SetSimMemoryLimits(Path(gpu), group_dir, 0,
-                                             hard.value_or(nvml::kMemoryLimitMax));
+    nvmlReturn_t r =
+        sim::SetSimMemoryLimits(Path(gpu), group_dir, 0, hard.value_or(nvml::kMemoryLimitMax));
     if (r != nvml::kSuccess)
       throw Unavailable(group_dir + ": the simulated driver refused its memory limit (NVML " +
                         std::to_string(r) + ")");
@@ -184,9 +185,8 @@ class NvidiaBackend : public ShareBackend {
     if (device.mig_instance >= 0) return QuotaEnforcement::kMig;
     try {
       const node::NvmlLibrary& nvml = node::Nvml();
-      return nvml.has_memory_limits() && CgroupV2Mounted()
-                 ? QuotaEnforcement::kDriver
-                 : QuotaEnforcement::kShim;
+      return nvml.has_memory_limits() && CgroupV2Mounted() ? QuotaEnforcement::kDriver
+                                                           : QuotaEnforcement::kShim;
     } catch (const Error&) {
       return QuotaEnforcement::kShim;  // no driver: the GPU is not answering either
     }
