@@ -124,6 +124,44 @@ void CheckAsGpumuxdWould(const NodePlan& plan, const json& gpus) {
   }
 }
 
+// The catalog's MIG geometry of GPU kind `kind`; none for a kind it does not know or without MIG.
+std::optional<MigGeometry> MigGeometryOf(const std::string& kind) {
+  try {
+    return Catalog::LoadBundled().FindGpu(kind).mig;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+// Throws Error (conflict) naming every instance of GPU `g` that tenants in `present` are on
+// (in the node's `layout`) and that the plan's layout moves or removes: they would have to drain
+// (their tenants removed) first. Placed with the catalog's geometry of the plan's kind.
+void CheckBusyInstancesKept(const NodeGpuPlan& g, const std::vector<std::string>& layout,
+                            const std::vector<NodeTenant>& present) {
+  const MigGeometry geo = *MigGeometryOf(g.kind);
+  MigLayout now = PlaceInCreationOrder(geo, layout), next = PlaceInCreationOrder(geo, g.layout);
+  std::map<int, std::string> drain;  // instance -> its tenants
+  for (const NodeTenant& t : present) {
+    if (t.gpu != g.gpu || t.instance < 0) continue;
+    bool kept = size_t(t.instance) < now.instances.size() &&
+                size_t(t.instance) < next.instances.size() &&
+                now.instances[size_t(t.instance)].profile == next.instances[size_t(t.instance)].profile &&
+                now.instances[size_t(t.instance)].start == next.instances[size_t(t.instance)].start;
+    if (!kept) drain[t.instance] += (drain[t.instance].empty() ? "'" : ", '") + t.id + "'";
+  }
+  if (drain.empty()) return;
+  std::string list;
+  for (const auto& [instance, tenants] : drain) {
+    const MigInstance& m = now.instances.at(size_t(instance));
+    list += fmt::format("{}instance {} ({} at {}: {})", list.empty() ? "" : "; ", instance,
+                        m.profile->name, m.start, tenants);
+  }
+  throw Conflict(fmt::format(
+      "GPU {}: the plan's MIG layout moves or removes instances that tenants are on, which must "
+      "drain first (remove their tenants): {}",
+      g.gpu, list));
+}
+
 }  // namespace
 
 std::vector<AgentCall> CallsToApply(const NodePlan& input, const json& gpus_answer,
@@ -193,6 +231,15 @@ std::vector<AgentCall> CallsToApply(const NodePlan& input, const json& gpus_answ
     std::vector<std::string> layout = node.value("layout", std::vector<std::string>{});
     bool same = mode == ShareModeName(g.mode) && (g.mode != ShareMode::kMig || layout == g.layout);
     if (same) continue;
+    // From one MIG layout to another gpumuxd goes instance by instance: the instances tenants are
+    // on stay, running, where the plan keeps them at their placement; else they must drain.
+    if (g.mode == ShareMode::kMig && mode == "mig" && MigGeometryOf(g.kind)) {
+      CheckBusyInstancesKept(g, layout, present);
+      std::string what = fmt::format("GPU {}: MIG {} -> {}", g.gpu, fmt::join(layout, " "),
+                                     fmt::join(g.layout, " "));
+      calls.push_back({"PUT", fmt::format("/v1/gpus/{}", g.gpu), ModeRequest(g), what});
+      continue;
+    }
     bool reslice = g.mode == ShareMode::kMig || mode == "mig";
     for (const NodeTenant& t : present) {
       if (t.gpu != g.gpu) continue;

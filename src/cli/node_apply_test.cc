@@ -99,6 +99,39 @@ TEST(NodeApply, AFreshNodeGetsModesThenTenantsAndASecondApplyMakesNoCall) {
       << "applying twice is applying once";
 }
 
+// A new MIG layout on a node whose instances run tenants: applied where the plan keeps each busy
+// instance at its placement and number (gpumuxd changes the rest around it); refused naming every
+// instance that would have to drain where it does not.
+TEST(NodeApply, ANewMigLayoutKeepsBusyInstancesOrNamesThoseThatMustDrain) {
+  json gpus = Gpus(8), tenants = Tenants();
+  ApplyInPlace(CallsToApply(TwoGpuPlan(), gpus, tenants), gpus, tenants);
+  tenants["tenants"][2] = Tenant("c", 1, 0, 39 * kGiB, 100, 1);  // c runs on instance 0
+  NodePlan grown = TwoGpuPlan();
+  grown.gpus[1].layout = {"3g.40gb@0", "2g.20gb@4", "1g.10gb@6"};
+  grown.tenants.pop_back();  // d goes: its instance is replaced
+  grown.tenants.push_back({"e", "e", 1, 1, 19 * kGiB, 10 * kGiB, std::nullopt});
+  tenants["tenants"].erase(3);  // d was removed first
+  std::vector<AgentCall> calls = CallsToApply(grown, gpus, tenants);
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0].path, "/v1/gpus/1");
+  EXPECT_EQ(calls[0].body["layout"], json({"3g.40gb@0", "2g.20gb@4", "1g.10gb@6"}));
+  EXPECT_EQ(calls[1].body["id"], "e");
+
+  NodePlan moved = TwoGpuPlan();
+  moved.gpus[1].layout = {"3g.40gb@4", "3g.40gb@0"};  // c's instance 0 would be at 4
+  tenants["tenants"].push_back(Tenant("d", 1, 1, 39 * kGiB));
+  try {
+    CallsToApply(moved, gpus, tenants);
+    ADD_FAILURE() << "c's instance moves";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kConflict);
+    EXPECT_NE(std::string(e.what()).find("instance 0 (3g.40gb at 0: 'c'); instance 1 (3g.40gb at "
+                                         "4: 'd')"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(NodeApply, APlanThatCannotBeAppliedIsRefusedBeforeAnyCall) {
   auto refused = [](const json& gpus, const json& tenants, ErrorCode code,
                     const std::string& says) {
