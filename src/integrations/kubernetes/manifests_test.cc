@@ -254,7 +254,7 @@ TEST(Manifests, NoContainerRunsAProgramOfTheNodeOrMountsItsRoot) {
 // gpumuxd counts grants by the caller's pid (SO_PEERCRED: 0 from another PID namespace), and reads
 // pods' control groups in the node's cgroup namespace, which it joins through /proc/1 (its own
 // container's would give other pods' groups as "/../…"): hostPID, and privileged to join.
-TEST(Manifests, EveryPodThatRunsGpumuxdSharesTheNodesPidNamespaceAndMayJoinItsCgroupNamespace) {
+TEST(Manifests, EveryPodThatRunsGpumuxdSharesTheNodesPidNamespaceAndSeesItsCgroups) {
   int found = 0;
   for (const json& o : Objects()) {
     if (o["kind"] != "DaemonSet") continue;
@@ -265,6 +265,14 @@ TEST(Manifests, EveryPodThatRunsGpumuxdSharesTheNodesPidNamespaceAndMayJoinItsCg
       EXPECT_EQ(spec.value("hostPID", false), true) << o["__file"] << ": " << o["metadata"]["name"];
       EXPECT_EQ(c["securityContext"].value("privileged", false), true)
           << o["__file"] << ": " << c["name"];
+      // The node's cgroup hierarchy whole, beside the container's own view of it.
+      std::string volume;
+      for (const json& m : c["volumeMounts"])
+        if (m["mountPath"] == "/host/sys/fs/cgroup") volume = m["name"];
+      bool host_cgroup = false;
+      for (const json& v : spec["volumes"])
+        host_cgroup |= v["name"] == volume && v["hostPath"].value("path", "") == "/sys/fs/cgroup";
+      EXPECT_TRUE(host_cgroup) << o["__file"] << ": gpumuxd mounts the node's /sys/fs/cgroup";
     }
   }
   EXPECT_EQ(found, 2) << "node-daemonset.yaml and dra/dra-daemonset.yaml each run gpumuxd";
