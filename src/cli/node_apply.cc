@@ -133,6 +133,68 @@ std::optional<MigGeometry> MigGeometryOf(const std::string& kind) {
   }
 }
 
+// Re-lays the plan's MIG GPU `g` out, where it can, so that each instance tenants in `present` are
+// on (in the node's `layout`) stays where it is: a planned tenant that runs there on an instance
+// of the profile the plan gives it keeps that instance, its number and placement, and the plan's
+// other instances are placed around the kept ones (the driver's default placement, kept ones
+// first) and numbered in the plan's order; `tenants`' instance numbers follow. Leaves the plan as
+// it is where no such layout exists (CheckBusyInstancesKept then names what must drain).
+void LayOutAroundBusyInstances(NodeGpuPlan& g, const std::vector<std::string>& layout,
+                               const std::vector<NodeTenant>& present,
+                               std::vector<NodeTenantPlan>* tenants) {
+  std::optional<MigGeometry> geo = MigGeometryOf(g.kind);
+  if (!geo) return;
+  try {
+    MigLayout now = PlaceInCreationOrder(*geo, layout), next = PlaceInCreationOrder(*geo, g.layout);
+    const size_t n = next.instances.size();
+    std::map<int, int> number;          // plan instance -> its number in the new layout
+    std::map<int, std::string> pinned;  // new number -> "NAME@START" kept where it is
+    for (const NodeTenant& t : present) {
+      if (t.gpu != g.gpu || t.instance < 0 || size_t(t.instance) >= now.instances.size()) continue;
+      auto p = std::find_if(tenants->begin(), tenants->end(),
+                            [&](const NodeTenantPlan& q) { return q.id == t.id; });
+      if (p == tenants->end() || p->gpu != g.gpu || p->instance < 0 || size_t(p->instance) >= n)
+        continue;
+      const MigInstance& was = now.instances[size_t(t.instance)];
+      if (next.instances[size_t(p->instance)].profile->name != was.profile->name)
+        return;  // it cannot keep its instance in this plan
+      if (auto known = number.find(p->instance); known != number.end()) {
+        if (known->second != t.instance) return;
+        continue;  // a second tenant of the same instance
+      }
+      if (size_t(t.instance) >= n || pinned.count(t.instance)) return;
+      number[p->instance] = t.instance;
+      pinned[t.instance] = was.profile->name + "@" + std::to_string(was.start);
+    }
+    if (pinned.empty()) return;
+    // Placed with the kept instances first, so that the others find room around them.
+    std::vector<std::string> order;
+    for (const auto& [k, entry] : pinned) order.push_back(entry);
+    std::vector<int> others;  // plan instances not kept, in the plan's order
+    for (size_t j = 0; j < n; ++j) {
+      if (number.count(int(j))) continue;
+      others.push_back(int(j));
+      order.push_back(next.instances[j].profile->name);
+    }
+    MigLayout placed = PlaceInCreationOrder(*geo, order);
+    std::vector<std::string> result(n);
+    for (const auto& [k, entry] : pinned) result[size_t(k)] = entry;
+    size_t free = 0;
+    for (size_t o = 0; o < others.size(); ++o) {
+      while (!result[free].empty()) ++free;
+      const MigInstance& m = placed.instances[pinned.size() + o];
+      result[free] = m.profile->name + "@" + std::to_string(m.start);
+      number[others[o]] = int(free);
+    }
+    PlaceInCreationOrder(*geo, result);  // the driver takes it as numbered
+    g.layout = result;
+    for (NodeTenantPlan& t : *tenants)
+      if (t.gpu == g.gpu && number.count(t.instance)) t.instance = number[t.instance];
+  } catch (const Error&) {
+    // No layout keeps them all: the plan stays, and the apply names what must drain.
+  }
+}
+
 // Throws Error (conflict) naming every instance of GPU `g` that tenants in `present` are on
 // (in the node's `layout`) and that the plan's layout moves or removes: they would have to drain
 // (their tenants removed) first. Placed with the catalog's geometry of the plan's kind.
@@ -143,10 +205,10 @@ void CheckBusyInstancesKept(const NodeGpuPlan& g, const std::vector<std::string>
   std::map<int, std::string> drain;  // instance -> its tenants
   for (const NodeTenant& t : present) {
     if (t.gpu != g.gpu || t.instance < 0) continue;
-    bool kept = size_t(t.instance) < now.instances.size() &&
-                size_t(t.instance) < next.instances.size() &&
-                now.instances[size_t(t.instance)].profile == next.instances[size_t(t.instance)].profile &&
-                now.instances[size_t(t.instance)].start == next.instances[size_t(t.instance)].start;
+    bool kept =
+        size_t(t.instance) < now.instances.size() && size_t(t.instance) < next.instances.size() &&
+        now.instances[size_t(t.instance)].profile == next.instances[size_t(t.instance)].profile &&
+        now.instances[size_t(t.instance)].start == next.instances[size_t(t.instance)].start;
     if (!kept) drain[t.instance] += (drain[t.instance].empty() ? "'" : ", '") + t.id + "'";
   }
   if (drain.empty()) return;
@@ -170,6 +232,13 @@ std::vector<AgentCall> CallsToApply(const NodePlan& input, const json& gpus_answ
   const json& gpus = gpus_answer.at("gpus");
   CheckAsGpumuxdWould(plan, gpus);
   std::vector<NodeTenant> present = ReadTenants(tenants_answer);
+  for (NodeGpuPlan& g : plan.gpus) {
+    if (g.mode != ShareMode::kMig || size_t(g.gpu) >= gpus.size()) continue;
+    const json& node = gpus[size_t(g.gpu)];
+    if (node.value("mode", "") == "mig")
+      LayOutAroundBusyInstances(g, node.value("layout", std::vector<std::string>{}), present,
+                                &plan.tenants);
+  }
   std::set<int> planned_gpus;
   for (const NodeGpuPlan& g : plan.gpus) planned_gpus.insert(g.gpu);
   std::map<std::string, const NodeTenantPlan*> planned;

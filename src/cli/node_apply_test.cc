@@ -65,9 +65,8 @@ void ApplyInPlace(const std::vector<AgentCall>& calls, json& gpus, json& tenants
       g["mode"] = c.body["mode"];
       if (c.body.contains("layout")) g["layout"] = c.body["layout"];
     } else if (c.method == "POST") {
-      tenants["tenants"].push_back(Tenant(
-          c.body["id"], c.body["gpu"], c.body.value("instance", -1), c.body["memory"],
-          c.body.value("compute", 100.0)));
+      tenants["tenants"].push_back(Tenant(c.body["id"], c.body["gpu"], c.body.value("instance", -1),
+                                          c.body["memory"], c.body.value("compute", 100.0)));
     }
   }
 }
@@ -100,8 +99,8 @@ TEST(NodeApply, AFreshNodeGetsModesThenTenantsAndASecondApplyMakesNoCall) {
 }
 
 // A new MIG layout on a node whose instances run tenants: applied where the plan keeps each busy
-// instance at its placement and number (gpumuxd changes the rest around it); refused naming every
-// instance that would have to drain where it does not.
+// instance at its placement and number (gpumuxd changes the rest around it), or can be laid out
+// again to; refused naming every instance that would have to drain where it cannot.
 TEST(NodeApply, ANewMigLayoutKeepsBusyInstancesOrNamesThoseThatMustDrain) {
   json gpus = Gpus(8), tenants = Tenants();
   ApplyInPlace(CallsToApply(TwoGpuPlan(), gpus, tenants), gpus, tenants);
@@ -117,18 +116,32 @@ TEST(NodeApply, ANewMigLayoutKeepsBusyInstancesOrNamesThoseThatMustDrain) {
   EXPECT_EQ(calls[0].body["layout"], json({"3g.40gb@0", "2g.20gb@4", "1g.10gb@6"}));
   EXPECT_EQ(calls[1].body["id"], "e");
 
-  NodePlan moved = TwoGpuPlan();
-  moved.gpus[1].layout = {"3g.40gb@4", "3g.40gb@0"};  // c's instance 0 would be at 4
+  // A plan that places c's 3g.40gb elsewhere is laid out again around it: c keeps its instance,
+  // the new 2g.20gb goes where there is room, and e's instance number follows.
+  NodePlan around = TwoGpuPlan();
+  around.gpus[1].layout = {"2g.20gb@0", "3g.40gb@4"};
+  around.tenants.pop_back();
+  around.tenants[2].instance = 1;  // c on the plan's 3g.40gb
+  around.tenants.push_back({"e", "e", 1, 0, 19 * kGiB, 10 * kGiB, std::nullopt});
+  calls = CallsToApply(around, gpus, tenants);
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0].body["layout"], json({"3g.40gb@0", "2g.20gb@4"}));
+  EXPECT_EQ(calls[1].body["id"], "e");
+  EXPECT_EQ(calls[1].body["instance"], 1);
+
+  // A plan that gives c a smaller instance: c must drain first, and is named.
+  NodePlan shrunk = TwoGpuPlan();
+  shrunk.gpus[1].layout = {"2g.20gb@0", "3g.40gb@4"};  // c (instance 0) on a 2g.20gb
+  shrunk.tenants[2].memory_bytes = 19 * kGiB;
   tenants["tenants"].push_back(Tenant("d", 1, 1, 39 * kGiB));
   try {
-    CallsToApply(moved, gpus, tenants);
-    ADD_FAILURE() << "c's instance moves";
+    CallsToApply(shrunk, gpus, tenants);
+    ADD_FAILURE() << "c's instance would change";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kConflict);
-    EXPECT_NE(std::string(e.what()).find("instance 0 (3g.40gb at 0: 'c'); instance 1 (3g.40gb at "
-                                         "4: 'd')"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("instance 0 (3g.40gb at 0: 'c')"), std::string::npos)
         << e.what();
+    EXPECT_EQ(std::string(e.what()).find("'d'"), std::string::npos) << "d keeps its: " << e.what();
   }
 }
 
@@ -180,8 +193,9 @@ TEST(NodeApply, ChangedLimitsAreUpdatesAndShrinkingOnesComeFirst) {
   std::vector<AgentCall> calls = CallsToApply(next, gpus, tenants);
   ASSERT_EQ(calls.size(), 2u);
   EXPECT_EQ(calls[0].path, "/v1/tenants/b");
-  EXPECT_EQ(calls[0].body,
-            json({{"memory", 20 * kGiB}, {"compute", 100.0}, {"priority", "normal"}, {"weight", 1}}))
+  EXPECT_EQ(
+      calls[0].body,
+      json({{"memory", 20 * kGiB}, {"compute", 100.0}, {"priority", "normal"}, {"weight", 1}}))
       << "memory in bytes and compute a number: one form on the wire";
   EXPECT_EQ(calls[1].path, "/v1/tenants/a");
 }
