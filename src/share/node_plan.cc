@@ -26,6 +26,20 @@ std::map<std::string, const Tenant*> TenantsByPlannedName(const PlanInput& input
   return by_name;
 }
 
+// The plan's tenant an outcome named `name` is: a tensor-parallel job's part ("<job>.tp<k>",
+// fleet_planner.cc) is its job's. Null for a name the plan does not hold.
+const Tenant* TenantNamed(const std::map<std::string, const Tenant*>& tenants,
+                          const std::string& name) {
+  auto t = tenants.find(name);
+  if (t != tenants.end()) return t->second;
+  size_t tp = name.rfind(".tp");
+  if (tp == std::string::npos || tp + 3 == name.size() ||
+      name.find_first_not_of("0123456789", tp + 3) != std::string::npos)
+    return nullptr;
+  t = tenants.find(name.substr(0, tp));
+  return t != tenants.end() ? t->second : nullptr;
+}
+
 }  // namespace
 
 std::string TenantIdFor(const std::string& name) {
@@ -84,8 +98,8 @@ bool KeepsItsOwnSpeed(const Tenant& t) {
 bool SharesWithThroughput(const StrategyResult& chosen,
                           const std::map<std::string, const Tenant*>& tenants) {
   for (const TenantOutcome& o : chosen.tenants) {
-    auto t = tenants.find(o.name);
-    if (t != tenants.end() && !KeepsItsOwnSpeed(*t->second)) return true;
+    const Tenant* t = TenantNamed(tenants, o.name);
+    if (t && !KeepsItsOwnSpeed(*t)) return true;
   }
   return false;
 }
@@ -116,13 +130,11 @@ NodePlan MakeNodePlan(const PlanInput& input, const Plan& plan) {
       NodeTenantPlan t{TenantIdFor(o.name),           o.name,      int(i), -1, 0,
                        uint64_t(std::ceil(o.memory)), std::nullopt};
       if (chosen.layout) t.instance = int(k);  // outcome k holds instance k, alone
-      auto tenant = tenants.find(o.name);
-      if (gpu.mode == ShareMode::kMps && tenant != tenants.end() &&
-          tenant->second->mps_thread_cap < 1) {
-        t.compute_percent = tenant->second->mps_thread_cap * 100;
-      }
-      if (tenant != tenants.end() && gpu.mode != ShareMode::kMig && !t.compute_percent &&
-          KeepsItsOwnSpeed(*tenant->second) && SharesWithThroughput(chosen, tenants))
+      const Tenant* tenant = TenantNamed(tenants, o.name);
+      if (gpu.mode == ShareMode::kMps && tenant && tenant->mps_thread_cap < 1)
+        t.compute_percent = tenant->mps_thread_cap * 100;
+      if (tenant && gpu.mode != ShareMode::kMig && !t.compute_percent &&
+          KeepsItsOwnSpeed(*tenant) && SharesWithThroughput(chosen, tenants))
         t.priority = Priority::kHigh;
       if (!ids.insert(t.id).second) {
         throw BadInput("tenants '" + o.name + "' and another both become gpumuxd tenant '" + t.id +

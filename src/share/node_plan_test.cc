@@ -151,6 +151,26 @@ tenants:
   NodePlan mig = plan_of("mig", batch, "");
   ASSERT_EQ(mig.gpus[0].mode, ShareMode::kMig);
   EXPECT_EQ(priority_of(mig, "chat"), Priority::kNormal) << "alone in its instance";
+  // A tensor-parallel server's parts ("chat.tp0", "chat.tp1") are the server's: high priority on
+  // each GPU they share with a batch job.
+  PlanFile tp = LoadPlanFile(WriteFile(R"(fleet: [{gpu: H100-SXM5-80GB, count: 2}]
+strategies: [timeslice]
+tenants:
+  - name: chat
+    workload: {kind: llm-decode, model: Llama-2-70B, dtype: bf16, batch: 1, context: 2048, tp: 2}
+    slo: {max_ms_per_token: 200}
+  - )" + generic + "{max_slowdown: 3}, count: 2}\n"),
+                             catalog);
+  NodePlan parts = MakeNodePlan(tp.input, PlanFleet(tp.input));
+  int high_parts = 0;
+  for (const NodeTenantPlan& t : parts.tenants) {
+    if (t.id.rfind("chat.tp", 0) != 0) continue;
+    bool shared = false;
+    for (const NodeTenantPlan& u : parts.tenants) shared |= u.gpu == t.gpu && u.id != t.id;
+    EXPECT_EQ(t.priority, shared ? Priority::kHigh : Priority::kNormal) << t.id;
+    high_parts += t.priority == Priority::kHigh;
+  }
+  EXPECT_GT(high_parts, 0) << "a part shares a GPU with a batch job";
   NodePlan capped = plan_of("mps", batch, "\n    mps_thread_percentage: 50");
   EXPECT_EQ(priority_of(capped, "chat"), Priority::kNormal)
       << "gpumuxd runs a high-priority tenant uncapped: the cap is kept";
