@@ -71,12 +71,22 @@ void FitQuotas(std::vector<NodeTenantPlan*>& on_device, uint64_t capacity,
   }
 }
 
+// The catalog's MIG geometry of GPU kind `kind` (the kind a plan was made for); none for a kind
+// it does not know (gpumuxd then checks with the driver's) or without MIG.
+std::optional<MigGeometry> MigGeometryOf(const Catalog& catalog, const std::string& kind) {
+  try {
+    return catalog.FindGpu(kind).mig;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
 // Every request the plan would send, checked with the rules gpumuxd applies to it, so that no
 // call is refused midway for what was wrong from the start: ids, compute caps and priorities
 // (node::CheckTenant), one tenant per id, quotas above 0, and each MIG layout, and each quota
 // within its instance, against the geometry the catalog gives the plan's GPU kind (where it knows
 // it).
-void CheckAsGpumuxdWould(const NodePlan& plan, const json& gpus) {
+void CheckAsGpumuxdWould(const NodePlan& plan, const json& gpus, const Catalog& catalog) {
   std::set<std::string> ids;
   for (size_t i = 0; i < plan.tenants.size(); ++i) {
     const NodeTenantPlan& t = plan.tenants[i];
@@ -94,15 +104,9 @@ void CheckAsGpumuxdWould(const NodePlan& plan, const json& gpus) {
     if (!ids.insert(t.id).second) throw BadInput(where + ": id '" + t.id + "' appears twice");
     if (t.memory_bytes == 0) throw BadInput(where + ": memory: a quota of 0 bytes");
   }
-  Catalog catalog = Catalog::LoadBundled();
   for (const NodeGpuPlan& g : plan.gpus) {
     if (g.mode != ShareMode::kMig || size_t(g.gpu) >= gpus.size()) continue;
-    std::optional<MigGeometry> geometry;
-    try {
-      geometry = catalog.FindGpu(g.kind).mig;  // the kind the plan was made for (its size checked)
-    } catch (const Error&) {
-      continue;  // a kind the catalog does not know: gpumuxd checks the layout with the driver's
-    }
+    std::optional<MigGeometry> geometry = MigGeometryOf(catalog, g.kind);
     if (!geometry) continue;
     try {
       MigLayout placed = PlaceInCreationOrder(*geometry, g.layout);
@@ -124,28 +128,18 @@ void CheckAsGpumuxdWould(const NodePlan& plan, const json& gpus) {
   }
 }
 
-// The catalog's MIG geometry of GPU kind `kind`; none for a kind it does not know or without MIG.
-std::optional<MigGeometry> MigGeometryOf(const std::string& kind) {
-  try {
-    return Catalog::LoadBundled().FindGpu(kind).mig;
-  } catch (const Error&) {
-    return std::nullopt;
-  }
-}
-
 // Re-lays the plan's MIG GPU `g` out, where it can, so that each instance tenants in `present` are
 // on (in the node's `layout`) stays where it is: a planned tenant that runs there on an instance
 // of the profile the plan gives it keeps that instance, its number and placement, and the plan's
 // other instances are placed around the kept ones (the driver's default placement, kept ones
 // first) and numbered in the plan's order; `tenants`' instance numbers follow. Leaves the plan as
 // it is where no such layout exists (CheckBusyInstancesKept then names what must drain).
-void LayOutAroundBusyInstances(NodeGpuPlan& g, const std::vector<std::string>& layout,
+void LayOutAroundBusyInstances(NodeGpuPlan& g, const MigGeometry& geo,
+                               const std::vector<std::string>& layout,
                                const std::vector<NodeTenant>& present,
                                std::vector<NodeTenantPlan>* tenants) {
-  std::optional<MigGeometry> geo = MigGeometryOf(g.kind);
-  if (!geo) return;
   try {
-    MigLayout now = PlaceInCreationOrder(*geo, layout), next = PlaceInCreationOrder(*geo, g.layout);
+    MigLayout now = PlaceInCreationOrder(geo, layout), next = PlaceInCreationOrder(geo, g.layout);
     const size_t n = next.instances.size();
     std::map<int, int> number;          // plan instance -> its number in the new layout
     std::map<int, std::string> pinned;  // new number -> "NAME@START" kept where it is
@@ -164,7 +158,7 @@ void LayOutAroundBusyInstances(NodeGpuPlan& g, const std::vector<std::string>& l
       }
       if (size_t(t.instance) >= n || pinned.count(t.instance)) return;
       number[p->instance] = t.instance;
-      pinned[t.instance] = was.profile->name + "@" + std::to_string(was.start);
+      pinned[t.instance] = was.Entry();
     }
     if (pinned.empty()) return;
     // Placed with the kept instances first, so that the others find room around them.
@@ -176,17 +170,17 @@ void LayOutAroundBusyInstances(NodeGpuPlan& g, const std::vector<std::string>& l
       others.push_back(int(j));
       order.push_back(next.instances[j].profile->name);
     }
-    MigLayout placed = PlaceInCreationOrder(*geo, order);
+    MigLayout placed = PlaceInCreationOrder(geo, order);
     std::vector<std::string> result(n);
     for (const auto& [k, entry] : pinned) result[size_t(k)] = entry;
     size_t free = 0;
     for (size_t o = 0; o < others.size(); ++o) {
       while (!result[free].empty()) ++free;
       const MigInstance& m = placed.instances[pinned.size() + o];
-      result[free] = m.profile->name + "@" + std::to_string(m.start);
+      result[free] = m.Entry();
       number[others[o]] = int(free);
     }
-    PlaceInCreationOrder(*geo, result);  // the driver takes it as numbered
+    PlaceInCreationOrder(geo, result);  // the driver takes it as numbered
     g.layout = result;
     for (NodeTenantPlan& t : *tenants)
       if (t.gpu == g.gpu && number.count(t.instance)) t.instance = number[t.instance];
@@ -198,17 +192,16 @@ void LayOutAroundBusyInstances(NodeGpuPlan& g, const std::vector<std::string>& l
 // Throws Error (conflict) naming every instance of GPU `g` that tenants in `present` are on
 // (in the node's `layout`) and that the plan's layout moves or removes: they would have to drain
 // (their tenants removed) first. Placed with the catalog's geometry of the plan's kind.
-void CheckBusyInstancesKept(const NodeGpuPlan& g, const std::vector<std::string>& layout,
+void CheckBusyInstancesKept(const NodeGpuPlan& g, const MigGeometry& geo,
+                            const std::vector<std::string>& layout,
                             const std::vector<NodeTenant>& present) {
-  const MigGeometry geo = *MigGeometryOf(g.kind);
   MigLayout now = PlaceInCreationOrder(geo, layout), next = PlaceInCreationOrder(geo, g.layout);
   std::map<int, std::string> drain;  // instance -> its tenants
   for (const NodeTenant& t : present) {
     if (t.gpu != g.gpu || t.instance < 0) continue;
-    bool kept =
-        size_t(t.instance) < now.instances.size() && size_t(t.instance) < next.instances.size() &&
-        now.instances[size_t(t.instance)].profile == next.instances[size_t(t.instance)].profile &&
-        now.instances[size_t(t.instance)].start == next.instances[size_t(t.instance)].start;
+    const size_t k = size_t(t.instance);
+    bool kept = k < now.instances.size() && k < next.instances.size() &&
+                now.instances[k] == next.instances[k];
     if (!kept) drain[t.instance] += (drain[t.instance].empty() ? "'" : ", '") + t.id + "'";
   }
   if (drain.empty()) return;
@@ -230,13 +223,17 @@ std::vector<AgentCall> CallsToApply(const NodePlan& input, const json& gpus_answ
                                     const json& tenants_answer) {
   NodePlan plan = input;  // quotas may be fitted to the node's GPUs
   const json& gpus = gpus_answer.at("gpus");
-  CheckAsGpumuxdWould(plan, gpus);
+  const Catalog catalog = Catalog::LoadBundled();
+  CheckAsGpumuxdWould(plan, gpus, catalog);
   std::vector<NodeTenant> present = ReadTenants(tenants_answer);
+  std::map<int, MigGeometry> geometries;  // of the plan's MIG GPUs, where the catalog has it
   for (NodeGpuPlan& g : plan.gpus) {
-    if (g.mode != ShareMode::kMig || size_t(g.gpu) >= gpus.size()) continue;
+    std::optional<MigGeometry> geo = MigGeometryOf(catalog, g.kind);
+    if (g.mode != ShareMode::kMig || !geo || size_t(g.gpu) >= gpus.size()) continue;
+    const MigGeometry& kept = geometries[g.gpu] = *geo;
     const json& node = gpus[size_t(g.gpu)];
     if (node.value("mode", "") == "mig")
-      LayOutAroundBusyInstances(g, node.value("layout", std::vector<std::string>{}), present,
+      LayOutAroundBusyInstances(g, kept, node.value("layout", std::vector<std::string>{}), present,
                                 &plan.tenants);
   }
   std::set<int> planned_gpus;
@@ -302,8 +299,8 @@ std::vector<AgentCall> CallsToApply(const NodePlan& input, const json& gpus_answ
     if (same) continue;
     // From one MIG layout to another gpumuxd goes instance by instance: the instances tenants are
     // on stay, running, where the plan keeps them at their placement; else they must drain.
-    if (g.mode == ShareMode::kMig && mode == "mig" && MigGeometryOf(g.kind)) {
-      CheckBusyInstancesKept(g, layout, present);
+    if (auto geo = geometries.find(g.gpu); mode == "mig" && geo != geometries.end()) {
+      CheckBusyInstancesKept(g, geo->second, layout, present);
       std::string what = fmt::format("GPU {}: MIG {} -> {}", g.gpu, fmt::join(layout, " "),
                                      fmt::join(g.layout, " "));
       calls.push_back({"PUT", fmt::format("/v1/gpus/{}", g.gpu), ModeRequest(g), what});

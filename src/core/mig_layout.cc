@@ -87,11 +87,11 @@ std::string MigLayout::CreateCommand(const MigGeometry& geo) const {
   return fmt::format("nvidia-smi mig -cgi {} -C", list);
 }
 
+std::string MigInstance::Entry() const { return profile->name + "@" + std::to_string(start); }
+
 std::string MigLayout::Describe() const {
   std::string out;
-  for (const MigInstance& inst : instances) {
-    out += fmt::format("{}{}@{}", out.empty() ? "" : " ", inst.profile->name, inst.start);
-  }
+  for (const MigInstance& inst : instances) out += (out.empty() ? "" : " ") + inst.Entry();
   return out;
 }
 
@@ -139,14 +139,13 @@ std::vector<std::string> KeepingInstances(const MigGeometry& geo, const MigLayou
   const size_t n = placed.instances.size();
   std::vector<const MigInstance*> order(n, nullptr);
   std::vector<bool> taken(n, false);
-  auto at = [](const MigInstance& m) { return m.profile->name + "@" + std::to_string(m.start); };
   for (const KeptInstance& k : kept) {
     const MigInstance& was = now.instances.at(size_t(k.index));
     std::string what = "instance " + std::to_string(k.index) + " (" + was.profile->name + " at " +
                        std::to_string(was.start) + ", " + k.held_by + ")";
     size_t found = n;
     for (size_t i = 0; i < n && found == n; ++i)
-      if (!taken[i] && at(placed.instances[i]) == at(was)) found = i;
+      if (!taken[i] && placed.instances[i] == was) found = i;
     if (found == n)
       throw Conflict(what + " would move or go; a new layout keeps it at its placement");
     if (size_t(k.index) >= n)
@@ -162,7 +161,7 @@ std::vector<std::string> KeepingInstances(const MigGeometry& geo, const MigLayou
     order[next_free] = &placed.instances[i];
   }
   std::vector<std::string> layout;
-  for (const MigInstance* m : order) layout.push_back(at(*m));
+  for (const MigInstance* m : order) layout.push_back(m->Entry());
   return layout;
 }
 

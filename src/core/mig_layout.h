@@ -13,6 +13,11 @@ namespace gpumux {
 struct MigInstance {
   const MigProfile* profile = nullptr;
   int start = 0;
+
+  // "NAME@START": the instance as PlaceInCreationOrder takes it placed explicitly.
+  std::string Entry() const;
+  // The same profile (of one geometry) at the same start.
+  bool operator==(const MigInstance&) const = default;
 };
 
 struct MigLayout {

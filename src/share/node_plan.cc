@@ -119,7 +119,7 @@ NodePlan MakeNodePlan(const PlanInput& input, const Plan& plan) {
       gpu.mode = ShareMode::kTimeSlice;  // one tenant, nothing to share
     if (chosen.layout) {
       for (const MigInstance& inst : chosen.layout->instances) {
-        gpu.layout.push_back(inst.profile->name + "@" + std::to_string(inst.start));
+        gpu.layout.push_back(inst.Entry());
       }
     }
     node.gpus.push_back(gpu);

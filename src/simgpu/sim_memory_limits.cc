@@ -165,14 +165,14 @@ std::optional<SimGroupLimits> LimitOfThisProcess(const SimDevice& device) {
   }
   if (!file) return std::nullopt;
   std::optional<SimGroupLimits> tightest;
+  uint64_t least_room = 0;  // tightest's
   for (LimitEntry& e : file->entries) {
     if (!e.in_use.load()) continue;
     std::string group(e.group, strnlen(e.group, sizeof(e.group)));
     if (!Within(mine, group)) continue;
     SimGroupLimits l{e.soft.load(), e.hard.load(), GroupUsed(*device.state, group)};
     uint64_t room = l.hard > l.used ? l.hard - l.used : 0;
-    if (!tightest || room < (tightest->hard > tightest->used ? tightest->hard - tightest->used : 0))
-      tightest = l;
+    if (!tightest || room < least_room) tightest = l, least_room = room;
   }
   return tightest;
 }

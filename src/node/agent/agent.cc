@@ -97,12 +97,13 @@ Agent::Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend)
   const std::vector<TenantRecord> tenants = store_.All();
   for (Gpu& g : gpus_) {
     for (DeviceSlot& slot : g.slots) {
-      memory_.AdoptUngranted(slot, TenantsOn(slot, tenants));
+      const std::vector<const TenantRecord*> here = TenantsOn(slot, tenants);
+      memory_.AdoptUngranted(slot, here);
       // The limits the driver holds for tenants whose processes ran on meanwhile: their groups
       // learnt again from them.
       std::vector<std::pair<pid_t, int>> processes;
       slot.authority->ProcessTenants(&processes);
-      for (const TenantRecord* t : TenantsOn(slot, tenants)) {
+      for (const TenantRecord* t : here) {
         std::optional<int> index = slot.authority->FindTenant(t->id);
         for (auto [pid, of] : processes)
           if (index && of == *index) HoldInDriver(slot, *t, pid);
@@ -637,8 +638,7 @@ HttpResponse Agent::SetMode(const HttpRequest& r, const std::string& index) {
     MigLayout before = PlaceInCreationOrder(geo, g.layout), after = PlaceInCreationOrder(geo, layout);
     for (size_t k = 0; k < g.slots.size(); ++k)
       kept_slots.push_back(k < after.instances.size() && k < before.instances.size() &&
-                           after.instances[k].profile == before.instances[k].profile &&
-                           after.instances[k].start == before.instances[k].start);
+                           after.instances[k] == before.instances[k]);
   } else {
     for (DeviceSlot& slot : g.slots) {
       slot.ReclaimDead();

@@ -57,7 +57,7 @@ class SimulatedBackend : public ShareBackend {
       std::vector<std::string>& was = layouts_[gpu.index];
       std::vector<std::string> now;
       for (const MigInstance& m : placed.instances)
-        now.push_back(m.profile->name + "@" + std::to_string(m.start));
+        now.push_back(m.Entry());
       for (size_t k = 0; k < was.size(); ++k) {
         if (k < now.size() && now[k] == was[k]) continue;
         node::Device gone = gpu;
