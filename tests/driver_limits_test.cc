@@ -5,6 +5,7 @@
 // refused by the driver and keeps running, where before it was killed. Needs root (as CI runs),
 // and a writable cgroup v2 hierarchy for the tests that put programs in a group.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -63,6 +64,13 @@ TEST_F(DriverLimitsTest, TheSimulatedDriverSetsLimitsOnlyAsTheRealOneDoes) {
   ASSERT_EQ(gpumux::sim::SetSimMemoryLimits(StatePath(), group_, kGiB / 2, 3 * kGiB),
             nvml::kSuccess);
   ASSERT_EQ(gpumux::sim::GetSimMemoryLimits(StatePath(), group_, &got), nvml::kSuccess);
+  // Another user can read the limits, as NVML lets anyone, and cannot rewrite them.
+  std::string opened = AsUser(kNobody, [&] {
+    int rw = open((StatePath() + ".limits").c_str(), O_RDWR);
+    int ro = open((StatePath() + ".limits").c_str(), O_RDONLY);
+    return std::string(rw >= 0 ? "rw" : "-") + (ro >= 0 ? "ro" : "-");
+  });
+  EXPECT_EQ(opened, "-ro") << "the limits file is root's to write";
   EXPECT_EQ(got.soft, kGiB / 2);
   EXPECT_EQ(got.hard, 3 * kGiB);
   // A program in the group is refused past the hard limit, and keeps running; one outside it is
