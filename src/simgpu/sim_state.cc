@@ -22,11 +22,12 @@
 #include "base/comma_list.h"
 #include "base/process.h"
 #include "simgpu/sim_memory_limits.h"
+#include "simgpu/sim_mps.h"
 
 namespace gpumux::sim {
 namespace {
 
-constexpr uint64_t kStateMagic = 0x354d495358555047ull;  // "GPUXSIM5": layout 5, processes' cgroups
+constexpr uint64_t kStateMagic = 0x364d495358555047ull;  // "GPUXSIM6": layout 6, shared runs
 
 double EnvDouble(const char* name, double fallback) {
   const char* v = std::getenv(name);
@@ -78,8 +79,22 @@ void ChargeProcess(int context, uint64_t ns, void* state) {
   static_cast<SimState*>(state)->processes[context].gpu_ns.fetch_add(ns);
 }
 
+// Plays the device's schedule forward to `now_ns` as its mode runs work: time-sliced (the round
+// robin, sim_timeslice.h) or shared (MPS-like, sim_mps.h). With the schedule's lock held.
 void AdvanceLocked(SimState* s, uint64_t now_ns) {
-  Advance(&s->schedule, now_ns, ChargeProcess, s);
+  if (s->mode.load() == ShareMode::kMps) {
+    AdvanceShared(&s->schedule, now_ns, ChargeProcess, s);
+  } else {
+    Advance(&s->schedule, now_ns, ChargeProcess, s);
+  }
+}
+
+// When `slot`'s work up to `ticket` will be done if no more work comes: time-sliced, the earliest
+// (if the context had the GPU from now on); shared, at the present sharing as each context's work
+// runs out. With the schedule's lock held, after AdvanceLocked.
+uint64_t DoneForecastLocked(const SimState* s, int slot, uint64_t ticket) {
+  return s->mode.load() == ShareMode::kMps ? SharedDoneForecast(s->schedule, slot, ticket)
+                                           : EarliestDone(s->schedule, slot, ticket);
 }
 
 SimState* MapState(const std::string& path, const SimSpec& spec) {
@@ -187,6 +202,7 @@ int ProcessSlot(const SimDevice& device) {
             SliceContext& c = s->schedule.contexts[i];
             c.submitted_ns = c.served_ns = 0;
             c.next_run = 0;
+            c.weight = s->processes[i].below_normal ? s->below_normal_weight : 1.0;
           }
           s->processes[i].pid.store(getpid());
           return i;
@@ -275,48 +291,31 @@ Completion Execute(const SimDevice& device, uint64_t ready_ns, uint64_t duration
                    uint64_t max_queued_ns) {
   SimState* s = device.state;
   int slot = ProcessSlot(device);
-  if (s->mode == ShareMode::kTimeSlice && slot >= 0) {
-    const SliceContext& mine = s->schedule.contexts[slot];
-    for (;;) {  // a full command queue blocks the launch
-      uint64_t wait_until;
-      {
-        ScheduleLock lock(s);
-        AdvanceLocked(s, NowNs());
-        uint64_t queued = mine.submitted_ns - mine.served_ns;
-        if (queued <= max_queued_ns) {
-          Completion c;
-          c.ticket[device.ordinal] = Submit(&s->schedule, slot, duration_ns);
-          uint64_t tail = s->processes[slot].tail_ns.load();  // for MPS's count of busy processes
-          uint64_t end = EarliestDone(s->schedule, slot, c.ticket[device.ordinal]);
-          while (tail < end && !s->processes[slot].tail_ns.compare_exchange_weak(tail, end)) {
-          }
-          return c;
+  if (slot < 0) {  // no slot left in the device's table: the work runs as if alone
+    Completion c;
+    c.end_ns = ready_ns + duration_ns;
+    return c;
+  }
+  const SliceContext& mine = s->schedule.contexts[slot];
+  for (;;) {  // a full command queue blocks the launch
+    uint64_t wait_until;
+    {
+      ScheduleLock lock(s);
+      AdvanceLocked(s, NowNs());
+      uint64_t queued = mine.submitted_ns - mine.served_ns;
+      if (queued <= max_queued_ns) {
+        Completion c;
+        c.ticket[device.ordinal] = Submit(&s->schedule, slot, duration_ns);
+        uint64_t tail = s->processes[slot].tail_ns.load();
+        uint64_t end = DoneForecastLocked(s, slot, c.ticket[device.ordinal]);
+        while (tail < end && !s->processes[slot].tail_ns.compare_exchange_weak(tail, end)) {
         }
-        wait_until = EarliestDone(s->schedule, slot, mine.submitted_ns - max_queued_ns);
+        return c;
       }
-      SleepUntilNsPrecisely(std::min(wait_until, NowNs() + 1'000'000));
+      wait_until = DoneForecastLocked(s, slot, mine.submitted_ns - max_queued_ns);
     }
+    SleepUntilNsPrecisely(std::min(wait_until, NowNs() + 1'000'000));
   }
-  // This process, plus every other process whose work has not ended; below-normal clients' work
-  // counts below_normal_weight of a normal client's toward a normal client's stretch.
-  const bool yields = slot >= 0 && s->processes[slot].below_normal;
-  double busy = 1;
-  for (const SimProcess& p : s->processes) {
-    if (p.pid.load(std::memory_order_relaxed) > 0 && p.pid.load() != getpid() &&
-        p.tail_ns.load() > ready_ns)
-      busy += yields || !p.below_normal ? 1.0 : s->below_normal_weight;
-  }
-  uint64_t end = ready_ns + uint64_t(double(duration_ns) * busy);
-  if (slot >= 0) {
-    SimProcess& me = s->processes[slot];
-    me.gpu_ns.fetch_add(duration_ns);
-    uint64_t tail = me.tail_ns.load();
-    while (tail < end && !me.tail_ns.compare_exchange_weak(tail, end)) {
-    }
-  }
-  Completion c;
-  c.end_ns = end;
-  return c;
 }
 
 namespace {
@@ -370,7 +369,7 @@ void WaitDone(const Completion& c) {
         ScheduleLock lock(s);
         AdvanceLocked(s, NowNs());
         if (Done(s->schedule, slot, ticket)) return;
-        earliest = EarliestDone(s->schedule, slot, ticket);
+        earliest = DoneForecastLocked(s, slot, ticket);
       }
       // At least once a millisecond, so that the GPU time of work running is charged as it runs.
       uint64_t charge_by = NowNs() + 1'000'000;

@@ -13,8 +13,8 @@
 // kernel preempted at the slice's end (sim_timeslice.h; GPUMUX_SIM_TIMESLICE_US and
 // GPUMUX_SIM_SWITCH_US set the slice and the switch cost); a process is charged GPU time as its
 // work runs. In MPS mode processes' work runs concurrently, never preempted, and each piece is
-// stretched by the number of processes with work in flight when it starts (they share the SMs and
-// bandwidth); a process is charged its work's duration when it submits it.
+// stretched while other processes' work runs beside it (they share the SMs and bandwidth;
+// sim_mps.h); a process is charged its work's duration when it submits it.
 #pragma once
 
 #include <sys/types.h>
@@ -34,8 +34,8 @@ inline constexpr size_t kSimGroupPathSize = 256;
 
 struct SimProcess {
   std::atomic<int32_t> pid;
-  // 1: an MPS client of below-normal priority (CUDA_MPS_CLIENT_PRIORITY=1): in MPS-like mode its
-  // work slows normal clients' by SimState::below_normal_weight of a normal client's.
+  // 1: an MPS client of below-normal priority (CUDA_MPS_CLIENT_PRIORITY=1): in MPS-like mode it
+  // shares the GPU with SimState::below_normal_weight of a normal client's weight.
   int32_t below_normal;
   uint64_t start_time;
   std::atomic<uint64_t> used;
@@ -48,7 +48,7 @@ struct SimState {
   uint64_t capacity;
   double bandwidth;  // bytes/s
   double flops;      // FLOP/s
-  // MPS-like mode: how much a below-normal client's work in flight slows a normal client's (SimSpec).
+  // MPS-like mode: a below-normal client's share beside a normal client's 1 (SimSpec).
   double below_normal_weight;
   std::atomic<ShareMode> mode;
   std::atomic<uint64_t> used;
@@ -98,11 +98,13 @@ struct SimSpec {
   ShareMode mode;
   uint64_t timeslice_ns = 1'024'000;  // sim_timeslice.h
   uint64_t switch_ns = 25'000;
-  // MPS-like mode: how much a below-normal client's work in flight slows a normal client's, as a
-  // fraction of what a normal client's does (GPUMUX_SIM_BELOW_NORMAL_WEIGHT). 1 (the default): as
-  // much, i.e. client priority not modelled; 0: not at all, the ideal of a priority the hardware
-  // applies to block dispatch only ("a hint", NVIDIA), which a below-normal kernel's resident blocks
-  // and its share of HBM bandwidth would erode. No published figure lies between.
+  // MPS-like mode: a below-normal client's weight in the sharing, a normal client's being 1
+  // (GPUMUX_SIM_BELOW_NORMAL_WEIGHT; sim_mps.h): beside one below-normal client a normal one runs
+  // at 1 / (1 + weight) of its speed alone, the below-normal one at weight / (1 + weight). 1 (the
+  // default): client priority not modelled; 0: a normal client unslowed, the below-normal one
+  // nearly stopped while it runs (kLeastWeight), the ideal of a priority the hardware applies to
+  // block dispatch only ("a hint", NVIDIA), which a below-normal kernel's resident blocks and its
+  // share of HBM bandwidth would erode. No published figure lies between.
   double below_normal_weight = 1.0;
 };
 
@@ -123,10 +125,10 @@ bool SetSimMode(const std::string& path, ShareMode mode);
 // another device's in this process (one unified address space).
 uint64_t NewAddress(const SimDevice& device, uint64_t bytes);
 
-// What waiting on submitted work waits for: in time-slice mode this process's schedule ticket on
-// each device (sim_timeslice.h), in MPS mode the time the work ends. Work is done when all are
-// reached; the later of two is the field-wise max (a process's work on a device is done in order),
-// so a stream that waits on another device's event waits on both devices.
+// What waiting on submitted work waits for: this process's schedule ticket on each device
+// (sim_timeslice.h), or for a process without a slot the time the work ends. Work is done when all
+// are reached; the later of two is the field-wise max (a process's work on a device is done in
+// order), so a stream that waits on another device's event waits on both devices.
 struct Completion {
   uint64_t ticket[kMaxSimDevices] = {};
   uint64_t end_ns = 0;
@@ -139,10 +141,10 @@ inline Completion Later(const Completion& a, const Completion& b) {
   return c;
 }
 
-// Submits `duration_ns` of this process's work on `device` that may start at `ready_ns` (its
-// stream's previous work is done; time-slice mode runs a process's work in order anyway). In
-// time-slice mode it first waits while this process has more than `max_queued_ns` of work not done
-// there, as a real launch blocks when the command queue is full.
+// Submits `duration_ns` of this process's work on `device`, to run after the process's earlier
+// work there (in both modes a process's work runs in order; `ready_ns` counts only for a process
+// that got no slot in the device's table). It first waits while this process has more than
+// `max_queued_ns` of work not done there, as a real launch blocks when the command queue is full.
 Completion Execute(const SimDevice& device, uint64_t ready_ns, uint64_t duration_ns,
                    uint64_t max_queued_ns);
 bool IsDone(const Completion& c);

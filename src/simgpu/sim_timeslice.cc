@@ -1,6 +1,7 @@
 #include "simgpu/sim_timeslice.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 namespace gpumux::sim {
@@ -19,19 +20,27 @@ int NextWithWork(const SliceSchedule& s, int current) {
   return -1;
 }
 
-void Record(SliceContext& c, uint64_t start_ns, uint64_t ns) {
+}  // namespace
+
+void RecordRun(SliceContext& c, uint64_t start_ns, uint64_t wall_ns, uint64_t served_ns) {
   SliceContext::Run& last = c.runs[(c.next_run + kRunsKept - 1) % kRunsKept];
-  if (c.next_run > 0 && last.end_ns == start_ns &&
-      last.served_at_start + (last.end_ns - last.start_ns) == c.served_ns) {
-    last.end_ns += ns;  // the same run goes on
+  // The same pace: served per wall time equal to within one nanosecond of service over the runs.
+  auto same_pace = [&] {
+    double was = double(last.served_at_end - last.served_at_start) * double(wall_ns);
+    double now = double(served_ns) * double(last.end_ns - last.start_ns);
+    return std::abs(was - now) <= double(std::max(wall_ns, last.end_ns - last.start_ns));
+  };
+  if (c.next_run > 0 && last.end_ns == start_ns && last.served_at_end == c.served_ns &&
+      same_pace()) {
+    last.end_ns += wall_ns;  // the same run goes on
+    last.served_at_end += served_ns;
   } else {
-    c.runs[c.next_run % kRunsKept] = {start_ns, c.served_ns, start_ns + ns};
+    c.runs[c.next_run % kRunsKept] = {start_ns, start_ns + wall_ns, c.served_ns,
+                                      c.served_ns + served_ns};
     ++c.next_run;
   }
-  c.served_ns += ns;
+  c.served_ns += served_ns;
 }
-
-}  // namespace
 
 void StartSchedule(SliceSchedule* s, uint64_t slice_ns, uint64_t switch_ns) {
   std::memset(static_cast<void*>(s), 0, sizeof(*s));
@@ -57,7 +66,7 @@ void Advance(SliceSchedule* s, uint64_t now_ns, ChargeFn charge, void* arg) {
     }
     SliceContext& c = s->contexts[s->current];
     uint64_t run = std::min({s->slice_end_ns, now_ns, t + (c.submitted_ns - c.served_ns)}) - t;
-    Record(c, t, run);
+    RecordRun(c, t, run, run);
     if (charge) charge(s->current, run, arg);
     t += run;
   }
@@ -87,8 +96,10 @@ uint64_t DoneAt(const SliceSchedule& s, int context, uint64_t ticket) {
   for (uint32_t i = 0; i < kept; ++i) {
     const SliceContext::Run& r = c.runs[(c.next_run - 1 - i) % kRunsKept];
     oldest = &r;
-    if (ticket > r.served_at_start && ticket <= r.served_at_start + (r.end_ns - r.start_ns))
-      return r.start_ns + (ticket - r.served_at_start);
+    if (ticket > r.served_at_start && ticket <= r.served_at_end)
+      return r.start_ns +
+             uint64_t(double(ticket - r.served_at_start) * double(r.end_ns - r.start_ns) /
+                      double(r.served_at_end - r.served_at_start));
   }
   return oldest ? oldest->start_ns : 0;
 }

@@ -26,13 +26,16 @@ inline constexpr int kSliceContexts = 1024;  // one per process slot (kMaxSimPro
 inline constexpr int kRunsKept = 64;         // per context, for when past work completed
 
 struct SliceContext {
-  uint64_t submitted_ns;  // GPU time of all work submitted so far
+  uint64_t submitted_ns;  // GPU time of all work submitted so far (its time alone)
   uint64_t served_ns;     // GPU time of the work done so far
-  // Its latest runs on the GPU (a ring): it had served `served_at_start` when `start_ns` came.
+  // Its latest runs on the GPU (a ring): from `start_ns` to `end_ns` its served time went from
+  // `served_at_start` to `served_at_end` (as fast as the clock when it has the GPU alone; slower
+  // when it shares the GPU, sim_mps.h).
   struct Run {
-    uint64_t start_ns, served_at_start, end_ns;
+    uint64_t start_ns, end_ns, served_at_start, served_at_end;
   } runs[kRunsKept];
   uint32_t next_run;
+  double weight;  // its share when sharing (sim_mps.h); unused by the round robin
 };
 
 struct SliceSchedule {
@@ -55,7 +58,7 @@ void Advance(SliceSchedule* s, uint64_t now_ns, ChargeFn charge, void* arg);
 // done when the context's served_ns reaches it.
 uint64_t Submit(SliceSchedule* s, int context, uint64_t duration_ns);
 
-// Forgets a context's work (its process is gone): it gets no more slices.
+// Forgets a context's work (its process is gone): it gets no more GPU time.
 void Drop(SliceSchedule* s, int context);
 
 inline bool Done(const SliceSchedule& s, int context, uint64_t ticket) {
@@ -65,5 +68,9 @@ inline bool Done(const SliceSchedule& s, int context, uint64_t ticket) {
 uint64_t EarliestDone(const SliceSchedule& s, int context, uint64_t ticket);
 // When done work completed, from the context's runs (the oldest run kept if it is older).
 uint64_t DoneAt(const SliceSchedule& s, int context, uint64_t ticket);
+
+// Records that `context` ran from `start_ns` for `wall_ns` and served `served_ns` of its work (a
+// run that goes on at the same pace extends the last one). For Advance and AdvanceShared.
+void RecordRun(SliceContext& c, uint64_t start_ns, uint64_t wall_ns, uint64_t served_ns);
 
 }  // namespace gpumux::sim
