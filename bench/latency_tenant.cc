@@ -9,9 +9,10 @@
 //                  compiled server: the whole step reaches the device at once)
 //         graph    one launch of a graph captured from the step's kernels, then one synchronise
 //         streamsN the kernels dealt round robin over N streams, then cuCtxSynchronize
-//       Reports step latency p50/p99 over the steps after the first 0.5 s but for the second after
-//       a change (a server's steady state: gpumux learns a tenant's rhythm from its first bursts
-//       and follows a new rate within a few) from the step's planned start to
+//       Reports step latency p50/p99 over the steps after the first second but for the second
+//       after a change (a server's steady state: gpumux learns a tenant's rhythm from its first
+//       bursts and follows a new rate within a few; both seconds are reported apart) from the
+//       step's planned start to
 //       its synchronise's return ("latency_ms"), its on-device latency from events recorded around
 //       the step ("device_ms"), the steps of the first second ("first_ms") and of the second
 //       after a change of rate ("after_change_ms") apart, and the GPU time its kernels took
@@ -40,8 +41,7 @@ using gpumux::cuda::ReportFailure;
 
 namespace {
 
-constexpr uint64_t kWarmUpNs = 500'000'000;
-constexpr uint64_t kFirstNs = 1'000'000'000;
+constexpr uint64_t kFirstNs = 1'000'000'000;  // the first second, and the second after a change
 
 void PrintList(const char* name, const std::vector<double>& v) {
   std::printf(", \"%s\": [", name);
@@ -96,8 +96,9 @@ int main(int argc, char** argv) {
     const std::string periods = argv[4];
     const uint64_t period = uint64_t(std::atof(periods.c_str()) * 1e6);
     const size_t slash = periods.find('/');
-    const uint64_t new_period =
-        slash == std::string::npos ? period : uint64_t(std::atof(periods.c_str() + slash + 1) * 1e6);
+    const uint64_t new_period = slash == std::string::npos
+                                    ? period
+                                    : uint64_t(std::atof(periods.c_str() + slash + 1) * 1e6);
     const uint64_t change = new_period == period ? end : start + (end - start) / 2;
     if (period == 0 || new_period == 0) return ReportFailure("PERIOD_MS: expected A or A/B", 0);
     const int kernels = std::atoi(argv[5]);
@@ -107,7 +108,8 @@ int main(int argc, char** argv) {
     std::mt19937 rng(uint32_t(argc > 9 ? std::atoi(argv[9]) : 1));
     std::uniform_real_distribution<double> jitter(-jitter_ms, jitter_ms);
     int streams = 1;
-    if (pattern.rfind("streams", 0) == 0) streams = std::max(1, std::atoi(pattern.c_str() + 7));
+    if (pattern.rfind("streams", 0) == 0)
+      streams = std::max(1, std::atoi(pattern.c_str() + 7));
     else if (pattern != "each" && pattern != "step" && pattern != "graph")
       return ReportFailure(("unknown launch pattern '" + pattern + "'").c_str(), 0);
     CUfunction f = function("k0");
@@ -143,7 +145,8 @@ int main(int argc, char** argv) {
         if (pattern == "each") cuStreamSynchronize(s);
       }
       if (step_graph) {
-        if (CUresult r = cuGraphLaunch(step_graph, stream)) return ReportFailure("cuGraphLaunch", r);
+        if (CUresult r = cuGraphLaunch(step_graph, stream))
+          return ReportFailure("cuGraphLaunch", r);
       }
       if (streams > 1) {
         // The step is over when every lane is: the event after it waits for them all.
@@ -159,16 +162,17 @@ int main(int argc, char** argv) {
       const bool settling = step >= change && step < change + kFirstNs;
       if (settling) after_change_ms.push_back(ms);
       start_ms.push_back(double(step - start) / 1e6);
-      if (step >= start + kWarmUpNs && !settling) {
+      if (step >= start + kFirstNs && !settling) {
         latency_ms.push_back(ms);
         device_ms.push_back(on_device);
       }
     }
     const double gpu_s = double(steps) * kernels * kernel_us / 1e6;
-    std::printf("{\"steps\": %zu, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"device_p99_ms\": %.3f, "
-                "\"gpu_share\": %.4f",
-                steps, Percentile(latency_ms, 0.5), Percentile(latency_ms, 0.99),
-                Percentile(device_ms, 0.99), gpu_s / (double(end - start) / 1e9));
+    std::printf(
+        "{\"steps\": %zu, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"device_p99_ms\": %.3f, "
+        "\"gpu_share\": %.4f",
+        steps, Percentile(latency_ms, 0.5), Percentile(latency_ms, 0.99),
+        Percentile(device_ms, 0.99), gpu_s / (double(end - start) / 1e9));
     PrintList("latency_ms", latency_ms);  // every step's, for pooling runs
     PrintList("device_ms", device_ms);
     PrintList("first_ms", first_ms);

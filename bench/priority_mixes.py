@@ -10,7 +10,7 @@ mixes are the "choose" half (what the design is tuned on), odd ones the "check" 
 
 Each mix runs the HP tenant alone, then beside BE with priorities (`--priority high` / `low`), and
 with --control also with none (all normal). For each it prints the HP step latency p99 (from the
-step's planned start to its synchronise's return, after the first 0.5 s) against solo, the
+step's planned start to its synchronise's return, after the first second) against solo, the
 on-device p99 (events around the step) against solo, the first second's and the second after a
 change's p99, and what BE kept of the GPU time HP leaves, beside the most whole BE kernels could
 fill between the steps in their order (a Monte Carlo bracket: none cut, none run into a step).

@@ -17,7 +17,7 @@
 # round's own p99 is shown too (how far the host alone moves it), and the p95 ratio (steadier).
 # Mixes: "choose" ones (the design was tuned on them) and "check" ones (reported, not tuned on);
 # in the last of each, no best-effort kernel fits between two bursts. High-priority latency is taken
-# after the first 0.5 s (steady state; gpumux learns the rhythm from the first bursts).
+# after the first second (steady state; gpumux learns the rhythm from the first bursts).
 #   bench/tail_latency.sh [BUILD_DIR] [SECONDS] [ROUNDS]     (defaults: build/release, 4, 3)
 # The simulated GPU's knobs pass through the environment, e.g. GPUMUX_SIM_BELOW_NORMAL_WEIGHT=0 for
 # MPS client priority at its ideal (the best-effort tenant is a below-normal client).

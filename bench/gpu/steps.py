@@ -8,7 +8,7 @@
                                                   compiled server sends its step
   steps.py be START SECONDS N                     N×N bf16 matmuls back to back (synchronised every
                                                   10): prints matmuls per second
-START is CLOCK_MONOTONIC ns (copies start together); the first 0.5 s are not counted.
+START is CLOCK_MONOTONIC ns (copies start together); the first second is not counted (the rhythm is learnt then).
 """
 import json
 import sys
@@ -43,7 +43,7 @@ if role == 'hp' and graphed:
 while mono() < start / 1e9:
     time.sleep(0.001)
 t0 = mono()
-end, warm = t0 + seconds, t0 + 0.5
+end, warm = t0 + seconds, t0 + 1.0
 if role == 'hp':
     lat, nxt = [], t0
     while mono() < end:

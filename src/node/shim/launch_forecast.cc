@@ -8,9 +8,9 @@ namespace gpumux::shim {
 
 namespace {
 
-constexpr uint64_t kRecheckNs = 100'000;   // a held launch looks again this often
-constexpr size_t kMostTimed = 256;         // launches timed at once; more go untimed
-constexpr uint64_t kMostPeriodsHeld = 4;   // then work that fits no gap goes after a burst
+constexpr uint64_t kRecheckNs = 100'000;  // a held launch looks again this often
+constexpr size_t kMostTimed = 256;        // launches timed at once; more go untimed
+constexpr uint64_t kMostPeriodsHeld = 4;  // then work that fits no gap goes after a burst
 
 // The start event Hold recorded on this thread for the launch After follows.
 // Initial-exec: the shim is preloaded, so its thread-locals live in static TLS, read without a
@@ -72,14 +72,19 @@ void LaunchForecast::Hold(const void* work, CUstream stream) {
   auto known = duration_ns_.find(work);
   const uint64_t duration = known != duration_ns_.end() ? known->second : longest_ns_;
   const uint64_t held_since = NowNs();
+  bool burst_after_wait = false;  // a burst ran after it had waited kMostPeriodsHeld periods
   for (;;) {
     uint64_t now = NowNs();
     f = ledger_->HighPriorityForecast(now);
     uint64_t end = std::max(now, busy_until_ns_) + duration;
     bool clear = !f.active && (f.next_start_ns == 0 || end + f.margin_ns <= f.next_start_ns);
-    // Work that cannot fit between two bursts goes as soon as one ends.
-    bool waited_enough =
-        !f.active && f.period_ns != 0 && now - held_since >= kMostPeriodsHeld * f.period_ns;
+    // Work that cannot fit between two bursts goes as one ends, once it has waited long enough:
+    // then it has the whole gap to run in. (Going at the first moment outside a burst sent it
+    // mid-gap, into the next burst; and its time, stretched there, was learnt, so that next
+    // time it fitted no gap again.) Twice as long: bursts too short to be seen do not hold it.
+    const uint64_t waited = f.period_ns != 0 ? (now - held_since) / f.period_ns : 0;
+    if (f.active && waited >= kMostPeriodsHeld) burst_after_wait = true;
+    bool waited_enough = !f.active && (burst_after_wait || waited >= 2 * kMostPeriodsHeld);
     if (clear || waited_enough) {
       busy_until_ns_ = end;
       break;

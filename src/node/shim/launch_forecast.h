@@ -7,7 +7,8 @@
 // graph) from events recorded around its earlier launches; a kernel never seen counts as the
 // longest seen — and holds the launch while that would be past the next burst's predicted start
 // (Ledger::HighPriorityForecast: the high-priority tenants' rhythm), or while a burst runs. A
-// launch held four periods (its work fits no gap between bursts) goes as soon as a burst ends.
+// launch held four periods (its work fits no gap between bursts) goes as the next burst ends
+// (after eight, at once outside a burst).
 // Launches into a stream that is capturing a graph run nothing: they are neither held nor timed
 // (an event recorded or queried there would end the capture).
 //

@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <map>
+#include <thread>
 
 #include "base/clock.h"
 
@@ -115,6 +117,37 @@ TEST_F(LaunchForecastTest, HoldsAKernelThatWouldStillRunWhenTheNextBurstComes) {
   EXPECT_GE(NowNs(), burst + node::kLateBurstNs)
       << "A went once the burst was due and did not come";
   EXPECT_LT(NowNs(), burst + node::kLateBurstNs + 20 * kMs) << "and not a period later";
+}
+
+// A kernel longer than any gap between bursts waits four periods, then goes as a burst ends, with
+// the whole gap to run in: not at the first moment outside a burst (mid-gap, into the next one).
+TEST_F(LaunchForecastTest, WorkThatFitsNoGapGoesAsABurstEndsAfterWaiting) {
+  // Bursts of 5 ms every 80 ms, kept up by a feeder as the high-priority tenant's ticks would.
+  const uint64_t first = NowNs() + 40 * kMs;
+  RhythmWithNextBurstIn(40 * kMs);
+  std::atomic<bool> stop{false};
+  std::thread feeder([&] {
+    for (uint64_t t = NowNs(); !stop; t += kMs / 4) {
+      SleepUntilNs(t);
+      uint64_t phase = (t + 80 * kMs - first % (80 * kMs)) % (80 * kMs);
+      ledger_->TenantComputeTick(hp_, t, 0, phase < 5 * kMs);
+    }
+  });
+  StartAs(be_);
+  int kernel = 0;
+  EXPECT_LT(Launch(&kernel, 78 * kMs), 1 * kMs) << "never seen: nothing to hold it by";
+  SleepUntilNs(fake.busy_until + kMs);  // learnt: 78 ms, longer than the 75 ms gaps
+  // Held from mid-gap (30 ms after a burst ended): four periods later is mid-gap again.
+  SleepUntilNs(first + 3 * 80 * kMs + 35 * kMs);
+  const uint64_t held_from = NowNs();
+  Launch(&kernel, 78 * kMs);
+  const uint64_t went = NowNs();
+  stop = true;
+  feeder.join();
+  EXPECT_GE(went - held_from, 4 * 78 * kMs) << "it waited four periods (as learnt)";
+  uint64_t since_burst_start = (went - first) % (80 * kMs);
+  EXPECT_GE(since_burst_start, 5 * kMs) << "not inside a burst";
+  EXPECT_LT(since_burst_start, 8 * kMs) << "but as one ended, the whole gap ahead of it";
 }
 
 TEST_F(LaunchForecastTest, ALaunchIntoAGraphBeingCapturedIsNeitherHeldNorTimed) {
