@@ -2,10 +2,13 @@
 """How the fleet simulator's cost grows with the fleet (issue 44): the default openb trace and
 copies of it with nodes and pods repeated K times (each copy's names made unique), one seed, one
 core, every policy; wall time and peak memory per run, and the exponent of time against GPUs
-fitted over the scales (n log n reads as a little over 1, n^2 as 2).
+fitted over the scales (n log n reads as a little over 1, n^2 as 2). With --baseline, each
+policy also runs with --scan-every-node (every node checked and scored for every pod, as before
+the candidate index; the same placements), and the table gives ours / that at each scale, both
+measured in this run.
 
 Usage (from the repository root, after a build):
-  bench/fleet_scale.py [--scales 1,4,16] [--policies random,...,gpumux] [--traces DIR]
+  bench/fleet_scale.py [--scales 1,4,16] [--policies random,...,gpumux] [--traces DIR] [--baseline]
 """
 import argparse
 import csv
@@ -43,10 +46,10 @@ def gpus_in(nodes_csv):
         return sum(int(r["gpu"]) for r in csv.DictReader(f))
 
 
-def run(binary, nodes, pods, policy, out):
+def run(binary, nodes, pods, policy, out, scan=False):
     """Seconds and peak resident MiB of one `gpumux fleet simulate` run."""
     cmd = [binary, "fleet", "simulate", "--nodes", nodes, "--pods", pods, "--policy", policy,
-           "--seeds", "1", "--jobs", "1", "--out", out]
+           "--seeds", "1", "--jobs", "1", "--out", out] + (["--scan-every-node"] if scan else [])
     start = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -68,6 +71,8 @@ def main():
     p.add_argument("--policies", default=ALL_POLICIES)
     p.add_argument("--traces", default="traces/openb-v2023")
     p.add_argument("--gpumux", default="./build/release/gpumux")
+    p.add_argument("--baseline", action="store_true",
+                   help="also time --scan-every-node runs and print ours / that")
     a = p.parse_args()
     scales = [int(s) for s in a.scales.split(",")]
     policies = a.policies.split(",")
@@ -87,7 +92,12 @@ def main():
             nodes, pods, _, _ = inputs[k]
             seconds, mib = run(a.gpumux, nodes, pods, policy, f"{work}/out-{policy}-x{k}")
             times.append(seconds)
-            cells.append(f"{seconds:.2f} s, {mib:.0f} MiB")
+            cell = f"{seconds:.2f} s, {mib:.0f} MiB"
+            if a.baseline:
+                scan_s, scan_mib = run(a.gpumux, nodes, pods, policy, f"{work}/scan-{policy}-x{k}",
+                                       scan=True)
+                cell += f" (scan {scan_s:.2f} s, {scan_mib:.0f} MiB: {seconds / scan_s:.2f}x)"
+            cells.append(cell)
         exponent = slope([inputs[k][2] for k in scales], times) if len(scales) > 1 else float("nan")
         print(f"| {policy} | " + " | ".join(cells) + f" | {exponent:.2f} |", flush=True)
     gpus = [inputs[k][2] for k in scales]

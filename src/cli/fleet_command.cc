@@ -30,6 +30,7 @@ struct FleetOptions {
   bool json = false;
   bool departures = false;
   double time_scale = 1;
+  bool scan_every_node = false;
 };
 
 std::vector<std::string> SplitComma(const std::string& s) {
@@ -112,6 +113,7 @@ int RunSimulate(const FleetOptions& o) {
   eo.seeds = o.seeds;
   eo.first_seed = o.first_seed;
   eo.inflation = o.inflation;
+  eo.scan_every_node = o.scan_every_node;
   eo.jobs = o.jobs > 0 ? o.jobs : int(std::max(1u, std::thread::hardware_concurrency()));
   bool tty = isatty(STDERR_FILENO);
   if (tty) {
@@ -218,6 +220,9 @@ Command AddFleetCommand(CLI::App& app) {
                   "with --departures: arrivals at creation_time / SCALE (lifetimes unchanged)")
       ->check(CLI::Range(0.001, 1e6))
       ->capture_default_str();
+  sim->add_flag("--scan-every-node", o->scan_every_node,
+                "check and score every node for every pod, as the policies' definition reads "
+                "(the same placements, slower: the cost bench's baseline)");
   return {sim, [o] { return RunSimulate(*o); }};
 }
 

@@ -137,8 +137,8 @@ std::vector<PolicyCurves> RunExperiment(const std::vector<NodeSpec>& nodes,
   for (PolicyCurves& c : out) c.seconds_per_run.resize(o.seeds);
   RunEach(o, [&](size_t policy, int seed) {
     auto start = std::chrono::steady_clock::now();
-    Simulation sim =
-        Simulate(empty, pods, targets, o.policies[policy], o.first_seed + seed, o.inflation);
+    Simulation sim = Simulate(empty, pods, targets, o.policies[policy], o.first_seed + seed,
+                              o.inflation, nullptr, o.scan_every_node);
     out[policy].seconds_per_run[seed] =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     out[policy].per_seed[seed] = Curve(sim, o.max_pct);
@@ -153,8 +153,9 @@ std::vector<PolicyChurn> RunDeparturesExperiment(const std::vector<NodeSpec>& no
   const TargetWorkloads targets = TargetWorkloads::FromPods(empty, pods);
   auto out = ResultsPerPolicy<PolicyChurn>(o, targets);
   RunEach(o, [&](size_t policy, int seed) {
-    out[policy].per_seed[seed] = SimulateDepartures(empty, pods, targets, o.policies[policy],
-                                                    o.first_seed + seed, time_scale);
+    out[policy].per_seed[seed] =
+        SimulateDepartures(empty, pods, targets, o.policies[policy], o.first_seed + seed,
+                           time_scale, nullptr, o.scan_every_node);
   });
   return out;
 }

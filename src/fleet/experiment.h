@@ -32,7 +32,8 @@ struct ExperimentOptions {
   uint64_t first_seed = 42;  // the artifact's seeds are 42..51
   double inflation = 1.3;
   int max_pct = 130;
-  int jobs = 1;                                       // runs in parallel
+  int jobs = 1;                  // runs in parallel
+  bool scan_every_node = false;  // every node for every pod (Simulate's): the bench's baseline
   std::function<void(int done, int total)> progress;  // called from the calling thread
 };
 

@@ -99,7 +99,7 @@ TEST_F(PoliciesTest, RandomPicksEveryFeasibleNodeAndGpuAndNothingElse) {
   Rng rng(1);
   std::map<int, int> nodes, gpus;
   for (int i = 0; i < 2000; ++i) {
-    ++nodes[random->PickNode(feasible, rng)];
+    ++nodes[feasible[size_t(random->PickNth(int(feasible.size()), rng))]];
     ++gpus[random->PickGpu(c, 0, s, -1, rng)];
   }
   EXPECT_EQ(nodes.size(), 2u);

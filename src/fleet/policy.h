@@ -8,7 +8,6 @@
 #pragma once
 
 #include <memory>
-#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,18 +34,25 @@ class Policy {
 
   // The score the simulator compares: `cached` (Score's answer for this node and shape, computed
   // when the node last changed) adjusted by what depends on the whole cluster. Hot path: every
-  // feasible node, every pod. Default: the cached score.
+  // feasible node, every pod, where FinalIsCached is false. Default: the cached score.
   virtual double Final(const Cluster& cluster, int node, const Shape& shape,
                        const NodeScore& cached) const {
     (void)cluster, (void)node, (void)shape;
     return cached.score;
   }
+  // Whether Final is the cached score on every node for a pod of `shape` in `cluster` as it is
+  // now: then the simulator keeps the nodes ordered by it (candidate_index.h) and scans none.
+  virtual bool FinalIsCached(const Cluster& cluster, const Shape& shape) const {
+    (void)cluster, (void)shape;
+    return true;
+  }
 
-  // A policy that picks a node at random rather than by score returns its choice; -1 = use scores.
-  virtual int PickNode(std::span<const int> feasible, Rng& rng) const {
-    (void)feasible;
-    (void)rng;
-    return -1;
+  // Whether it picks a node at random rather than by score (then PickNth chooses).
+  virtual bool PicksAtRandom() const { return false; }
+  // Which of the `feasible` (> 0) nodes that can host the pod, in node order, it picks.
+  virtual int PickNth(int feasible, Rng& rng) const {
+    (void)feasible, (void)rng;
+    return 0;
   }
 
   // The GPU a sharing pod takes on the chosen node; by default the one Score picked.

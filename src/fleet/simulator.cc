@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <tuple>
 
 #include "base/error.h"
 
+#include "fleet/candidate_index.h"
 #include "fleet/policy.h"
 
 namespace gpumux::fleet {
@@ -35,14 +37,18 @@ std::vector<int> BuildStream(const std::vector<PodSpec>& pods, int64_t capacity_
 namespace {
 
 // Where each pod goes, as the artifact's scheduler decides it: the feasible node the policy scores
-// highest, ties to the node ranked first in a per-seed random ranking (C1). Scores are cached per
-// (node, pod shape) until the node changes, so each pod rescores only the nodes that changed.
+// highest, ties to the node ranked first in a per-seed random ranking (C1); or, for a policy that
+// picks at random, its pick among the feasible nodes in node order. Where the policy's Final is
+// its cached score (every policy but gpumux's with model prices), the candidate index answers
+// from the nodes that changed (candidate_index.h); otherwise every node is checked and scored,
+// scores cached per (node, pod shape) until the node changes. `scan_every_node` checks every node
+// always: the definition, for checks and for the bench's baseline.
 class Placer {
  public:
-  Placer(const Cluster& cluster, const std::vector<PodSpec>& pods, const Policy& policy, Rng& rng)
-      : policy_(policy), shape_of_(pods.size()) {
-    const int n = cluster.size();
-    rank_.resize(n);
+  Placer(const Cluster& cluster, const std::vector<PodSpec>& pods, const Policy& policy, Rng& rng,
+         bool scan_every_node)
+      : policy_(policy), scan_every_node_(scan_every_node), shape_of_(pods.size()) {
+    rank_.resize(cluster.size());
     std::iota(rank_.begin(), rank_.end(), 0);
     rng.Shuffle(rank_);
     for (size_t i = 0; i < pods.size(); ++i) {
@@ -51,50 +57,73 @@ class Placer {
       shape_of_[i] = int(it - shapes_.begin());
       if (it == shapes_.end()) shapes_.push_back(s);
     }
-    cache_.resize(size_t(n) * shapes_.size());
+    index_.emplace(cluster, shapes_, policy, rank_, policy.PicksAtRandom());
   }
 
   const Shape& shape(int pod) const { return shapes_[shape_of_[pod]]; }
 
+  // `node` was placed on or emptied.
+  void Changed(int node) { index_->Changed(node); }
+
   // The node and GPU (-1 unless the pod shares one) for `pod`; node -1 when no node can host it.
-  // Hot loop: every node is checked for every pod.
   std::pair<int, int> Choose(const Cluster& cluster, int pod, Rng& rng) {
     const int sid = shape_of_[pod];
+    const Shape& s = shapes_[sid];
+    int chosen = -1, scored_gpu = -1;
+    if (scan_every_node_) {
+      std::tie(chosen, scored_gpu) = Scan(cluster, sid, rng);
+    } else if (policy_.PicksAtRandom()) {
+      int feasible = index_->Count(sid);
+      if (feasible > 0) chosen = index_->Nth(sid, policy_.PickNth(feasible, rng));
+    } else if (policy_.FinalIsCached(cluster, s)) {
+      std::tie(chosen, scored_gpu) = index_->Best(sid);
+    } else {
+      std::tie(chosen, scored_gpu) = Scan(cluster, sid, rng);
+    }
+    if (chosen < 0) return {-1, -1};
+    return {chosen, s.shares_gpu() ? policy_.PickGpu(cluster, chosen, s, scored_gpu, rng) : -1};
+  }
+
+ private:
+  // Every node checked, every feasible one scored (Final): the node and the GPU its score picked.
+  // Hot loop: every node, every pod.
+  std::pair<int, int> Scan(const Cluster& cluster, int sid, Rng& rng) {
     const Shape& s = shapes_[sid];
     feasible_.clear();
     for (int i = 0; i < cluster.size(); ++i) {
       if (cluster.Fits(i, s)) feasible_.push_back(i);
     }
     if (feasible_.empty()) return {-1, -1};
-    int chosen = policy_.PickNode(feasible_, rng);
-    int scored_gpu = -1;
-    if (chosen < 0) {
-      double best = -std::numeric_limits<double>::infinity();
-      for (int i : feasible_) {
-        Cached& c = cache_[size_t(i) * shapes_.size() + sid];
-        if (c.version != cluster.node(i).version)
-          c = {cluster.node(i).version, policy_.Score(cluster, i, s)};
-        double score = policy_.Final(cluster, i, s, c.score);
-        if (score > best || (score == best && rank_[i] < rank_[chosen])) {
-          best = score;
-          chosen = i;
-          scored_gpu = c.score.gpu;
-        }
+    if (policy_.PicksAtRandom())
+      return {feasible_[policy_.PickNth(int(feasible_.size()), rng)], -1};
+    if (cache_.empty()) cache_.resize(size_t(cluster.size()) * shapes_.size());
+    int chosen = -1, scored_gpu = -1;
+    double best = -std::numeric_limits<double>::infinity();
+    for (int i : feasible_) {
+      Cached& c = cache_[size_t(i) * shapes_.size() + sid];
+      if (c.version != cluster.node(i).version)
+        c = {cluster.node(i).version, policy_.Score(cluster, i, s)};
+      double score = policy_.Final(cluster, i, s, c.score);
+      if (score > best || (score == best && rank_[i] < rank_[chosen])) {
+        best = score;
+        chosen = i;
+        scored_gpu = c.score.gpu;
       }
     }
-    return {chosen, s.shares_gpu() ? policy_.PickGpu(cluster, chosen, s, scored_gpu, rng) : -1};
+    return {chosen, scored_gpu};
   }
 
- private:
   struct Cached {
     uint32_t version = std::numeric_limits<uint32_t>::max();
     NodeScore score;
   };
   const Policy& policy_;
+  const bool scan_every_node_;
   std::vector<int> rank_;
   std::vector<Shape> shapes_;
   std::vector<int> shape_of_;
-  std::vector<Cached> cache_;
+  std::optional<CandidateIndex> index_;
+  std::vector<Cached> cache_;  // for Scan, made on its first use
   std::vector<int> feasible_;
 };
 
@@ -102,13 +131,13 @@ class Placer {
 
 Simulation Simulate(const Cluster& empty, const std::vector<PodSpec>& pods,
                     const TargetWorkloads& targets, std::string_view policy_name, uint64_t seed,
-                    double inflation, std::vector<Placement>* placements) {
+                    double inflation, std::vector<Placement>* placements, bool scan_every_node) {
   std::unique_ptr<Policy> policy = MakePolicy(policy_name, targets);
   const TargetWorkload& target = targets.fgd;
   Cluster cluster = empty;
   Rng rng(seed);
   std::vector<int> stream = BuildStream(pods, cluster.gpu_capacity_milli(), inflation, rng);
-  Placer placer(cluster, pods, *policy, rng);
+  Placer placer(cluster, pods, *policy, rng, scan_every_node);
   const int n = cluster.size();
   std::vector<double> node_frag(n);
   double frag = 0;
@@ -126,6 +155,7 @@ Simulation Simulate(const Cluster& empty, const std::vector<PodSpec>& pods,
       ++sim.failed_pods;
     } else {
       cluster.Place(chosen, s, gpu);
+      placer.Changed(chosen);
       if (placements) placements->push_back({pod, chosen, gpu});
       double f = NodeFragmentation(cluster.node(chosen), target);
       frag += f - node_frag[chosen];
@@ -138,7 +168,8 @@ Simulation Simulate(const Cluster& empty, const std::vector<PodSpec>& pods,
 
 ChurnResult SimulateDepartures(const Cluster& empty, const std::vector<PodSpec>& pods,
                                const TargetWorkloads& targets, std::string_view policy_name,
-                               uint64_t seed, double time_scale, std::vector<ChurnStep>* steps) {
+                               uint64_t seed, double time_scale, std::vector<ChurnStep>* steps,
+                               bool scan_every_node) {
   if (!(time_scale > 0)) throw BadInput("time scale: expected a number above 0");
   for (const PodSpec& p : pods) {
     if (p.creation_time < 0 || p.deletion_time < 0)
@@ -148,7 +179,7 @@ ChurnResult SimulateDepartures(const Cluster& empty, const std::vector<PodSpec>&
   std::unique_ptr<Policy> policy = MakePolicy(policy_name, targets);
   Cluster cluster = empty;
   Rng rng(seed);
-  Placer placer(cluster, pods, *policy, rng);
+  Placer placer(cluster, pods, *policy, rng, scan_every_node);
   // Arrivals at creation_time / time_scale; each pod stays as long as in the trace. At equal
   // times departures go first, then arrivals in a per-seed random order.
   struct Event {
@@ -202,11 +233,13 @@ ChurnResult SimulateDepartures(const Cluster& empty, const std::vector<PodSpec>&
         failed_request += s.total_gpu_milli();
       } else {
         where[e.pod] = {node, cluster.Place(node, s, gpu)};
+        placer.Changed(node);
         ++placed;
         placed_milli += s.total_gpu_milli();
       }
     } else if (where[e.pod].node >= 0) {
       cluster.Remove(where[e.pod].node, s, where[e.pod].gpus);
+      placer.Changed(where[e.pod].node);
       where[e.pod].node = -1;
       ++departed;
       departed_milli += s.total_gpu_milli();

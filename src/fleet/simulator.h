@@ -43,10 +43,15 @@ struct Simulation {
 // One run of `policy` with `seed`. `empty` is the cluster before any pod; `targets` the workloads
 // fragmentation is measured against (built from the original trace; the reported fragmentation is
 // FGD's measure against `targets.fgd`). If `placements` is given, every
-// placement is appended to it (for checking). Throws Error (bad input) for an unknown policy name.
+// placement is appended to it (for checking). Each pod touches the nodes that changed since its
+// shape was last placed, not the fleet (candidate_index.h), where the policy allows it;
+// `scan_every_node` checks and scores every node for every pod instead, as the policy's definition
+// reads (the same placements; for checks and for the bench's baseline). Throws Error (bad input)
+// for an unknown policy name.
 Simulation Simulate(const Cluster& empty, const std::vector<PodSpec>& pods,
                     const TargetWorkloads& targets, std::string_view policy, uint64_t seed,
-                    double inflation, std::vector<Placement>* placements = nullptr);
+                    double inflation, std::vector<Placement>* placements = nullptr,
+                    bool scan_every_node = false);
 
 // The departures experiment, which the artifact does not run: pods arrive at their trace
 // creation_time divided by `time_scale` (the trace's own times load openb's default cluster to at
@@ -69,9 +74,11 @@ struct ChurnStep {
 };
 // Throws Error (bad input) for a pod without both times, a time scale not above 0, or an unknown
 // policy.
+// `scan_every_node` as for Simulate.
 ChurnResult SimulateDepartures(const Cluster& empty, const std::vector<PodSpec>& pods,
                                const TargetWorkloads& targets, std::string_view policy,
                                uint64_t seed, double time_scale,
-                               std::vector<ChurnStep>* steps = nullptr);
+                               std::vector<ChurnStep>* steps = nullptr,
+                               bool scan_every_node = false);
 
 }  // namespace gpumux::fleet

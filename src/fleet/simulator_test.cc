@@ -140,6 +140,41 @@ TEST(Curve, ValueAtXIsTheMeanOverRowsThatRoundToXHalfToEven) {
   EXPECT_NEAR(c[0].allocation_pct, (1.0 + 2.0 + 3.0) / 3, 1e-9);
 }
 
+// The candidate index (candidate_index.h) places as the policies' definition reads, a scan of every
+// node for every pod: the same placements, failures and fragmentation, bit for bit, for every
+// policy; on small random worlds (every kind of pod, model constraints, so gpumux's model prices
+// apply and it scans), the default trace, and a variant with gpu_spec pods. Then with departures.
+TEST(Simulator, EveryPolicyPlacesAsAScanOfEveryNodeDoes) {
+  auto check = [](const std::vector<NodeSpec>& nodes, const std::vector<PodSpec>& pods,
+                  const std::string& what) {
+    Cluster empty(nodes);
+    TargetWorkloads targets = TargetWorkloads::FromPods(empty, pods);
+    for (const std::string& policy : PolicyNames()) {
+      std::vector<Placement> indexed, scanned;
+      Simulation a = Simulate(empty, pods, targets, policy, 7, 1.3, &indexed);
+      Simulation b = Simulate(empty, pods, targets, policy, 7, 1.3, &scanned, true);
+      ASSERT_EQ(indexed.size(), scanned.size()) << what << ", " << policy;
+      auto differs = std::mismatch(indexed.begin(), indexed.end(), scanned.begin(),
+                                   [](const Placement& x, const Placement& y) {
+                                     return x.pod == y.pod && x.node == y.node && x.gpu == y.gpu;
+                                   });
+      EXPECT_EQ(differs.first, indexed.end()) << what << ", " << policy << ": placement "
+                                              << (differs.first - indexed.begin()) << " differs";
+      EXPECT_EQ(a.failed_pods, b.failed_pods) << what << ", " << policy;
+      ASSERT_FALSE(a.rows.empty());
+      EXPECT_EQ(a.rows.back().frag_milli, b.rows.back().frag_milli) << what << ", " << policy;
+    }
+  };
+  for (uint64_t seed : {1, 2, 3}) {
+    World w = MakeWorld(seed);
+    check(w.nodes, w.pods, "world " + std::to_string(seed));
+  }
+  std::string dir = TraceDir();
+  auto nodes = LoadNodes(dir + "/openb_node_list_gpu_node.csv");
+  check(nodes, LoadPods(dir + "/openb_pod_list_default.csv"), "default trace");
+  check(nodes, LoadPods(dir + "/openb_pod_list_gpuspec20.csv"), "gpuspec20");
+}
+
 // The paper's numbers, reproduced on the real trace (bundled in traces/).
 TEST(Reproduction, ArtifactNumbersOnTheDefaultTrace) {
   std::string dir = TraceDir();
@@ -220,6 +255,26 @@ TEST(Departures, ConserveCapacityAtEveryStepAndEndEmpty) {
       EXPECT_LT(r.failed_pods, int(w.pods.size()));
       EXPECT_GT(r.unallocated_pct, 0);
       EXPECT_LT(r.unallocated_pct, 100);
+    }
+  }
+}
+
+// Nodes that empty again come back to the candidate index: the same run as a scan of every node.
+TEST(Departures, EveryPolicyPlacesAsAScanOfEveryNodeDoes) {
+  for (uint64_t seed : {1, 2}) {
+    World w = MakeWorld(seed);
+    AddTimes(w, seed);
+    Cluster empty(w.nodes);
+    auto targets = TargetWorkloads::FromPods(empty, w.pods);
+    for (const std::string& policy : PolicyNames()) {
+      std::vector<ChurnStep> indexed, scanned;
+      ChurnResult a = SimulateDepartures(empty, w.pods, targets, policy, seed, 1, &indexed);
+      ChurnResult b = SimulateDepartures(empty, w.pods, targets, policy, seed, 1, &scanned, true);
+      EXPECT_EQ(a.failed_pods, b.failed_pods) << policy;
+      EXPECT_EQ(a.unallocated_pct, b.unallocated_pct) << policy;
+      ASSERT_EQ(indexed.size(), scanned.size());
+      for (size_t i = 0; i < indexed.size(); ++i)
+        ASSERT_EQ(indexed[i].used_milli, scanned[i].used_milli) << policy << " at step " << i;
     }
   }
 }

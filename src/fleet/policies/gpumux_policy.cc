@@ -66,6 +66,16 @@ class GpumuxPolicy : public Policy {
     return cost == 0 ? cached.score : Combine(cached.loss + cost, cached.tie);
   }
 
+  // Without a price on any model for this pod (a trace with no gpu_spec pods, or none confined to
+  // a model it may take), Final is the cached score.
+  bool FinalIsCached(const Cluster& cluster, const Shape& s) const override {
+    if (!prices_) prices_.emplace(cluster, scarce_);
+    for (int m = 0; m < int(cluster.models().size()); ++m)
+      if ((s.models >> m & 1) && prices_->Of(cluster, m) * double(s.total_gpu_milli()) != 0)
+        return false;
+    return true;
+  }
+
   NodeScore Score(const Cluster& cluster, int node, const Shape& s) const override {
     // Hot path: the simulator caches the result per (node state, shape).
     const NodeState& n = cluster.node(node);

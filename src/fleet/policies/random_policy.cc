@@ -9,9 +9,8 @@ class RandomPolicy : public Policy {
  public:
   NodeScore Score(const Cluster&, int, const Shape&) const override { return {}; }
 
-  int PickNode(std::span<const int> feasible, Rng& rng) const override {
-    return feasible[rng.Below(feasible.size())];
-  }
+  bool PicksAtRandom() const override { return true; }
+  int PickNth(int feasible, Rng& rng) const override { return int(rng.Below(uint64_t(feasible))); }
 
   int PickGpu(const Cluster& cluster, int node, const Shape& shape, int, Rng& rng) const override {
     const NodeState& n = cluster.node(node);
