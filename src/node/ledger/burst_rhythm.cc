@@ -102,8 +102,8 @@ void NoteBurstLaunch(BurstWords& w, uint64_t now_ns) {
       // starts on time (or a second of them: host stalls come seconds apart) do not hide how
       // early the others come.
       const bool chain = lead > 0;
-      const uint64_t early = chain ? (now_ns < chained ? chain_error : 0)
-                                   : (late ? error / 4 : error);
+      const uint64_t early =
+          chain ? (now_ns < chained ? chain_error : 0) : (late ? error / 4 : error);
       uint64_t most = Load(w.jitter_ns);
       uint64_t fade = std::max<uint64_t>(16, 1'000'000'000 / period);
       Store(w.jitter_ns, early >= most ? early : most - (most - early) / fade);
@@ -135,7 +135,14 @@ bool HasRhythm(const BurstWords& w, uint64_t now_ns) {
 
 bool InBurst(const BurstWords& w, uint64_t now_ns) {
   uint64_t stamp = Load(w.stamp_ns);
-  if (!HasRhythm(w, now_ns) || Load(w.ends_synced) == 0) return Within(stamp, now_ns, kBurstGapNs);
+  if (!HasRhythm(w, now_ns)) {
+    // A thread waiting inside a synchronising call waits for work it sent, for kSyncWithoutRhythmNs
+    // at most: a server fallen behind its period (steps run together: no burst begins, the rhythm
+    // lapses) waits there for most of each step, and looked idle to best-effort work then.
+    if (Load(w.syncing) > 0 && Within(stamp, now_ns, kSyncWithoutRhythmNs)) return true;
+    return Within(stamp, now_ns, kBurstGapNs);
+  }
+  if (Load(w.ends_synced) == 0) return Within(stamp, now_ns, kBurstGapNs);
   // A thread inside a synchronising call waits for the burst's work.
   if (Load(w.syncing) > 0 && Within(stamp, now_ns, Load(w.period_ns))) return true;
   uint64_t settle = std::clamp(2 * Load(w.host_pause_ns), kSettleNs, kBurstGapNs);

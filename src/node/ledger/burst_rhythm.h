@@ -19,6 +19,9 @@ inline constexpr uint64_t kSettleNs = 200'000;       // ... or this long (or twi
                                                      // returned, for a tenant whose bursts end so
 inline constexpr uint64_t kLateBurstNs = 3'000'000;  // a burst not begun this long after it was due
                                                      // is not coming
+inline constexpr uint64_t kSyncWithoutRhythmNs = 100'000'000;  // without a rhythm, a thread
+                                                               // inside a synchronising call
+                                                               // is a burst this long
 inline constexpr uint64_t kMinMarginNs = 200'000;    // others' work ends at least this long before
 inline constexpr uint64_t kMaxMarginNs = 1'000'000;  // a burst, at most this long or a quarter
                                                      // period if that is longer
@@ -73,7 +76,9 @@ bool HasRhythm(const BurstWords& w, uint64_t now_ns);
 // Whether it is in a burst at `now_ns`: from a burst's first launch until kSettleNs (or twice its
 // longest host pause lately) after a synchronising call returned, no thread still inside one
 // (a count left by a killed process lapses after a period) and for at least its shortest burst
-// lately, when its bursts end with such a return; else until it is quiet for kBurstGapNs.
+// lately, when its bursts end with such a return; else until it is quiet for kBurstGapNs. Without
+// a rhythm, also while a thread is inside a synchronising call, for at most kSyncWithoutRhythmNs
+// after its stamp (a server fallen behind its period waits there for most of each step).
 bool InBurst(const BurstWords& w, uint64_t now_ns);
 
 // When its next burst is due, as of `now_ns`, from whichever anchor foretold its starts better
@@ -90,7 +95,8 @@ bool ForecastNextBurst(const BurstWords& w, uint64_t now_ns, NextBurst* next);
 
 // A tenant's rhythm as people read it (`gpumux status`, gpumuxd's GET /v1/tenants): its period,
 // its shortest burst lately, how early its starts came lately, the margin others keep before
-// its next burst, and the anchor its forecast holds to. False (and `out` untouched) while it has no rhythm at `now_ns`.
+// its next burst, and the anchor its forecast holds to. False (and `out` untouched) while it has no
+// rhythm at `now_ns`.
 struct RhythmSummary {
   uint64_t period_ns, length_ns, jitter_ns, margin_ns;
   bool from_latest_start;  // forecast from its latest start (else from its beat)

@@ -83,7 +83,7 @@ TEST(BurstWords, ARhythmIsSummarisedOnceLearntAndNotBefore) {
   EXPECT_EQ(r.period_ns, 20 * kMs);
   EXPECT_EQ(r.length_ns, 4 * kMs);
   EXPECT_LT(r.jitter_ns, kMs / 5) << "every start on the beat (what the first, before any "
-                                      "period, missed by fades)";
+                                     "period, missed by fades)";
   EXPECT_EQ(r.margin_ns, kMinMarginNs + r.jitter_ns);
   EXPECT_FALSE(SummariseRhythm(w, t + 1'000 * kMs, &r)) << "lost after four quiet periods";
 }
@@ -199,6 +199,22 @@ TEST(BurstWords, AServerOnAClockIsForecastFromItsBeatAndALoopFromItsLatestStart)
 // launch waits in its call for room (2 ms here), and the last returns 19 ms after the first. Those
 // waits are not quiet spells: stamped at each call's return, the step is one burst, every 65 ms.
 // (Stamped only as each call began, every launch read as a burst of its own, a rhythm of 2 ms.)
+// A server fallen behind its period sends step after step with no quiet spell between: no burst
+// begins, and it has no rhythm. Each step's launches, then its wait inside the synchronising call
+// for most of the step: a burst running, for at most kSyncWithoutRhythmNs after the stamp.
+TEST(BurstWords, WithoutARhythmAThreadInsideASynchronisingCallIsABurstForAWhile) {
+  BurstWords w{};
+  const uint64_t t = 1'000 * kMs;
+  NoteBurstLaunch(w, t);
+  NoteBurstLaunchReturned(w, t + kMs / 10);
+  NoteBurstSync(w, t + kMs / 5, true);
+  ASSERT_FALSE(HasRhythm(w, t + 30 * kMs));
+  EXPECT_TRUE(InBurst(w, t + 30 * kMs)) << "waiting for its step's work, 30 ms after the launch";
+  EXPECT_FALSE(InBurst(w, t + kSyncWithoutRhythmNs + kMs)) << "a count left behind lapses";
+  NoteBurstSync(w, t + 40 * kMs, false);
+  EXPECT_FALSE(InBurst(w, t + 40 * kMs + kBurstGapNs + kMs)) << "returned, and quiet since";
+}
+
 TEST(BurstWords, LaunchesThatWaitInTheDriversQueueAreOneBurst) {
   BurstWords w{};
   const uint64_t t = 1'000 * kMs;
