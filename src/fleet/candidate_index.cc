@@ -6,6 +6,7 @@
 #include <tuple>
 
 namespace gpumux::fleet {
+
 CandidateIndex::CandidateIndex(const Cluster& cluster, const std::vector<Shape>& shapes,
                                const Policy& policy, const std::vector<int>& rank,
                                bool in_node_order)

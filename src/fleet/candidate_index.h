@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "fleet/cluster.h"
@@ -33,7 +34,8 @@ class CandidateIndex {
 
   // The feasible node with the highest cached score for shape `shape` (lowest rank on equal
   // scores) and the GPU that score picked (-1 for a pod that does not share one); {-1, -1} if no
-  // node can host it. Not `in_node_order`.
+  // node can host it. Not `in_node_order`. Hot path (every pod): the nodes changed since the
+  // shape's last call, then heap steps.
   std::pair<int, int> Best(int shape);
 
   // How many nodes can host shape `shape`, and the `k`-th of them in node order (k < Count; only
