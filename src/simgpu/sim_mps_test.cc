@@ -4,29 +4,13 @@
 
 #include <gtest/gtest.h>
 
-#include <memory>
+#include "simgpu/schedule_fixture.h"
 
 namespace gpumux::sim {
 namespace {
 
-constexpr uint64_t kUs = 1000, kMs = 1'000'000;
-
-class SharedTest : public ::testing::Test {
- protected:
-  SharedTest() : s_(std::make_unique<SliceSchedule>()) {
-    StartSchedule(s_.get(), 1024 * kUs, 25 * kUs);
-    for (SliceContext& c : s_->contexts) c.weight = 1;
-  }
-  // Advances to `t`, adding each context's charged time to charged_.
-  void At(uint64_t t) {
-    AdvanceShared(
-        s_.get(), t,
-        [](int c, uint64_t ns, void* self) { static_cast<SharedTest*>(self)->charged_[c] += ns; },
-        this);
-  }
-  std::unique_ptr<SliceSchedule> s_;
-  uint64_t charged_[kSliceContexts] = {};
-};
+using namespace testing;  // kUs, kMs
+using SharedTest = testing::ScheduleTest<AdvanceShared>;
 
 TEST_F(SharedTest, WorkAloneTakesItsTimeWithNoSwitch) {
   At(1 * kMs);

@@ -4,28 +4,13 @@
 
 #include <gtest/gtest.h>
 
-#include <memory>
+#include "simgpu/schedule_fixture.h"
 
 namespace gpumux::sim {
 namespace {
 
-constexpr uint64_t kUs = 1000, kMs = 1'000'000;
-
-class SliceTest : public ::testing::Test {
- protected:
-  SliceTest() : s_(std::make_unique<SliceSchedule>()) {
-    StartSchedule(s_.get(), 1024 * kUs, 25 * kUs);
-  }
-  // Advances to `t`, adding each context's charged time to charged_.
-  void At(uint64_t t) {
-    Advance(
-        s_.get(), t,
-        [](int c, uint64_t ns, void* self) { static_cast<SliceTest*>(self)->charged_[c] += ns; },
-        this);
-  }
-  std::unique_ptr<SliceSchedule> s_;
-  uint64_t charged_[kSliceContexts] = {};
-};
+using namespace testing;  // kUs, kMs
+using SliceTest = testing::ScheduleTest<Advance>;
 
 TEST_F(SliceTest, AContextAloneKeepsTheGpuSliceAfterSliceWithoutASwitch) {
   At(1 * kMs);
