@@ -76,6 +76,7 @@ void NoteBurstLaunch(BurstWords& w, uint64_t now_ns) {
     // No rhythm to miss yet, or a new one: this start is its beat, missed by nothing yet.
     Store(w.beat_ns, now_ns);
     Store<uint64_t>(w.jitter_ns, 0);
+    Store<uint64_t>(w.late_ns, 0);
     Store<int64_t>(w.chain_lead_ns, 0);
   } else if (uint64_t periods = (now_ns - beat + period / 2) / period; periods >= 1) {
     // The beat due nearest this start, and how far the start missed it; and how far it missed
@@ -107,6 +108,12 @@ void NoteBurstLaunch(BurstWords& w, uint64_t now_ns) {
       uint64_t most = Load(w.jitter_ns);
       uint64_t fade = std::max<uint64_t>(16, 1'000'000'000 / period);
       Store(w.jitter_ns, early >= most ? early : most - (most - early) / fade);
+      // How far after the forecast a start may come, learnt alike: for as long, a burst due and
+      // not begun is still the next one (ForecastNextBurst). Apart from the margin, which a late
+      // start must not widen.
+      const uint64_t late_by = chain ? (now_ns > chained ? chain_error : 0) : (late ? error : 0);
+      uint64_t most_late = Load(w.late_ns);
+      Store(w.late_ns, late_by >= most_late ? late_by : most_late - (most_late - late_by) / fade);
     }
   }
   Store(w.candidate_ns, next.candidate_ns);
@@ -159,13 +166,15 @@ bool ForecastNextBurst(const BurstWords& w, uint64_t now_ns, NextBurst* next) {
     beat = start;
   // The burst due last on the anchor: if it has not begun yet (the latest start is not near it;
   // steps jitter, and under gpumuxd a start may be seen a tick late) it is still the next one for
-  // kLateBurstNs past the most starts missed the beat by lately.
+  // kLateBurstNs past the most starts came late lately (or early, if that is more).
   uint64_t due_bursts = (now_ns > beat ? now_ns - beat : 0) / period;
   uint64_t due = beat + due_bursts * period;
   const uint64_t missed = std::min(Load(w.jitter_ns), period / 4);
+  const uint64_t late = std::min(Load(w.late_ns), period / 4);
   const bool begun = start + period / 2 >= due;
-  next->start_ns =
-      due_bursts >= 1 && !begun && now_ns - due < kLateBurstNs + missed ? due : due + period;
+  next->start_ns = due_bursts >= 1 && !begun && now_ns - due < kLateBurstNs + std::max(missed, late)
+                       ? due
+                       : due + period;
   next->period_ns = period;
   // A quarter more than that most: the beat and the period are estimates too.
   next->margin_ns = std::clamp(kMinMarginNs + missed + missed / 4, kMinMarginNs,
@@ -195,6 +204,7 @@ void CopyBurstFrom(BurstWords& to, const BurstWords& from, uint64_t now_ns) {
   Store(to.candidate_ns, std::min(Load(from.candidate_ns), kMostPeriodNs));
   Store(to.length_ns, std::min(Load(from.length_ns), most));
   Store(to.jitter_ns, std::min(Load(from.jitter_ns), most));
+  Store(to.late_ns, std::min(Load(from.late_ns), most));
   Store(to.host_pause_ns, std::min(Load(from.host_pause_ns), kBurstGapNs));
   Store(to.beat_ns, std::min(Load(from.beat_ns), now_ns));
   const auto lead_bound = int64_t(most);
@@ -211,6 +221,7 @@ void CopyBurst(BurstWords& to, const BurstWords& from) {
   Store(to.candidate_ns, Load(from.candidate_ns));
   Store(to.length_ns, Load(from.length_ns));
   Store(to.jitter_ns, Load(from.jitter_ns));
+  Store(to.late_ns, Load(from.late_ns));
   Store(to.host_pause_ns, Load(from.host_pause_ns));
   Store(to.beat_ns, Load(from.beat_ns));
   Store(to.chain_lead_ns, Load(from.chain_lead_ns));

@@ -42,6 +42,8 @@ struct BurstWords {
                               // which a start moves by a quarter of how far it missed
   int64_t chain_lead_ns;      // how much better the latest start plus a period foretold its
                               // starts than the beat did, lately (> 0: it is the anchor)
+  uint64_t late_ns;           // how far after its forecast its starts came lately (the most,
+                              // fading)
 };
 
 // A period between bursts (0: none known yet), and a gap between burst starts that fitted no
@@ -85,9 +87,9 @@ bool InBurst(const BurstWords& w, uint64_t now_ns);
 // lately: the beat, for a server whose steps keep a clock (a step that came late does not move the
 // next one's forecast late), or the latest start, for one whose next step follows the last (a
 // decode loop, a client that pauses after each answer); one due but not begun stays the next for
-// kLateBurstNs plus how early its starts came lately. And how long before it others' work should
-// be done: kMinMarginNs plus a quarter more than that, at most kMaxMarginNs or a quarter period if
-// that is longer. Only with a rhythm.
+// kLateBurstNs plus how late (or, if more, how early) its starts came lately. And how long before
+// it others' work should be done: kMinMarginNs plus a quarter more than that, at most kMaxMarginNs
+// or a quarter period if that is longer. Only with a rhythm.
 struct NextBurst {
   uint64_t start_ns, period_ns, margin_ns;
 };
