@@ -191,7 +191,6 @@ int ProcessSlot(const SimDevice& device) {
           s->processes[i].below_normal = priority && std::string(priority) == "1";
           s->processes[i].used.store(0);
           s->processes[i].gpu_ns.store(0);
-          s->processes[i].tail_ns.store(0);
           std::memset(s->groups[i], 0, kSimGroupPathSize);
           if (std::optional<std::string> group = gpumux::V2GroupOf(getpid());
               group && group->size() < kSimGroupPathSize)
@@ -306,10 +305,6 @@ Completion Execute(const SimDevice& device, uint64_t ready_ns, uint64_t duration
       if (queued <= max_queued_ns) {
         Completion c;
         c.ticket[device.ordinal] = Submit(&s->schedule, slot, duration_ns);
-        uint64_t tail = s->processes[slot].tail_ns.load();
-        uint64_t end = DoneForecastLocked(s, slot, c.ticket[device.ordinal]);
-        while (tail < end && !s->processes[slot].tail_ns.compare_exchange_weak(tail, end)) {
-        }
         return c;
       }
       wait_until = DoneForecastLocked(s, slot, mine.submitted_ns - max_queued_ns);
@@ -399,7 +394,6 @@ Completion ProcessTail(const SimDevice& device) {
   if (!s || slot < 0) return c;
   ScheduleLock lock(s);
   c.ticket[device.ordinal] = s->schedule.contexts[slot].submitted_ns;
-  c.end_ns = s->processes[slot].tail_ns.load();
   return c;
 }
 

@@ -39,8 +39,7 @@ struct SimProcess {
   int32_t below_normal;
   uint64_t start_time;
   std::atomic<uint64_t> used;
-  std::atomic<uint64_t> gpu_ns;   // GPU time charged to its work
-  std::atomic<uint64_t> tail_ns;  // when its last submitted work ends
+  std::atomic<uint64_t> gpu_ns;  // GPU time charged to its work
 };
 
 struct SimState {

@@ -23,7 +23,7 @@ namespace {
 // A simulated process slot as its bytes lie in the state file (sim::SimProcess without atomics).
 struct SimProcessBytes {
   int32_t pid, below_normal;
-  uint64_t start_time, used, gpu_ns, tail_ns;
+  uint64_t start_time, used, gpu_ns;
 };
 static_assert(sizeof(SimProcessBytes) == sizeof(sim::SimProcess));
 static_assert(offsetof(SimProcessBytes, gpu_ns) == offsetof(sim::SimProcess, gpu_ns));
