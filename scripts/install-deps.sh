@@ -2,7 +2,7 @@
 # Installs what gpumux needs to build and test on Debian 12, and nothing that is already there.
 set -euo pipefail
 packages=(g++ cmake ninja-build pkg-config libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libfmt-dev
-          libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev prometheus clang-14 libclang-rt-14-dev
+          libsimdjson-dev libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev prometheus clang-14 libclang-rt-14-dev
           slurm-wlm munge libslurm-dev libgrpc++-dev libprotobuf-dev protobuf-compiler
           protobuf-compiler-grpc libcurl4-openssl-dev openssl debootstrap podman runc)
 missing=()

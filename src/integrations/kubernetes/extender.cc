@@ -51,10 +51,9 @@ json ErrorBody(const std::string& message) { return {{"Error", message}}; }
 }  // namespace
 
 Extender::Extender(ExtenderConfig config, const KubeApi* api)
-    : config_(std::move(config)), api_(api) {
-  const auto& names = fleet::PolicyNames();  // an unknown policy is refused now, not at a pod
-  if (std::find(names.begin(), names.end(), config_.policy) == names.end())
-    throw BadInput("policy: unknown fleet policy '" + config_.policy + "'");
+    : config_(std::move(config)),
+      api_(api),
+      scorer_(config_.policy) {  // an unknown policy is refused now, not at a pod
   if (api_) {
     nodes_informer_ =
         std::make_unique<Informer>(api_, "/api/v1/nodes",
@@ -67,13 +66,11 @@ Extender::Extender(ExtenderConfig config, const KubeApi* api)
   }
 }
 
-std::vector<std::string> Extender::Candidates(const json& args, bool* full_nodes) {
-  if (!args.is_object()) throw BadInput("expected ExtenderArgs, a JSON object");
-  const json& nodes = Key(args, "Nodes");
+std::vector<std::string> Extender::Candidates(ExtenderArgs& args, bool* full_nodes) {
   std::vector<std::string> names;
-  *full_nodes = !nodes.is_null();
+  *full_nodes = !args.nodes.is_null();
   if (*full_nodes) {
-    const json& items = Key(nodes, "items");
+    const json& items = Key(args.nodes, "items");
     if (!items.is_array()) throw BadInput("Nodes.items: expected the v1.NodeList's list of nodes");
     for (const json& node : items) {
       std::string name = node.value("/metadata/name"_json_pointer, std::string());
@@ -83,13 +80,8 @@ std::vector<std::string> Extender::Candidates(const json& args, bool* full_nodes
     }
     return names;
   }
-  const json& list = Key(args, "NodeNames");
-  if (!list.is_array()) throw BadInput("NodeNames: expected a list of node names (or Nodes)");
-  for (const json& name : list) {
-    if (!name.is_string()) throw BadInput("NodeNames: expected strings, got " + name.dump());
-    names.push_back(name.get<std::string>());
-  }
-  return names;
+  if (!args.has_node_names) throw BadInput("NodeNames: expected a list of node names (or Nodes)");
+  return std::move(args.node_names);
 }
 
 bool Extender::SetNode(const std::string& name, const NodeGpus& gpus) {
@@ -100,7 +92,9 @@ bool Extender::SetNode(const std::string& name, const NodeGpus& gpus) {
 Extender::NodeChange Extender::PutNode(const std::string& name, NodeGpus gpus) {
   bool fresh = !nodes_.count(name);
   if (fresh && nodes_.size() >= config_.max_nodes) return NodeChange::kRefused;
-  NodeGpus& node = nodes_[name];
+  KnownNode& known = nodes_[name];
+  known.memo.Forget();
+  NodeGpus& node = known.gpus;
   for (Slot& s : gpus.slots()) {
     if (Slot* old = node.Find(s.id)) {
       s.used_memory_gib = old->used_memory_gib;
@@ -121,16 +115,16 @@ size_t Extender::node_count() {
 NodeGpus Extender::NodeState(const std::string& name) {
   std::lock_guard lock(mu_);
   auto it = nodes_.find(name);
-  return it == nodes_.end() ? NodeGpus() : it->second;
+  return it == nodes_.end() ? NodeGpus() : it->second.gpus;
 }
 
-FilterResult Extender::Filter(const json& args) {
+FilterResult Extender::Filter(ExtenderArgs args) {
   bool full = false;
   std::vector<std::string> names = Candidates(args, &full);
   FilterResult result;
   PodRequest pod;
   try {
-    pod = ParsePod(Key(args, "Pod"));
+    pod = ParsePod(args.pod);
   } catch (const Error& e) {
     if (e.code() != ErrorCode::kBadInput) throw;
     // A pod gpumuxd would refuse: no node can ever take it, and kube-scheduler shows why with
@@ -150,7 +144,7 @@ FilterResult Extender::Filter(const json& args) {
     for (size_t i = 0; i < names.size(); ++i) {
       // Hot path: one lookup and a scan of the node's slots; the reason only where it fails.
       auto it = nodes_.find(names[i]);  // a node not seen yet has none
-      const NodeGpus* node = it == nodes_.end() ? nullptr : &it->second;
+      const NodeGpus* node = it == nodes_.end() ? nullptr : &it->second.gpus;
       fits[i] = !pod.asks_gpumux() || (node && node->Fits(pod));
       if (fits[i]) continue;
       std::string why = "no gpumux GPU (the gpumux device plugin publishes them on the node)";
@@ -165,7 +159,7 @@ FilterResult Extender::Filter(const json& args) {
   }
   // Candidates named the nodes in the order of Nodes.items.
   json items = json::array();
-  const json& nodes = Key(Key(args, "Nodes"), "items");
+  const json& nodes = Key(args.nodes, "items");
   for (size_t i = 0; i < nodes.size(); ++i)
     if (fits[i]) items.push_back(nodes[i]);
   result.nodes = {{"items", items}};
@@ -253,15 +247,15 @@ std::vector<int> Extender::RecentMilli() const {
     auto node = nodes_.find(p.node);
     const Slot* slot = nullptr;
     if (node != nodes_.end())
-      for (const Slot& s : node->second.slots())
+      for (const Slot& s : node->second.gpus.slots())
         if (s.id == p.slots[0]) slot = &s;
     milli.push_back(PodMilli(p.pod, slot ? slot->memory_gib : 0));
   }
   return milli;
 }
 
-std::vector<HostPriority> Extender::Prioritize(const json& args) {
-  PodRequest pod = ParsePod(Key(args, "Pod"));
+std::vector<HostPriority> Extender::Prioritize(ExtenderArgs args) {
+  PodRequest pod = ParsePod(args.pod);
   bool full = false;
   std::vector<std::string> names = Candidates(args, &full);
   std::vector<HostPriority> list;
@@ -270,15 +264,11 @@ std::vector<HostPriority> Extender::Prioritize(const json& args) {
     for (auto& name : names) list.push_back({std::move(name), 0});
     return list;
   }
-  std::lock_guard lock(mu_);
-  static const NodeGpus kNone;
-  std::vector<const NodeGpus*> nodes;
-  nodes.reserve(names.size());
-  for (const auto& name : names) {
-    auto it = nodes_.find(name);
-    nodes.push_back(it == nodes_.end() ? &kNone : &it->second);
+  std::vector<NodeChoice> choices;
+  {
+    std::lock_guard lock(mu_);
+    choices = Choose(names, pod);
   }
-  std::vector<NodeChoice> choices = ChooseSlots(nodes, pod, config_.policy, RecentMilli());
   for (size_t i = 0; i < names.size(); ++i)
     list.push_back({std::move(names[i]), int64_t(std::lround(choices[i].score))});
   return list;
@@ -301,10 +291,38 @@ std::string HostPriorityListJson(const std::vector<HostPriority>& list) {
 }
 
 void Extender::Count(const Placement& p, int sign) {
+  ++counted_since_;
   auto node = nodes_.find(p.node);
   if (node == nodes_.end()) return;
+  node->second.memo.Forget();
   for (const SlotId& id : p.slots)
-    if (Slot* slot = node->second.Find(id)) slot->Count(p.pod, sign);
+    if (Slot* slot = node->second.gpus.Find(id)) slot->Count(p.pod, sign);
+}
+
+void Extender::RefreshTarget() {
+  if (has_target_ && counted_since_ < std::max<size_t>(1, target_pods_ / 4)) return;
+  std::vector<int> milli = RecentMilli();
+  target_pods_ = milli.size();
+  scorer_.SetTarget(std::move(milli));
+  has_target_ = true;
+  counted_since_ = 0;
+}
+
+std::vector<NodeChoice> Extender::Choose(const std::vector<std::string>& names,
+                                         const PodRequest& pod) {
+  // Hot path of prioritize: one lookup per node; the scorer scores only the nodes that changed.
+  RefreshTarget();
+  static const NodeGpus kNone;
+  std::vector<const NodeGpus*> nodes;
+  std::vector<NodeScoreMemo*> memos;
+  nodes.reserve(names.size());
+  memos.reserve(names.size());
+  for (const auto& name : names) {
+    auto it = nodes_.find(name);
+    nodes.push_back(it == nodes_.end() ? &kNone : &it->second.gpus);
+    memos.push_back(it == nodes_.end() ? nullptr : &it->second.memo);
+  }
+  return scorer_.Choose(nodes, pod, &memos);
 }
 
 json Extender::Bind(const json& args) {
@@ -337,13 +355,13 @@ json Extender::Bind(const json& args) {
     std::lock_guard lock(mu_);
     auto it = nodes_.find(node);
     if (it == nodes_.end()) return ErrorBody("gpumux: node " + node + " has no gpumux GPU");
-    NodeChoice choice = ChooseSlots({&it->second}, *pod, config_.policy, RecentMilli())[0];
+    NodeChoice choice = Choose({node}, *pod)[0];
     if (!choice.fits)
       return ErrorBody("gpumux: pod " + ns + "/" + name + " no longer fits node " + node + ": " +
                        choice.why_not);
-    placement.slots = {it->second.slots()[size_t(choice.slot)].id};
+    placement.slots = {it->second.gpus.slots()[size_t(choice.slot)].id};
     for (int more : choice.more_slots)
-      placement.slots.push_back(it->second.slots()[size_t(more)].id);
+      placement.slots.push_back(it->second.gpus.slots()[size_t(more)].id);
     Count(placement, +1);
     placed_[uid] = placement;
     Remember(uid);
@@ -389,14 +407,15 @@ void Extender::OnNode(const json& item) {
   // A node learnt now, or whose GPUs changed (its annotation: one written after pods were bound
   // to it, a MIG re-layout), has what is placed on it counted again from the placements.
   auto known = nodes_.find(name);
-  bool changed = known == nodes_.end() || known->second.Annotation() != gpus->Annotation();
+  bool changed = known == nodes_.end() || known->second.gpus.Annotation() != gpus->Annotation();
   if (PutNode(name, *gpus) != NodeChange::kRefused && changed) Recount(name);
 }
 
 void Extender::Recount(const std::string& name) {
   auto node = nodes_.find(name);
   if (node == nodes_.end()) return;
-  for (Slot& slot : node->second.slots()) {
+  node->second.memo.Forget();
+  for (Slot& slot : node->second.gpus.slots()) {
     slot.used_memory_gib = slot.used_compute_percent = slot.pods = 0;
     slot.held_whole = false;
   }
@@ -452,12 +471,13 @@ service::HttpResponse Extender::Handle(const service::HttpRequest& r) {
   if (r.method == "GET" && verb == "healthz") return {200, R"({"status":"ok"})"};
   if (r.method != "POST" || (verb != "filter" && verb != "prioritize" && verb != "bind"))
     return {404, json{{"Error", "no such verb: " + r.method + " " + r.path}}.dump()};
-  json args = json::parse(r.body, nullptr, false);
   std::string why;
   try {
+    if (verb == "filter") return {200, Filter(ExtenderArgs::Parse(r.body)).Json()};
+    if (verb == "prioritize")
+      return {200, HostPriorityListJson(Prioritize(ExtenderArgs::Parse(r.body)))};
+    json args = json::parse(r.body, nullptr, false);
     if (args.is_discarded()) throw BadInput("the body is not JSON");
-    if (verb == "filter") return {200, Filter(args).Json()};
-    if (verb == "prioritize") return {200, HostPriorityListJson(Prioritize(args))};
     return {200, Bind(args).dump(-1, ' ', false, json::error_handler_t::replace)};
   } catch (const json::exception& e) {
     why = e.what();  // a field of the wrong JSON type in a pod or node: bad input as much as any

@@ -39,10 +39,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "integrations/kubernetes/extender_args.h"
 #include "integrations/kubernetes/informer.h"
 #include "integrations/kubernetes/kube_api.h"
 #include "integrations/kubernetes/node_gpus.h"
 #include "integrations/kubernetes/pod_request.h"
+#include "integrations/kubernetes/policy_scores.h"
 #include "service/http_request.h"
 
 namespace gpumux::k8s {
@@ -60,10 +62,10 @@ struct ExtenderConfig {
 struct FilterResult {
   std::vector<std::string> node_names;  // the nodes that pass, when the args named them (NodeNames)
   nlohmann::json nodes;  // or, when the args carried full Nodes: {"items": [those that pass]}
-  std::vector<std::pair<std::string, std::string>> failed;  // node, why not (yet)
+  std::vector<std::pair<std::string, std::string>> failed;        // node, why not (yet)
   std::vector<std::pair<std::string, std::string>> unresolvable;  // node, why never
-  std::string error;                                               // the args were wrong
-  std::string Json() const;  // as kube-scheduler reads it
+  std::string error;                                              // the args were wrong
+  std::string Json() const;                                       // as kube-scheduler reads it
 };
 
 // One entry of kube-scheduler's HostPriorityList.
@@ -81,8 +83,8 @@ class Extender {
 
   // The verbs on parsed bodies. Throw Error (bad input) for a body that is not what
   // kube-scheduler sends, naming the field.
-  FilterResult Filter(const nlohmann::json& args);
-  std::vector<HostPriority> Prioritize(const nlohmann::json& args);  // in the candidates' order
+  FilterResult Filter(ExtenderArgs args);
+  std::vector<HostPriority> Prioritize(ExtenderArgs args);  // in the candidates' order
   nlohmann::json Bind(const nlohmann::json& args);
   // HTTP: POST /filter, /prioritize, /bind (any prefix before the verb); GET /healthz. A malformed
   // body is answered 200 with the reason in the verb's answer (above), and changes nothing.
@@ -115,7 +117,7 @@ class Extender {
     std::chrono::steady_clock::time_point when;
   };
   // The candidate nodes of ExtenderArgs as names, learning slots from full Nodes when given.
-  std::vector<std::string> Candidates(const nlohmann::json& args, bool* full_nodes);
+  std::vector<std::string> Candidates(ExtenderArgs& args, bool* full_nodes);
   void Count(const Placement& p, int sign);  // with mu_ held
   // Counts the node's slots' use again from the placements on it; with mu_ held.
   void Recount(const std::string& name);
@@ -127,14 +129,29 @@ class Extender {
   // mu_ held.
   std::vector<int> RecentMilli() const;
   void Remember(const std::string& uid);  // a pod just placed; with mu_ held
+  // Gives the scorer the target workload of now when a quarter of the pods it was made from (at
+  // least one) have been placed or removed since; with mu_ held.
+  void RefreshTarget();
+  // Scores `nodes` for `pod` with the policy, reusing what is remembered of unchanged nodes; with
+  // mu_ held.
+  std::vector<NodeChoice> Choose(const std::vector<std::string>& names, const PodRequest& pod);
+
+  struct KnownNode {
+    NodeGpus gpus;       // changed only by PutNode, Count and Recount, which Forget the memo
+    NodeScoreMemo memo;  // the scorer's last answers for it
+  };
 
   ExtenderConfig config_;
   const KubeApi* api_;
   std::unique_ptr<Informer> nodes_informer_, pods_informer_;  // when there is an API server
   std::mutex mu_;
-  std::unordered_map<std::string, NodeGpus> nodes_;
+  std::unordered_map<std::string, KnownNode> nodes_;
   std::unordered_map<std::string, Placement> placed_;  // by pod UID
-  std::deque<std::string> recent_;          // UIDs of placements, oldest first (Remember)
+  std::deque<std::string> recent_;  // UIDs of placements, oldest first (Remember)
+  NodeScorer scorer_;
+  bool has_target_ = false;
+  size_t target_pods_ = 0;                  // the recent pods the scorer's target was made from
+  size_t counted_since_ = 0;                // placements counted in or out since (Count)
   std::map<std::string, PodRequest> seen_;  // pods filtered lately, by UID (bind has no pod)
 };
 

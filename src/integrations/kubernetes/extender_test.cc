@@ -40,7 +40,7 @@ NodeGpus Gpus(std::vector<int> memory_gib) {
 
 // The filter's answer as kube-scheduler reads it.
 json FilterJson(Extender& extender, const json& args) {
-  return json::parse(extender.Filter(args).Json());
+  return json::parse(extender.Filter(ExtenderArgs::Parse(args.dump())).Json());
 }
 
 TEST(Extender, FiltersFullNodesByTheRoomOfOneGpuAndSaysWhyNot) {
@@ -59,7 +59,8 @@ TEST(Extender, FiltersFullNodesByTheRoomOfOneGpuAndSaysWhyNot) {
 
 TEST(Extender, FiltersNodeNamesFromWhatItKnowsOfTheNodes) {
   Extender extender({}, nullptr);
-  extender.Filter(Fixture("extender_args_nodes.json"));  // learns the nodes' GPUs
+  extender.Filter(
+      ExtenderArgs::Parse(Fixture("extender_args_nodes.json").dump()));  // learns the nodes' GPUs
   json result = FilterJson(extender, Fixture("extender_args_node_names.json"));
   EXPECT_EQ(result["NodeNames"], json{"gpu-node-1"}) << result;
   EXPECT_NE(result["FailedNodes"]["gpu-node-2"].get<std::string>().find(
@@ -156,6 +157,69 @@ TEST(Extender, ScoringInRangesOnSeveralThreadsAnswersAsOneThreadDoes) {
   }
 }
 
+TEST(Extender, KeptScoresAnswerAsScoringEveryNodeAnewDoes) {
+  // 400 nodes of 40 and 80 GiB GPUs, some with MIG instances, used at random; pods of five shapes
+  // asked in turn
+  // (more than a memo keeps), nodes changing between them, and the target moving once.
+  std::mt19937 rng(5);
+  std::vector<NodeGpus> nodes;
+  for (int n = 0; n < 400; ++n) {
+    std::vector<Slot> slots;
+    int gpus = 1 + int(rng() % 8), memory = n % 3 ? 80 : 40;
+    for (int g = 0; g < gpus; ++g) slots.push_back({{g, -1}, memory});
+    if (n % 7 == 0) slots.push_back({{gpus, 0}, 10});
+    for (Slot& s : slots) {
+      for (int p = int(rng() % 4); p > 0; --p) {
+        PodRequest r = ParsePod(Pod("u", 1 + int(rng() % 30)));
+        if (s.Fits(r)) s.Count(r, +1);
+      }
+    }
+    nodes.emplace_back(slots);
+  }
+  std::vector<const NodeGpus*> candidates;
+  for (const NodeGpus& n : nodes) candidates.push_back(&n);
+  std::vector<int> recent;
+  for (int i = 0; i < 300; ++i) recent.push_back(12 + int(rng() % 400));
+  for (const std::string policy : {"gpumux", "fgd"}) {
+    NodeScorer scorer(policy);
+    scorer.SetTarget(recent);
+    std::vector<NodeScoreMemo> memos(nodes.size());
+    std::vector<NodeScoreMemo*> memo_of;
+    for (NodeScoreMemo& m : memos) memo_of.push_back(&m);
+    std::vector<int> target = recent;
+    for (int round = 0; round < 40; ++round) {
+      if (round == 20) {
+        target.assign(target.begin() + 100, target.end());
+        scorer.SetTarget(target);
+      }
+      PodRequest pod = ParsePod(Pod("u" + std::to_string(round), 2 + 3 * (round % 5)));
+      auto kept = scorer.Choose(candidates, pod, &memo_of);
+      auto anew = ChooseSlots(candidates, pod, policy, target);
+      int scored = 0;
+      for (size_t i = 0; i < candidates.size(); ++i) {
+        ASSERT_EQ(kept[i].fits, anew[i].fits) << policy << " round " << round << " node " << i;
+        ASSERT_EQ(kept[i].slot, anew[i].slot) << policy << " round " << round << " node " << i;
+        ASSERT_EQ(kept[i].score, anew[i].score) << policy << " round " << round << " node " << i;
+        ASSERT_EQ(kept[i].why_not, anew[i].why_not) << policy << " round " << round;
+        scored += kept[i].fits && kept[i].score > 0 && kept[i].score < 10;
+      }
+      EXPECT_GT(scored, 20) << policy << " round " << round << ": scores spread between the ends";
+      // A tenth of the nodes take a pod where it fits; their memos are forgotten, as the
+      // extender does whenever a node's use changes.
+      for (int change = 0; change < 40; ++change) {
+        size_t n = rng() % nodes.size();
+        PodRequest placed = ParsePod(Pod("p", 1 + int(rng() % 12)));
+        for (Slot& slot : nodes[n].slots()) {
+          if (!slot.Fits(placed)) continue;
+          slot.Count(placed, +1);
+          memos[n].Forget();
+          break;
+        }
+      }
+    }
+  }
+}
+
 TEST(Extender, PrioritizeAnswersAHostPriorityListInKubeSchedulersRange) {
   Extender extender({}, nullptr);
   NodeGpus used = Gpus({80, 80});
@@ -199,8 +263,7 @@ TEST(Extender, AMalformedBodyIsRefusedInTheAnswersFieldsWithTheReason) {
       << answer.body;
   answer = extender.Handle({"POST", "/scheduler/bind", "{\"PodName\": 3}"});
   EXPECT_EQ(answer.status, 200);
-  EXPECT_NE(json::parse(answer.body)["Error"].get<std::string>().find("PodName"),
-            std::string::npos)
+  EXPECT_NE(json::parse(answer.body)["Error"].get<std::string>().find("PodName"), std::string::npos)
       << answer.body;
   answer = extender.Handle({"POST", "/scheduler/prioritize", "[]"});
   EXPECT_EQ(answer.status, 200);
@@ -383,7 +446,8 @@ TEST(Extender, APodTheNodeWouldRefuseIsRefusedAtFilterWithTheReason) {
   ASSERT_FALSE(result["FailedAndUnresolvableNodes"].empty())
       << "no node can ever take it: " << answer.body;
   for (auto& [node, why] : result["FailedAndUnresolvableNodes"].items())
-    EXPECT_NE(why.get<std::string>().find("high-priority"), std::string::npos) << node << ": " << why;
+    EXPECT_NE(why.get<std::string>().find("high-priority"), std::string::npos)
+        << node << ": " << why;
   EXPECT_TRUE(result["Nodes"]["items"].empty()) << answer.body;
   EXPECT_TRUE(result["FailedNodes"].empty()) << "not a lack of room that may pass";
 }
@@ -424,7 +488,7 @@ TEST(Extender, WhatFiltersTeachItOfNodesIsBounded) {
       node["metadata"]["name"] = "n-" + std::to_string(batch) + "-" + std::to_string(i);
       args["Nodes"]["items"].push_back(node);
     }
-    extender.Filter(args);
+    extender.Filter(ExtenderArgs::Parse(args.dump()));
   }
   EXPECT_EQ(extender.node_count(), 100u) << "1,000 distinct names, 100 kept";
   EXPECT_FALSE(extender.NodeState("n-0-5").slots().empty()) << "the first learnt are kept";

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <thread>
 
+#include "base/error.h"
 #include "fleet/cluster.h"
 #include "fleet/fragmentation.h"
 #include "fleet/policy.h"
@@ -87,45 +89,49 @@ NodeChoice ChooseGpusOfPodOfSeveral(const NodeGpus& node, const PodRequest& pod)
 // What the first pass over the candidates finds: the nodes where a whole GPU (not an instance)
 // fits the pod, which the fleet model scores.
 struct FleetCandidates {
-  std::vector<size_t> node;      // index into the candidates
-  std::vector<FleetGpus> gpus;   // their GPUs
-  std::vector<int> slot_memory;  // their first GPU's memory (GiB)
+  std::vector<size_t> node;                       // index into the candidates
+  std::vector<int> slot_memory;                   // their first GPU's memory (GiB)
+  std::vector<const NodeScoreMemo::Entry*> kept;  // their memo's answer for the pod, or null
 };
 
-// Scores the fleet candidates [begin, end) with `policy_name` on a fleet model of those nodes
-// alone: sets each one's slot and Final score in `choices`, and its Score in `raw` (NaN where
-// rounding to milli makes the model refuse what fits exactly). Every node is one GPU model in
-// the fleet model, so a range's target workload and prices are those of the whole: ranges may be
-// scored apart, on different threads, with the same results.
+// Scores the fleet candidates `todo[begin, end)` (indices into `fleet_nodes`) with `policy_name`
+// on a fleet model of those nodes alone: sets each one's slot and Final score in `choices`, and its
+// Score in `raw` (NaN where rounding to milli makes the model refuse what fits exactly). Every node
+// is one GPU model in the fleet model, so a range's prices are those of the whole and a node's
+// score depends on it alone: ranges may be scored apart, on different threads, with the same
+// results, and a node's score may be kept until it changes.
 void ScoreRange(const std::vector<const NodeGpus*>& nodes, const FleetCandidates& fleet_nodes,
-                size_t begin, size_t end, const PodRequest& pod, std::string_view policy_name,
-                const std::vector<fleet::PodSpec>& recent, std::vector<NodeChoice>* choices,
-                std::vector<double>* raw) {
+                const std::vector<size_t>& todo, size_t begin, size_t end, const PodRequest& pod,
+                std::string_view policy_name, const fleet::TargetWorkloads& targets,
+                std::vector<NodeChoice>* choices, std::vector<double>* raw) {
+  std::vector<FleetGpus> fleet_gpus;
   std::vector<fleet::NodeSpec> specs;
+  fleet_gpus.reserve(end - begin);
   specs.reserve(end - begin);
   // CPU and memory are kube-scheduler's to check: the fleet model gets room enough for them.
-  for (size_t f = begin; f < end; ++f)
-    specs.push_back({"", int64_t(1) << 40, int64_t(1) << 40, fleet_nodes.gpus[f].count, "gpumux"});
+  for (size_t t = begin; t < end; ++t) {
+    fleet_gpus.push_back(FleetGpusOf(*nodes[fleet_nodes.node[todo[t]]]));
+    specs.push_back({"", int64_t(1) << 40, int64_t(1) << 40, fleet_gpus.back().count, "gpumux"});
+  }
   fleet::Cluster cluster(specs);
-  for (size_t f = begin; f < end; ++f) {
-    const FleetGpus& gpus = fleet_nodes.gpus[f];
+  for (size_t t = begin; t < end; ++t) {
+    const FleetGpus& gpus = fleet_gpus[t - begin];
     for (int g = 0; g < gpus.count; ++g) {
-      const Slot& s = nodes[fleet_nodes.node[f]]->slots()[size_t(gpus.slot[size_t(g)])];
+      const Slot& s = nodes[fleet_nodes.node[todo[t]]]->slots()[size_t(gpus.slot[size_t(g)])];
       if (s.pods == 0) continue;
       int milli = UsedMilli(s);
       if (milli == fleet::kMilli && !s.held_whole) {
         // Shares that fill the GPU: as 999 + 1, sharing shapes, so they stay on GPU g.
-        cluster.Place(int(f - begin), {0, 0, 1, milli - 1}, g);
+        cluster.Place(int(t - begin), {0, 0, 1, milli - 1}, g);
         milli = 1;
       }
-      cluster.Place(int(f - begin), {0, 0, 1, milli}, g);
+      cluster.Place(int(t - begin), {0, 0, 1, milli}, g);
     }
   }
-  auto targets = fleet::TargetWorkloads::FromPods(cluster, recent);
   auto policy = fleet::MakePolicy(policy_name, targets);
-  for (size_t f = begin; f < end; ++f) {
-    const size_t n = fleet_nodes.node[f];
-    const int local = int(f - begin);
+  for (size_t t = begin; t < end; ++t) {
+    const size_t f = todo[t], n = fleet_nodes.node[f];
+    const int local = int(t - begin);
     fleet::Shape shape{0, 0, 1, PodMilli(pod, fleet_nodes.slot_memory[f])};
     NodeChoice& c = (*choices)[n];
     // Where rounding to milli makes the model refuse what fits exactly: scored last (0).
@@ -133,7 +139,7 @@ void ScoreRange(const std::vector<const NodeGpus*>& nodes, const FleetCandidates
     fleet::NodeScore s = modelled ? policy->Score(cluster, local, shape) : fleet::NodeScore{};
     // The policy's GPU; where its milli rounding disagrees with the exact check (or it picks
     // none, as for whole GPUs), the fitting GPU with the least memory left.
-    const FleetGpus& gpus = fleet_nodes.gpus[f];
+    const FleetGpus& gpus = fleet_gpus[t - begin];
     const std::vector<Slot>& slots = nodes[n]->slots();
     int slot = s.gpu >= 0 && s.gpu < gpus.count ? gpus.slot[size_t(s.gpu)] : -1;
     if (slot < 0 || !slots[size_t(slot)].Fits(pod)) {
@@ -152,22 +158,80 @@ void ScoreRange(const std::vector<const NodeGpus*>& nodes, const FleetCandidates
   }
 }
 
+// Each NodeScorer's targets are told apart from every other's (a memo names the one it was
+// computed against).
+std::atomic<uint64_t> last_generation{0};
+
 }  // namespace
 
-std::vector<NodeChoice> ChooseSlots(const std::vector<const NodeGpus*>& nodes,
-                                    const PodRequest& pod, std::string_view policy_name,
-                                    const std::vector<int>& recent_milli, size_t max_threads) {
+NodeScorer::NodeScorer(std::string_view policy) : policy_(policy), generation_(++last_generation) {
+  const auto& names = fleet::PolicyNames();
+  if (std::find(names.begin(), names.end(), policy_) == names.end())
+    throw BadInput("policy: unknown fleet policy '" + policy_ + "'");
+}
+
+void NodeScorer::SetTarget(std::vector<int> recent_milli) {
+  recent_milli_ = std::move(recent_milli);
+  generation_ = ++last_generation;
+  targets_.clear();
+}
+
+std::vector<NodeChoice> NodeScorer::Choose(const std::vector<const NodeGpus*>& nodes,
+                                           const PodRequest& pod,
+                                           const std::vector<NodeScoreMemo*>* memos,
+                                           size_t max_threads) {
   std::vector<NodeChoice> choices(nodes.size());
   if (pod.gpu_count > 1) {
     for (size_t n = 0; n < nodes.size(); ++n) choices[n] = ChooseGpusOfPodOfSeveral(*nodes[n], pod);
     return choices;
   }
+  // What a memo entry answers for: this pod's request, against this target.
+  NodeScoreMemo::Entry asked{};
+  asked.generation = generation_;
+  asked.memory_gib = pod.memory_gib_per_gpu();
+  asked.compute_percent = pod.compute_percent_per_gpu();
+  asked.whole_gpu = pod.whole_gpu();
+  auto same_pod = [&](const NodeScoreMemo::Entry& e) {
+    return e.generation == asked.generation && e.memory_gib == asked.memory_gib &&
+           e.compute_percent == asked.compute_percent && e.whole_gpu == asked.whole_gpu;
+  };
+  auto keep = [&](size_t n, NodeScoreMemo::Entry entry) {
+    NodeScoreMemo* memo = memos ? (*memos)[n] : nullptr;
+    if (!memo) return;
+    size_t i = 0;
+    while (i < memo->count_ && !same_pod(memo->entries_[i])) ++i;
+    if (i == memo->count_) {
+      i = memo->next_;
+      memo->next_ = (memo->next_ + 1) % NodeScoreMemo::kEntries;
+      memo->count_ = std::min(memo->count_ + 1, NodeScoreMemo::kEntries);
+    }
+    memo->entries_[i] = entry;
+  };
+
+  // Hot path: a node whose memo holds the pod's answer costs a lookup; the others are checked
+  // slot by slot.
   FleetCandidates fleet_nodes;
   fleet_nodes.node.reserve(nodes.size());
-  fleet_nodes.gpus.reserve(nodes.size());
   fleet_nodes.slot_memory.reserve(nodes.size());
+  fleet_nodes.kept.reserve(nodes.size());
   for (size_t n = 0; n < nodes.size(); ++n) {
     NodeChoice& c = choices[n];
+    if (NodeScoreMemo* memo = memos ? (*memos)[n] : nullptr) {
+      const NodeScoreMemo::Entry* kept = nullptr;
+      for (size_t i = 0; i < memo->count_ && !kept; ++i)
+        if (same_pod(memo->entries_[i])) kept = &memo->entries_[i];
+      if (kept) {
+        c.fits = true;
+        c.slot = kept->slot;
+        c.score = kept->score;
+        if (kept->fleet) {
+          fleet_nodes.node.push_back(n);
+          fleet_nodes.slot_memory.push_back(kept->slot_memory);
+          fleet_nodes.kept.push_back(kept);
+        }
+        continue;
+      }
+    }
     const std::vector<Slot>& slots = nodes[n]->slots();
     bool whole_gpu_fits = false;
     for (const Slot& s : slots) {
@@ -187,35 +251,72 @@ std::vector<NodeChoice> ChooseSlots(const std::vector<const NodeGpus*>& nodes,
         double full = double(s.used_memory_gib + pod.memory_gib_per_gpu()) / s.memory_gib;
         if (c.slot < 0 || 10 * full > c.score) c = {true, "", int(i), {}, 10 * full};
       }
+      NodeScoreMemo::Entry entry = asked;
+      entry.fleet = false;
+      entry.slot = c.slot;
+      entry.score = c.score;
+      keep(n, entry);
       continue;
     }
     fleet_nodes.node.push_back(n);
-    fleet_nodes.gpus.push_back(FleetGpusOf(*nodes[n]));
-    fleet_nodes.slot_memory.push_back(slots[size_t(fleet_nodes.gpus.back().slot[0])].memory_gib);
+    fleet_nodes.slot_memory.push_back(slots[size_t(FleetGpusOf(*nodes[n]).slot[0])].memory_gib);
+    fleet_nodes.kept.push_back(nullptr);
   }
   const size_t count = fleet_nodes.node.size();
   if (count == 0) return choices;
 
   // The target workload: the shares of recently placed pods and this one, at the first node's size.
-  std::vector<fleet::PodSpec> recent;
-  recent.reserve(recent_milli.size() + 1);
-  for (int m : recent_milli) recent.push_back({"", 0, 0, 1, m, {}});
-  recent.push_back({"", 0, 0, 1, PodMilli(pod, fleet_nodes.slot_memory[0]), {}});
+  const int target_milli = PodMilli(pod, fleet_nodes.slot_memory[0]);
+  std::unique_ptr<fleet::TargetWorkloads>& targets = targets_[target_milli];
+  if (!targets) {
+    std::vector<fleet::PodSpec> recent;
+    recent.reserve(recent_milli_.size() + 1);
+    for (int m : recent_milli_) recent.push_back({"", 0, 0, 1, m, {}});
+    recent.push_back({"", 0, 0, 1, target_milli, {}});
+    // Every node is one GPU model, "gpumux", in the fleet model: a cluster of one such GPU
+    // weighs the shapes as one of any size does.
+    fleet::Cluster model({{"", int64_t(1) << 40, int64_t(1) << 40, 1, "gpumux"}});
+    targets =
+        std::make_unique<fleet::TargetWorkloads>(fleet::TargetWorkloads::FromPods(model, recent));
+  }
+  std::vector<double> raw(count);
+  std::vector<size_t> todo;
+  todo.reserve(count);
+  for (size_t f = 0; f < count; ++f) {
+    const NodeScoreMemo::Entry* kept = fleet_nodes.kept[f];
+    if (kept && kept->target_milli == target_milli)
+      raw[f] = kept->raw;
+    else
+      todo.push_back(f);
+  }
 
   // Hot path: thousands of nodes are scored in ranges of at least kNodesPerThread on several
   // threads (as kube-scheduler scores its nodes in parallel); a few hundred on this one.
   constexpr size_t kNodesPerThread = 1024;
+  const size_t scored = todo.size();
   size_t threads =
-      std::max<size_t>(1, std::min(max_threads, (count + kNodesPerThread - 1) / kNodesPerThread));
-  std::vector<double> raw(count);
+      std::max<size_t>(1, std::min(max_threads, (scored + kNodesPerThread - 1) / kNodesPerThread));
   std::vector<std::thread> helpers;
-  for (size_t t = 1; t < threads; ++t)
+  for (size_t t = 1; t < threads && scored > 0; ++t)
     helpers.emplace_back([&, t] {
-      ScoreRange(nodes, fleet_nodes, count * t / threads, count * (t + 1) / threads, pod,
-                 policy_name, recent, &choices, &raw);
+      ScoreRange(nodes, fleet_nodes, todo, scored * t / threads, scored * (t + 1) / threads, pod,
+                 policy_, *targets, &choices, &raw);
     });
-  ScoreRange(nodes, fleet_nodes, 0, count / threads, pod, policy_name, recent, &choices, &raw);
+  if (scored > 0)
+    ScoreRange(nodes, fleet_nodes, todo, 0, scored / threads, pod, policy_, *targets, &choices,
+               &raw);
   for (std::thread& helper : helpers) helper.join();
+  for (size_t f : todo) {
+    const size_t n = fleet_nodes.node[f];
+    NodeScoreMemo::Entry entry = asked;
+    entry.fleet = true;
+    entry.slot_memory = fleet_nodes.slot_memory[f];
+    entry.target_milli = target_milli;
+    entry.slot = choices[n].slot;
+    entry.score = choices[n].score;
+    entry.raw = raw[f];
+    keep(n, entry);
+  }
 
   // Onto kube-scheduler's 0..10: the best node 10, the worst 0; those the model refused 0.
   double best = -1e300, worst = 1e300;
@@ -230,6 +331,14 @@ std::vector<NodeChoice> ChooseSlots(const std::vector<const NodeGpus*>& nodes,
     score = best > worst ? 10 * (score - worst) / (best - worst) : 10;
   }
   return choices;
+}
+
+std::vector<NodeChoice> ChooseSlots(const std::vector<const NodeGpus*>& nodes,
+                                    const PodRequest& pod, std::string_view policy,
+                                    const std::vector<int>& recent_milli, size_t max_threads) {
+  NodeScorer scorer(policy);
+  scorer.SetTarget(recent_milli);
+  return scorer.Choose(nodes, pod, nullptr, max_threads);
 }
 
 }  // namespace gpumux::k8s

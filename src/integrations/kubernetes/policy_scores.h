@@ -9,13 +9,19 @@
 // GPUs after placing the pod, the higher, on the GPUs with the least room that fits.
 //
 // Hot path of the scheduler extender (one call per pod over every candidate node): no per-node
-// allocation beyond the Cluster it builds. Thread-safe (it reads the nodes it is given).
+// allocation beyond the Cluster it builds for the nodes it scores, and, with memos, only the nodes
+// that changed since the last call are scored.
 #pragma once
 
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "fleet/fragmentation.h"
 #include "integrations/kubernetes/node_gpus.h"
 #include "integrations/kubernetes/pod_request.h"
 
@@ -36,10 +42,61 @@ int PodMilli(const PodRequest& pod, int slot_memory_gib);
 // The threads ChooseSlots scores on by default: the machine's cores, at most 4.
 size_t DefaultScoringThreads();
 
-// One choice per node, in order. `recent_milli` are the GPU shares of recently placed pods: the
-// target workload FGD-style policies measure fragmentation against (the pod itself is added).
-// Thousands of nodes are scored in ranges on up to `max_threads` threads, with the same answer
-// as on one. Throws Error (bad input) for an unknown policy name.
+// What NodeScorer answered for one node, kept for the next pods: reused while the scorer's target
+// workload is the one they were answered against, for pods that ask the same. One per node, owned
+// by the caller, who must call Forget() whenever the node's slots or their use change.
+class NodeScoreMemo {
+ public:
+  void Forget() { count_ = next_ = 0; }
+
+  struct Entry {                      // (NodeScorer's)
+    uint64_t generation;              // the scorer's target it was answered against
+    int memory_gib, compute_percent;  // what the pod asks of one GPU
+    bool whole_gpu;
+    bool fleet;                     // scored by the fleet model (else best fit on instances)
+    int slot_memory, target_milli;  // the fleet model's: the node's GPU size, the target's pod
+    int slot;
+    double score, raw;  // Final (or best fit), and Score (NaN where the model refused what fits)
+  };
+
+ private:
+  friend class NodeScorer;
+  static constexpr size_t kEntries = 4;  // the last pod shapes asked about on this node
+  std::array<Entry, kEntries> entries_{};
+  size_t count_ = 0, next_ = 0;
+};
+
+// Scores nodes for pods with one fleet policy against one target workload. Thread-compatible:
+// the extender calls it under its lock (it scores on helper threads of its own).
+class NodeScorer {
+ public:
+  // Throws Error (bad input) for an unknown policy name.
+  explicit NodeScorer(std::string_view policy);
+
+  // The target workload FGD-style policies measure fragmentation against: the GPU shares of
+  // recently placed pods (the pod being scored is added to them). Every memo made before is stale.
+  void SetTarget(std::vector<int> recent_milli);
+
+  // One choice per node, in order. Thousands of nodes are scored in ranges on up to `max_threads`
+  // threads, with the same answer as on one. `memos` is null or holds one memo per node (null
+  // entries allowed): a node whose memo holds this pod's answer is not scored again, and scored
+  // nodes' memos keep theirs; the answer is the same as without them. Hot path of the extender's
+  // prioritize: with memos, a call costs a lookup per node plus the scoring of the nodes that
+  // changed.
+  std::vector<NodeChoice> Choose(const std::vector<const NodeGpus*>& nodes, const PodRequest& pod,
+                                 const std::vector<NodeScoreMemo*>* memos = nullptr,
+                                 size_t max_threads = DefaultScoringThreads());
+
+ private:
+  std::string policy_;
+  std::vector<int> recent_milli_;
+  uint64_t generation_;
+  // The target workloads with the pod added, by the pod's share (built on first use).
+  std::map<int, std::unique_ptr<fleet::TargetWorkloads>> targets_;
+};
+
+// One choice per node, in order, without memos: NodeScorer(policy) with `recent_milli` as its
+// target. Throws Error (bad input) for an unknown policy name.
 std::vector<NodeChoice> ChooseSlots(const std::vector<const NodeGpus*>& nodes,
                                     const PodRequest& pod, std::string_view policy,
                                     const std::vector<int>& recent_milli,
