@@ -311,7 +311,7 @@ std::vector<std::string> DevicePlugin::RemoveTenantsOfGonePods() {
     } catch (const Error& e) {
       // Processes still run (a container being torn down): the next poll tries again.
       service::Log("debug", "tenant of a pod that is gone kept for now",
-                 {{"tenant", id}, {"reason", e.what()}});
+                   {{"tenant", id}, {"reason", e.what()}});
     }
   }
   std::lock_guard lock(mu_);

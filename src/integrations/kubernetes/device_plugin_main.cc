@@ -28,9 +28,9 @@ int main(int argc, char** argv) {
     k8s::DevicePlugin plugin(config);
     k8s::DevicePluginServer server(&plugin);
     service::Log("info", "device plugin starting",
-               {{"node", config.node_name},
-                {"agent", config.agent_socket},
-                {"kubelet_dir", config.kubelet_dir}});
+                 {{"node", config.node_name},
+                  {"agent", config.agent_socket},
+                  {"kubelet_dir", config.kubelet_dir}});
     k8s::BackgroundWatch watch([&](std::atomic<bool>& stop) { plugin.WatchPods(stop); });
     k8s::RunUntilSignalled(std::chrono::milliseconds(int64_t(poll_s * 1000)), [&] {
       plugin.Refresh();

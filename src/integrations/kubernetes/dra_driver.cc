@@ -274,8 +274,8 @@ std::vector<PreparedDevice> DraDriver::Prepare(const std::string& ns, const std:
   if (parameters.contains("priority")) {
     const json& priority = parameters["priority"];
     try {
-      admit.priority = node::ParsePriority(priority.is_string() ? priority.get<std::string>()
-                                                                : priority.dump());
+      admit.priority =
+          node::ParsePriority(priority.is_string() ? priority.get<std::string>() : priority.dump());
     } catch (const Error& e) {
       throw e.Within(where + ": parameters.priority");
     }

@@ -30,9 +30,9 @@ int main(int argc, char** argv) {
     k8s::DraDriver driver(config);
     k8s::DraPluginServer server(&driver);
     service::Log("info", "DRA driver starting",
-               {{"node", config.node_name},
-                {"driver", k8s::kDraDriverName},
-                {"agent", config.agent_socket}});
+                 {{"node", config.node_name},
+                  {"driver", k8s::kDraDriverName},
+                  {"agent", config.agent_socket}});
     k8s::BackgroundWatch watch([&](std::atomic<bool>& stop) { driver.WatchClaims(stop); });
     k8s::RunUntilSignalled(std::chrono::milliseconds(int64_t(poll_s * 1000)), [&] {
       server.Watch();

@@ -62,12 +62,12 @@ class DraService final : public dra::DRAPlugin::Service {
           if (!d.share_id.empty()) device->set_share_id(d.share_id);
         }
         service::Log("info", "claim prepared",
-                   {{"claim", claim.namespace_() + "/" + claim.name()}, {"uid", claim.uid()}});
+                     {{"claim", claim.namespace_() + "/" + claim.name()}, {"uid", claim.uid()}});
       } catch (const Error& e) {
         out.clear_devices();
         out.set_error(e.what());
         service::Log("warn", "claim not prepared",
-                   {{"claim", claim.namespace_() + "/" + claim.name()}, {"reason", e.what()}});
+                     {{"claim", claim.namespace_() + "/" + claim.name()}, {"reason", e.what()}});
       }
     }
     return grpc::Status::OK;

@@ -92,8 +92,8 @@ bool Extender::SetNode(const std::string& name, const NodeGpus& gpus) {
 Extender::NodeChange Extender::PutNode(const std::string& name, NodeGpus gpus) {
   bool fresh = !nodes_.count(name);
   if (fresh && nodes_.size() >= config_.max_nodes) return NodeChange::kRefused;
+  node_set_changes_ += fresh;
   KnownNode& known = nodes_[name];
-  known.memo.Forget();
   NodeGpus& node = known.gpus;
   for (Slot& s : gpus.slots()) {
     if (Slot* old = node.Find(s.id)) {
@@ -103,6 +103,8 @@ Extender::NodeChange Extender::PutNode(const std::string& name, NodeGpus gpus) {
       s.held_whole = old->held_whole;
     }
   }
+  // The same slots again (a filter with full Nodes sends every node each time) keep their scores.
+  if (gpus.slots() != node.slots()) known.memo.Forget();
   node = std::move(gpus);
   return fresh ? NodeChange::kLearnt : NodeChange::kUpdated;
 }
@@ -141,10 +143,10 @@ FilterResult Extender::Filter(ExtenderArgs args) {
       if (seen_.size() >= kSeenPodsKept) seen_.clear();
       seen_[pod.uid] = pod;
     }
+    const std::vector<KnownNode*>& found = Find(names);
     for (size_t i = 0; i < names.size(); ++i) {
-      // Hot path: one lookup and a scan of the node's slots; the reason only where it fails.
-      auto it = nodes_.find(names[i]);  // a node not seen yet has none
-      const NodeGpus* node = it == nodes_.end() ? nullptr : &it->second.gpus;
+      // Hot path: a scan of the node's slots; the reason only where it fails.
+      const NodeGpus* node = found[i] ? &found[i]->gpus : nullptr;  // a node not seen yet has none
       fits[i] = !pod.asks_gpumux() || (node && node->Fits(pod));
       if (fits[i]) continue;
       std::string why = "no gpumux GPU (the gpumux device plugin publishes them on the node)";
@@ -303,7 +305,10 @@ void Extender::RefreshTarget() {
   if (has_target_ && counted_since_ < std::max<size_t>(1, target_pods_ / 4)) return;
   std::vector<int> milli = RecentMilli();
   target_pods_ = milli.size();
-  scorer_.SetTarget(std::move(milli));
+  if (has_target_)
+    scorer_.StageTarget(std::move(milli));  // taken in over the next calls, a slice at each
+  else
+    scorer_.SetTarget(std::move(milli));
   has_target_ = true;
   counted_since_ = 0;
 }
@@ -317,12 +322,26 @@ std::vector<NodeChoice> Extender::Choose(const std::vector<std::string>& names,
   std::vector<NodeScoreMemo*> memos;
   nodes.reserve(names.size());
   memos.reserve(names.size());
-  for (const auto& name : names) {
-    auto it = nodes_.find(name);
-    nodes.push_back(it == nodes_.end() ? &kNone : &it->second.gpus);
-    memos.push_back(it == nodes_.end() ? nullptr : &it->second.memo);
+  for (KnownNode* known : Find(names)) {
+    nodes.push_back(known ? &known->gpus : &kNone);
+    memos.push_back(known ? &known->memo : nullptr);
   }
   return scorer_.Choose(nodes, pod, &memos);
+}
+
+const std::vector<Extender::KnownNode*>& Extender::Find(const std::vector<std::string>& names) {
+  if (found_at_ != node_set_changes_ || found_names_.size() != names.size()) {
+    found_names_.assign(names.size(), std::string());
+    found_.assign(names.size(), nullptr);
+    found_at_ = node_set_changes_;
+  }
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (found_[i] && found_names_[i] == names[i]) continue;
+    auto it = nodes_.find(names[i]);
+    found_names_[i] = names[i];
+    found_[i] = it == nodes_.end() ? nullptr : &it->second;
+  }
+  return found_;
 }
 
 json Extender::Bind(const json& args) {
@@ -401,7 +420,7 @@ void Extender::OnNode(const json& item) {
   }
   std::lock_guard lock(mu_);
   if (!gpus) {
-    nodes_.erase(name);
+    node_set_changes_ += nodes_.erase(name);
     return;
   }
   // A node learnt now, or whose GPUs changed (its annotation: one written after pods were bound
@@ -425,7 +444,7 @@ void Extender::Recount(const std::string& name) {
 
 void Extender::OnNodeGone(const json& item) {
   std::lock_guard lock(mu_);
-  nodes_.erase(item.value("/metadata/name"_json_pointer, std::string()));
+  node_set_changes_ += nodes_.erase(item.value("/metadata/name"_json_pointer, std::string()));
 }
 
 void Extender::OnPod(const json& item) {

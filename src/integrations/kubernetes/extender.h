@@ -130,7 +130,8 @@ class Extender {
   std::vector<int> RecentMilli() const;
   void Remember(const std::string& uid);  // a pod just placed; with mu_ held
   // Gives the scorer the target workload of now when a quarter of the pods it was made from (at
-  // least one) have been placed or removed since; with mu_ held.
+  // least one) have been placed or removed since (the first at once, later ones staged); with
+  // mu_ held.
   void RefreshTarget();
   // Scores `nodes` for `pod` with the policy, reusing what is remembered of unchanged nodes; with
   // mu_ held.
@@ -140,6 +141,9 @@ class Extender {
     NodeGpus gpus;       // changed only by PutNode, Count and Recount, which Forget the memo
     NodeScoreMemo memo;  // the scorer's last answers for it
   };
+  // Each of `names` in nodes_ (null if unknown), in order; with mu_ held. Hot path of filter and
+  // prioritize: a string comparison per node when the names are the last call's.
+  const std::vector<KnownNode*>& Find(const std::vector<std::string>& names);
 
   ExtenderConfig config_;
   const KubeApi* api_;
@@ -153,6 +157,11 @@ class Extender {
   size_t target_pods_ = 0;                  // the recent pods the scorer's target was made from
   size_t counted_since_ = 0;                // placements counted in or out since (Count)
   std::map<std::string, PodRequest> seen_;  // pods filtered lately, by UID (bind has no pod)
+  // The nodes the last call named, found (kube-scheduler names the same nodes call after call):
+  // reused while no node has been learnt or forgotten since.
+  std::vector<std::string> found_names_;
+  std::vector<KnownNode*> found_;  // null: not known
+  uint64_t node_set_changes_ = 0, found_at_ = ~uint64_t(0);
 };
 
 }  // namespace gpumux::k8s

@@ -33,8 +33,7 @@ nlohmann::json JsonOf(simdjson::ondemand::value value) {
       text = array.raw_json();
       break;
     }
-    default:
-      text = value.raw_json_token();
+    default: text = value.raw_json_token();
   }
   return nlohmann::json::parse(text);
 }

@@ -158,12 +158,12 @@ TEST(Extender, ScoringInRangesOnSeveralThreadsAnswersAsOneThreadDoes) {
 }
 
 TEST(Extender, KeptScoresAnswerAsScoringEveryNodeAnewDoes) {
-  // 400 nodes of 40 and 80 GiB GPUs, some with MIG instances, used at random; pods of five shapes
-  // asked in turn
-  // (more than a memo keeps), nodes changing between them, and the target moving once.
+  // 2,600 nodes of 40 and 80 GiB GPUs, some with MIG instances, used at random; pods of five
+  // shapes asked in turn (more than a memo keeps), nodes changing between them; the target set
+  // once, then staged (taken in over several calls, a slice of 1,024 nodes at each).
   std::mt19937 rng(5);
   std::vector<NodeGpus> nodes;
-  for (int n = 0; n < 400; ++n) {
+  for (int n = 0; n < 2600; ++n) {
     std::vector<Slot> slots;
     int gpus = 1 + int(rng() % 8), memory = n % 3 ? 80 : 40;
     for (int g = 0; g < gpus; ++g) slots.push_back({{g, -1}, memory});
@@ -178,34 +178,43 @@ TEST(Extender, KeptScoresAnswerAsScoringEveryNodeAnewDoes) {
   }
   std::vector<const NodeGpus*> candidates;
   for (const NodeGpus& n : nodes) candidates.push_back(&n);
-  std::vector<int> recent;
-  for (int i = 0; i < 300; ++i) recent.push_back(12 + int(rng() % 400));
+  std::vector<int> first;
+  for (int i = 0; i < 300; ++i) first.push_back(12 + int(rng() % 400));
+  const std::vector<int> second(first.begin() + 100, first.end());
+  const std::vector<int> third(first.begin(), first.begin() + 150);
+  auto same = [&](const std::vector<NodeChoice>& a, const std::vector<NodeChoice>& b) {
+    for (size_t i = 0; i < a.size(); ++i)
+      if (a[i].fits != b[i].fits || a[i].slot != b[i].slot || a[i].score != b[i].score ||
+          a[i].why_not != b[i].why_not)
+        return false;
+    return true;
+  };
   for (const std::string policy : {"gpumux", "fgd"}) {
     NodeScorer scorer(policy);
-    scorer.SetTarget(recent);
+    scorer.SetTarget(first);
     std::vector<NodeScoreMemo> memos(nodes.size());
     std::vector<NodeScoreMemo*> memo_of;
     for (NodeScoreMemo& m : memos) memo_of.push_back(&m);
-    std::vector<int> target = recent;
-    for (int round = 0; round < 40; ++round) {
-      if (round == 20) {
-        target.assign(target.begin() + 100, target.end());
-        scorer.SetTarget(target);
-      }
+    const std::vector<int>* target = &first;
+    int staged_at = -1;
+    for (int round = 0; round < 34; ++round) {
+      if (round == 10) scorer.SetTarget(*(target = &second));  // at once
+      if (round == 20) scorer.StageTarget(third), staged_at = round;
       PodRequest pod = ParsePod(Pod("u" + std::to_string(round), 2 + 3 * (round % 5)));
       auto kept = scorer.Choose(candidates, pod, &memo_of);
-      auto anew = ChooseSlots(candidates, pod, policy, target);
-      int scored = 0;
-      for (size_t i = 0; i < candidates.size(); ++i) {
-        ASSERT_EQ(kept[i].fits, anew[i].fits) << policy << " round " << round << " node " << i;
-        ASSERT_EQ(kept[i].slot, anew[i].slot) << policy << " round " << round << " node " << i;
-        ASSERT_EQ(kept[i].score, anew[i].score) << policy << " round " << round << " node " << i;
-        ASSERT_EQ(kept[i].why_not, anew[i].why_not) << policy << " round " << round;
-        scored += kept[i].fits && kept[i].score > 0 && kept[i].score < 10;
+      if (staged_at >= 0 && same(kept, ChooseSlots(candidates, pod, policy, third))) {
+        target = &third;  // taken in: every later answer is against it
+        staged_at = -1;
       }
-      EXPECT_GT(scored, 20) << policy << " round " << round << ": scores spread between the ends";
-      // A tenth of the nodes take a pod where it fits; their memos are forgotten, as the
-      // extender does whenever a node's use changes.
+      ASSERT_TRUE(same(kept, ChooseSlots(candidates, pod, policy, *target)))
+          << policy << " round " << round;
+      ASSERT_FALSE(staged_at >= 0 && round >= 20 + 9) << policy << ": staged for 9 calls";
+      if (round == 20) EXPECT_EQ(target, &second) << "the call that stages answers as before";
+      int scored = 0;
+      for (const NodeChoice& c : kept) scored += c.fits && c.score > 0 && c.score < 10;
+      EXPECT_GT(scored, 100) << policy << " round " << round << ": scores spread between the ends";
+      // A few nodes take a pod where it fits; their memos are forgotten, as the extender does
+      // whenever a node's use changes.
       for (int change = 0; change < 40; ++change) {
         size_t n = rng() % nodes.size();
         PodRequest placed = ParsePod(Pod("p", 1 + int(rng() % 12)));
@@ -217,7 +226,69 @@ TEST(Extender, KeptScoresAnswerAsScoringEveryNodeAnewDoes) {
         }
       }
     }
+    EXPECT_EQ(target, &third) << policy << ": the staged target was taken in";
   }
+}
+
+// The extender keeps each node's scores between calls: a pod placed on a node (its watch event)
+// changes that node's score at the next call, and a filter with full Nodes sending the node's slots
+// again leaves it as it is.
+TEST(Extender, APlacementSeenChangesTheNodesScoreAtTheNextCall) {
+  Extender extender({}, nullptr);
+  extender.SetNode("a", Gpus({80, 80}));
+  extender.SetNode("b", Gpus({80, 80}));
+  extender.SetNode("c", Gpus(std::vector<int>(8, 80)));
+  auto place = [&](const std::string& uid, const std::string& node, int gpu, int memory_gib) {
+    json pod = Pod(uid, memory_gib);
+    pod["metadata"]["annotations"] = {{kAssignedAnnotation, std::to_string(gpu)}};
+    pod["spec"]["nodeName"] = node;
+    pod["status"] = {{"phase", "Running"}};
+    extender.OnPod(pod);
+  };
+  // Eight pods that took whole GPUs make the target workload (a ninth change would not take it
+  // again: a quarter of eight is two); a 40 GiB pod is then best put beside another, not on an
+  // empty GPU that a whole-GPU pod could use.
+  for (int i = 0; i < 8; ++i)
+    place("c0c0c0c0-0000-4000-8000-00000000000" + std::to_string(i), "c", i, 80);
+  json pod = Pod("d0d0d0d0-0000-4000-8000-000000000001", 40);
+  json args = {{"Pod", pod}, {"NodeNames", {"a", "b"}}};
+  auto scores = [&] {
+    std::vector<int64_t> out;
+    for (const HostPriority& p : extender.Prioritize(ExtenderArgs::Parse(args.dump())))
+      out.push_back(p.score);
+    return out;
+  };
+  EXPECT_EQ(scores(), (std::vector<int64_t>{10, 10})) << "two empty nodes score alike";
+  place("d0d0d0d0-0000-4000-8000-000000000002", "a", 0, 40);  // half of a's GPU 0
+  std::vector<int64_t> after = scores();
+  EXPECT_EQ(after, (std::vector<int64_t>{10, 0}))
+      << "a's use changed; its kept score must not answer";
+  // The same node sent again in full (as kube-scheduler does without nodeCacheCapable) answers
+  // the same.
+  extender.SetNode("a", Gpus({80, 80}));
+  EXPECT_EQ(scores(), after);
+  EXPECT_EQ(extender.NodeState("a").slots()[0].used_memory_gib, 40);
+}
+
+// Filter and prioritize find the nodes the last call named without looking them up again; a node
+// learnt or gone since is seen at the next call.
+TEST(Extender, ANodeLearntOrGoneIsSeenAtTheNextCallNamingTheSameNodes) {
+  Extender extender({}, nullptr);
+  extender.SetNode("a", Gpus({80}));
+  json args = {{"Pod", Pod("e0e0e0e0-0000-4000-8000-000000000001", 10)}, {"NodeNames", {"a", "z"}}};
+  EXPECT_EQ(FilterJson(extender, args)["NodeNames"], json({"a"}));
+  extender.SetNode("z", Gpus({80}));
+  EXPECT_EQ(FilterJson(extender, args)["NodeNames"], json({"a", "z"}));
+  extender.OnNodeGone({{"metadata", {{"name", "a"}}}});
+  json filtered = FilterJson(extender, args);
+  EXPECT_EQ(filtered["NodeNames"], json({"z"}));
+  EXPECT_NE(filtered["FailedNodes"]["a"].get<std::string>().find("no gpumux GPU"),
+            std::string::npos)
+      << filtered;
+  std::vector<HostPriority> scores = extender.Prioritize(ExtenderArgs::Parse(args.dump()));
+  ASSERT_EQ(scores.size(), 2u);
+  EXPECT_EQ(scores[0].score, 0) << "a is gone";
+  EXPECT_EQ(scores[1].score, 10);
 }
 
 TEST(Extender, PrioritizeAnswersAHostPriorityListInKubeSchedulersRange) {

@@ -101,16 +101,18 @@ void Informer::Run(const std::atomic<bool>& stop, std::chrono::milliseconds back
       // seen, and only failures that go on (or 410 Gone) need the whole list again.
       if (failures >= kListAfterFailures) listed = false;
       if (e.what() != last_error || failures == kListAfterFailures)
-        service::Log("warn", listed ? "watch failed; will watch again from the last version"
-                                  : "watch failed; will list again",
-                   {{"path", path_}, {"reason", e.what()}, {"failures", std::to_string(failures)}});
+        service::Log(
+            "warn",
+            listed ? "watch failed; will watch again from the last version"
+                   : "watch failed; will list again",
+            {{"path", path_}, {"reason", e.what()}, {"failures", std::to_string(failures)}});
       last_error = e.what();
       // Exponential, so that every node's programs do not come back at once after an API server
       // restart; jittered, so that they spread out.
       auto wait = std::min<std::chrono::milliseconds>(kMostBackoff,
                                                       backoff * (1 << std::min(failures - 1, 10)));
-      wait = std::chrono::milliseconds(int64_t(
-          double(wait.count()) * std::uniform_real_distribution<double>(0.5, 1.5)(random)));
+      wait = std::chrono::milliseconds(
+          int64_t(double(wait.count()) * std::uniform_real_distribution<double>(0.5, 1.5)(random)));
       for (auto waited = std::chrono::milliseconds(0); waited < wait && !stop.load();
            waited += std::chrono::milliseconds(50))
         std::this_thread::sleep_for(std::chrono::milliseconds(50));

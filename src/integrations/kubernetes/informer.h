@@ -2,10 +2,10 @@
 // in pages (limit and continue), then watches from the list's resourceVersion with bookmarks, and
 // watches again from the last version it saw when a stream ends or breaks (a cut connection, an
 // API server restarting): it lists again only when the server answers 410 Gone (the version is
-// older than it keeps) or watches keep failing, after a jittered exponential back-off. Every object listed, added or modified
-// goes to `upsert`; every one deleted, or gone from a fresh list, to `remove` (with its metadata).
-// Nothing lists the cluster again while the watch holds, so a reader of what the handlers built
-// never waits on the API server.
+// older than it keeps) or watches keep failing, after a jittered exponential back-off. Every object
+// listed, added or modified goes to `upsert`; every one deleted, or gone from a fresh list, to
+// `remove` (with its metadata). Nothing lists the cluster again while the watch holds, so a reader
+// of what the handlers built never waits on the API server.
 //
 // Thread-compatible: one thread runs List and Watch (or Run); the handlers run on it.
 #pragma once

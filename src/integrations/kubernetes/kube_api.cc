@@ -290,7 +290,7 @@ std::pair<long, std::string> Perform(CURL* c, const KubeEndpoint& e, const std::
   raw_headers = curl_slist_append(raw_headers, ("Content-Type: " + content_type).c_str());
   raw_headers = curl_slist_append(raw_headers, "Accept: application/json");
   curl_easy_setopt(c, CURLOPT_USERAGENT, UserAgent().c_str());  // API priority, audit logs
-  curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, "");  // every coding this libcurl decodes
+  curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, "");             // every coding this libcurl decodes
   std::string token = e.token;
   if (!e.token_file.empty()) token = Trim(ReadSmallFile(e.token_file, "the bearer token"));
   if (!token.empty())

@@ -137,8 +137,8 @@ class ChunkedApiServer {
         cut = !cut_.empty() && head.find(cut_) != std::string::npos;
         if (cut) cut_.clear();
       }
-      std::string out = "HTTP/1.1 " + std::to_string(status) +
-                        " X\r\nContent-Type: application/json\r\n" + extra;
+      std::string out =
+          "HTTP/1.1 " + std::to_string(status) + " X\r\nContent-Type: application/json\r\n" + extra;
       if (cut) {
         std::string chunked = Chunked(body, 32768);
         out += "Transfer-Encoding: chunked\r\n\r\n" + chunked.substr(0, chunked.size() / 2);
@@ -272,10 +272,10 @@ TEST(KubeApi, AWatchCutMidStreamIsResumedFromTheLastVersionWithoutAList) {
   ChunkedApiServer server([&](const std::string& head) {
     if (head.find("watch=true") == std::string::npos) {
       ++lists;
-      return std::make_pair(
-          200, json{{"kind", "PodList"}, {"metadata", {{"resourceVersion", "5"}}},
-                    {"items", json::array()}}
-                   .dump());
+      return std::make_pair(200, json{{"kind", "PodList"},
+                                      {"metadata", {{"resourceVersion", "5"}}},
+                                      {"items", json::array()}}
+                                     .dump());
     }
     ++watches;
     // A whole event, then one the cut breaks (padded past a chunk's half).
@@ -405,8 +405,8 @@ TEST(KubeApi, InClusterSpeaksHttpsCheckedAgainstTheServiceAccountsCa) {
   // s_server with the certificate and key named, on that port.
   auto serve = [&](const std::string& cert, const std::string& key) {
     std::string command = "cd " + (dir / "www").string() + " && exec openssl s_server -quiet " +
-                          "-HTTP -cert " + cert + " -key " + key + " -accept 127.0.0.1:" +
-                          std::to_string(port) + " >/dev/null 2>&1";
+                          "-HTTP -cert " + cert + " -key " + key +
+                          " -accept 127.0.0.1:" + std::to_string(port) + " >/dev/null 2>&1";
     pid_t pid = fork();
     if (pid == 0) {
       execl("/bin/sh", "sh", "-c", command.c_str(), nullptr);

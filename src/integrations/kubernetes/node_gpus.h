@@ -36,6 +36,7 @@ struct Slot {
   bool Fits(const PodRequest& pod, std::string* why = nullptr) const;
   // Counts `pod`'s share of one GPU in (sign +1) or out (-1).
   void Count(const PodRequest& pod, int sign);
+  bool operator==(const Slot&) const = default;
 };
 
 class NodeGpus {

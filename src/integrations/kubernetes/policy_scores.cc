@@ -158,28 +158,95 @@ void ScoreRange(const std::vector<const NodeGpus*>& nodes, const FleetCandidates
   }
 }
 
+// Scores the fleet candidates `todo` as ScoreRange does, in ranges of at least kNodesPerThread on
+// up to `max_threads` threads (as kube-scheduler scores its nodes in parallel); a few hundred on
+// this one. Hot path.
+void ScoreInRanges(const std::vector<const NodeGpus*>& nodes, const FleetCandidates& fleet_nodes,
+                   const std::vector<size_t>& todo, const PodRequest& pod,
+                   std::string_view policy_name, const fleet::TargetWorkloads& targets,
+                   size_t max_threads, std::vector<NodeChoice>* choices, std::vector<double>* raw) {
+  constexpr size_t kNodesPerThread = 1024;
+  const size_t scored = todo.size();
+  if (scored == 0) return;
+  size_t threads =
+      std::max<size_t>(1, std::min(max_threads, (scored + kNodesPerThread - 1) / kNodesPerThread));
+  std::vector<std::thread> helpers;
+  for (size_t t = 1; t < threads; ++t)
+    helpers.emplace_back([&, t] {
+      ScoreRange(nodes, fleet_nodes, todo, scored * t / threads, scored * (t + 1) / threads, pod,
+                 policy_name, targets, choices, raw);
+    });
+  ScoreRange(nodes, fleet_nodes, todo, 0, scored / threads, pod, policy_name, targets, choices,
+             raw);
+  for (std::thread& helper : helpers) helper.join();
+}
+
 // Each NodeScorer's targets are told apart from every other's (a memo names the one it was
 // computed against).
 std::atomic<uint64_t> last_generation{0};
 
+// A memo's entry for the pod `asked` describes (its generation included), or null.
+NodeScoreMemo::Entry* Kept(NodeScoreMemo::Entry* entries, size_t count,
+                           const NodeScoreMemo::Entry& asked) {
+  for (size_t i = 0; i < count; ++i) {
+    const NodeScoreMemo::Entry& e = entries[i];
+    if (e.generation == asked.generation && e.memory_gib == asked.memory_gib &&
+        e.compute_percent == asked.compute_percent && e.whole_gpu == asked.whole_gpu)
+      return &entries[i];
+  }
+  return nullptr;
+}
+
 }  // namespace
 
-NodeScorer::NodeScorer(std::string_view policy) : policy_(policy), generation_(++last_generation) {
+const fleet::TargetWorkloads& NodeScorer::Target::With(int pod_milli) {
+  std::unique_ptr<fleet::TargetWorkloads>& built = workloads[pod_milli];
+  if (!built) {
+    std::vector<fleet::PodSpec> pods;
+    pods.reserve(recent_milli.size() + 1);
+    for (int m : recent_milli) pods.push_back({"", 0, 0, 1, m, {}});
+    pods.push_back({"", 0, 0, 1, pod_milli, {}});
+    // Every node is one GPU model, "gpumux", in the fleet model: a cluster of one such GPU
+    // weighs the shapes as one of any size does.
+    fleet::Cluster model({{"", int64_t(1) << 40, int64_t(1) << 40, 1, "gpumux"}});
+    built = std::make_unique<fleet::TargetWorkloads>(fleet::TargetWorkloads::FromPods(model, pods));
+  }
+  return *built;
+}
+
+NodeScorer::Target NodeScorer::MakeTarget(std::vector<int> recent_milli) {
+  Target t;
+  t.generation = ++last_generation;
+  t.recent_milli = std::move(recent_milli);
+  return t;
+}
+
+NodeScorer::NodeScorer(std::string_view policy) : policy_(policy), target_(MakeTarget({})) {
   const auto& names = fleet::PolicyNames();
   if (std::find(names.begin(), names.end(), policy_) == names.end())
     throw BadInput("policy: unknown fleet policy '" + policy_ + "'");
 }
 
 void NodeScorer::SetTarget(std::vector<int> recent_milli) {
-  recent_milli_ = std::move(recent_milli);
-  generation_ = ++last_generation;
-  targets_.clear();
+  target_ = MakeTarget(std::move(recent_milli));
+  has_staged_ = false;
+}
+
+void NodeScorer::StageTarget(std::vector<int> recent_milli) {
+  staged_ = MakeTarget(std::move(recent_milli));
+  has_staged_ = true;
+  staged_until_ = 0;
+  staged_done_ = false;
 }
 
 std::vector<NodeChoice> NodeScorer::Choose(const std::vector<const NodeGpus*>& nodes,
                                            const PodRequest& pod,
                                            const std::vector<NodeScoreMemo*>* memos,
                                            size_t max_threads) {
+  if (has_staged_ && (!memos || staged_done_)) {
+    target_ = std::move(staged_);
+    has_staged_ = false;
+  }
   std::vector<NodeChoice> choices(nodes.size());
   if (pod.gpu_count > 1) {
     for (size_t n = 0; n < nodes.size(); ++n) choices[n] = ChooseGpusOfPodOfSeveral(*nodes[n], pod);
@@ -187,25 +254,20 @@ std::vector<NodeChoice> NodeScorer::Choose(const std::vector<const NodeGpus*>& n
   }
   // What a memo entry answers for: this pod's request, against this target.
   NodeScoreMemo::Entry asked{};
-  asked.generation = generation_;
+  asked.generation = target_.generation;
   asked.memory_gib = pod.memory_gib_per_gpu();
   asked.compute_percent = pod.compute_percent_per_gpu();
   asked.whole_gpu = pod.whole_gpu();
-  auto same_pod = [&](const NodeScoreMemo::Entry& e) {
-    return e.generation == asked.generation && e.memory_gib == asked.memory_gib &&
-           e.compute_percent == asked.compute_percent && e.whole_gpu == asked.whole_gpu;
-  };
-  auto keep = [&](size_t n, NodeScoreMemo::Entry entry) {
+  auto keep = [&](size_t n, const NodeScoreMemo::Entry& entry) {
     NodeScoreMemo* memo = memos ? (*memos)[n] : nullptr;
     if (!memo) return;
-    size_t i = 0;
-    while (i < memo->count_ && !same_pod(memo->entries_[i])) ++i;
-    if (i == memo->count_) {
-      i = memo->next_;
+    NodeScoreMemo::Entry* slot = Kept(memo->entries_.data(), memo->count_, entry);
+    if (!slot) {
+      slot = &memo->entries_[memo->next_];
       memo->next_ = (memo->next_ + 1) % NodeScoreMemo::kEntries;
       memo->count_ = std::min(memo->count_ + 1, NodeScoreMemo::kEntries);
     }
-    memo->entries_[i] = entry;
+    *slot = entry;
   };
 
   // Hot path: a node whose memo holds the pod's answer costs a lookup; the others are checked
@@ -217,10 +279,7 @@ std::vector<NodeChoice> NodeScorer::Choose(const std::vector<const NodeGpus*>& n
   for (size_t n = 0; n < nodes.size(); ++n) {
     NodeChoice& c = choices[n];
     if (NodeScoreMemo* memo = memos ? (*memos)[n] : nullptr) {
-      const NodeScoreMemo::Entry* kept = nullptr;
-      for (size_t i = 0; i < memo->count_ && !kept; ++i)
-        if (same_pod(memo->entries_[i])) kept = &memo->entries_[i];
-      if (kept) {
+      if (const NodeScoreMemo::Entry* kept = Kept(memo->entries_.data(), memo->count_, asked)) {
         c.fits = true;
         c.slot = kept->slot;
         c.score = kept->score;
@@ -267,18 +326,6 @@ std::vector<NodeChoice> NodeScorer::Choose(const std::vector<const NodeGpus*>& n
 
   // The target workload: the shares of recently placed pods and this one, at the first node's size.
   const int target_milli = PodMilli(pod, fleet_nodes.slot_memory[0]);
-  std::unique_ptr<fleet::TargetWorkloads>& targets = targets_[target_milli];
-  if (!targets) {
-    std::vector<fleet::PodSpec> recent;
-    recent.reserve(recent_milli_.size() + 1);
-    for (int m : recent_milli_) recent.push_back({"", 0, 0, 1, m, {}});
-    recent.push_back({"", 0, 0, 1, target_milli, {}});
-    // Every node is one GPU model, "gpumux", in the fleet model: a cluster of one such GPU
-    // weighs the shapes as one of any size does.
-    fleet::Cluster model({{"", int64_t(1) << 40, int64_t(1) << 40, 1, "gpumux"}});
-    targets =
-        std::make_unique<fleet::TargetWorkloads>(fleet::TargetWorkloads::FromPods(model, recent));
-  }
   std::vector<double> raw(count);
   std::vector<size_t> todo;
   todo.reserve(count);
@@ -289,33 +336,46 @@ std::vector<NodeChoice> NodeScorer::Choose(const std::vector<const NodeGpus*>& n
     else
       todo.push_back(f);
   }
+  ScoreInRanges(nodes, fleet_nodes, todo, pod, policy_, target_.With(target_milli), max_threads,
+                &choices, &raw);
+  auto keep_scored = [&](const std::vector<size_t>& scored, uint64_t generation,
+                         const std::vector<NodeChoice>& their_choices,
+                         const std::vector<double>& their_raw) {
+    for (size_t f : scored) {
+      const size_t n = fleet_nodes.node[f];
+      NodeScoreMemo::Entry entry = asked;
+      entry.generation = generation;
+      entry.fleet = true;
+      entry.slot_memory = fleet_nodes.slot_memory[f];
+      entry.target_milli = target_milli;
+      entry.slot = their_choices[n].slot;
+      entry.score = their_choices[n].score;
+      entry.raw = their_raw[f];
+      keep(n, entry);
+    }
+  };
+  keep_scored(todo, target_.generation, choices, raw);
 
-  // Hot path: thousands of nodes are scored in ranges of at least kNodesPerThread on several
-  // threads (as kube-scheduler scores its nodes in parallel); a few hundred on this one.
-  constexpr size_t kNodesPerThread = 1024;
-  const size_t scored = todo.size();
-  size_t threads =
-      std::max<size_t>(1, std::min(max_threads, (scored + kNodesPerThread - 1) / kNodesPerThread));
-  std::vector<std::thread> helpers;
-  for (size_t t = 1; t < threads && scored > 0; ++t)
-    helpers.emplace_back([&, t] {
-      ScoreRange(nodes, fleet_nodes, todo, scored * t / threads, scored * (t + 1) / threads, pod,
-                 policy_, *targets, &choices, &raw);
-    });
-  if (scored > 0)
-    ScoreRange(nodes, fleet_nodes, todo, 0, scored / threads, pod, policy_, *targets, &choices,
-               &raw);
-  for (std::thread& helper : helpers) helper.join();
-  for (size_t f : todo) {
-    const size_t n = fleet_nodes.node[f];
-    NodeScoreMemo::Entry entry = asked;
-    entry.fleet = true;
-    entry.slot_memory = fleet_nodes.slot_memory[f];
-    entry.target_milli = target_milli;
-    entry.slot = choices[n].slot;
-    entry.score = choices[n].score;
-    entry.raw = raw[f];
-    keep(n, entry);
+  // A staged target: the next slice of these nodes scored against it, kept for the calls after
+  // the switch (its answers are not this call's).
+  if (has_staged_ && memos) {
+    const size_t end = std::min(count, staged_until_ + std::max(kNodesPerSlice, count / 8));
+    NodeScoreMemo::Entry staged_asked = asked;
+    staged_asked.generation = staged_.generation;
+    std::vector<size_t> slice;
+    for (size_t f = staged_until_; f < end; ++f) {
+      NodeScoreMemo* memo = (*memos)[fleet_nodes.node[f]];
+      const NodeScoreMemo::Entry* kept =
+          memo ? Kept(memo->entries_.data(), memo->count_, staged_asked) : nullptr;
+      if (memo && !(kept && kept->target_milli == target_milli)) slice.push_back(f);
+    }
+    std::vector<NodeChoice> staged_choices(nodes.size());
+    std::vector<double> staged_raw(count);
+    ScoreInRanges(nodes, fleet_nodes, slice, pod, policy_, staged_.With(target_milli), max_threads,
+                  &staged_choices, &staged_raw);
+    keep_scored(slice, staged_.generation, staged_choices, staged_raw);
+    staged_until_ = end;
+    staged_done_ = end == count;
   }
 
   // Onto kube-scheduler's 0..10: the best node 10, the worst 0; those the model refused 0.

@@ -74,25 +74,41 @@ class NodeScorer {
   explicit NodeScorer(std::string_view policy);
 
   // The target workload FGD-style policies measure fragmentation against: the GPU shares of
-  // recently placed pods (the pod being scored is added to them). Every memo made before is stale.
+  // recently placed pods (the pod being scored is added to them). Answers from the next call on
+  // are against it; every memo made before is stale.
   void SetTarget(std::vector<int> recent_milli);
+  // A new target taken in over the next calls, so that none scores every node again: each call
+  // with memos answers against the present target and also scores a slice of its fleet-scored
+  // nodes (an eighth, at least kNodesPerSlice) against the new one, into their memos; the call
+  // after the last slice answers against the new one. A call without memos takes it at once.
+  void StageTarget(std::vector<int> recent_milli);
+  static constexpr size_t kNodesPerSlice = 1024;
 
   // One choice per node, in order. Thousands of nodes are scored in ranges on up to `max_threads`
   // threads, with the same answer as on one. `memos` is null or holds one memo per node (null
   // entries allowed): a node whose memo holds this pod's answer is not scored again, and scored
   // nodes' memos keep theirs; the answer is the same as without them. Hot path of the extender's
   // prioritize: with memos, a call costs a lookup per node plus the scoring of the nodes that
-  // changed.
+  // changed (and a slice while a target is staged).
   std::vector<NodeChoice> Choose(const std::vector<const NodeGpus*>& nodes, const PodRequest& pod,
                                  const std::vector<NodeScoreMemo*>* memos = nullptr,
                                  size_t max_threads = DefaultScoringThreads());
 
  private:
+  struct Target {
+    uint64_t generation = 0;  // told apart from every other scorer's (memos name it)
+    std::vector<int> recent_milli;
+    // The target workloads with the pod added, by the pod's share (built on first use).
+    std::map<int, std::unique_ptr<fleet::TargetWorkloads>> workloads;
+    const fleet::TargetWorkloads& With(int pod_milli);
+  };
+  static Target MakeTarget(std::vector<int> recent_milli);
+
   std::string policy_;
-  std::vector<int> recent_milli_;
-  uint64_t generation_;
-  // The target workloads with the pod added, by the pod's share (built on first use).
-  std::map<int, std::unique_ptr<fleet::TargetWorkloads>> targets_;
+  Target target_, staged_;
+  bool has_staged_ = false;
+  size_t staged_until_ = 0;  // the fleet-scored candidates scored against it so far
+  bool staged_done_ = false;
 };
 
 // One choice per node, in order, without memos: NodeScorer(policy) with `recent_milli` as its
