@@ -197,22 +197,30 @@ void BM_SimulatorPlacesOnePod(benchmark::State& state) {
 }
 BENCHMARK(BM_SimulatorPlacesOnePod)->Unit(benchmark::kMillisecond);
 
-// `pods_per_node` running pods of 1-4 GiB on each of `nodes` nodes of 8 x 80 GiB GPUs, placed at
-// random (same seed for every run).
-std::vector<json> RunningPods(int nodes, int pods_per_node) {
+// A watched cluster: `nodes` nodes of 8 x 80 GiB GPUs (their names, and the gpumux.io/gpus
+// annotation they all carry), and 30 running pods of 1-4 GiB on each, placed at random (same seed
+// for every run).
+struct WatchedCluster {
+  json names = json::array();
+  std::string gpus;
   std::vector<json> pods;
-  std::mt19937 rng(11);
-  for (int i = 0; i < nodes * pods_per_node; ++i) {
-    json pod = testing::PendingPod("p" + std::to_string(i),
-                                   "00000000-0000-4000-8000-" + std::to_string(100000000000 + i),
-                                   {{{k8s::kMemoryResource, int(1 + rng() % 4)}}});
-    pod["metadata"]["annotations"][k8s::kAssignedAnnotation] = std::to_string(rng() % 8);
-    pod["spec"]["nodeName"] = "node-" + std::to_string(i % nodes);
-    pod["status"]["phase"] = "Running";
-    pods.push_back(std::move(pod));
+  explicit WatchedCluster(int nodes) {
+    for (int n = 0; n < nodes; ++n) names.push_back("node-" + std::to_string(n));
+    std::vector<k8s::Slot> slots;
+    for (int g = 0; g < 8; ++g) slots.push_back({{g, -1}, 80});
+    gpus = k8s::NodeGpus(slots).Annotation();
+    std::mt19937 rng(11);
+    for (int i = 0; i < nodes * 30; ++i) {
+      json pod = testing::PendingPod("p" + std::to_string(i),
+                                     "00000000-0000-4000-8000-" + std::to_string(100000000000 + i),
+                                     {{{k8s::kMemoryResource, int(1 + rng() % 4)}}});
+      pod["metadata"]["annotations"][k8s::kAssignedAnnotation] = std::to_string(rng() % 8);
+      pod["spec"]["nodeName"] = "node-" + std::to_string(i % nodes);
+      pod["status"]["phase"] = "Running";
+      pods.push_back(std::move(pod));
+    }
   }
-  return pods;
-}
+};
 
 // As kube-scheduler calls the extender, `calls` times: POST filter with every node's name, then
 // POST prioritize with the names that passed (each answer as text, parsing and writing included);
@@ -286,21 +294,17 @@ void MeasureFilterAndPrioritize(k8s::Extender& extender, const json& names,
 }
 
 void BM_ExtenderOverAWatchedClusterOf150000Pods(benchmark::State& state) {
-  constexpr int kNodes = 5000, kPodsPerNode = 30;
   auto dir = std::filesystem::temp_directory_path() / ("gkw" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  std::vector<json> pods = RunningPods(kNodes, kPodsPerNode);
-  std::vector<k8s::Slot> slots;
-  for (int g = 0; g < 8; ++g) slots.push_back({{g, -1}, 80});
-  const std::string gpus = k8s::NodeGpus(slots).Annotation();
-  json names = json::array();
-  for (int n = 0; n < kNodes; ++n) names.push_back("node-" + std::to_string(n));
+  const WatchedCluster cluster(5000);
+  const json& names = cluster.names;
+  const std::vector<json>& pods = cluster.pods;
   for (auto _ : state) {
     // First sync: the extender lists the cluster through an API server (pages of 500, answers
     // chunked), as it starts. Before the informers, every resync period cost this list.
     auto api = std::make_unique<testing::FakeApiServer>((dir / "api.sock").string());
-    for (const json& name : names) api->AddNode(name, {{k8s::kNodeGpusAnnotation, gpus}});
+    for (const json& name : names) api->AddNode(name, {{k8s::kNodeGpusAnnotation, cluster.gpus}});
     for (const json& pod : pods) api->AddPod(pod);
     k8s::KubeApi kube(api->address());
     size_t heap_before = mallinfo2().uordblks;
@@ -327,20 +331,15 @@ BENCHMARK(BM_ExtenderOverAWatchedClusterOf150000Pods)->Iterations(1)->Unit(bench
 
 // The same calls over 20,000 nodes (600,000 pods), the cluster learnt from watch events.
 void BM_ExtenderOver20000Nodes(benchmark::State& state) {
-  constexpr int kNodes = 20000, kPodsPerNode = 30;
-  std::vector<json> pods = RunningPods(kNodes, kPodsPerNode);
-  std::vector<k8s::Slot> slots;
-  for (int g = 0; g < 8; ++g) slots.push_back({{g, -1}, 80});
-  const std::string gpus = k8s::NodeGpus(slots).Annotation();
-  json names = json::array();
-  for (int n = 0; n < kNodes; ++n) names.push_back("node-" + std::to_string(n));
+  const WatchedCluster cluster(20000);
   for (auto _ : state) {
     k8s::Extender extender({}, nullptr);
-    for (const json& name : names)
+    for (const json& name : cluster.names)
       extender.OnNode(
-          {{"metadata", {{"name", name}, {"annotations", {{k8s::kNodeGpusAnnotation, gpus}}}}}});
-    for (const json& pod : pods) extender.OnPod(pod);
-    MeasureFilterAndPrioritize(extender, names, pods, 1000, state);
+          {{"metadata",
+            {{"name", name}, {"annotations", {{k8s::kNodeGpusAnnotation, cluster.gpus}}}}}});
+    for (const json& pod : cluster.pods) extender.OnPod(pod);
+    MeasureFilterAndPrioritize(extender, cluster.names, cluster.pods, 1000, state);
   }
 }
 BENCHMARK(BM_ExtenderOver20000Nodes)->Iterations(1)->Unit(benchmark::kSecond);

@@ -118,11 +118,11 @@ TEST(Extender, ScoresNodesAsTheFleetPolicyDoes) {
   EXPECT_EQ(choices[1].slot, 0);  // the half-used GPU
 }
 
-TEST(Extender, ScoringInRangesOnSeveralThreadsAnswersAsOneThreadDoes) {
-  // 3,000 nodes of 40 and 80 GiB GPUs, some with MIG instances, used at random; each policy.
-  std::mt19937 rng(3);
+// `count` nodes of 1-8 GPUs of 40 or 80 GiB, every seventh with a 10 GiB MIG instance too, each
+// slot holding up to three pods of 1-30 GiB where they fit.
+std::vector<NodeGpus> RandomNodes(int count, std::mt19937& rng) {
   std::vector<NodeGpus> nodes;
-  for (int n = 0; n < 3000; ++n) {
+  for (int n = 0; n < count; ++n) {
     std::vector<Slot> slots;
     int gpus = 1 + int(rng() % 8), memory = n % 3 ? 80 : 40;
     for (int g = 0; g < gpus; ++g) slots.push_back({{g, -1}, memory});
@@ -135,6 +135,13 @@ TEST(Extender, ScoringInRangesOnSeveralThreadsAnswersAsOneThreadDoes) {
     }
     nodes.emplace_back(slots);
   }
+  return nodes;
+}
+
+TEST(Extender, ScoringInRangesOnSeveralThreadsAnswersAsOneThreadDoes) {
+  // 3,000 nodes of 40 and 80 GiB GPUs, some with MIG instances, used at random; each policy.
+  std::mt19937 rng(3);
+  std::vector<NodeGpus> nodes = RandomNodes(3000, rng);
   std::vector<const NodeGpus*> candidates;
   for (const NodeGpus& n : nodes) candidates.push_back(&n);
   std::vector<int> recent;
@@ -162,20 +169,7 @@ TEST(Extender, KeptScoresAnswerAsScoringEveryNodeAnewDoes) {
   // shapes asked in turn (more than a memo keeps), nodes changing between them; the target set
   // once, then staged (taken in over several calls, a slice of 1,024 nodes at each).
   std::mt19937 rng(5);
-  std::vector<NodeGpus> nodes;
-  for (int n = 0; n < 2600; ++n) {
-    std::vector<Slot> slots;
-    int gpus = 1 + int(rng() % 8), memory = n % 3 ? 80 : 40;
-    for (int g = 0; g < gpus; ++g) slots.push_back({{g, -1}, memory});
-    if (n % 7 == 0) slots.push_back({{gpus, 0}, 10});
-    for (Slot& s : slots) {
-      for (int p = int(rng() % 4); p > 0; --p) {
-        PodRequest r = ParsePod(Pod("u", 1 + int(rng() % 30)));
-        if (s.Fits(r)) s.Count(r, +1);
-      }
-    }
-    nodes.emplace_back(slots);
-  }
+  std::vector<NodeGpus> nodes = RandomNodes(2600, rng);
   std::vector<const NodeGpus*> candidates;
   for (const NodeGpus& n : nodes) candidates.push_back(&n);
   std::vector<int> first;
