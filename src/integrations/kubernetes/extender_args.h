@@ -22,7 +22,8 @@ struct ExtenderArgs {
   bool has_node_names = false;
 
   // Reads a request body. Throws Error (bad input) for a body that is not JSON or not an object,
-  // or whose NodeNames is not a list of strings, naming what is wrong.
+  // or whose NodeNames is not a list of strings, naming what is wrong. Members it does not read,
+  // and text after the object, are skipped unchecked (simdjson reads on demand).
   static ExtenderArgs Parse(std::string_view body);
 };
 
