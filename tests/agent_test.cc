@@ -21,10 +21,10 @@
 #include "agent_fixture.h"
 #include "base/clock.h"
 #include "core/catalog.h"
-#include "service/http_client.h"
 #include "node/device.h"
 #include "node/ledger/ledger.h"
 #include "node/shim/memory_grant.h"
+#include "service/http_client.h"
 
 namespace {
 
@@ -96,8 +96,8 @@ TEST_F(AgentTest, TheOldFormsOfARequestAreReadAndLoggedAndAZeroQuotaIsRefused) {
   size_t line = log.find("read until the next release");
   ASSERT_NE(line, std::string::npos) << log;
   EXPECT_NE(log.find("memory, compute", line), std::string::npos) << log;
-  json zero = Call("POST", "/v1/tenants",
-                   {{"id", "two"}, {"gpus", {0, 1}}, {"memory", {kGiB, 0}}}, 400);
+  json zero =
+      Call("POST", "/v1/tenants", {{"id", "two"}, {"gpus", {0, 1}}, {"memory", {kGiB, 0}}}, 400);
   EXPECT_NE(zero["error"].get<std::string>().find("quota of 0 bytes for GPU 2"), std::string::npos)
       << zero;
   Call("GET", "/v1/tenants/two", json(), 404);
@@ -312,8 +312,7 @@ TEST_F(AgentTest, ATenantOverMigInstancesOrGpusHoldsAQuotaOfItsOwnOnEach) {
   Call("POST", "/v1/tenants", {{"id", "x"}, {"devices", {"MIG-nope"}}, {"memory", "1GiB"}}, 400);
   Call("POST", "/v1/tenants", {{"id", "x"}, {"gpus", {"0.1=5"}}, {"memory", "1GiB"}}, 400);
   // Past an instance's memory on one place: refused on all.
-  Call("POST", "/v1/tenants", {{"id", "x"}, {"gpus", devices}, {"memory", {"1GiB", "50GiB"}}},
-       409);
+  Call("POST", "/v1/tenants", {{"id", "x"}, {"gpus", devices}, {"memory", {"1GiB", "50GiB"}}}, 409);
   EXPECT_EQ(Call("GET", "/v1/tenants", json(), 200)["tenants"].size(), 2u);
 
   StopAgent(SIGKILL);
@@ -745,6 +744,41 @@ TEST_F(AgentTest, OnARealGpuAMigLayoutChangesAroundABusyInstanceKeepingItsDevice
   EXPECT_NE(gpu["instances"][0]["name"].get<std::string>().find("2g.20gb"), std::string::npos)
       << gpu;
   EXPECT_EQ(Call("GET", "/v1/tenants/busy", json(), 200)["instance"], 1);
+}
+
+// Issue 45: the driver refuses to destroy a compute instance a process runs on, even one gpumuxd
+// does not know (a program started by hand with CUDA_VISIBLE_DEVICES=MIG-...). A layout that would
+// remove that instance fails with the driver's answer and changes nothing; once the program has
+// ended, the same layout is made.
+TEST_F(AgentTest, OnARealGpuTheDriverRefusesToRemoveAnInstanceAProgramRunsOn) {
+  auto env = NvmlH100(dir_);
+  StartRealAgent(env);
+  Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"1g.10gb@6", "3g.40gb@0"}}}, 200);
+  json before = Call("GET", "/v1/gpus", json(), 200)["gpus"][0];
+  ASSERT_EQ(before["instances"].size(), 2u) << before;
+  const std::string used = before["instances"][0]["uuid"];
+  std::string prefix = "env";
+  for (const auto& [k, v] : env) prefix += " " + k + "='" + v + "'";
+  FILE* program = popen((prefix + " CUDA_VISIBLE_DEVICES=" + used + " " + kClient +
+                         " direct take " + std::to_string(kGiB) + " 4 2>&1")
+                            .c_str(),
+                        "r");
+  // It prints once it holds its memory (registered with the driver since its first call), then
+  // holds it 4 s.
+  char line[512] = {0};
+  ASSERT_NE(fgets(line, sizeof(line), program), nullptr);
+  EXPECT_NE(std::string(line).find("\"allocated\": " + std::to_string(kGiB)), std::string::npos)
+      << line;
+  json refused = Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"3g.40gb@0"}}}, 409);
+  EXPECT_NE(refused["error"].get<std::string>().find("is a process using it"), std::string::npos)
+      << refused;
+  json after = Call("GET", "/v1/gpus", json(), 200)["gpus"][0];
+  EXPECT_EQ(after["instances"], before["instances"]) << "nothing changed";
+  EXPECT_EQ(WEXITSTATUS(pclose(program)), 0) << "it ran to its end";
+  Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"3g.40gb@0"}}}, 200);
+  after = Call("GET", "/v1/gpus", json(), 200)["gpus"][0];
+  ASSERT_EQ(after["instances"].size(), 1u) << after;
+  EXPECT_EQ(after["instances"][0]["uuid"], before["instances"][1]["uuid"]) << after;
 }
 
 TEST_F(AgentTest, ANewMigLayoutKeepsNoRoomFromTheOldOne) {

@@ -34,8 +34,10 @@ bool NvmlLibrary::has_memory_limits() const {
 
 void NvmlLibrary::Check(nvmlReturn_t r, const std::string& what) const {
   if (r == nvml::kSuccess) return;
-  throw Unavailable(what + ": " + (error_string ? error_string(r) : "NVML error") + " (NVML " +
-                    std::to_string(r) + ")");
+  std::string message = what + ": " + (error_string ? error_string(r) : "NVML error") + " (NVML " +
+                        std::to_string(r) + ")";
+  if (r == nvml::kErrorInUse) throw Conflict(message);
+  throw Unavailable(message);
 }
 
 nvmlDevice_t NvmlLibrary::Gpu(int index) const {

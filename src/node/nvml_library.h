@@ -44,7 +44,8 @@ struct NvmlLibrary {
   bool has_mig() const;
   // Whether the driver limits memory per cgroup: the calls resolve and the driver is R615 or later.
   bool has_memory_limits() const;
-  // Throws Error (unavailable) "`what`: <NVML's message>" unless `r` is success.
+  // Throws Error "`what`: <NVML's message>" unless `r` is success: conflict where the driver says
+  // something is in use (a MIG instance a process runs on), else unavailable.
   void Check(nvmlReturn_t r, const std::string& what) const;
   // The handle of GPU `index`; throws Error (unavailable).
   nvmlDevice_t Gpu(int index) const;

@@ -6,7 +6,8 @@
 // catalog); what exists is kept in a small text file beside the first device's state (its path +
 // ".mig"), so it outlives the process that made it, as a real GPU's instances do. The driver's
 // rules are enforced: allowed starts, no overlap on the slot axis, compute slices, instance counts,
-// one media-engine profile, MIG mode on, no destroying a GPU instance that holds compute instances.
+// one media-engine profile, MIG mode on, no destroying a GPU instance that holds compute instances
+// or a compute instance a live process runs on (the simulated driver's processes, sim_state.h).
 // GPUMUX_SIM_MIG_RESET_REQUIRED=1 makes a MIG mode change wait for a GPU reset (pending only), as
 // on GPUs that need one. Not thread-safe beyond one caller at a time (gpumuxd holds its lock).
 #include <cstdint>
@@ -173,6 +174,19 @@ std::string MigUuid(unsigned serial) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "MIG-5a1e0000-0000-4000-8000-%012x", serial);
   return buf;
+}
+
+// Whether a live process runs on instance `i`'s MIG device (the simulated driver records each
+// process's, sim_state.h).
+bool RunsProcesses(const Instance& i) {
+  gpumux::sim::SimState* state = gpumux::sim::Device(0).state;
+  if (!state) return false;
+  gpumux::sim::ReclaimDeadProcesses(state);
+  const std::string uuid = MigUuid(i.serial);
+  for (int k = 0; k < gpumux::sim::kMaxSimProcesses; ++k) {
+    if (state->processes[k].pid.load() > 0 && uuid == state->mig_devices[k]) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -350,6 +364,7 @@ nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t ci) {
   MigState s = Load();
   if (!Untag(ci, kComputeTag, &id) || !Find(s, id) || !Find(s, id)->computes)
     return kErrorInvalidArgument;
+  if (RunsProcesses(*Find(s, id))) return kErrorInUse;  // the driver's answer
   Find(s, id)->computes = 0;
   Save(s);
   return kSuccess;

@@ -27,7 +27,7 @@
 namespace gpumux::sim {
 namespace {
 
-constexpr uint64_t kStateMagic = 0x364d495358555047ull;  // "GPUXSIM6": layout 6, shared runs
+constexpr uint64_t kStateMagic = 0x374d495358555047ull;  // "GPUXSIM7": layout 7, MIG devices
 
 double EnvDouble(const char* name, double fallback) {
   const char* v = std::getenv(name);
@@ -192,6 +192,12 @@ int ProcessSlot(const SimDevice& device) {
           s->processes[i].used.store(0);
           s->processes[i].gpu_ns.store(0);
           std::memset(s->groups[i], 0, kSimGroupPathSize);
+          std::memset(s->mig_devices[i], 0, kSimMigDeviceSize);
+          if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+              visible && std::strncmp(visible, "MIG-", 4) == 0) {
+            size_t length = std::strcspn(visible, ",");
+            if (length < kSimMigDeviceSize) std::memcpy(s->mig_devices[i], visible, length);
+          }
           if (std::optional<std::string> group = gpumux::V2GroupOf(getpid());
               group && group->size() < kSimGroupPathSize)
             std::memcpy(s->groups[i], group->data(), group->size());

@@ -31,6 +31,7 @@ namespace gpumux::sim {
 inline constexpr int kMaxSimProcesses = 1024;
 inline constexpr int kMaxSimDevices = 8;
 inline constexpr size_t kSimGroupPathSize = 256;
+inline constexpr size_t kSimMigDeviceSize = 64;
 
 struct SimProcess {
   std::atomic<int32_t> pid;
@@ -59,6 +60,10 @@ struct SimState {
   // path is longer), for the driver's memory limits per cgroup (sim_memory_limits.h). Apart from
   // the processes, which gpumuxd's meter reads every few milliseconds.
   char groups[kMaxSimProcesses][kSimGroupPathSize];
+  // The MIG device processes[i] runs on: the first entry of its CUDA_VISIBLE_DEVICES where that
+  // names one ("MIG-..."), else empty (the whole GPU). The simulated NVML refuses to destroy a
+  // compute instance a live process runs on, as the driver does (sim_nvml_mig.cc).
+  char mig_devices[kMaxSimProcesses][kSimMigDeviceSize];
 };
 static_assert(kSliceContexts == kMaxSimProcesses);
 
