@@ -269,7 +269,7 @@ std::vector<HostPriority> Extender::Prioritize(ExtenderArgs args) {
   std::vector<NodeChoice> choices;
   {
     std::lock_guard lock(mu_);
-    choices = Choose(names, pod);
+    choices = Choose(Find(names), pod, /*take_in_staged=*/true);
   }
   for (size_t i = 0; i < names.size(); ++i)
     list.push_back({std::move(names[i]), int64_t(std::lround(choices[i].score))});
@@ -313,20 +313,20 @@ void Extender::RefreshTarget() {
   counted_since_ = 0;
 }
 
-std::vector<NodeChoice> Extender::Choose(const std::vector<std::string>& names,
-                                         const PodRequest& pod) {
-  // Hot path of prioritize: one lookup per node; the scorer scores only the nodes that changed.
+std::vector<NodeChoice> Extender::Choose(const std::vector<KnownNode*>& known,
+                                         const PodRequest& pod, bool take_in_staged) {
+  // Hot path of prioritize: the scorer scores only the nodes that changed.
   RefreshTarget();
   static const NodeGpus kNone;
   std::vector<const NodeGpus*> nodes;
   std::vector<NodeScoreMemo*> memos;
-  nodes.reserve(names.size());
-  memos.reserve(names.size());
-  for (KnownNode* known : Find(names)) {
-    nodes.push_back(known ? &known->gpus : &kNone);
-    memos.push_back(known ? &known->memo : nullptr);
+  nodes.reserve(known.size());
+  memos.reserve(known.size());
+  for (KnownNode* node : known) {
+    nodes.push_back(node ? &node->gpus : &kNone);
+    memos.push_back(node ? &node->memo : nullptr);
   }
-  return scorer_.Choose(nodes, pod, &memos);
+  return scorer_.Choose(nodes, pod, &memos, take_in_staged);
 }
 
 const std::vector<Extender::KnownNode*>& Extender::Find(const std::vector<std::string>& names) {
@@ -374,7 +374,9 @@ json Extender::Bind(const json& args) {
     std::lock_guard lock(mu_);
     auto it = nodes_.find(node);
     if (it == nodes_.end()) return ErrorBody("gpumux: node " + node + " has no gpumux GPU");
-    NodeChoice choice = Choose({node}, *pod)[0];
+    // The one node bind names: not through Find (which keeps the candidates prioritize named), and
+    // no slice of a staged target (a slice of one node would end it).
+    NodeChoice choice = Choose({&it->second}, *pod, /*take_in_staged=*/false)[0];
     if (!choice.fits)
       return ErrorBody("gpumux: pod " + ns + "/" + name + " no longer fits node " + node + ": " +
                        choice.why_not);

@@ -133,9 +133,11 @@ class Extender {
   // least one) have been placed or removed since (the first at once, later ones staged); with
   // mu_ held.
   void RefreshTarget();
-  // Scores `nodes` for `pod` with the policy, reusing what is remembered of unchanged nodes; with
-  // mu_ held.
-  std::vector<NodeChoice> Choose(const std::vector<std::string>& names, const PodRequest& pod);
+  struct KnownNode;
+  // Scores `known` (null: a node not known) for `pod` with the policy, reusing what is remembered
+  // of unchanged nodes; `take_in_staged` as NodeScorer::Choose. With mu_ held.
+  std::vector<NodeChoice> Choose(const std::vector<KnownNode*>& known, const PodRequest& pod,
+                                 bool take_in_staged);
 
   struct KnownNode {
     NodeGpus gpus;       // changed only by PutNode, Count and Recount, which Forget the memo

@@ -196,6 +196,9 @@ TEST(Extender, KeptScoresAnswerAsScoringEveryNodeAnewDoes) {
       if (round == 20) scorer.StageTarget(third), staged_at = round;
       PodRequest pod = ParsePod(Pod("u" + std::to_string(round), 2 + 3 * (round % 5)));
       auto kept = scorer.Choose(candidates, pod, &memo_of);
+      // As bind asks about the one node it places on: that call takes no slice in.
+      std::vector<NodeScoreMemo*> first_memo = {memo_of[0]};
+      scorer.Choose({candidates[0]}, pod, &first_memo, /*take_in_staged=*/false);
       if (staged_at >= 0 && same(kept, ChooseSlots(candidates, pod, policy, third))) {
         target = &third;  // taken in: every later answer is against it
         staged_at = -1;
@@ -203,7 +206,9 @@ TEST(Extender, KeptScoresAnswerAsScoringEveryNodeAnewDoes) {
       ASSERT_TRUE(same(kept, ChooseSlots(candidates, pod, policy, *target)))
           << policy << " round " << round;
       ASSERT_FALSE(staged_at >= 0 && round >= 20 + 9) << policy << ": staged for 9 calls";
-      if (round == 20) EXPECT_EQ(target, &second) << "the call that stages answers as before";
+      // More than kNodesPerSlice nodes: two slices at least, whatever one-node calls come between.
+      if (round >= 20 && round <= 21)
+        EXPECT_EQ(target, &second) << "round " << round << " answers as before";
       int scored = 0;
       for (const NodeChoice& c : kept) scored += c.fits && c.score > 0 && c.score < 10;
       EXPECT_GT(scored, 100) << policy << " round " << round << ": scores spread between the ends";

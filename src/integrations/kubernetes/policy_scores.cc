@@ -242,7 +242,7 @@ void NodeScorer::StageTarget(std::vector<int> recent_milli) {
 std::vector<NodeChoice> NodeScorer::Choose(const std::vector<const NodeGpus*>& nodes,
                                            const PodRequest& pod,
                                            const std::vector<NodeScoreMemo*>* memos,
-                                           size_t max_threads) {
+                                           bool take_in_staged, size_t max_threads) {
   if (has_staged_ && (!memos || staged_done_)) {
     target_ = std::move(staged_);
     has_staged_ = false;
@@ -358,7 +358,7 @@ std::vector<NodeChoice> NodeScorer::Choose(const std::vector<const NodeGpus*>& n
 
   // A staged target: the next slice of these nodes scored against it, kept for the calls after
   // the switch (its answers are not this call's).
-  if (has_staged_ && memos) {
+  if (has_staged_ && memos && take_in_staged) {
     const size_t end = std::min(count, staged_until_ + std::max(kNodesPerSlice, count / 8));
     NodeScoreMemo::Entry staged_asked = asked;
     staged_asked.generation = staged_.generation;
@@ -398,7 +398,7 @@ std::vector<NodeChoice> ChooseSlots(const std::vector<const NodeGpus*>& nodes,
                                     const std::vector<int>& recent_milli, size_t max_threads) {
   NodeScorer scorer(policy);
   scorer.SetTarget(recent_milli);
-  return scorer.Choose(nodes, pod, nullptr, max_threads);
+  return scorer.Choose(nodes, pod, nullptr, true, max_threads);
 }
 
 }  // namespace gpumux::k8s

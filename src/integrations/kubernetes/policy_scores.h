@@ -90,8 +90,11 @@ class NodeScorer {
   // nodes' memos keep theirs; the answer is the same as without them. Hot path of the extender's
   // prioritize: with memos, a call costs a lookup per node plus the scoring of the nodes that
   // changed (and a slice while a target is staged).
+  // `take_in_staged`: whether this call scores a slice against a staged target (a call about one
+  // node, as bind's, should not: its one-node slice would end the staging).
   std::vector<NodeChoice> Choose(const std::vector<const NodeGpus*>& nodes, const PodRequest& pod,
                                  const std::vector<NodeScoreMemo*>* memos = nullptr,
+                                 bool take_in_staged = true,
                                  size_t max_threads = DefaultScoringThreads());
 
  private:
