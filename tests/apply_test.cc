@@ -18,6 +18,7 @@
 namespace {
 
 using gpumux::testing::AgentTest;
+using gpumux::testing::kGiB;
 using gpumux::testing::kMiB;
 using nlohmann::json;
 
@@ -119,6 +120,54 @@ tenants:
   EXPECT_EQ(gpu["instances"].size(), agent["tenants"].size());
   ExpectEveryTenantHeldToItsQuota(agent);
   EXPECT_NE(Gpumux("plan " + plan + " --apply").second.find("nothing to do"), std::string::npos);
+}
+
+// Re-planning a node that runs tenants (issue 45): 'large' runs a program holding 8 GiB on a
+// 4g.40gb that an earlier layout made. A plan made without the node gives it a 3g.40gb, which
+// `gpumux apply` refuses, naming the instance that would have to drain; `gpumux plan --apply`
+// plans around it: the 4g.40gb stays where it is, the two small tenants get instances beside it,
+// and the program runs on with its memory.
+TEST_F(ApplyTest, APlanForANodeThatRunsTenantsKeepsTheirInstancesAndChangesOnlyIdleOnes) {
+  StartEightGpuNode();
+  std::string plan = WriteFile("mig.yaml", R"(fleet: [{gpu: H100-SXM5-80GB, count: 1}]
+strategies: [mig]
+tenants:
+  - {name: small, count: 2, workload: {kind: generic, memory: 8 GB, bandwidth: 100 GB/s, compute: 5 TFLOPS}}
+  - {name: large, workload: {kind: generic, memory: 30 GB, bandwidth: 600 GB/s, compute: 20 TFLOPS}}
+)");
+  Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"4g.40gb", "1g.10gb@6"}}}, 200);
+  json large = Call("POST", "/v1/tenants",
+                    {{"id", "large"}, {"gpu", 0}, {"instance", 0}, {"memory", 8 * kGiB}}, 201);
+  FILE* program = popen(
+      (Env(large) + kClient + " direct fill " + std::to_string(kGiB) + " 8 2>/dev/null").c_str(),
+      "r");
+  ASSERT_EQ(AwaitUsage("large", 8 * kGiB, 5)["used_bytes"].get<uint64_t>(), 8 * kGiB);
+
+  std::string plain = (dir_ / "plain.json").string();
+  ASSERT_EQ(Sh(kGpumux + " plan " + plan + " --json > " + plain).first, 0);
+  auto [refused_code, refused] = Gpumux("apply " + plain);
+  EXPECT_EQ(refused_code, 3) << refused;
+  EXPECT_NE(refused.find("must drain first (remove their tenants): instance 0 (4g.40gb at 0: "
+                         "'large')"),
+            std::string::npos)
+      << refused;
+
+  auto [code, out] = Gpumux("plan " + plan + " --apply");
+  ASSERT_EQ(code, 0) << out;
+  json gpu = Call("GET", "/v1/gpus", json(), 200)["gpus"][0];
+  ASSERT_EQ(gpu["layout"].size(), 3u) << gpu;
+  EXPECT_EQ(gpu["layout"][0], "4g.40gb@0") << gpu;
+  json after = Call("GET", "/v1/tenants/large", json(), 200);
+  EXPECT_EQ(after["instance"], 0);
+  EXPECT_EQ(after["used_bytes"].get<uint64_t>(), 8 * kGiB) << "its memory intact: " << after;
+  EXPECT_EQ(after["processes"].size(), 1u) << "its program still there: " << after;
+  json tenants = Call("GET", "/v1/tenants", json(), 200)["tenants"];
+  EXPECT_EQ(tenants.size(), 3u) << tenants;
+  EXPECT_NE(Gpumux("plan " + plan + " --apply").second.find("nothing to do"), std::string::npos);
+  char buf[512] = {0};
+  fread(buf, 1, sizeof(buf) - 1, program);
+  EXPECT_EQ(WEXITSTATUS(pclose(program)), 0) << buf;
+  EXPECT_EQ(json::parse(buf)["allocated"].get<uint64_t>(), 8 * kGiB) << buf;
 }
 
 // The plan carries each tenant's priority: a server whose users wait on each token beside a batch

@@ -219,6 +219,24 @@ void CheckBusyInstancesKept(const NodeGpuPlan& g, const MigGeometry& geo,
 
 }  // namespace
 
+LiveNode ReadLiveNode(const json& gpus_answer, const json& tenants_answer) {
+  LiveNode live;
+  try {
+    for (const json& g : gpus_answer.at("gpus")) {
+      std::string mode = g.at("mode").get<std::string>();
+      std::optional<ShareMode> parsed = ParseShareMode(mode);
+      if (!parsed)
+        throw BadInput("GPU " + g.value("index", json()).dump() + ": mode '" + mode + "'");
+      live.gpus.push_back({*parsed, g.value("layout", std::vector<std::string>{})});
+    }
+    for (const NodeTenant& t : ReadTenants(tenants_answer))
+      live.tenants[t.id] = {t.gpu, t.instance};
+  } catch (const json::exception& e) {
+    throw BadInput(std::string("gpumuxd's answer: ") + e.what());
+  }
+  return live;
+}
+
 std::vector<AgentCall> CallsToApply(const NodePlan& input, const json& gpus_answer,
                                     const json& tenants_answer) {
   NodePlan plan = input;  // quotas may be fitted to the node's GPUs

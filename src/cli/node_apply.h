@@ -12,6 +12,7 @@
 #include "core/calibration.h"
 #include "node/agent/agent_client.h"
 #include "node/agent/tenant_request.h"
+#include "share/live_node.h"
 #include "share/node_plan.h"
 
 namespace gpumux {
@@ -27,7 +28,8 @@ struct AgentCall {
   static AgentCall OnTenant(std::string method, std::string path, agent::TenantRequest tenant,
                             std::string what) {
     nlohmann::json body = agent::TenantRequestJson(tenant);
-    return {std::move(method), std::move(path), std::move(body), std::move(what), std::move(tenant)};
+    return {std::move(method), std::move(path), std::move(body), std::move(what),
+            std::move(tenant)};
   }
 };
 
@@ -46,6 +48,11 @@ struct AgentCall {
 //                         or live processes (MPS, time-slicing).
 std::vector<AgentCall> CallsToApply(const NodePlan& plan, const nlohmann::json& gpus,
                                     const nlohmann::json& tenants);
+
+// What a node runs, from its gpumuxd's answers to `GET /v1/gpus` and `GET /v1/tenants` (a plan
+// made for it keeps its running tenants where they are, PlanInput::live). Throws Error (bad input)
+// naming what is missing from an answer.
+LiveNode ReadLiveNode(const nlohmann::json& gpus, const nlohmann::json& tenants);
 
 // Reads the node's state from `agent`, and makes the calls CallsToApply returns unless `dry_run`;
 // returns them. All or nothing: a call gpumuxd still refuses (the node changed under us) stops the

@@ -111,13 +111,21 @@ nlohmann::json ToJson(const PlanFile& file, const Plan& plan, const NodePlan& no
 int RunPlan(const PlanOptions& o) {
   Catalog catalog = Catalog::LoadBundled();
   for (const std::string& path : o.catalogs) catalog.AddFile(path);
-  // A plan for this node (--apply) is made with the calibration its gpumuxd has, unless told one.
+  // A plan for this node (--apply) is made with the calibration its gpumuxd has, unless told one,
+  // and around the tenants it runs.
+  nlohmann::json node_gpus;
+  std::optional<LiveNode> live;
+  if (o.apply) {
+    agent::AgentClient agent(o.agent);
+    node_gpus = agent.Gpus();
+    live = ReadLiveNode(node_gpus, agent.Tenants());
+  }
   std::vector<std::string> calibrations =
       o.apply && o.calibrations.empty()
-          ? ApplyCalibrations(catalog, NodeCalibrations(agent::AgentClient(o.agent).Gpus(),
-                                                        "gpumuxd at " + o.agent))
+          ? ApplyCalibrations(catalog, NodeCalibrations(node_gpus, "gpumuxd at " + o.agent))
           : ApplyCalibrationFiles(catalog, o.calibrations);
   PlanFile file = LoadPlanFile(o.file, catalog);
+  if (live) file.input.live = &*live;
   Plan plan = PlanFleet(file.input);
   NodePlan node = MakeNodePlan(file.input, plan);
   if (o.json) {

@@ -5,10 +5,14 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
+#include <set>
 #include <tuple>
 
 #include "base/error.h"
+#include "core/mig_layout.h"
+#include "share/node_plan.h"
 #include "share/strategy_registry.h"
 
 namespace gpumux {
@@ -98,6 +102,7 @@ class Planner {
     } else {
       bins = Greedy(remaining, &plan);
     }
+    if (in_.live) MatchToNode(&bins);
     Report(bins, &plan);
     Baseline(&plan);
     return plan;
@@ -367,12 +372,148 @@ class Planner {
     Branch(i + 1, {cost.unplaced + 1, cost.gpus, cost.price});
   }
 
+  // ---- A live node (PlanInput::live) ----
+
+  // Where the node's tenants run, for those the plan names: the class of each, by node GPU.
+  std::map<int, std::map<size_t, int>> RunningClassesByGpu() const {
+    std::map<std::string, size_t> class_of;  // gpumuxd id -> class
+    for (size_t c = 0; c < in_.classes.size(); ++c) {
+      for (int k = 0; k < in_.classes[c].count; ++k) {
+        class_of[TenantIdFor(TenantName(c, k))] = c;
+        for (int part = 0; Parts(in_.classes[c]) > 1 && part < Parts(in_.classes[c]); ++part)
+          class_of[TenantIdFor(fmt::format("{}.tp{}", TenantName(c, k), part))] = c;
+      }
+    }
+    std::map<int, std::map<size_t, int>> running;
+    for (const auto& [id, where] : in_.live->tenants) {
+      if (auto c = class_of.find(id); c != class_of.end()) ++running[where.gpu][c->second];
+    }
+    return running;
+  }
+
+  // Reorders `bins` among the positions of their own kind (the node's GPU i is planned GPU i) so
+  // that each is the node GPU where most of its tenants' classes run: greedily, the pair with the
+  // most first; bins that run nowhere keep their order in the positions left.
+  void MatchToNode(std::vector<Bin>* bins) const {
+    const size_t n = bins->size();
+    std::map<int, std::map<size_t, int>> running = RunningClassesByGpu();
+    std::vector<std::vector<int>> overlap(n, std::vector<int>(n, 0));
+    for (size_t b = 0; b < n; ++b) {
+      std::map<size_t, int> planned;
+      for (size_t c : (*bins)[b].classes) ++planned[c];
+      for (size_t g = 0; g < n; ++g) {
+        if ((*bins)[g].kind != (*bins)[b].kind) continue;
+        for (auto [c, count] : planned) overlap[b][g] += std::min(count, running[int(g)][c]);
+      }
+    }
+    std::vector<int> position(n, -1);
+    std::vector<bool> taken(n, false);
+    for (;;) {
+      size_t best_b = n, best_g = n;
+      for (size_t b = 0; b < n; ++b) {
+        for (size_t g = 0; g < n && position[b] < 0; ++g) {
+          if (!taken[g] && overlap[b][g] > 0 &&
+              (best_b == n || overlap[b][g] > overlap[best_b][best_g]))
+            best_b = b, best_g = g;
+        }
+      }
+      if (best_b == n) break;
+      position[best_b] = int(best_g);
+      taken[best_g] = true;
+    }
+    for (size_t b = 0; b < n; ++b) {
+      for (size_t g = 0; g < n && position[b] < 0; ++g) {
+        if (!taken[g] && (*bins)[g].kind == (*bins)[b].kind) position[b] = int(g), taken[g] = true;
+      }
+    }
+    std::vector<Bin> matched(n);
+    for (size_t b = 0; b < n; ++b) matched[size_t(position[b])] = std::move((*bins)[b]);
+    *bins = std::move(matched);
+  }
+
+  // Which of its class's names (instance indices) each tenant of each bin takes; tensor-parallel
+  // parts keep their job's (Bin::Part). In order; with a live node, a running tenant keeps its
+  // name on the GPU it runs on, and the other tenants take the names left, those running nowhere
+  // on the node first.
+  std::vector<std::vector<int>> NameIndices(const std::vector<Bin>& bins, const Plan& plan) const {
+    std::vector<std::vector<int>> index(bins.size());
+    std::vector<int> next(in_.classes.size(), 0);
+    for (size_t b = 0; b < bins.size(); ++b) {
+      for (size_t c : bins[b].classes) index[b].push_back(in_.live ? -1 : next[c]++);
+    }
+    if (!in_.live) return index;
+    auto is_part = [&](size_t b, size_t i) {
+      return i < bins[b].parts.size() && bins[b].parts[i].part >= 0;
+    };
+    auto runs_on = [&](size_t c, int k) {
+      auto t = in_.live->tenants.find(TenantIdFor(TenantName(c, k)));
+      return t == in_.live->tenants.end() ? -1 : t->second.gpu;
+    };
+    std::set<std::pair<size_t, int>> taken;
+    for (const UnplacedTenant& u : plan.unplaced) {
+      for (size_t c = 0; c < in_.classes.size(); ++c) {
+        for (int k = 0; k < in_.classes[c].count; ++k)
+          if (TenantName(c, k) == u.name) taken.insert({c, k});
+      }
+    }
+    auto take = [&](size_t b, size_t i, auto&& wanted) {
+      const size_t c = bins[b].classes[i];
+      for (int k = 0; index[b][i] < 0 && k < in_.classes[c].count; ++k) {
+        if (!taken.count({c, k}) && wanted(runs_on(c, k))) {
+          index[b][i] = k;
+          taken.insert({c, k});
+        }
+      }
+    };
+    for (size_t b = 0; b < bins.size(); ++b) {
+      for (size_t i = 0; i < bins[b].classes.size(); ++i)
+        if (!is_part(b, i)) take(b, i, [&](int gpu) { return gpu == int(b); });
+    }
+    for (size_t b = 0; b < bins.size(); ++b) {
+      for (size_t i = 0; i < bins[b].classes.size(); ++i)
+        if (!is_part(b, i)) take(b, i, [](int gpu) { return gpu < 0; });
+    }
+    for (size_t b = 0; b < bins.size(); ++b) {
+      for (size_t i = 0; i < bins[b].classes.size(); ++i)
+        if (!is_part(b, i)) take(b, i, [](int) { return true; });
+    }
+    return index;
+  }
+
+  // The strategy for planned GPU `position`: with a live node whose GPU there runs some of
+  // `named`, one that keeps them where they run (ChooseStrategyKeeping).
+  GpuChoice Choose(const GpuKind& gpu, const std::vector<Tenant>& named,
+                   std::span<const TenantLoad* const> loads, size_t position) const {
+    const LiveGpu now =
+        in_.live && position < in_.live->gpus.size() ? in_.live->gpus[position] : LiveGpu{};
+    MigLayout instances;  // the GPU's instances now, placed as the driver placed them
+    if (now.mode == ShareMode::kMig && gpu.mig) {
+      try {
+        instances = PlaceInCreationOrder(*gpu.mig, now.layout);
+      } catch (const Error&) {
+        // Another geometry than the plan's kind: its instances cannot be kept as such.
+      }
+    }
+    std::vector<std::string> running_on(named.size());
+    bool runs_here = false;
+    for (size_t i = 0; in_.live && i < named.size(); ++i) {
+      auto t = in_.live->tenants.find(TenantIdFor(named[i].name));
+      if (t == in_.live->tenants.end() || t->second.gpu != int(position)) continue;
+      runs_here = true;
+      if (size_t k = size_t(t->second.instance); k < instances.instances.size())
+        running_on[i] = instances.instances[k].Entry();
+    }
+    if (!runs_here) return ChooseStrategy(gpu, loads, in_.allowed);
+    return ChooseStrategyKeeping(gpu, loads, in_.allowed, now.mode, running_on);
+  }
+
   // ---- Reporting ----
   void Report(const std::vector<Bin>& bins, Plan* plan) const {
-    std::vector<int> next_index(in_.classes.size(), 0);
+    const std::vector<std::vector<int>> name_index = NameIndices(bins, *plan);
     double mem_cap = 0, bw_cap = 0, flops_cap = 0;
     double mem = 0, bw = 0, flops = 0;
-    for (const Bin& bin : bins) {
+    for (size_t b = 0; b < bins.size(); ++b) {
+      const Bin& bin = bins[b];
       const GpuKind& gpu = *in_.fleet[bin.kind].gpu;
       std::vector<Tenant> named;
       named.reserve(bin.classes.size());
@@ -382,14 +523,14 @@ class Planner {
         // A tensor-parallel job's part: "<job>.tp<part>" (a tenant id gpumuxd takes).
         Bin::Part p = i < bin.parts.size() ? bin.parts[i] : Bin::Part{};
         named.back().name = p.part >= 0 ? fmt::format("{}.tp{}", TenantName(c, p.instance), p.part)
-                                        : TenantName(c, next_index[c]++);
+                                        : TenantName(c, name_index[b][i]);
       }
       std::vector<TenantLoad> loads;
       loads.reserve(named.size());
       for (const Tenant& t : named) loads.push_back(MakeLoad(t, gpu));
       std::vector<const TenantLoad*> ptrs;
       for (const TenantLoad& l : loads) ptrs.push_back(&l);
-      GpuChoice choice = ChooseStrategy(gpu, ptrs, in_.allowed);
+      GpuChoice choice = Choose(gpu, named, ptrs, b);
       PlannedGpu pg;
       pg.fleet_index = bin.kind;
       for (const Tenant& t : named) pg.tenant_names.push_back(t.name);

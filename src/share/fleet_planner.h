@@ -17,6 +17,7 @@
 
 #include "core/gpu_kind.h"
 #include "share/gpu_choice.h"
+#include "share/live_node.h"
 #include "share/tenant.h"
 
 namespace gpumux {
@@ -39,6 +40,12 @@ struct PlanInput {
   std::vector<TenantClass> classes;
   std::vector<FleetEntry> fleet;
   StrategySet allowed;
+  // The node the plan is for, when it already runs tenants (not owned; may be null). Which
+  // tenants share a GPU is planned as without it; then each planned GPU becomes the node GPU
+  // (of its kind) where most of its tenants run, each running tenant keeps its name (one of its
+  // class's) on the GPU it runs on, and each such GPU keeps its mode and MIG instances wherever
+  // that keeps every SLO (ChooseStrategyKeeping). Planned GPU i is node GPU i.
+  const LiveNode* live = nullptr;
 };
 
 struct PlannedGpu {

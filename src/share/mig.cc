@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/units.h"
-#include "share/strategy.h"
+#include "share/mig.h"
 
 namespace gpumux {
 namespace {
@@ -26,16 +26,24 @@ struct Candidate {
 };
 
 // What the search maximises, lexicographically: first every SLO met (or as nearly as possible),
-// then the smallest headroom, then the fewest slots used.
+// then the fewest running tenants moved off their instances, then the smallest headroom, then the
+// fewest slots used. Each term only worsens as tenants are added, so a partial layout already
+// worse than the best found is cut.
 struct Score {
-  double slo = 1, headroom = std::numeric_limits<double>::infinity();
-  Score With(const Candidate& c) const {
-    return {std::min(slo, c.slo_ratio), std::min(headroom, c.ratio)};
+  double slo = 1;
+  int moved = 0;
+  double headroom = std::numeric_limits<double>::infinity();
+  Score With(const Candidate& c, bool moves) const {
+    return {std::min(slo, c.slo_ratio), moved + moves, std::min(headroom, c.ratio)};
   }
   bool operator<(const Score& o) const {
-    return slo < o.slo || (slo == o.slo && headroom < o.headroom);
+    if (slo != o.slo) return slo < o.slo;
+    if (moved != o.moved) return moved > o.moved;
+    return headroom < o.headroom;
   }
-  bool operator==(const Score& o) const { return slo == o.slo && headroom == o.headroom; }
+  bool operator==(const Score& o) const {
+    return slo == o.slo && moved == o.moved && headroom == o.headroom;
+  }
 };
 
 double InstanceBandwidth(const GpuKind& gpu, const MigProfile& p) {
@@ -60,13 +68,22 @@ class LayoutSearch {
   // `enforce_slo`: only consider instances that meet each tenant's SLO and stop at the first layout
   // (the planner's yes/no question). Otherwise find the best layout by Score, SLOs met or not (to
   // report how close MIG comes); when some layout meets every SLO, the best one does.
-  LayoutSearch(const GpuKind& gpu, std::span<const TenantLoad* const> loads, bool enforce_slo)
-      : gpu_(gpu), geo_(*gpu.mig), enforce_slo_(enforce_slo), loads_(loads.begin(), loads.end()) {
+  // `running_on`: empty, or for each load the instance it runs on now ("PROFILE@START", or empty).
+  LayoutSearch(const GpuKind& gpu, std::span<const TenantLoad* const> loads, bool enforce_slo,
+               std::span<const std::string> running_on = {})
+      : gpu_(gpu), geo_(*gpu.mig), enforce_slo_(enforce_slo) {
+    std::vector<size_t> order(loads.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     // Hardest tenants first: most memory, then highest required rate.
-    std::sort(loads_.begin(), loads_.end(), [](const TenantLoad* a, const TenantLoad* b) {
+    std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+      const TenantLoad *a = loads[x], *b = loads[y];
       if (a->memory != b->memory) return a->memory > b->memory;
       return a->min_step_rate > b->min_step_rate;
     });
+    for (size_t i : order) {
+      loads_.push_back(loads[i]);
+      running_.push_back(i < running_on.size() ? RunningInstance(running_on[i]) : MigInstance{});
+    }
     for (size_t i = 0; i < loads_.size(); ++i) {
       const TenantLoad& l = *loads_[i];
       std::vector<Candidate> cands;
@@ -85,7 +102,9 @@ class LayoutSearch {
         return a.profile->compute_slices < b.profile->compute_slices;
       });
       candidates_.push_back(std::move(cands));
-      same_as_previous_.push_back(i > 0 && SameDemand(*loads_[i - 1], l));
+      // Identical tenants are interchangeable, unless one runs somewhere now.
+      same_as_previous_.push_back(i > 0 && SameDemand(*loads_[i - 1], l) && !running_[i].profile &&
+                                  !running_[i - 1].profile);
     }
     chosen_.resize(loads_.size());
   }
@@ -112,6 +131,21 @@ class LayoutSearch {
   }
 
  private:
+  // The instance an entry names in this geometry; no profile for an empty or unknown one.
+  MigInstance RunningInstance(const std::string& entry) const {
+    size_t at = entry.rfind('@');
+    if (at == std::string::npos) return {};
+    for (const MigProfile& p : geo_.profiles) {
+      if (p.name != entry.substr(0, at)) continue;
+      try {
+        return {&p, std::stoi(entry.substr(at + 1))};
+      } catch (const std::exception&) {
+        return {};
+      }
+    }
+    return {};
+  }
+
   static bool SameDemand(const TenantLoad& a, const TenantLoad& b) {
     return a.memory == b.memory && a.whole.memory == b.whole.memory &&
            a.whole.compute == b.whole.compute && a.whole.pace == b.whole.pace &&
@@ -138,11 +172,12 @@ class LayoutSearch {
     for (size_t c = 0; c < candidates_[i].size(); ++c) {
       const Candidate& cand = candidates_[i][c];
       const MigProfile& p = *cand.profile;
-      Score next = score.With(cand);
-      if (found_ && next < best_score_) continue;  // scores only fall as tenants are added
       if (compute + p.compute_slices > geo_.compute_slices) continue;
       if (CountOf(i, &p) >= p.max_instances) continue;
       for (int start : p.placement_starts) {
+        const bool moves = running_[i].profile && !(running_[i] == MigInstance{&p, start});
+        Score next = score.With(cand, moves);
+        if (found_ && next < best_score_) continue;  // scores only fall as tenants are added
         // Identical tenants take (candidate, start) in increasing order: no permuted duplicates.
         if (same_as_previous_[i] && (c < chosen_[i - 1].index || (c == chosen_[i - 1].index &&
                                                                   start <= chosen_[i - 1].start))) {
@@ -172,6 +207,7 @@ class LayoutSearch {
   const MigGeometry& geo_;
   bool enforce_slo_;
   std::vector<const TenantLoad*> loads_;
+  std::vector<MigInstance> running_;  // per load: where it runs now (no profile: nowhere)
   std::vector<std::vector<Candidate>> candidates_;
   std::vector<bool> same_as_previous_;
   std::vector<Choice> chosen_;
@@ -188,13 +224,22 @@ bool FitsMig(const GpuKind& gpu, std::span<const TenantLoad* const> loads) {
 }
 
 StrategyResult EvaluateMig(const GpuKind& gpu, std::span<const TenantLoad* const> loads) {
+  return EvaluateMigAround(gpu, loads, {});
+}
+
+bool AppliesToMigGpus(const GpuKind& gpu, size_t) { return gpu.mig.has_value(); }
+
+}  // namespace
+
+StrategyResult EvaluateMigAround(const GpuKind& gpu, std::span<const TenantLoad* const> loads,
+                                 std::span<const std::string> running_on) {
   StrategyResult r;
   r.kind = ShareMode::kMig;
   if (!gpu.mig) {
     r.verdict = fmt::format("mig: {} does not support MIG", gpu.name);
     return r;
   }
-  LayoutSearch search(gpu, loads, /*enforce_slo=*/false);
+  LayoutSearch search(gpu, loads, /*enforce_slo=*/false, running_on);
   if (!search.Run()) {
     if (const TenantLoad* l = search.Unplaceable()) {
       double largest = 0;
@@ -228,10 +273,6 @@ StrategyResult EvaluateMig(const GpuKind& gpu, std::span<const TenantLoad* const
   Conclude(&r, true, cause, /*name_slice=*/true);
   return r;
 }
-
-bool AppliesToMigGpus(const GpuKind& gpu, size_t) { return gpu.mig.has_value(); }
-
-}  // namespace
 
 const Strategy& MigStrategy() {
   static const StrategyOf<ShareMode::kMig, AppliesToMigGpus, FitsMig, EvaluateMig> strategy;
