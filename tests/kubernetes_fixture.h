@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <regex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -134,6 +136,14 @@ class FakeApiServer {
     std::lock_guard lock(mu_);
     return claim_gets_;
   }
+  // The objects whose API path starts with `prefix` ("/apis/resource.k8s.io/v1/resourceslices/").
+  std::vector<json> List(const std::string& prefix) {
+    std::lock_guard lock(mu_);
+    std::vector<json> found;
+    for (const auto& [path, object] : objects_)
+      if (path.rfind(prefix, 0) == 0) found.push_back(object);
+    return found;
+  }
   // Any other object, by its API path ("/apis/resource.k8s.io/v1/resourceslices/N").
   json Get(const std::string& path) {
     std::lock_guard lock(mu_);
@@ -144,6 +154,70 @@ class FakeApiServer {
  private:
   static service::HttpResponse Status(int code, const std::string& message) {
     return {code, json{{"kind", "Status"}, {"code", code}, {"message", message}}.dump()};
+  }
+  static bool DnsLabel(const json& name) {
+    static const std::regex label("[a-z0-9]([-a-z0-9]*[a-z0-9])?");
+    return name.is_string() && name.get<std::string>().size() <= 63 &&
+           std::regex_match(name.get<std::string>(), label);
+  }
+  // Why the API server's validation (resource.k8s.io/v1, Kubernetes 1.36:
+  // pkg/apis/resource/validation) refuses a ResourceSlice; empty if it does not. The rules a
+  // driver meets with partitionable devices: devices or counter sets, not both; at most 128 devices
+  // (64 when one consumes counters), 8 counter sets of at most 32 counters, 2 consumptions of at
+  // most 32 counters per device; names DNS labels; one node field; a pool with a slice count.
+  static std::string ResourceSliceInvalid(const json& slice) {
+    const json& spec = slice.value("spec", json::object());
+    const json& pool = spec.value("pool", json::object());
+    if (!pool.value("name", json()).is_string()) return "spec.pool.name: Required value";
+    if (pool.value("resourceSliceCount", 0) < 1)
+      return "spec.pool.resourceSliceCount: Invalid value: must be greater than zero";
+    if (pool.value("generation", -1) < 0) return "spec.pool.generation: Invalid value";
+    int node_fields = spec.contains("nodeName") + spec.contains("nodeSelector") +
+                      spec.contains("allNodes") + spec.contains("perDeviceNodeSelection");
+    if (node_fields != 1)
+      return "spec: Invalid value: exactly one of `nodeName`, `nodeSelector`, `allNodes`, "
+             "`perDeviceNodeSelection` is required";
+    const json& devices = spec.value("devices", json());
+    const json& sets = spec.value("sharedCounters", json());
+    if (!devices.is_null() && !sets.is_null())
+      return "spec: Invalid value: only one of `sharedCounters` or `devices` is allowed";
+    if (sets.is_array()) {
+      if (sets.size() > 8) return "spec.sharedCounters: Too many: must have at most 8 items";
+      std::set<std::string> names;
+      for (const json& set : sets) {
+        if (!DnsLabel(set.value("name", json())) || !names.insert(set["name"]).second)
+          return "spec.sharedCounters[].name: Invalid value: " + set.value("name", json()).dump();
+        const json& counters = set.value("counters", json::object());
+        if (counters.empty() || counters.size() > 32)
+          return "spec.sharedCounters[].counters: must have 1 to 32 counters";
+        for (const auto& [name, counter] : counters.items())
+          if (!DnsLabel(name) || !counter.contains("value"))
+            return "spec.sharedCounters[].counters[" + name + "]: Invalid value";
+      }
+    }
+    if (devices.is_array()) {
+      bool consume = false;
+      for (const json& d : devices) consume = consume || d.contains("consumesCounters");
+      if (devices.size() > (consume ? 64u : 128u))
+        return "spec.devices: Too many: " + std::to_string(devices.size()) +
+               ": must have at most " + (consume ? "64" : "128") + " items";
+      for (const json& d : devices) {
+        if (!DnsLabel(d.value("name", json())))
+          return "spec.devices[].name: Invalid value: " + d.value("name", json()).dump();
+        const json& uses = d.value("consumesCounters", json::array());
+        if (uses.size() > 2) return "spec.devices[].consumesCounters: Too many: at most 2";
+        for (const json& use : uses) {
+          const json& counters = use.value("counters", json::object());
+          if (!DnsLabel(use.value("counterSet", json())) || counters.empty() ||
+              counters.size() > 32)
+            return "spec.devices[].consumesCounters: Invalid value: " + use.dump();
+          for (const auto& [name, counter] : counters.items())
+            if (!DnsLabel(name) || !counter.contains("value"))
+              return "spec.devices[].consumesCounters[].counters[" + name + "]: Invalid value";
+        }
+      }
+    }
+    return "";
   }
   json* Find(json& list, const std::string& name) {
     for (json& item : list)
@@ -180,12 +254,26 @@ class FakeApiServer {
       if (r.method == "GET")
         return it == objects_.end() ? Status(404, r.path + " not found")
                                     : service::HttpResponse{200, it->second.dump()};
+      if (r.method == "DELETE") {
+        if (it == objects_.end()) return Status(404, r.path + " not found");
+        json gone = it->second;
+        objects_.erase(it);
+        return {200, gone.dump()};
+      }
       if (r.method == "PATCH") {  // server-side apply: create, or merge into what is there
+        json applied = json::parse(r.body);
+        if (r.path.rfind("/apis/resource.k8s.io/v1/resourceslices/", 0) == 0) {
+          std::string invalid = ResourceSliceInvalid(applied);
+          if (!invalid.empty())
+            return Status(422, "ResourceSlice.resource.k8s.io \"" +
+                                   applied["metadata"].value("name", "") +
+                                   "\" is invalid: " + invalid);
+        }
         json& object = objects_[r.path];
         if (object.is_null())
-          object = json::parse(r.body);
+          object = applied;
         else
-          object.merge_patch(json::parse(r.body));
+          object.merge_patch(applied);
         return {200, object.dump()};
       }
     }
@@ -261,7 +349,9 @@ class FakeApiServer {
       if (failing_watches_ > 0) {
         --failing_watches_;
         return {failing_status_,
-                json{{"kind", "Status"}, {"status", "Failure"}, {"code", failing_status_},
+                json{{"kind", "Status"},
+                     {"status", "Failure"},
+                     {"code", failing_status_},
                      {"message", "the server is currently unable to handle the request"}}
                     .dump()};
       }

@@ -196,8 +196,8 @@ class KubernetesTest : public KubernetesNodeTest {
 
   // POST /VERB to the extender; returns (status, answer).
   std::pair<int, json> Extend(const std::string& verb, const std::string& body) {
-    auto [status, text] = service::CallHttp("127.0.0.1:" + std::to_string(http_->tcp_port()), "POST",
-                                          "/gpumux/" + verb, body);
+    auto [status, text] = service::CallHttp("127.0.0.1:" + std::to_string(http_->tcp_port()),
+                                            "POST", "/gpumux/" + verb, body);
     return {status, json::parse(text)};
   }
   // What kube-scheduler records for a pod after this extender's filter, written from its HTTP
@@ -386,9 +386,10 @@ TEST_F(KubernetesTest, KubeSchedulerRecordsWhyTheExtenderRefusedAPod) {
   EXPECT_EQ(malformed.find("code 400"), std::string::npos) << malformed;
   // A bind to a node without gpumux GPUs: the reason in the answer's Error.
   auto [status, bound] = Extend("bind", json{{"PodName", "huge"},
-                                            {"PodNamespace", "default"},
-                                            {"PodUID", "e1e1e1e1-0000-4000-8000-000000000041"},
-                                            {"Node", "node-z"}}.dump());
+                                             {"PodNamespace", "default"},
+                                             {"PodUID", "e1e1e1e1-0000-4000-8000-000000000041"},
+                                             {"Node", "node-z"}}
+                                            .dump());
   EXPECT_EQ(status, 200);
   EXPECT_NE(bound["Error"].get<std::string>().find("node-z"), std::string::npos) << bound;
 }
@@ -865,6 +866,56 @@ class DraTest : public KubernetesNodeTest {
     ASSERT_FALSE(Slice().is_null()) << Log();
   }
   json Slice() { return api_->Get("/apis/resource.k8s.io/v1/resourceslices/node-a-gpu.gpumux.io"); }
+  // The slices of this node's pool at its newest generation, once all of them are there (the
+  // allocator uses no device of an incomplete pool); empty before.
+  std::vector<json> Pool() {
+    std::vector<json> slices;
+    int64_t newest = -1;
+    for (const json& s : api_->List("/apis/resource.k8s.io/v1/resourceslices/")) {
+      if (s["spec"]["pool"]["name"] != "node-a") continue;
+      int64_t generation = s["spec"]["pool"]["generation"];
+      if (generation > newest) slices.clear(), newest = generation;
+      if (generation == newest) slices.push_back(s);
+    }
+    if (slices.empty() || slices[0]["spec"]["pool"]["resourceSliceCount"] != slices.size())
+      return {};
+    return slices;
+  }
+  // The device of MIG `profile` that kube-scheduler's allocator could give a claim now, with
+  // `allocated` given to others: as it checks partitionable devices, each counter a device consumes
+  // must have that much left of its counter set (anywhere in the pool) after what the allocated
+  // devices consume. Empty when none can be.
+  std::string SchedulerPicks(const std::string& profile, const std::set<std::string>& allocated) {
+    std::vector<json> pool = Pool();
+    std::map<std::string, std::map<std::string, int64_t>> left;  // set -> counter -> value
+    std::vector<json> devices;
+    for (const json& slice : pool) {
+      for (const json& set : slice["spec"].value("sharedCounters", json::array()))
+        for (const auto& [name, counter] : set["counters"].items())
+          left[set["name"]][name] = std::stoll(counter["value"].get<std::string>());
+      for (const json& d : slice["spec"].value("devices", json::array())) devices.push_back(d);
+    }
+    auto fits = [&](const json& device, bool take) {
+      for (const json& use : device.value("consumesCounters", json::array())) {
+        auto set = left.find(use["counterSet"]);
+        if (set == left.end()) return false;  // the pool is invalid: nothing is allocated
+        for (const auto& [name, counter] : use["counters"].items()) {
+          auto have = set->second.find(name);
+          int64_t need = std::stoll(counter["value"].get<std::string>());
+          if (have == set->second.end() || have->second < need) return false;
+          if (take) have->second -= need;
+        }
+      }
+      return true;
+    };
+    for (const json& d : devices)
+      if (allocated.count(d["name"])) EXPECT_TRUE(fits(d, true)) << d;
+    for (const json& d : devices)
+      if (!allocated.count(d["name"]) && d["attributes"]["profile"]["string"] == profile &&
+          fits(d, false))
+        return d["name"];
+    return "";
+  }
   // The slice's device names, once it shows `expected` (or after 5 s).
   std::set<std::string> SliceDevices(const std::set<std::string>& expected) {
     std::set<std::string> names;
@@ -1231,6 +1282,85 @@ TEST_F(DraTest, AMigInstanceIsADeviceOfItsOwnAndALostGpuLeavesTheSlice) {
             (std::set<std::string>{"gpu-0-mig-0", "gpu-0-mig-1"}));
 }
 
+// Dynamic MIG (issue 45): with --dynamic-mig a GPU in MIG mode is advertised as what it could still
+// make, as partitionable devices. A 3g.40gb whose tenant the scheduler does not know of is not
+// offered, nor anything overlapping it, and its compute is off the counter set. A claim allocated
+// a 1g.10gb placement (as kube-scheduler's allocator would pick it: the pool complete, its counters
+// left) gets the instance made when it is prepared and runs under its quota there; the scheduler
+// then counts it. Unprepared and idle past the grace period, the instance is removed; the busy
+// 3g.40gb never moves.
+TEST_F(DraTest, AClaimOfAMigProfileNoInstanceOffersGetsOneMadeThatIsRemovedOnceIdle) {
+  StartNode(1);
+  Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"3g.40gb@0"}}}, 200);
+  Call("POST", "/v1/tenants", {{"id", "busy"}, {"gpu", 0}, {"instance", 0}, {"memory", "4GiB"}},
+       201);
+  StartProgram(GPUMUX_K8S_DRA_DRIVER,
+               {"--cdi-dir", (dir_ / "cdi").string(), "--plugin-dir",
+                (sockets_ / "plugins").string(), "--registry-dir", (sockets_ / "registry").string(),
+                "--dynamic-mig", "--mig-idle-grace", "1"});
+  for (int i = 0; i < 250 && Pool().size() != 3; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::vector<json> pool = Pool();
+  ASSERT_EQ(pool.size(), 3u) << "its devices, its counter sets, GPU 0's placements: " << Log();
+  std::set<std::string> offered;
+  json counters;
+  for (const json& slice : pool) {
+    for (const json& d : slice["spec"].value("devices", json::array())) offered.insert(d["name"]);
+    if (slice["spec"].contains("sharedCounters"))
+      counters = slice["spec"]["sharedCounters"][0]["counters"];
+  }
+  EXPECT_TRUE(offered.count("gpu-0-mig-1g-10gb-at-4")) << json(offered);
+  EXPECT_TRUE(offered.count("gpu-0-mig-3g-40gb-at-4")) << json(offered);
+  EXPECT_FALSE(offered.count("gpu-0-mig-3g-40gb-at-0")) << "the busy instance is not offered";
+  EXPECT_FALSE(offered.count("gpu-0-mig-1g-10gb-at-2")) << "nor what overlaps it";
+  EXPECT_FALSE(offered.count("gpu-0-mig-7g-80gb-at-0"));
+  EXPECT_FALSE(offered.count("gpu-0")) << "the GPU itself is its instances";
+  EXPECT_EQ(counters["compute-slices"]["value"], "4") << counters;
+  EXPECT_EQ(counters["memory-slice-0"]["value"], "0") << counters;
+  EXPECT_EQ(counters["memory-slice-4"]["value"], "1") << counters;
+
+  std::string device = SchedulerPicks("1g.10gb", {});
+  ASSERT_EQ(device.rfind("gpu-0-mig-1g-10gb-at-", 0), 0u) << device;
+  std::string uid = "c1a1c1a1-0000-4000-8000-000000000031";
+  PutClaim("small", uid, device, {{"memory", "6Gi"}});
+  auto prepared = Prepare("small", uid);
+  ASSERT_EQ(prepared.error(), "") << Log();
+  json gpu = Call("GET", "/v1/gpus", json(), 200)["gpus"][0];
+  ASSERT_EQ(gpu["instances"].size(), 2u) << gpu;
+  EXPECT_EQ(gpu["instances"][0]["profile"], "3g.40gb");
+  EXPECT_EQ(gpu["instances"][0]["start"], 0) << "the busy instance stays where it is";
+  json made = gpu["instances"][1];
+  EXPECT_EQ(made["profile"], "1g.10gb");
+  EXPECT_EQ(device, "gpu-0-mig-1g-10gb-at-" + std::to_string(made["start"].get<int>()));
+  json tenant = Tenant("k8s-claim-" + uid);
+  EXPECT_EQ(tenant["instance"], 1) << tenant;
+  EXPECT_EQ(tenant["quota_bytes"].get<uint64_t>(), 6 * kGiB);
+  EXPECT_EQ(FillAsCdi(Cdi(uid)), 6 * kGiB)
+      << "the program runs under its quota on the new instance";
+  // The scheduler counts the claim's device: the next 1g.10gb is another placement.
+  std::string next = SchedulerPicks("1g.10gb", {device});
+  EXPECT_FALSE(next.empty());
+  EXPECT_NE(next, device);
+  // Held by its claim past the grace period, it stays.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_EQ(Call("GET", "/v1/gpus", json(), 200)["gpus"][0]["instances"].size(), 2u);
+
+  EXPECT_EQ(Unprepare(uid), "");
+  json after;
+  for (int i = 0; i < 250; ++i) {
+    after = Call("GET", "/v1/gpus", json(), 200)["gpus"][0];
+    if (after["instances"].size() == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(after["layout"], json({"3g.40gb@0"})) << "the idle instance removed: " << Log();
+  EXPECT_FALSE(Tenant("busy").is_null());
+  // Prepared again (allocated the same placement), the instance is made again.
+  PutClaim("small", uid, device, {{"memory", "6Gi"}});
+  ASSERT_EQ(Prepare("small", uid).error(), "") << Log();
+  EXPECT_EQ(Call("GET", "/v1/gpus", json(), 200)["gpus"][0]["instances"].size(), 2u);
+  EXPECT_EQ(Unprepare(uid), "");
+}
+
 // The manifests in deploy/kubernetes/ run the image's programs with these command lines; each
 // option they pass, and each subcommand, is one the built program takes.
 TEST(KubernetesManifests, TheManifestsCommandLinesAreOnesTheProgramsTake) {
@@ -1326,12 +1456,16 @@ class KustomizeTest : public ::testing::Test {
                              const std::string& image, const std::string& where) {
     // Cluster-scoped; kustomize 5.5 gives the last three a namespace all the same
     // (kubernetes-sigs/kustomize#6051), which the API server drops for cluster-scoped objects.
-    const std::set<std::string> cluster_scoped = {
-        "Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
-        "ValidatingAdmissionPolicyBinding", "DeviceClass"};
+    const std::set<std::string> cluster_scoped = {"Namespace",
+                                                  "ClusterRole",
+                                                  "ClusterRoleBinding",
+                                                  "ValidatingAdmissionPolicy",
+                                                  "ValidatingAdmissionPolicyBinding",
+                                                  "DeviceClass"};
     int namespaces = 0, gpumux_containers = 0, dashboards = 0;
     for (const YAML::Node& o : objects) {
-      std::string kind = o["kind"].as<std::string>(), name = o["metadata"]["name"].as<std::string>();
+      std::string kind = o["kind"].as<std::string>(),
+                  name = o["metadata"]["name"].as<std::string>();
       std::string what = where + ": " + kind + " " + name;
       if (kind == "Namespace") {
         ++namespaces;
@@ -1351,7 +1485,8 @@ class KustomizeTest : public ::testing::Test {
       if (kind == "ConfigMap" && name == "gpumux-grafana-dashboard") {
         ++dashboards;
         EXPECT_EQ(o["metadata"]["labels"]["grafana_dashboard"].as<std::string>(""), "1");
-        EXPECT_NO_THROW((void)nlohmann::json::parse(o["data"]["gpumux-pods.json"].as<std::string>()));
+        EXPECT_NO_THROW(
+            (void)nlohmann::json::parse(o["data"]["gpumux-pods.json"].as<std::string>()));
       }
       if (!o["spec"] || !o["spec"]["template"]) continue;
       const YAML::Node& spec = o["spec"]["template"]["spec"];

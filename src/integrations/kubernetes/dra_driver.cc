@@ -1,5 +1,7 @@
 #include "integrations/kubernetes/dra_driver.h"
 
+#include <algorithm>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 
@@ -7,6 +9,7 @@
 #include "core/units.h"
 #include "integrations/kubernetes/container_edits.h"
 #include "integrations/kubernetes/json_member.h"
+#include "integrations/kubernetes/mig_partitions.h"
 #include "integrations/kubernetes/pod_request.h"
 #include "integrations/kubernetes/pod_tenants.h"
 
@@ -17,6 +20,8 @@ using nlohmann::json;
 namespace {
 
 constexpr uint64_t kGiB = 1ull << 30;
+// Kubernetes' ResourceSliceMaxCounterSets (resource.k8s.io/v1).
+constexpr size_t kMaxCounterSetsPerSlice = 8;
 
 std::string DeviceName(int gpu, int instance) {
   return "gpu-" + std::to_string(gpu) + (instance < 0 ? "" : "-mig-" + std::to_string(instance));
@@ -123,11 +128,21 @@ std::string DraDriver::CdiPath(const std::string& claim_uid) const {
   return config_.cdi_dir + "/gpumux.io-tenant_" + claim_uid + ".json";
 }
 
-json DraDriver::ResourceSlice(const std::string& node, const json& gpus) {
+std::vector<json> DraDriver::ResourceSlices(const std::string& node, const json& gpus,
+                                            const json& tenants, bool dynamic_mig,
+                                            int64_t generation) {
   json devices = json::array();
+  std::vector<MigGpu> partitioned;  // dynamic_mig: its GPUs in MIG mode
   for (const json& g : gpus.at("gpus")) {
     int index = g.at("index").get<int>();
     std::string mode = g.value("mode", "timeslice");
+    if (!g.value("healthy", true)) continue;  // a lost GPU is not offered to new claims
+    if (dynamic_mig) {
+      if (std::optional<MigGpu> mig = MigGpu::Read(g, tenants)) {
+        partitioned.push_back(std::move(*mig));
+        continue;
+      }
+    }
     auto add = [&](int instance, const json& d) {
       json attributes = {{"index", {{"int", index}}},
                          {"mode", {{"string", mode}}},
@@ -159,30 +174,128 @@ json DraDriver::ResourceSlice(const std::string& node, const json& gpus) {
                      {"allowMultipleAllocations", true}};
       devices.push_back(device);
     };
-    if (!g.value("healthy", true)) continue;  // a lost GPU is not offered to new claims
     if (mode == "mig") {
       for (const json& i : g.value("instances", json::array())) add(i.at("instance").get<int>(), i);
     } else {
       add(-1, g);
     }
   }
-  return {{"apiVersion", "resource.k8s.io/v1"},
-          {"kind", "ResourceSlice"},
-          {"metadata", {{"name", node + "-" + kDraDriverName}}},
-          {"spec",
-           {{"driver", kDraDriverName},
-            {"nodeName", node},
-            {"pool", {{"name", node}, {"generation", 1}, {"resourceSliceCount", 1}}},
-            {"devices", devices}}}};
+  // Counter sets and devices that consume them go in slices of their own (Kubernetes 1.35+), at
+  // most 8 sets in one, and at most 64 devices in one (a GPU's placements: 18 on an H100).
+  const std::string base = node + "-" + kDraDriverName;
+  std::vector<std::pair<std::string, json>> specs = {{base, {{"devices", devices}}}};
+  for (size_t first = 0; first < partitioned.size(); first += kMaxCounterSetsPerSlice) {
+    json sets = json::array();
+    for (size_t i = first; i < std::min(partitioned.size(), first + kMaxCounterSetsPerSlice); ++i)
+      sets.push_back(partitioned[i].CounterSet());
+    specs.push_back({base + "-counters" + (first == 0 ? "" : "-" + std::to_string(first / 8)),
+                     {{"sharedCounters", sets}}});
+  }
+  for (const MigGpu& mig : partitioned)
+    specs.push_back({base + "-gpu-" + std::to_string(mig.gpu), {{"devices", mig.Devices()}}});
+  std::vector<json> slices;
+  for (auto& [name, spec] : specs) {
+    spec["driver"] = kDraDriverName;
+    spec["nodeName"] = node;
+    spec["pool"] = {
+        {"name", node}, {"generation", generation}, {"resourceSliceCount", specs.size()}};
+    slices.push_back({{"apiVersion", "resource.k8s.io/v1"},
+                      {"kind", "ResourceSlice"},
+                      {"metadata", {{"name", name}}},
+                      {"spec", spec}});
+  }
+  return slices;
 }
 
 bool DraDriver::PublishResourceSlice() {
-  json slice = ResourceSlice(config_.node_name, agent_.Gpus());
+  json gpus = agent_.Gpus();
+  json tenants = config_.dynamic_mig ? agent_.Tenants() : json{{"tenants", json::array()}};
   std::lock_guard lock(mu_);
-  if (slice.dump() == published_) return false;
-  api_.ApplyResourceSlice(slice);
-  published_ = slice.dump();
+  std::vector<json> slices =
+      ResourceSlices(config_.node_name, gpus, tenants, config_.dynamic_mig, generation_);
+  std::vector<std::string> names;
+  for (const json& s : slices) names.push_back(s["metadata"]["name"]);
+  // A pool whose slices change is a new generation, so that the scheduler never mixes the two
+  // (a restart too: the generation goes on from the clock).
+  if (names != published_names_ || generation_ == 0) {
+    generation_ = std::max<int64_t>(generation_ + 1, std::time(nullptr));
+    slices = ResourceSlices(config_.node_name, gpus, tenants, config_.dynamic_mig, generation_);
+  }
+  std::string text = json(slices).dump();
+  if (text == published_) return false;
+  for (const json& slice : slices) api_.ApplyResourceSlice(slice);
+  for (const std::string& old : published_names_)
+    if (std::find(names.begin(), names.end(), old) == names.end()) api_.DeleteResourceSlice(old);
+  published_ = text;
+  published_names_ = names;
   return true;
+}
+
+std::vector<std::string> DraDriver::RemoveIdleMigInstances() {
+  std::vector<std::string> removed;
+  if (!config_.dynamic_mig) return removed;
+  std::lock_guard lock(layout_mu_);
+  json gpus = agent_.Gpus(), tenants = agent_.Tenants();
+  const auto now = std::chrono::steady_clock::now();
+  std::map<std::string, std::chrono::steady_clock::time_point> idle;
+  for (const json& g : gpus.at("gpus")) {
+    std::optional<MigGpu> mig = MigGpu::Read(g, tenants);
+    if (!mig) continue;
+    for (const MigGpu::Instance& i : mig->instances) {
+      if (!i.idle()) continue;
+      std::string key = std::to_string(mig->gpu) + "/" + i.placement.Entry();
+      auto since = idle_since_.find(key);
+      idle[key] = since == idle_since_.end() ? now : since->second;
+      if (now - idle[key] < config_.mig_idle_grace) continue;
+      try {
+        agent_.SetMode(mig->gpu, {{"mode", "mig"}, {"layout", mig->LayoutWithout(i.index)}});
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::kConflict) throw;
+        continue;  // a tenant came, or a process gpumuxd does not know runs there
+      }
+      removed.push_back("GPU " + std::to_string(mig->gpu) + " " + i.placement.Entry());
+      idle.erase(key);
+      break;  // the GPU's instances are numbered anew: read it again at the next call
+    }
+  }
+  idle_since_ = std::move(idle);
+  return removed;
+}
+
+SlotId DraDriver::SlotOf(const std::string& device, const std::string& where) {
+  if (config_.dynamic_mig && GpuOfMigPlacementDevice(device)) {
+    int gpu = *GpuOfMigPlacementDevice(device);
+    auto find = [&]() -> std::pair<std::optional<MigGpu>, std::optional<MigPlacement>> {
+      json gpus = agent_.Gpus(), tenants = agent_.Tenants();
+      for (const json& g : gpus.at("gpus")) {
+        if (g.value("index", -1) != gpu) continue;
+        std::optional<MigGpu> mig = MigGpu::Read(g, tenants);
+        if (mig) return {mig, mig->Offered(device)};
+      }
+      return {};
+    };
+    auto [mig, placement] = find();
+    if (!placement)
+      throw NotFound(where + ": device " + device +
+                     " is not one this node offers now (its GPU is not in MIG mode, or another "
+                     "tenant holds an instance there)");
+    if (!mig->InstanceAt(*placement)) {
+      try {
+        agent_.SetMode(gpu, {{"mode", "mig"}, {"layout", mig->LayoutMaking(*placement)}});
+      } catch (const Error& e) {
+        throw e.Within(where + ": making MIG instance " + placement->Entry() + " on GPU " +
+                       std::to_string(gpu));
+      }
+      std::tie(mig, placement) = find();
+    }
+    const MigGpu::Instance* made = mig && placement ? mig->InstanceAt(*placement) : nullptr;
+    if (!made) throw Unavailable(where + ": the MIG instance of " + device + " was not made");
+    idle_since_.erase(std::to_string(gpu) + "/" + made->placement.Entry());
+    return {gpu, made->index};
+  }
+  auto slot = SlotOfDevice(device);
+  if (!slot) throw BadInput(where + ": device '" + device + "' is not one gpumux publishes");
+  return *slot;
 }
 
 std::vector<PreparedDevice> DraDriver::Prepare(const std::string& ns, const std::string& uid,
@@ -196,13 +309,13 @@ std::vector<PreparedDevice> DraDriver::Prepare(const std::string& ns, const std:
   std::vector<const json*> ours = ResultsHere(claim);
   if (ours.empty()) return {};
   // Its devices: one GPU or MIG instance, or several (one tenant over all of them).
+  // (A MIG placement not made yet is made now: from here to its tenant's admission, no idle
+  // instance is removed.)
+  std::unique_lock layout_lock(layout_mu_);
   std::vector<SlotId> slots;
   std::vector<std::string> requests;
   for (const json* result : ours) {
-    std::string device = MemberText(*result, "device");
-    auto slot = SlotOfDevice(device);
-    if (!slot) throw BadInput(where + ": device '" + device + "' is not one gpumux publishes");
-    slots.push_back(*slot);
+    slots.push_back(SlotOf(MemberText(*result, "device"), where));
     requests.push_back(MemberText(*result, "request"));
   }
 
@@ -302,6 +415,7 @@ std::vector<PreparedDevice> DraDriver::Prepare(const std::string& ns, const std:
                    owner.dump());
 
   agent::Admission admitted = agent_.Admit(admit);
+  layout_lock.unlock();
   json spec = CdiSpec(uid, EditsForTenant(admitted.answer, uuids));
   // Written beside and renamed over: the runtime never reads half a spec.
   std::filesystem::create_directories(config_.cdi_dir);

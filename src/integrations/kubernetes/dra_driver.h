@@ -15,12 +15,19 @@
 //     pod is bound to its cgroup and, unless the config names a uid, owned by the uid of its first
 //     process) and writes a CDI spec (<cdi-dir>/gpumux.io-tenant_<uid>.json, container_edits.h)
 //     whose device the kubelet hands to the runtime;
-//   - unprepares it: removes the tenant (refused while its processes run) and the CDI spec.
+//   - unprepares it: removes the tenant (refused while its processes run) and the CDI spec;
+//   - with `dynamic_mig`, advertises each GPU in MIG mode as what it could still make (one device
+//     per placement, consuming counters of the GPU's counter set: mig_partitions.h), makes the
+//     instance a claim was allocated when it prepares it, and removes instances left idle (no
+//     tenant) for `mig_idle_grace`. Its slices: "<node>-gpu.gpumux.io" (the other GPUs' devices),
+//     "<node>-gpu.gpumux.io-counters" (the counter sets; several, 8 sets each, past 8 such GPUs)
+//     and "<node>-gpu.gpumux.io-gpu-N" per such GPU, all one pool.
 //
 // Thread-safety: every call may come from any thread.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -31,6 +38,7 @@
 
 #include "integrations/kubernetes/informer.h"
 #include "integrations/kubernetes/kube_api.h"
+#include "integrations/kubernetes/pod_request.h"
 #include "node/agent/agent_client.h"
 
 namespace gpumux::k8s {
@@ -44,6 +52,8 @@ struct DraDriverConfig {
   std::string cdi_dir = "/var/run/cdi";
   std::string plugin_dir = "/var/lib/kubelet/plugins/gpu.gpumux.io";  // dra.sock
   std::string registry_dir = "/var/lib/kubelet/plugins_registry";     // gpu.gpumux.io-reg.sock
+  bool dynamic_mig = false;                                           // see above
+  std::chrono::milliseconds mig_idle_grace = std::chrono::minutes(5);
 };
 
 struct PreparedDevice {
@@ -59,11 +69,21 @@ class DraDriver {
  public:
   explicit DraDriver(DraDriverConfig config);
 
-  // The ResourceSlice of this node for gpumuxd's answer to GET /v1/gpus.
-  static nlohmann::json ResourceSlice(const std::string& node, const nlohmann::json& gpus);
-  // Reads gpumuxd's GPUs and publishes the slice when it changed. Returns whether it did. Throws
+  // The ResourceSlices of this node's pool for gpumuxd's answers to GET /v1/gpus and GET
+  // /v1/tenants, at pool generation `generation`: one, or with `dynamic_mig` and GPUs in MIG mode
+  // those named above.
+  static std::vector<nlohmann::json> ResourceSlices(const std::string& node,
+                                                    const nlohmann::json& gpus,
+                                                    const nlohmann::json& tenants, bool dynamic_mig,
+                                                    int64_t generation);
+  // Reads gpumuxd's GPUs and publishes the slices when they changed (a new generation when the
+  // slices themselves change, and those no longer needed deleted). Returns whether it did. Throws
   // Error (unavailable).
   bool PublishResourceSlice();
+  // With dynamic_mig: removes the MIG instances idle (no tenant) for mig_idle_grace, as seen by
+  // the calls before. Returns them ("GPU N PROFILE@START"). Throws Error (unavailable); an instance
+  // gpumuxd still refuses to remove (a tenant came) stays.
+  std::vector<std::string> RemoveIdleMigInstances();
 
   // Keeps the claims allocated this driver's devices on this node (see above) until `stop`.
   // Blocks; Prepare reads the API server itself while nothing runs this.
@@ -91,6 +111,9 @@ class DraDriver {
   nlohmann::json Claim(const std::string& ns, const std::string& uid, const std::string& name);
   // The allocation results of `claim` that are devices of this driver on this node.
   std::vector<const nlohmann::json*> ResultsHere(const nlohmann::json& claim) const;
+  // The GPU or instance `device` is; a MIG placement device (dynamic_mig) is made first if it is
+  // not. Call with layout_mu_ held. Throws Error naming `where`.
+  SlotId SlotOf(const std::string& device, const std::string& where);
 
   DraDriverConfig config_;
   agent::AgentClient agent_;
@@ -100,6 +123,11 @@ class DraDriver {
   std::map<std::string, nlohmann::json> claims_;  // this node's allocated claims by UID
   std::mutex mu_;
   std::string published_;
+  std::vector<std::string> published_names_;
+  int64_t generation_ = 0;
+  // Held while an instance is made and its tenant admitted, and while idle ones are removed.
+  std::mutex layout_mu_;
+  std::map<std::string, std::chrono::steady_clock::time_point> idle_since_;  // "GPU/PROFILE@START"
 };
 
 }  // namespace gpumux::k8s

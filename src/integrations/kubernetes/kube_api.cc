@@ -545,6 +545,15 @@ void KubeApi::ApplyResourceSlice(const json& slice) const {
       slice, "application/apply-patch+yaml");
 }
 
+void KubeApi::DeleteResourceSlice(const std::string& name) const {
+  CheckDnsSubdomain("slice name", name);
+  try {
+    Call("DELETE", "/apis/resource.k8s.io/v1/resourceslices/" + Escape(name), nullptr);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kNotFound) throw;
+  }
+}
+
 void KubeApi::Bind(const std::string& ns, const std::string& name, const std::string& uid,
                    const std::string& node) const {
   CheckDnsLabel("namespace", ns);

@@ -71,6 +71,8 @@ class KubeApi {
   nlohmann::json GetResourceClaim(const std::string& ns, const std::string& name) const;
   // Creates or replaces a ResourceSlice (server-side apply, field manager "gpumux").
   void ApplyResourceSlice(const nlohmann::json& slice) const;
+  // Deletes ResourceSlice `name`; one already gone is no error.
+  void DeleteResourceSlice(const std::string& name) const;
   // POST .../pods/NAME/binding: puts the pod on `node` (what kube-scheduler does when no extender
   // binds). The API refuses (409) a pod that is already bound.
   void Bind(const std::string& ns, const std::string& name, const std::string& uid,

@@ -20,9 +20,9 @@
 #include "core/mig_layout.h"
 #include "core/units.h"
 #include "node/agent/agent_client.h"
-#include "service/log.h"
 #include "node/agent/metrics.h"
 #include "node/agent/request_body.h"
+#include "service/log.h"
 
 namespace gpumux::agent {
 namespace {
@@ -43,6 +43,21 @@ json TenantJson(const TenantRecord& t) {
           {"gpus", gpus},
           {"instance", t.instance},
           {"compute_cap_percent", t.limits.cap_permille / 10.0}};
+}
+// What instances a GPU can make and where (GET /v1/gpus "mig_geometry"): each profile's slices,
+// memory and allowed starts, so that a client can say what could still be made beside what is.
+json MigGeometryJson(const MigGeometry& geo) {
+  json profiles = json::array();
+  for (const MigProfile& p : geo.profiles) {
+    profiles.push_back({{"name", p.name},
+                        {"memory_slices", p.memory_slices},
+                        {"compute_slices", p.compute_slices},
+                        {"memory_bytes", uint64_t(p.memory_bytes)},
+                        {"max_instances", p.max_instances},
+                        {"starts", p.placement_starts},
+                        {"media_engines", p.holds_media_engines}});
+  }
+  return {{"slots", geo.slots}, {"compute_slices", geo.compute_slices}, {"profiles", profiles}};
 }
 // The answer for a request gpumuxd refuses: HttpStatus maps the error's code (base/error.h).
 HttpResponse Refusal(const Error& e) { return Json(HttpStatus(e.code()), {{"error", e.what()}}); }
@@ -75,7 +90,7 @@ Agent::Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend)
         instances = backend_->SetMode(g.device, g.mode, g.layout);
     } catch (const Error& e) {  // the driver refuses, or a stored layout the GPU no longer takes
       service::Log("warn", "cannot restore the GPU's sharing mode",
-          {{"gpu", std::to_string(g.device.index)}, {"reason", e.what()}});
+                   {{"gpu", std::to_string(g.device.index)}, {"reason", e.what()}});
     }
     // A MIG layout that could not be restored leaves the GPU without slots: its tenants wait in the
     // store.
@@ -83,7 +98,8 @@ Agent::Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend)
   }
   for (const TenantRecord& t : store_.All()) {
     if (!Everywhere(t)) {
-      service::Log("warn",
+      service::Log(
+          "warn",
           "stored tenant names a GPU or MIG instance this node no longer has; kept in the store, "
           "not admitted",
           {{"tenant", t.id},
@@ -114,8 +130,7 @@ Agent::Agent(AgentConfig config, std::unique_ptr<ShareBackend> backend)
 
 void Agent::BuildSlots(Gpu& g, const std::vector<node::Device>& devices) {
   std::vector<DeviceSlot> slots;
-  for (const node::Device& d : devices)
-  {
+  for (const node::Device& d : devices) {
     slots.push_back(DeviceSlot::Open(d, config_.runtime_dir, backend_->Meter(d)));
     slots.back().enforcement = backend_->Enforcement(d);
   }
@@ -202,7 +217,7 @@ void Agent::OpenActivity(const TenantRecord& t) {
       if (of != *tenant || !slot->authority->FindProcess(pid)) continue;
       if ((file = node::ActivityReader::FoundIn(pid))) {
         service::Log("info", "tenant's activity file taken up from its running process",
-            {{"tenant", t.id}, {"pid", std::to_string(pid)}});
+                     {{"tenant", t.id}, {"pid", std::to_string(pid)}});
         return;
       }
     }
@@ -328,17 +343,20 @@ HttpResponse Agent::Route(const HttpRequest& r) {
                 {"mode", ShareModeName(g.mode)},
                 {"simulated", g.device.simulated},
                 {"shards", g.device.memory / config_.shard_bytes},
-                {"memory_enforcement",
-                 g.mode == ShareMode::kMig || g.slots.empty()
-                     ? EnforcementName(QuotaEnforcement::kMig)
-                     : EnforcementName(g.slots[0].enforcement)},
+                {"memory_enforcement", g.mode == ShareMode::kMig || g.slots.empty()
+                                           ? EnforcementName(QuotaEnforcement::kMig)
+                                           : EnforcementName(g.slots[0].enforcement)},
                 {"healthy", backend_->Healthy(g.device)}};
       if (!g.device.uuid.empty()) j["uuid"] = g.device.uuid;
       if (g.calibration) {
         j["calibration"] = CalibrationToJson(g.calibration->figures);
         j["calibration_file"] = g.calibration->path;
       }
+      if (g.device.mig) j["mig_geometry"] = MigGeometryJson(*g.device.mig);
       if (g.mode == ShareMode::kMig) {
+        // Where each instance lies (the layout as the driver placed it).
+        std::optional<MigLayout> placed;
+        if (g.device.mig) placed = PlaceInCreationOrder(*g.device.mig, g.layout);
         json instances = json::array();
         for (const DeviceSlot& slot : g.slots) {
           json instance = {{"instance", slot.device.mig_instance},
@@ -346,6 +364,10 @@ HttpResponse Agent::Route(const HttpRequest& r) {
                            {"memory_bytes", slot.device.memory},
                            {"ledger", slot.ledger_path}};
           if (!slot.device.uuid.empty()) instance["uuid"] = slot.device.uuid;
+          if (size_t k = size_t(slot.device.mig_instance); placed && k < placed->instances.size()) {
+            instance["profile"] = placed->instances[k].profile->name;
+            instance["start"] = placed->instances[k].start;
+          }
           instances.push_back(instance);
         }
         j["instances"] = instances;
@@ -388,7 +410,8 @@ void Agent::PlaceTenant(const TenantRequest& q, TenantRecord* t) {
   std::vector<TenantPlace> places = q.gpus;
   for (const std::string& uuid : q.devices) {
     std::optional<std::pair<int, int>> where = SlotWithUuid(uuid);
-    if (!where) throw BadInput("devices: no GPU or MIG instance of this node has UUID '" + uuid + "'");
+    if (!where)
+      throw BadInput("devices: no GPU or MIG instance of this node has UUID '" + uuid + "'");
     places.push_back({where->first, where->second, 0});
   }
   for (size_t i = 0; i < places.size(); ++i)
@@ -417,8 +440,9 @@ void Agent::PlaceTenant(const TenantRequest& q, TenantRecord* t) {
     // Its processes see all its GPUs through one environment: time-sliced GPUs or MIG
     // instances (an MPS server is set up for one device).
     if (t->spans_several() && gpus_[size_t(gpu)].mode == ShareMode::kMps) {
-      throw BadInput("gpus: a tenant over several GPUs runs on time-sliced GPUs or MIG instances; GPU " +
-                     std::to_string(gpu) + " is in mps mode");
+      throw BadInput(
+          "gpus: a tenant over several GPUs runs on time-sliced GPUs or MIG instances; GPU " +
+          std::to_string(gpu) + " is in mps mode");
     }
     if (SlotOf(gpu, instance)) continue;
     const Gpu& g = gpus_[size_t(gpu)];
@@ -427,7 +451,8 @@ void Agent::PlaceTenant(const TenantRequest& q, TenantRecord* t) {
                         ": its MIG layout could not be restored (see gpumuxd's log); set it again");
     }
     throw BadInput(g.mode == ShareMode::kMig
-                       ? "instance: GPU " + std::to_string(gpu) + " is in MIG mode with instances 0 to " +
+                       ? "instance: GPU " + std::to_string(gpu) +
+                             " is in MIG mode with instances 0 to " +
                              std::to_string(g.slots.size() - 1) + "; name one"
                        : "instance: GPU " + std::to_string(gpu) + " is not in MIG mode");
   }
@@ -489,7 +514,7 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
     std::string keys;
     for (const std::string& k : q.old_forms) keys += (keys.empty() ? "" : ", ") + k;
     service::Log("warn", "request in a form read until the next release",
-        {{"keys", keys}, {"now", "memory in bytes, compute a number (percent)"}});
+                 {{"keys", keys}, {"now", "memory in bytes, compute a number (percent)"}});
   }
   TenantRecord t;
   std::optional<TenantRecord> existing;
@@ -571,26 +596,26 @@ HttpResponse Agent::Admit(const HttpRequest& r, const std::string& id_from_path)
         }
         if (e.code() != ErrorCode::kDoesNotFit) throw;
         service::Log("info", "tenant refused",
-            {{"tenant", t.id}, {"gpu", std::to_string(t.gpu)}, {"reason", e.what()}});
+                     {{"tenant", t.id}, {"gpu", std::to_string(t.gpu)}, {"reason", e.what()}});
         throw e.Within("does not fit");
       }
     }
   }
   service::Log("info",
-      joined     ? "tenant joined"
-      : existing ? "tenant updated"
-                 : "tenant admitted",
-      {{"tenant", t.id},
-       {"gpu", std::to_string(t.gpu)},
-       {"memory", std::to_string(t.limits.memory)},
-       {"compute_permille", std::to_string(t.limits.cap_permille)},
-       {"priority", node::PriorityName(t.limits.priority)},
-       {"source", t.source}});
+               joined     ? "tenant joined"
+               : existing ? "tenant updated"
+                          : "tenant admitted",
+               {{"tenant", t.id},
+                {"gpu", std::to_string(t.gpu)},
+                {"memory", std::to_string(t.limits.memory)},
+                {"compute_permille", std::to_string(t.limits.cap_permille)},
+                {"priority", node::PriorityName(t.limits.priority)},
+                {"source", t.source}});
   return Json(existing ? 200 : 201, AdmissionAnswer(t));
 }
 
 std::vector<std::string> Agent::KeepBusyInstances(const Gpu& g, const MigGeometry& geo,
-                                                   const std::vector<std::string>& layout) {
+                                                  const std::vector<std::string>& layout) {
   std::map<int, std::string> holders;  // instance -> "tenant 'a', 'b'"
   for (const TenantRecord& t : store_.All()) {
     for (auto [gpu, instance] : t.Places()) {
@@ -635,7 +660,8 @@ HttpResponse Agent::SetMode(const HttpRequest& r, const std::string& index) {
   if (live) {
     const MigGeometry geo = backend_->MigGeometryOf(g.device);
     layout = KeepBusyInstances(g, geo, layout);
-    MigLayout before = PlaceInCreationOrder(geo, g.layout), after = PlaceInCreationOrder(geo, layout);
+    MigLayout before = PlaceInCreationOrder(geo, g.layout),
+              after = PlaceInCreationOrder(geo, layout);
     for (size_t k = 0; k < g.slots.size(); ++k)
       kept_slots.push_back(k < after.instances.size() && k < before.instances.size() &&
                            after.instances[k] == before.instances[k]);
@@ -686,7 +712,8 @@ HttpResponse Agent::SetMode(const HttpRequest& r, const std::string& index) {
   g.mode = *mode;
   g.layout = layout;
   store_.SetGpuMode({int(gpu), int(*mode), layout});
-  service::Log("info", "sharing mode set", {{"gpu", index}, {"mode", std::string(ShareModeName(*mode))}});
+  service::Log("info", "sharing mode set",
+               {{"gpu", index}, {"mode", std::string(ShareModeName(*mode))}});
   json answer = {{"gpu", gpu}, {"mode", ShareModeName(*mode)}};
   if (*mode == ShareMode::kMig) answer["instances"] = g.slots.size();
   return Json(200, answer);
@@ -752,7 +779,7 @@ HttpResponse Agent::Grant(const HttpRequest& r, bool give_back) {
     t->owner = r.uid;
     store_.Put(*t);
     service::Log("info", "tenant's owner learned from its first process",
-        {{"tenant", id}, {"uid", std::to_string(r.uid)}, {"pid", std::to_string(r.pid)}});
+                 {{"tenant", id}, {"uid", std::to_string(r.uid)}, {"pid", std::to_string(r.pid)}});
   }
   // Which of its GPUs (a tenant over several has a credit on each; 0: its first).
   std::vector<std::pair<int, int>> places = t->Places();
@@ -797,8 +824,8 @@ HttpResponse Agent::Grant(const HttpRequest& r, bool give_back) {
     slot->ledger->SetTenantUsed(*s, authority.TenantUsed(*tenant_slot));
   }
   HttpResponse answer = Json(200, {{"granted", granted},
-                                    {"used_bytes", authority.TenantUsed(*tenant_slot)},
-                                    {"quota_bytes", quota}});
+                                   {"used_bytes", authority.TenantUsed(*tenant_slot)},
+                                   {"quota_bytes", quota}});
   // A registration: the process gets the tenant's activity file (and only a registered process).
   if (!give_back && bytes == 0) {
     if (auto a = activity_.find(id); a != activity_.end() && a->second)
@@ -912,7 +939,7 @@ uint64_t Agent::Reclaim() {
       uint64_t bytes = slot.ReclaimDead();
       if (bytes) {
         service::Log("info", "reclaimed memory of dead processes",
-            {{"device", node::DeviceStem(slot.device)}, {"bytes", std::to_string(bytes)}});
+                     {{"device", node::DeviceStem(slot.device)}, {"bytes", std::to_string(bytes)}});
       }
       total += bytes;
       memory_.Check(slot, TenantsOn(slot, tenants));
@@ -928,7 +955,7 @@ uint64_t Agent::Reclaim() {
       if (!slot->ledger->FindTenant(t.id)) {
         slot->ledger->AddTenant(t.id, t.LimitsAt(gpu, instance), false);
         service::Log("warn", "tenant's slot in the view ledger was wiped outside gpumuxd; restored",
-            {{"tenant", t.id}, {"gpu", std::to_string(gpu)}});
+                     {{"tenant", t.id}, {"gpu", std::to_string(gpu)}});
         continue;
       }
       for (const node::TenantUsage& u : snapshots[slot]) {
@@ -937,11 +964,12 @@ uint64_t Agent::Reclaim() {
             u.cap_permille != t.limits.cap_permille || u.weight != t.limits.weight ||
             u.priority != t.limits.priority) {
           Apply(t);
-          service::Log("warn", "tenant's limits in the ledger were changed outside gpumuxd; restored",
-              {{"tenant", t.id},
-               {"gpu", std::to_string(gpu)},
-               {"found_quota", std::to_string(u.quota)},
-               {"granted_quota", std::to_string(t.LimitsAt(gpu, instance).memory)}});
+          service::Log("warn",
+                       "tenant's limits in the ledger were changed outside gpumuxd; restored",
+                       {{"tenant", t.id},
+                        {"gpu", std::to_string(gpu)},
+                        {"found_quota", std::to_string(u.quota)},
+                        {"granted_quota", std::to_string(t.LimitsAt(gpu, instance).memory)}});
         }
       }
     }
