@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "base/error.h"
@@ -92,6 +93,43 @@ void ColocationReport(const std::string& path) {
               model.sm_active_to_busy, model.timeslice_hold);
 }
 
+void PrintBand(const std::string& what, const gpumux::ErrorSummary& s) {
+  std::printf("  %-26s median %5.1f%%, p90 %5.1f%%, worst %5.1f%% (%zu rows)\n", what.c_str(),
+              100 * s.median_abs, 100 * s.p90_abs, 100 * s.worst_abs, s.rows);
+}
+
+// Leave one source out: each source predicted by engine classes fitted on the other sources.
+// The error of the next engine and the next source, as a user meets it.
+void LeaveOneSourceOutReport(const std::vector<gpumux::DecodeMeasurement>& rows,
+                             const gpumux::Catalog& catalog) {
+  std::vector<double> predicted = gpumux::LeaveOneSourceOut(rows, catalog);
+  std::map<std::string, std::vector<double>> by_source, by_engine, by_dtype;
+  std::vector<double> all;
+  std::printf(
+      "\nleave one source out: each source predicted by engine classes fitted on the others\n");
+  std::printf("%-24s %-16s %-12s %-5s %9s %9s %7s\n", "id", "source", "engine", "dtype", "measured",
+              "predicted", "error");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const gpumux::DecodeMeasurement& m = rows[i];
+    double error = gpumux::RelativeError(predicted[i], m.measured_tokens_per_second);
+    std::printf("%-24s %-16s %-12s %-5s %9.2f %9.2f %+6.1f%%\n", m.id.c_str(), m.source_id.c_str(),
+                m.engine.c_str(), m.dtype.c_str(), m.measured_tokens_per_second, predicted[i],
+                100 * error);
+    all.push_back(std::abs(error));
+    by_source[m.source_id].push_back(std::abs(error));
+    by_engine[m.engine].push_back(std::abs(error));
+    by_dtype[m.dtype].push_back(std::abs(error));
+  }
+  std::printf("\n");
+  PrintBand("all rows", gpumux::SummariseErrors(all));
+  for (const auto& [name, errors] : by_engine)
+    PrintBand("engine " + name, gpumux::SummariseErrors(errors));
+  for (const auto& [name, errors] : by_dtype)
+    PrintBand("format " + name, gpumux::SummariseErrors(errors));
+  for (const auto& [name, errors] : by_source)
+    PrintBand("source " + name, gpumux::SummariseErrors(errors));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -158,6 +196,7 @@ int main(int argc, char** argv) {
         "step_overhead_ms: %.3f, allreduce_us: %.1f\n",
         compiled.efficiency_16bit, compiled.efficiency_int8, compiled.efficiency_int4,
         compiled.step_overhead_seconds * 1e3, compiled.allreduce_seconds * 1e6);
+    LeaveOneSourceOutReport(rows, catalog);
     ColocationReport(colocation);
   } catch (const gpumux::Error& e) {
     std::fprintf(stderr, "gpumux_fidelity_report: %s\n", e.what());

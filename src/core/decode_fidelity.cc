@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <set>
 #include <utility>
 
 #include "base/error.h"
@@ -15,27 +17,28 @@ namespace gpumux {
 std::vector<DecodeMeasurement> ReadDecodeMeasurements(const std::string& path) {
   const std::vector<std::string> kColumns = {
       "id", "half",  "gpu",     "model",          "dtype",  "quant_group", "engine",
-      "tp", "batch", "context", "measured_tok_s", "source", "notes"};
+      "tp", "batch", "context", "measured_tok_s", "source", "notes",       "source_id"};
   std::vector<DecodeMeasurement> rows;
-  ReadMeasurementRows(path, kColumns, [&](const std::string& where,
-                                          const std::vector<std::string>& f) {
-    auto number_of = [&](size_t i) { return MeasurementNumber(where, kColumns[i], f[i]); };
-    DecodeMeasurement m;
-    m.id = f[0];
-    if (f[1] != "fit" && f[1] != "check")
-      throw BadInput(fmt::format("{}: half: '{}' is not fit or check", where, f[1]));
-    m.fit = f[1] == "fit";
-    m.gpu = f[2], m.model = f[3], m.dtype = f[4], m.engine = f[6];
-    m.quant_group = int(number_of(5));
-    m.tp = int(number_of(7));
-    m.batch = int(number_of(8));
-    m.context = int(number_of(9));
-    m.measured_tokens_per_second = number_of(10);
-    m.source = f[11], m.notes = f[12];
-    if (m.tp < 1 || m.batch < 1 || !(m.measured_tokens_per_second > 0))
-      throw BadInput(where + ": tp and batch must be at least 1, the rate above 0");
-    rows.push_back(m);
-  });
+  ReadMeasurementRows(
+      path, kColumns, [&](const std::string& where, const std::vector<std::string>& f) {
+        auto number_of = [&](size_t i) { return MeasurementNumber(where, kColumns[i], f[i]); };
+        DecodeMeasurement m;
+        m.id = f[0];
+        if (f[1] != "fit" && f[1] != "check")
+          throw BadInput(fmt::format("{}: half: '{}' is not fit or check", where, f[1]));
+        m.fit = f[1] == "fit";
+        m.gpu = f[2], m.model = f[3], m.dtype = f[4], m.engine = f[6];
+        m.quant_group = int(number_of(5));
+        m.tp = int(number_of(7));
+        m.batch = int(number_of(8));
+        m.context = int(number_of(9));
+        m.measured_tokens_per_second = number_of(10);
+        m.source = f[11], m.notes = f[12], m.source_id = f[13];
+        if (m.source_id.empty()) throw BadInput(where + ": source_id: empty");
+        if (m.tp < 1 || m.batch < 1 || !(m.measured_tokens_per_second > 0))
+          throw BadInput(where + ": tp and batch must be at least 1, the rate above 0");
+        rows.push_back(m);
+      });
   return rows;
 }
 
@@ -75,6 +78,7 @@ ErrorSummary SummariseErrors(std::vector<double> errors) {
   std::sort(errors.begin(), errors.end());
   size_t n = errors.size();
   s.median_abs = n % 2 ? errors[n / 2] : (errors[n / 2 - 1] + errors[n / 2]) / 2;
+  s.p90_abs = errors[std::min(n - 1, size_t(std::ceil(0.9 * double(n))) - 1)];  // nearest rank
   s.worst_abs = errors.back();
   return s;
 }
@@ -132,6 +136,35 @@ EngineProfile FitEngine(const std::vector<DecodeMeasurement>& rows, const Catalo
     if (l < best_loss) best_loss = l, best = found;
   }
   return best;
+}
+
+std::vector<double> LeaveOneSourceOut(const std::vector<DecodeMeasurement>& rows,
+                                      const Catalog& catalog) {
+  std::vector<double> predicted(rows.size(), 0);
+  std::set<std::string> sources;
+  for (const DecodeMeasurement& m : rows) sources.insert(m.source_id);
+  for (const std::string& left_out : sources) {
+    std::map<std::string, EngineProfile> fitted;  // by class, fitted without `left_out`
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (rows[i].source_id != left_out) continue;
+      const EngineProfile& engine = catalog.FindEngine(rows[i].engine);
+      auto known = fitted.find(engine.name);
+      if (known == fitted.end()) {
+        std::vector<DecodeMeasurement> others = rows;
+        bool any = false;
+        for (DecodeMeasurement& o : others) {
+          o.fit = o.source_id != left_out && catalog.FindEngine(o.engine).name == engine.name;
+          any = any || o.fit;
+        }
+        EngineProfile profile;  // gpumux's defaults when no other source measured the class
+        profile.name = engine.name;
+        if (any) profile = FitEngine(others, catalog, profile);
+        known = fitted.emplace(engine.name, profile).first;
+      }
+      predicted[i] = PredictDecode(rows[i], catalog, &known->second);
+    }
+  }
+  return predicted;
 }
 
 }  // namespace gpumux

@@ -20,6 +20,7 @@ struct DecodeMeasurement {
   int tp = 1, batch = 1, context = 0;
   double measured_tokens_per_second = 0;
   std::string source, notes;
+  std::string source_id;  // one per independent source: what leave-one-source-out leaves out
 };
 
 // Reads the CSV (lines starting with '#' are comments; the first other line is the header).
@@ -37,7 +38,7 @@ double RelativeError(double predicted, double measured);
 
 struct ErrorSummary {
   size_t rows = 0;
-  double median_abs = 0, worst_abs = 0;  // of RelativeError
+  double median_abs = 0, p90_abs = 0, worst_abs = 0;  // of RelativeError
 };
 // The median and worst of `errors` (|relative errors|).
 ErrorSummary SummariseErrors(std::vector<double> errors);
@@ -50,5 +51,14 @@ ErrorSummary Summarise(const std::vector<DecodeMeasurement>& rows, bool fit, con
 // points: deterministic, and independent of the values `start` holds).
 EngineProfile FitEngine(const std::vector<DecodeMeasurement>& rows, const Catalog& catalog,
                         EngineProfile start);
+
+// Leave one source out: for each source in turn, each engine class (the catalog's class of a
+// row's engine) is fitted (FitEngine) on the rows of that class from every other source, and the
+// source's rows are predicted with it; a class no other source measured is predicted with
+// gpumux's defaults (what a user of an engine nobody measured gets). The prediction for each row,
+// in `rows`' order: none of it depends on its own source's measurements. Deterministic; cost one
+// fit per (source, class).
+std::vector<double> LeaveOneSourceOut(const std::vector<DecodeMeasurement>& rows,
+                                      const Catalog& catalog);
 
 }  // namespace gpumux

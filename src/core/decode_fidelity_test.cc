@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "base/error.h"
 #include "core/workload.h"
@@ -65,12 +66,43 @@ TEST(DecodeFidelity, AnEngineSetsEfficiencyByFormatAndTensorParallelismPaysItsAl
   EXPECT_EQ(e.AllReduceSecondsPerStep(32, 1), 0);
 }
 
+// Leave one source out: a source's predictions come from the other sources alone. Scaling one
+// source's measurements leaves its own predictions as they were and moves those of a source that
+// shares its engine class (whose fit now sees them).
+TEST(DecodeFidelity, LeavingASourceOutItsOwnMeasurementsDoNotReachItsPredictions) {
+  Catalog catalog = Catalog::LoadBundled();
+  std::vector<DecodeMeasurement> rows = ReadDecodeMeasurements(kMeasurements);
+  std::set<std::string> sources;
+  for (const DecodeMeasurement& m : rows) sources.insert(m.source_id);
+  ASSERT_GE(sources.size(), 3u);
+  std::vector<double> before = LeaveOneSourceOut(rows, catalog);
+  const std::string scaled = rows.front().source_id;
+  std::vector<DecodeMeasurement> changed = rows;
+  for (DecodeMeasurement& m : changed)
+    if (m.source_id == scaled) m.measured_tokens_per_second *= 1.5;
+  std::vector<double> after = LeaveOneSourceOut(changed, catalog);
+  bool others_moved = false;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].source_id == scaled)
+      EXPECT_DOUBLE_EQ(after[i], before[i]) << rows[i].id;
+    else
+      others_moved = others_moved || after[i] != before[i];
+  }
+  EXPECT_TRUE(others_moved) << "the other sources' fits see the scaled rows";
+  // Every row is predicted, and the report's summary reads them.
+  for (double p : before) EXPECT_GT(p, 0);
+  ErrorSummary s = SummariseErrors({0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09, 0.5});
+  EXPECT_DOUBLE_EQ(s.median_abs, 0.055);
+  EXPECT_DOUBLE_EQ(s.p90_abs, 0.09) << "nearest rank: the 9th of 10";
+  EXPECT_DOUBLE_EQ(s.worst_abs, 0.5);
+}
+
 TEST(DecodeFidelity, ARowThatDoesNotReadIsRefusedNamingItsLineAndField) {
   std::string path = (std::filesystem::temp_directory_path() / "gpumux_fidelity_bad.csv").string();
   std::ofstream(path) << "# comment\n"
                          "id,half,gpu,model,dtype,quant_group,engine,tp,batch,context,"
-                         "measured_tok_s,source,notes\n"
-                         "a,fit,H100,Llama-2-7B,bf16,0,vllm,1,1,100,fast,src,n\n";
+                         "measured_tok_s,source,notes,source_id\n"
+                         "a,fit,H100,Llama-2-7B,bf16,0,vllm,1,1,100,fast,src,n,s\n";
   try {
     ReadDecodeMeasurements(path);
     ADD_FAILURE() << "accepted a rate that is not a number";
