@@ -1,6 +1,8 @@
-// The demand model against published batch-1 decode measurements (bench/fidelity/decode.csv):
-// each row's prediction with gpumux's defaults and with the catalog's engine class, the engine
-// constants refitted on the fit half, and the median and worst |error| on each half. Then the
+// The demand model against published decode measurements (bench/fidelity/decode.csv): each row's
+// prediction with gpumux's defaults, with the catalog's engine class, and with its class fitted on
+// the other sources alone (leave one source out: the error a user of the next engine or the next
+// source meets), each class refitted beside the catalog's constants, and the left-out error
+// overall and per class, engine, format, GPU and source. Then the
 // co-location model against published slowdowns of copies sharing a GPU
 // (bench/fidelity/colocation.csv): the model before its queueing terms, with them unfitted, and
 // with the constants fitted on the fit half.
@@ -94,40 +96,85 @@ void ColocationReport(const std::string& path) {
 }
 
 void PrintBand(const std::string& what, const gpumux::ErrorSummary& s) {
-  std::printf("  %-26s median %5.1f%%, p90 %5.1f%%, worst %5.1f%% (%zu rows)\n", what.c_str(),
+  std::printf("  %-28s median %5.1f%%, p90 %5.1f%%, worst %5.1f%% (%zu rows)\n", what.c_str(),
               100 * s.median_abs, 100 * s.p90_abs, 100 * s.worst_abs, s.rows);
 }
 
-// Leave one source out: each source predicted by engine classes fitted on the other sources.
-// The error of the next engine and the next source, as a user meets it.
-void LeaveOneSourceOutReport(const std::vector<gpumux::DecodeMeasurement>& rows,
-                             const gpumux::Catalog& catalog) {
-  std::vector<double> predicted = gpumux::LeaveOneSourceOut(rows, catalog);
-  std::map<std::string, std::vector<double>> by_source, by_engine, by_dtype;
-  std::vector<double> all;
+void PrintConstants(const char* what, const gpumux::EngineProfile& e) {
   std::printf(
-      "\nleave one source out: each source predicted by engine classes fitted on the others\n");
-  std::printf("%-24s %-16s %-12s %-5s %9s %9s %7s\n", "id", "source", "engine", "dtype", "measured",
-              "predicted", "error");
+      "  %-9s efficiency {16bit: %.3f, fp8: %.3f, int8: %.3f, int4: %.3f}, step_overhead_ms: "
+      "%.3f, allreduce_us: %.1f\n",
+      what, e.efficiency_16bit, e.efficiency_fp8, e.efficiency_int8, e.efficiency_int4,
+      e.step_overhead_seconds * 1e3, e.allreduce_seconds * 1e6);
+}
+
+// Every row predicted three ways: gpumux's defaults, its engine class as the catalog has it (fitted
+// on all the class's rows), and leaving its source out (the class fitted on the other sources).
+// Then each class's constants refitted here beside the catalog's, and the left-out error overall,
+// per class (the band a plan puts on its engine), engine, format, GPU and source.
+void DecodeReport(const std::vector<gpumux::DecodeMeasurement>& rows,
+                  const gpumux::Catalog& catalog, const std::string& csv_path) {
+  std::vector<double> left_out = gpumux::LeaveOneSourceOut(rows, catalog);
+  std::map<std::string, std::map<std::string, std::vector<double>>> by;  // dimension -> key -> |e|
+  std::vector<double> defaults, with_class, all;
+  std::printf("%-34s %-15s %-10s %-14s %-5s %3s %8s | %8s %7s | %8s %7s | %8s %7s\n", "id",
+              "source", "engine", "gpu", "dtype", "b", "measured", "defaults", "error", "class",
+              "error", "left out", "error");
+  std::ofstream csv;
+  if (!csv_path.empty()) {
+    csv.open(csv_path);
+    csv << "id,source_id,gpu,model,dtype,batch,engine,class,measured_tok_s,"
+           "predicted_defaults_tok_s,predicted_class_tok_s,predicted_left_out_tok_s\n";
+  }
   for (size_t i = 0; i < rows.size(); ++i) {
     const gpumux::DecodeMeasurement& m = rows[i];
-    double error = gpumux::RelativeError(predicted[i], m.measured_tokens_per_second);
-    std::printf("%-24s %-16s %-12s %-5s %9.2f %9.2f %+6.1f%%\n", m.id.c_str(), m.source_id.c_str(),
-                m.engine.c_str(), m.dtype.c_str(), m.measured_tokens_per_second, predicted[i],
-                100 * error);
-    all.push_back(std::abs(error));
-    by_source[m.source_id].push_back(std::abs(error));
-    by_engine[m.engine].push_back(std::abs(error));
-    by_dtype[m.dtype].push_back(std::abs(error));
+    const gpumux::EngineProfile& engine = catalog.FindEngine(m.engine);
+    double plain = gpumux::PredictDecode(m, catalog, nullptr);
+    double fitted = gpumux::PredictDecode(m, catalog, &engine);
+    double e0 = gpumux::RelativeError(plain, m.measured_tokens_per_second);
+    double e1 = gpumux::RelativeError(fitted, m.measured_tokens_per_second);
+    double e2 = gpumux::RelativeError(left_out[i], m.measured_tokens_per_second);
+    std::printf(
+        "%-34s %-15s %-10s %-14s %-5s %3d %8.2f | %8.2f %+6.1f%% | %8.2f %+6.1f%% | %8.2f "
+        "%+6.1f%%\n",
+        m.id.c_str(), m.source_id.c_str(), m.engine.c_str(), m.gpu.c_str(), m.dtype.c_str(),
+        m.batch, m.measured_tokens_per_second, plain, 100 * e0, fitted, 100 * e1, left_out[i],
+        100 * e2);
+    defaults.push_back(std::abs(e0));
+    with_class.push_back(std::abs(e1));
+    all.push_back(std::abs(e2));
+    by["class"][engine.name].push_back(std::abs(e2));
+    by["engine"][m.engine].push_back(std::abs(e2));
+    by["format"][m.dtype].push_back(std::abs(e2));
+    by["gpu"][m.gpu].push_back(std::abs(e2));
+    by["source"][m.source_id].push_back(std::abs(e2));
+    if (csv.is_open())
+      csv << m.id << ',' << m.source_id << ',' << m.gpu << ',' << m.model << ',' << m.dtype << ','
+          << m.batch << ',' << m.engine << ',' << engine.name << ',' << m.measured_tokens_per_second
+          << ',' << plain << ',' << fitted << ',' << left_out[i] << '\n';
   }
-  std::printf("\n");
-  PrintBand("all rows", gpumux::SummariseErrors(all));
-  for (const auto& [name, errors] : by_engine)
-    PrintBand("engine " + name, gpumux::SummariseErrors(errors));
-  for (const auto& [name, errors] : by_dtype)
-    PrintBand("format " + name, gpumux::SummariseErrors(errors));
-  for (const auto& [name, errors] : by_source)
-    PrintBand("source " + name, gpumux::SummariseErrors(errors));
+  std::printf(
+      "\nengine classes: the catalog's constants, and refitted here on all the class's rows\n");
+  for (const auto& [name, errors] : by["class"]) {
+    const gpumux::EngineProfile& catalog_class = catalog.FindEngine(name);
+    std::printf("%s (%zu rows)\n", name.c_str(), errors.size());
+    PrintConstants("catalog", catalog_class);
+    PrintConstants("refitted",
+                   gpumux::FitEngine(gpumux::RowsOfClass(rows, catalog, name), catalog, {}));
+    gpumux::ErrorSummary band = gpumux::SummariseErrors(errors);
+    std::printf(
+        "  left-out error: {median: %.3f, worst: %.3f}; the catalog states {median: %.3f, "
+        "worst: %.3f}\n",
+        band.median_abs, band.worst_abs, catalog_class.error_median, catalog_class.error_worst);
+  }
+  std::printf("\n|error| over %zu rows from %zu sources\n", rows.size(), by["source"].size());
+  PrintBand("gpumux's defaults", gpumux::SummariseErrors(defaults));
+  PrintBand("catalog classes (fitted on all)", gpumux::SummariseErrors(with_class));
+  PrintBand("leaving each source out", gpumux::SummariseErrors(all));
+  for (const char* dimension : {"class", "engine", "format", "gpu", "source"}) {
+    std::printf("leaving each source out, by %s:\n", dimension);
+    for (const auto& [key, errors] : by[dimension]) PrintBand(key, gpumux::SummariseErrors(errors));
+  }
 }
 
 }  // namespace
@@ -151,52 +198,7 @@ int main(int argc, char** argv) {
   try {
     gpumux::Catalog catalog = gpumux::Catalog::LoadBundled();
     std::vector<gpumux::DecodeMeasurement> rows = gpumux::ReadDecodeMeasurements(path);
-    const gpumux::EngineProfile& compiled = catalog.FindEngine("compiled");
-    gpumux::EngineProfile fitted = gpumux::FitEngine(rows, catalog, compiled);
-
-    std::printf("%-18s %-5s %-10s %-12s %-5s %2s %9s | %9s %7s | %9s %7s\n", "id", "half", "gpu",
-                "model", "dtype", "tp", "measured", "defaults", "error", "engine", "error");
-    std::ofstream csv;
-    if (!out.empty()) {
-      csv.open(out);
-      csv << "id,half,gpu,model,dtype,tp,engine,measured_tok_s,predicted_defaults_tok_s,"
-             "predicted_engine_tok_s,error_defaults,error_engine,source\n";
-    }
-    for (const gpumux::DecodeMeasurement& m : rows) {
-      const gpumux::EngineProfile& engine = catalog.FindEngine(m.engine);
-      double plain = gpumux::PredictDecode(m, catalog, nullptr);
-      double with_engine = gpumux::PredictDecode(m, catalog, &engine);
-      double e1 = gpumux::RelativeError(plain, m.measured_tokens_per_second);
-      double e2 = gpumux::RelativeError(with_engine, m.measured_tokens_per_second);
-      std::printf("%-18s %-5s %-10s %-12s %-5s %2d %9.2f | %9.2f %+6.1f%% | %9.2f %+6.1f%%\n",
-                  m.id.c_str(), m.fit ? "fit" : "check", m.gpu.c_str(), m.model.c_str(),
-                  m.dtype.c_str(), m.tp, m.measured_tokens_per_second, plain, 100 * e1, with_engine,
-                  100 * e2);
-      if (csv.is_open())
-        csv << m.id << ',' << (m.fit ? "fit" : "check") << ',' << m.gpu << ',' << m.model << ','
-            << m.dtype << ',' << m.tp << ',' << engine.name << ',' << m.measured_tokens_per_second
-            << ',' << plain << ',' << with_engine << ',' << e1 << ',' << e2 << ',' << m.source
-            << '\n';
-    }
-    std::printf("\n");
-    PrintSummary("defaults (eta 0.7, no overheads)",
-                 gpumux::Summarise(rows, true, catalog, nullptr),
-                 gpumux::Summarise(rows, false, catalog, nullptr));
-    PrintSummary("catalog engine 'compiled'", gpumux::Summarise(rows, true, catalog, &compiled),
-                 gpumux::Summarise(rows, false, catalog, &compiled));
-    PrintSummary("refitted on the fit half", gpumux::Summarise(rows, true, catalog, &fitted),
-                 gpumux::Summarise(rows, false, catalog, &fitted));
-    std::printf(
-        "\nrefitted constants: efficiency {16bit: %.3f, int8: %.3f, int4: %.3f}, "
-        "step_overhead_ms: %.3f, allreduce_us: %.1f\n",
-        fitted.efficiency_16bit, fitted.efficiency_int8, fitted.efficiency_int4,
-        fitted.step_overhead_seconds * 1e3, fitted.allreduce_seconds * 1e6);
-    std::printf(
-        "catalog constants:  efficiency {16bit: %.3f, int8: %.3f, int4: %.3f}, "
-        "step_overhead_ms: %.3f, allreduce_us: %.1f\n",
-        compiled.efficiency_16bit, compiled.efficiency_int8, compiled.efficiency_int4,
-        compiled.step_overhead_seconds * 1e3, compiled.allreduce_seconds * 1e6);
-    LeaveOneSourceOutReport(rows, catalog);
+    DecodeReport(rows, catalog, out);
     ColocationReport(colocation);
   } catch (const gpumux::Error& e) {
     std::fprintf(stderr, "gpumux_fidelity_report: %s\n", e.what());

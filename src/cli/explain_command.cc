@@ -309,9 +309,10 @@ Command AddExplainCommand(CLI::App& app) {
       ->check(CLI::Range(0.0, 1000.0))
       ->capture_default_str();
   sub->add_option("--engine", o->engine,
-                  "inference engine (vllm, sglang, tensorrt-llm, gpt-fast, transformers) or class "
-                  "(compiled, eager): its measured efficiency, step overhead and all-reduce time, "
-                  "and its error band (catalog/engines.yaml)");
+                  "inference engine (vllm, sglang, tensorrt-llm, gpt-fast, torchchat, llama.cpp, "
+                  "autoawq, transformers, ...) or class (compiled, llama.cpp, autoawq, eager): its "
+                  "measured efficiency, step overhead and all-reduce time, and its error band "
+                  "(catalog/engines.yaml)");
   sub->add_option("--slo-margin", o->slo_margin,
                   "fraction above the SLO a predicted rate must be to meet it, for the model's "
                   "error (default: the engine's median error, else 0)")

@@ -217,7 +217,7 @@ EngineProfile ReadEngine(const std::string& path, const YAML::Node& node) {
   e.name = first.String("name");
   YamlFields f(path, node, fmt::format("engine '{}'", e.name));
   f.AllowOnly({"name", "aliases", "description", "efficiency", "step_overhead_ms", "allreduce_us",
-               "check_error", "uncertain"});
+               "error", "uncertain"});
   e.source = Where(path, node);
   e.aliases = f.StringList("aliases");
   if (f.Has("description")) e.description = f.String("description");
@@ -237,8 +237,8 @@ EngineProfile ReadEngine(const std::string& path, const YAML::Node& node) {
   if (!(allreduce >= 0 && allreduce <= 10000)) f.Fail("allreduce_us", "must lie in [0, 10000]");
   e.step_overhead_seconds = overhead / 1e3;
   e.allreduce_seconds = allreduce / 1e6;
-  if (f.Has("check_error")) {
-    YamlFields err(path, f.Map("check_error"), fmt::format("engine '{}' check_error", e.name));
+  if (f.Has("error")) {
+    YamlFields err(path, f.Map("error"), fmt::format("engine '{}' error", e.name));
     err.AllowOnly({"median", "worst"});
     e.error_median = err.Number("median");
     e.error_worst = err.Number("worst");
@@ -259,8 +259,11 @@ const T& Find(std::string_view name, const std::vector<T>& items,
               const std::map<std::string, size_t>& index, std::string_view what) {
   auto it = index.find(NormaliseName(name));
   if (it != index.end()) return items[it->second];
-  std::vector<std::string> names;
-  for (const T& item : items) names.push_back(item.name);
+  std::vector<std::string> names;  // every name it knows, each item's aliases after it
+  for (const T& item : items) {
+    names.push_back(item.name);
+    names.insert(names.end(), item.aliases.begin(), item.aliases.end());
+  }
   std::vector<std::string> nearest = NearestNames(name, names);
   throw BadInput(fmt::format("unknown {} '{}'; nearest known: {} (all: {})", what, name,
                              fmt::join(nearest, ", "), fmt::join(names, ", ")));

@@ -16,24 +16,21 @@ namespace gpumux {
 
 std::vector<DecodeMeasurement> ReadDecodeMeasurements(const std::string& path) {
   const std::vector<std::string> kColumns = {
-      "id", "half",  "gpu",     "model",          "dtype",  "quant_group", "engine",
-      "tp", "batch", "context", "measured_tok_s", "source", "notes",       "source_id"};
+      "id",    "gpu",     "model",          "dtype",  "quant_group", "engine",   "tp",
+      "batch", "context", "measured_tok_s", "source", "notes",       "source_id"};
   std::vector<DecodeMeasurement> rows;
   ReadMeasurementRows(
       path, kColumns, [&](const std::string& where, const std::vector<std::string>& f) {
         auto number_of = [&](size_t i) { return MeasurementNumber(where, kColumns[i], f[i]); };
         DecodeMeasurement m;
         m.id = f[0];
-        if (f[1] != "fit" && f[1] != "check")
-          throw BadInput(fmt::format("{}: half: '{}' is not fit or check", where, f[1]));
-        m.fit = f[1] == "fit";
-        m.gpu = f[2], m.model = f[3], m.dtype = f[4], m.engine = f[6];
-        m.quant_group = int(number_of(5));
-        m.tp = int(number_of(7));
-        m.batch = int(number_of(8));
-        m.context = int(number_of(9));
-        m.measured_tokens_per_second = number_of(10);
-        m.source = f[11], m.notes = f[12], m.source_id = f[13];
+        m.gpu = f[1], m.model = f[2], m.dtype = f[3], m.engine = f[5];
+        m.quant_group = int(number_of(4));
+        m.tp = int(number_of(6));
+        m.batch = int(number_of(7));
+        m.context = int(number_of(8));
+        m.measured_tokens_per_second = number_of(9);
+        m.source = f[10], m.notes = f[11], m.source_id = f[12];
         if (m.source_id.empty()) throw BadInput(where + ": source_id: empty");
         if (m.tp < 1 || m.batch < 1 || !(m.measured_tokens_per_second > 0))
           throw BadInput(where + ": tp and batch must be at least 1, the rate above 0");
@@ -60,15 +57,13 @@ double PredictDecode(const DecodeMeasurement& m, const Catalog& catalog,
 
 double RelativeError(double predicted, double measured) { return predicted / measured - 1; }
 
-ErrorSummary Summarise(const std::vector<DecodeMeasurement>& rows, bool fit, const Catalog& catalog,
-                       const EngineProfile* engine) {
-  std::vector<double> errors;
-  for (const DecodeMeasurement& m : rows) {
-    if (m.fit != fit) continue;
-    errors.push_back(
-        std::abs(RelativeError(PredictDecode(m, catalog, engine), m.measured_tokens_per_second)));
-  }
-  return SummariseErrors(std::move(errors));
+std::vector<DecodeMeasurement> RowsOfClass(const std::vector<DecodeMeasurement>& rows,
+                                           const Catalog& catalog,
+                                           const std::string& engine_class) {
+  std::vector<DecodeMeasurement> of;
+  for (const DecodeMeasurement& m : rows)
+    if (catalog.FindEngine(m.engine).name == engine_class) of.push_back(m);
+  return of;
 }
 
 ErrorSummary SummariseErrors(std::vector<double> errors) {
@@ -88,7 +83,6 @@ EngineProfile FitEngine(const std::vector<DecodeMeasurement>& rows, const Catalo
   auto loss = [&](const EngineProfile& e) {
     double sum = 0;
     for (const DecodeMeasurement& m : rows) {
-      if (!m.fit) continue;
       double r = std::log(PredictDecode(m, catalog, &e) / m.measured_tokens_per_second);
       sum += r * r;
     }
@@ -99,9 +93,10 @@ EngineProfile FitEngine(const std::vector<DecodeMeasurement>& rows, const Catalo
     double low, high;
   };
   const Knob knobs[] = {{&EngineProfile::efficiency_16bit, 0.3, 1.0},
+                        {&EngineProfile::efficiency_fp8, 0.3, 1.0},
                         {&EngineProfile::efficiency_int8, 0.3, 1.0},
                         {&EngineProfile::efficiency_int4, 0.2, 1.0},
-                        {&EngineProfile::step_overhead_seconds, 0, 3e-3},
+                        {&EngineProfile::step_overhead_seconds, 0, 10e-3},
                         {&EngineProfile::allreduce_seconds, 0, 100e-6}};
   // Coordinate descent (each knob over its range on a grid, then finer around the best) from
   // several starting points, whatever `start` holds: the answer depends on the rows alone.
@@ -129,7 +124,7 @@ EngineProfile FitEngine(const std::vector<DecodeMeasurement>& rows, const Catalo
   double best_loss = 1e300;
   for (double overhead : {0.0, 0.5e-3, 1e-3, 2e-3}) {
     EngineProfile e = start;
-    e.efficiency_16bit = e.efficiency_int8 = e.efficiency_int4 = 0.7;
+    e.efficiency_16bit = e.efficiency_fp8 = e.efficiency_int8 = e.efficiency_int4 = 0.7;
     e.step_overhead_seconds = overhead;
     e.allreduce_seconds = 20e-6;
     auto [l, found] = descend(e);
@@ -144,24 +139,24 @@ std::vector<double> LeaveOneSourceOut(const std::vector<DecodeMeasurement>& rows
   std::set<std::string> sources;
   for (const DecodeMeasurement& m : rows) sources.insert(m.source_id);
   for (const std::string& left_out : sources) {
+    std::vector<DecodeMeasurement> others;
+    for (const DecodeMeasurement& m : rows)
+      if (m.source_id != left_out) others.push_back(m);
     std::map<std::string, EngineProfile> fitted;  // by class, fitted without `left_out`
+    auto fit = [&](const std::string& engine_class) -> const EngineProfile& {
+      auto known = fitted.find(engine_class);
+      if (known != fitted.end()) return known->second;
+      EngineProfile profile;
+      profile.name = engine_class;
+      std::vector<DecodeMeasurement> of = RowsOfClass(others, catalog, engine_class);
+      if (!of.empty()) profile = FitEngine(of, catalog, profile);
+      return fitted.emplace(engine_class, profile).first->second;
+    };
     for (size_t i = 0; i < rows.size(); ++i) {
       if (rows[i].source_id != left_out) continue;
-      const EngineProfile& engine = catalog.FindEngine(rows[i].engine);
-      auto known = fitted.find(engine.name);
-      if (known == fitted.end()) {
-        std::vector<DecodeMeasurement> others = rows;
-        bool any = false;
-        for (DecodeMeasurement& o : others) {
-          o.fit = o.source_id != left_out && catalog.FindEngine(o.engine).name == engine.name;
-          any = any || o.fit;
-        }
-        EngineProfile profile;  // gpumux's defaults when no other source measured the class
-        profile.name = engine.name;
-        if (any) profile = FitEngine(others, catalog, profile);
-        known = fitted.emplace(engine.name, profile).first;
-      }
-      predicted[i] = PredictDecode(rows[i], catalog, &known->second);
+      std::string engine_class = catalog.FindEngine(rows[i].engine).name;
+      if (RowsOfClass(others, catalog, engine_class).empty()) engine_class = "compiled";
+      predicted[i] = PredictDecode(rows[i], catalog, &fit(engine_class));
     }
   }
   return predicted;

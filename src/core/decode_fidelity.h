@@ -1,7 +1,8 @@
-// How well the demand model predicts published batch-1 decode rates: the measurements
-// (bench/fidelity/decode.csv, each with its source), the model's prediction for each, and the
-// engine constants fitted on one half of them. bench/fidelity_report.cc prints the report;
-// decode_fidelity_test.cc holds the catalog to its claim on the other half.
+// How well the demand model predicts published decode rates: the measurements
+// (bench/fidelity/decode.csv, each with its source), the model's prediction for each, each engine
+// class's constants fitted on its rows, and the error of the next source: each source predicted by
+// the classes fitted on the other sources alone. bench/fidelity_report.cc prints the report;
+// decode_fidelity_test.cc holds the catalog (catalog/engines.yaml) to both.
 #pragma once
 
 #include <string>
@@ -14,7 +15,6 @@ namespace gpumux {
 
 struct DecodeMeasurement {
   std::string id;
-  bool fit = false;  // in the fit half; else in the check half
   std::string gpu, model, dtype, engine;
   int quant_group = 0;  // 0: the format's default
   int tp = 1, batch = 1, context = 0;
@@ -40,24 +40,24 @@ struct ErrorSummary {
   size_t rows = 0;
   double median_abs = 0, p90_abs = 0, worst_abs = 0;  // of RelativeError
 };
-// The median and worst of `errors` (|relative errors|).
+// The median, p90 (nearest rank) and worst of `errors` (|relative errors|).
 ErrorSummary SummariseErrors(std::vector<double> errors);
-// Over the rows of one half (`fit` true: the fit half).
-ErrorSummary Summarise(const std::vector<DecodeMeasurement>& rows, bool fit, const Catalog& catalog,
-                       const EngineProfile* engine);
+
+// The rows whose engine is of class `engine_class` (the catalog's class of each row's engine).
+std::vector<DecodeMeasurement> RowsOfClass(const std::vector<DecodeMeasurement>& rows,
+                                           const Catalog& catalog, const std::string& engine_class);
 
 // `start` with its efficiencies, step overhead and all-reduce time chosen to minimise the squared
-// log error over the fit half's rows (coordinate descent over bounded ranges from fixed starting
-// points: deterministic, and independent of the values `start` holds).
+// log error over `rows` (coordinate descent over bounded ranges from fixed starting points:
+// deterministic, and independent of the values `start` holds). A format no row holds keeps 0.7.
 EngineProfile FitEngine(const std::vector<DecodeMeasurement>& rows, const Catalog& catalog,
                         EngineProfile start);
 
-// Leave one source out: for each source in turn, each engine class (the catalog's class of a
-// row's engine) is fitted (FitEngine) on the rows of that class from every other source, and the
-// source's rows are predicted with it; a class no other source measured is predicted with
-// gpumux's defaults (what a user of an engine nobody measured gets). The prediction for each row,
-// in `rows`' order: none of it depends on its own source's measurements. Deterministic; cost one
-// fit per (source, class).
+// Leave one source out: for each source in turn, each engine class is fitted (FitEngine) on the
+// rows of that class from every other source, and the source's rows are predicted with it; a
+// class no other source measured is predicted as the "compiled" class fitted on the other sources
+// (an optimised engine nobody measured). The prediction for each row, in `rows`' order: none of
+// it depends on its own source's measurements. Deterministic; one fit per (source, class).
 std::vector<double> LeaveOneSourceOut(const std::vector<DecodeMeasurement>& rows,
                                       const Catalog& catalog);
 

@@ -3,10 +3,10 @@
 // GPU's critical path (launches, synchronisation, sampling, the engine's loop), and, for tensor
 // parallelism, the time of one all-reduce between the GPUs (two per layer per step).
 //
-// Profiles live in catalog/engines.yaml; their constants are fitted on the fit half of the
-// published measurements in bench/fidelity/decode.csv and checked on the other half
-// (bench/fidelity_report.cc, docs/calibration.md). A workload that names an engine takes these
-// instead of the defaults (LlmSpec::engine). Plain data; thread-compatible.
+// Profiles live in catalog/engines.yaml; their constants are fitted on the class's published
+// measurements in bench/fidelity/decode.csv, and their error band is measured by leaving one
+// source out at a time (bench/fidelity_report.cc, docs/calibration.md). A workload that names an
+// engine takes these instead of the defaults (LlmSpec::engine). Plain data; thread-compatible.
 #pragma once
 
 #include <string>
@@ -27,8 +27,8 @@ struct EngineProfile {
   double efficiency_int4 = 0.7;
   double step_overhead_seconds = 0;  // in series with each step's GPU work
   double allreduce_seconds = 0;      // one all-reduce of a decode step's activations (TP > 1)
-  // The model's |error| with this profile on the check half of the published measurements
-  // (bench/fidelity_report.cc): the error band a prediction carries.
+  // The model's |error| on the class's published measurements when their source is left out of
+  // the fit (leave one source out, bench/fidelity_report.cc): the error band a prediction carries.
   double error_median = 0, error_worst = 0;
   std::vector<std::string> uncertain;  // fields not fitted on measurements
   std::string source;                  // file:line
