@@ -216,8 +216,8 @@ EngineProfile ReadEngine(const std::string& path, const YAML::Node& node) {
   EngineProfile e;
   e.name = first.String("name");
   YamlFields f(path, node, fmt::format("engine '{}'", e.name));
-  f.AllowOnly({"name", "aliases", "description", "efficiency", "step_overhead_ms", "allreduce_us",
-               "error", "uncertain"});
+  f.AllowOnly({"name", "aliases", "description", "efficiency", "step_overhead_ms",
+               "layer_overhead_us", "allreduce_us", "error", "uncertain"});
   e.source = Where(path, node);
   e.aliases = f.StringList("aliases");
   if (f.Has("description")) e.description = f.String("description");
@@ -236,6 +236,12 @@ EngineProfile ReadEngine(const std::string& path, const YAML::Node& node) {
   if (!(overhead >= 0 && overhead <= 100)) f.Fail("step_overhead_ms", "must lie in [0, 100]");
   if (!(allreduce >= 0 && allreduce <= 10000)) f.Fail("allreduce_us", "must lie in [0, 10000]");
   e.step_overhead_seconds = overhead / 1e3;
+  if (f.Has("layer_overhead_us")) {
+    double per_layer = f.Number("layer_overhead_us");
+    if (!(per_layer >= 0 && per_layer <= 10000))
+      f.Fail("layer_overhead_us", "must lie in [0, 10000]");
+    e.layer_overhead_seconds = per_layer / 1e6;
+  }
   e.allreduce_seconds = allreduce / 1e6;
   if (f.Has("error")) {
     YamlFields err(path, f.Map("error"), fmt::format("engine '{}' error", e.name));
@@ -248,7 +254,8 @@ EngineProfile ReadEngine(const std::string& path, const YAML::Node& node) {
   e.uncertain = f.StringList("uncertain");
   for (const std::string& u : e.uncertain) {
     if (u != "efficiency.16bit" && u != "efficiency.fp8" && u != "efficiency.int8" &&
-        u != "efficiency.int4" && u != "step_overhead_ms" && u != "allreduce_us")
+        u != "efficiency.int4" && u != "step_overhead_ms" && u != "layer_overhead_us" &&
+        u != "allreduce_us")
       f.Fail("uncertain", fmt::format("'{}' is not one of the engine's fields", u));
   }
   return e;

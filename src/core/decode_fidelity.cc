@@ -97,6 +97,7 @@ EngineProfile FitEngine(const std::vector<DecodeMeasurement>& rows, const Catalo
                         {&EngineProfile::efficiency_int8, 0.3, 1.0},
                         {&EngineProfile::efficiency_int4, 0.2, 1.0},
                         {&EngineProfile::step_overhead_seconds, 0, 10e-3},
+                        {&EngineProfile::layer_overhead_seconds, 0, 300e-6},
                         {&EngineProfile::allreduce_seconds, 0, 100e-6}};
   // Coordinate descent (each knob over its range on a grid, then finer around the best) from
   // several starting points, whatever `start` holds: the answer depends on the rows alone.

@@ -53,6 +53,7 @@ TEST(DecodeFidelity, EachClassIsTheFitOfItsRowsAndStatesItsLeftOutError) {
     EXPECT_NEAR(stated.efficiency_int8, fitted.efficiency_int8, 0.002);
     EXPECT_NEAR(stated.efficiency_int4, fitted.efficiency_int4, 0.002);
     EXPECT_NEAR(stated.step_overhead_seconds, fitted.step_overhead_seconds, 5e-6);
+    EXPECT_NEAR(stated.layer_overhead_seconds, fitted.layer_overhead_seconds, 0.2e-6);
     EXPECT_NEAR(stated.allreduce_seconds, fitted.allreduce_seconds, 0.2e-6);
     ErrorSummary band = SummariseErrors(class_errors);
     EXPECT_NEAR(stated.error_median, band.median_abs, 0.001);

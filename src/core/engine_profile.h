@@ -25,8 +25,9 @@ struct EngineProfile {
   double efficiency_fp8 = 0.7;
   double efficiency_int8 = 0.7;
   double efficiency_int4 = 0.7;
-  double step_overhead_seconds = 0;  // in series with each step's GPU work
-  double allreduce_seconds = 0;      // one all-reduce of a decode step's activations (TP > 1)
+  double step_overhead_seconds = 0;   // in series with each step's GPU work
+  double layer_overhead_seconds = 0;  // more of it per layer of the model (launches per layer)
+  double allreduce_seconds = 0;       // one all-reduce of a decode step's activations (TP > 1)
   // The model's |error| on the class's published measurements when their source is left out of
   // the fit (leave one source out, bench/fidelity_report.cc): the error band a prediction carries.
   double error_median = 0, error_worst = 0;
@@ -34,6 +35,10 @@ struct EngineProfile {
   std::string source;                  // file:line
 
   double BandwidthEfficiency(DType weights) const;
+  // The time off the GPU's work in each step of a model of `layers` layers.
+  double StepOverheadSeconds(int layers) const {
+    return step_overhead_seconds + layers * layer_overhead_seconds;
+  }
   // The all-reduce time a step of a model of `layers` layers adds at tensor parallelism `tp`.
   double AllReduceSecondsPerStep(int layers, int tp) const {
     return tp > 1 ? 2.0 * layers * allreduce_seconds : 0;
