@@ -4,8 +4,8 @@
 // changes nothing either.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "agent_fixture.h"
+#include "share/plan_file_test_support.h"
 
 namespace {
 
@@ -103,12 +104,7 @@ TEST_F(ApplyTest, TheWorkedExampleRunsOnAnEightGpuNodeAtItsPlannedQuotas) {
 
 TEST_F(ApplyTest, AMigPlanLaysOutItsInstancesAndEachTenantHoldsOne) {
   StartEightGpuNode();
-  std::string plan = WriteFile("mig.yaml", R"(fleet: [{gpu: H100-SXM5-80GB, count: 2}]
-strategies: [mig]
-tenants:
-  - {name: small, count: 2, workload: {kind: generic, memory: 8 GB, bandwidth: 100 GB/s, compute: 5 TFLOPS}}
-  - {name: large, workload: {kind: generic, memory: 30 GB, bandwidth: 600 GB/s, compute: 20 TFLOPS}}
-)");
+  std::string plan = WriteFile("mig.yaml", gpumux::kMigPlanYaml);
   json agent = AgentSection(plan);
   ASSERT_EQ(agent["gpus"].size(), 1u);
   ASSERT_EQ(agent["gpus"][0]["mode"], "mig");
@@ -129,12 +125,7 @@ tenants:
 // and the program runs on with its memory.
 TEST_F(ApplyTest, APlanForANodeThatRunsTenantsKeepsTheirInstancesAndChangesOnlyIdleOnes) {
   StartEightGpuNode();
-  std::string plan = WriteFile("mig.yaml", R"(fleet: [{gpu: H100-SXM5-80GB, count: 1}]
-strategies: [mig]
-tenants:
-  - {name: small, count: 2, workload: {kind: generic, memory: 8 GB, bandwidth: 100 GB/s, compute: 5 TFLOPS}}
-  - {name: large, workload: {kind: generic, memory: 30 GB, bandwidth: 600 GB/s, compute: 20 TFLOPS}}
-)");
+  std::string plan = WriteFile("mig.yaml", gpumux::kMigPlanYaml);
   Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"4g.40gb", "1g.10gb@6"}}}, 200);
   json large = Call("POST", "/v1/tenants",
                     {{"id", "large"}, {"gpu", 0}, {"instance", 0}, {"memory", 8 * kGiB}}, 201);
@@ -257,10 +248,10 @@ TEST_F(ApplyTest, ABadPlanFileIsABadInputThatNamesTheField) {
   EXPECT_TRUE(Call("GET", "/v1/tenants", json(), 200)["tenants"].empty());
 }
 
-// A node measured once (`gpumux calibrate`) and given to gpumuxd (--calibration): gpumuxd serves the
-// figures with each GPU they were measured on, a plan made for the node (--apply) uses them without
-// being told, and applying a plan made without them says so. A calibration of another GPU stops
-// gpumuxd from starting, saying why.
+// A node measured once (`gpumux calibrate`) and given to gpumuxd (--calibration): gpumuxd serves
+// the figures with each GPU they were measured on, a plan made for the node (--apply) uses them
+// without being told, and applying a plan made without them says so. A calibration of another GPU
+// stops gpumuxd from starting, saying why.
 TEST_F(ApplyTest, ANodesCalibrationIsServedWithItsGpusAndPlansForTheNodeUseIt) {
   std::string file = (dir_ / "h100.json").string();
   auto [measured, how] =
@@ -346,14 +337,14 @@ TEST_F(ApplyTest, ANodesCalibrationIsServedWithItsGpusAndPlansForTheNodeUseIt) {
     std::string bad = (dir_ / "bad.json").string();
     std::ofstream(bad) << (std::string(kind) == "H100-SXM5-80GB" ? "{\"gpu\": 1}" : c.dump());
     gpumux::testing::ShellResult r = gpumux::testing::Shell(
-        std::string(GPUMUXD_BINARY) + " --sim " + kind + " --calibration " + bad +
-        " --socket " + (dir_ / "b.sock").string() + " --tenant-socket " +
-        (dir_ / "bt.sock").string() + " --state " + (dir_ / "b.db").string() + " --runtime-dir " +
-        (dir_ / "brun").string() + " 2>&1");
+        std::string(GPUMUXD_BINARY) + " --sim " + kind + " --calibration " + bad + " --socket " +
+        (dir_ / "b.sock").string() + " --tenant-socket " + (dir_ / "bt.sock").string() +
+        " --state " + (dir_ / "b.db").string() + " --runtime-dir " + (dir_ / "brun").string() +
+        " 2>&1");
     EXPECT_EQ(r.exit_code, 2) << kind << ": " << r.out;
     EXPECT_NE(r.out.find(bad), std::string::npos) << r.out;
     EXPECT_NE(r.out.find(std::string(kind) == "H100-SXM5-80GB" ? "'gpu' must be a string"
-                                                                : "none of this node's GPUs"),
+                                                               : "none of this node's GPUs"),
               std::string::npos)
         << r.out;
   }

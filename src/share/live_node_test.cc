@@ -17,14 +17,6 @@
 namespace gpumux {
 namespace {
 
-// Two small jobs and a large one, MIG only: alone, the planner gives the large one a 3g.40gb.
-const char kMigPlan[] = R"(fleet: [{gpu: H100-SXM5-80GB, count: 1}]
-strategies: [mig]
-tenants:
-  - {name: small, count: 2, workload: {kind: generic, memory: 8 GB, bandwidth: 100 GB/s, compute: 5 TFLOPS}}
-  - {name: large, workload: {kind: generic, memory: 30 GB, bandwidth: 600 GB/s, compute: 20 TFLOPS}}
-)";
-
 // Two pairs that each share a GPU (MPS has the most headroom; time-slicing keeps every SLO too).
 const char kPairsPlan[] = R"(fleet: [{gpu: H100-SXM5-80GB, count: 3}]
 tenants:
@@ -60,7 +52,7 @@ class LiveNodeTest : public ::testing::Test {
 
 TEST_F(LiveNodeTest, WithoutTenantsRunningThePlanIsTheOneMadeWithoutTheNode) {
   LiveNode idle{{{ShareMode::kTimeSlice, {}}, {ShareMode::kTimeSlice, {}}}, {}};
-  for (const char* yaml : {kMigPlan, kPairsPlan})
+  for (const char* yaml : {kMigPlanYaml, kPairsPlan})
     EXPECT_EQ(Places(PlanFor(yaml, &idle)), Places(PlanFor(yaml, nullptr))) << yaml;
 }
 
@@ -68,11 +60,11 @@ TEST_F(LiveNodeTest, WithoutTenantsRunningThePlanIsTheOneMadeWithoutTheNode) {
 // and the 4g's compute fit in the seven compute slices, so both stay, and the other small job
 // takes a free placement.
 TEST_F(LiveNodeTest, RunningTenantsKeepTheirMigInstancesWhereEverySloStillHolds) {
-  std::map<std::string, std::string> fresh = Places(PlanFor(kMigPlan, nullptr));
+  std::map<std::string, std::string> fresh = Places(PlanFor(kMigPlanYaml, nullptr));
   ASSERT_EQ(fresh["large"], "0 3g.40gb@0") << "the case this test is about";
   LiveNode live{{{ShareMode::kMig, {"4g.40gb@0", "1g.10gb@6"}}},
                 {{"large", {0, 0}}, {"small-2", {0, 1}}}};
-  NodePlan node = PlanFor(kMigPlan, &live);
+  NodePlan node = PlanFor(kMigPlanYaml, &live);
   std::map<std::string, std::string> places = Places(node);
   EXPECT_EQ(places["large"], "0 4g.40gb@0");
   EXPECT_EQ(places["small-2"], "0 1g.10gb@6");
@@ -84,7 +76,7 @@ TEST_F(LiveNodeTest, RunningTenantsKeepTheirMigInstancesWhereEverySloStillHolds)
 // An instance too small for its tenant's need now is not kept: SLOs (here: memory) come first.
 TEST_F(LiveNodeTest, AnInstanceThatNoLongerHoldsItsTenantIsNotKept) {
   LiveNode live{{{ShareMode::kMig, {"2g.20gb@0"}}}, {{"large", {0, 0}}}};
-  EXPECT_EQ(Places(PlanFor(kMigPlan, &live))["large"], "0 3g.40gb@0");
+  EXPECT_EQ(Places(PlanFor(kMigPlanYaml, &live))["large"], "0 3g.40gb@0");
 }
 
 // 'a' runs on node GPU 1 (time-sliced, beside 'c'), and 'd' on node GPU 0: the planned GPUs are
