@@ -4,6 +4,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "base/error.h"
 #include "core/units.h"
@@ -241,21 +242,28 @@ std::vector<std::string> DraDriver::RemoveIdleMigInstances() {
   for (const json& g : gpus.at("gpus")) {
     std::optional<MigGpu> mig = MigGpu::Read(g, tenants);
     if (!mig) continue;
+    std::set<int> expired;  // idle for the grace period: removed together, in one change
+    std::vector<std::string> keys;
     for (const MigGpu::Instance& i : mig->instances) {
       if (!i.idle()) continue;
       std::string key = std::to_string(mig->gpu) + "/" + i.placement.Entry();
       auto since = idle_since_.find(key);
       idle[key] = since == idle_since_.end() ? now : since->second;
       if (now - idle[key] < config_.mig_idle_grace) continue;
-      try {
-        agent_.SetMode(mig->gpu, {{"mode", "mig"}, {"layout", mig->LayoutWithout(i.index)}});
-      } catch (const Error& e) {
-        if (e.code() != ErrorCode::kConflict) throw;
-        continue;  // a tenant came, or a process gpumuxd does not know runs there
-      }
-      removed.push_back("GPU " + std::to_string(mig->gpu) + " " + i.placement.Entry());
+      expired.insert(i.index);
+      keys.push_back(key);
+    }
+    if (expired.empty()) continue;
+    try {
+      agent_.SetMode(mig->gpu, {{"mode", "mig"}, {"layout", mig->LayoutWithout(expired)}});
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kConflict) throw;
+      continue;  // a tenant came, or a process gpumuxd does not know runs there: next call
+    }
+    for (const std::string& key : keys) {
       idle.erase(key);
-      break;  // the GPU's instances are numbered anew: read it again at the next call
+      removed.push_back("GPU " + key.substr(0, key.find('/')) + " " +
+                        key.substr(key.find('/') + 1));
     }
   }
   idle_since_ = std::move(idle);

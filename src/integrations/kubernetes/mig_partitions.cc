@@ -157,10 +157,10 @@ std::vector<std::string> MigGpu::LayoutMaking(const MigPlacement& p) const {
   return layout;
 }
 
-std::vector<std::string> MigGpu::LayoutWithout(int index) const {
+std::vector<std::string> MigGpu::LayoutWithout(const std::set<int>& indices) const {
   std::vector<std::string> layout;
   for (const Instance& i : instances)
-    if (i.index != index) layout.push_back(i.placement.Entry());
+    if (!indices.count(i.index)) layout.push_back(i.placement.Entry());
   return layout;
 }
 

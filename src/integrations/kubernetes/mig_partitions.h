@@ -13,6 +13,7 @@
 #pragma once
 
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -65,8 +66,8 @@ struct MigGpu {
   // The layout (PUT /v1/gpus/N "layout") that makes `p`: the instances there now, less the idle
   // ones it overlaps. gpumuxd keeps the busy ones where they are and refuses if `p` overlaps one.
   std::vector<std::string> LayoutMaking(const MigPlacement& p) const;
-  // The layout without instance `index`.
-  std::vector<std::string> LayoutWithout(int index) const;
+  // The layout without the instances numbered in `indices`.
+  std::vector<std::string> LayoutWithout(const std::set<int>& indices) const;
 };
 
 // "gpu-0-mig-1g-10gb-at-6": the device name of placement `p` of GPU `gpu`.
