@@ -218,7 +218,7 @@ int RunExplain(const ExplainOptions& o) {
   }
 
   fmt::print("{} ({}) on {}\n", main.description, o.phase, gpu.name);
-  fmt::print("  GPU: {} HBM, {}, {} dense {}, {} SMs\n", FormatBytes(gpu.memory_bytes),
+  fmt::print("  GPU: {} memory, {}, {} dense {}, {} SMs\n", FormatBytes(gpu.memory_bytes),
              FormatBandwidth(gpu.bandwidth), FormatFlops(gpu.PeakFlops(main.compute_dtype)),
              DTypeName(main.compute_dtype), gpu.sms);
   Workload used = OnGpu(main, gpu);
@@ -229,10 +229,12 @@ int RunExplain(const ExplainOptions& o) {
   for (const std::string& c : calibrations) fmt::print("  {}\n", c);
   if (engine) {
     fmt::print(
-        "  engine: {} ({}): step overhead {:.2f} ms, all-reduce {:.1f} us; tokens/s within "
-        "±{:.0f}% (median; worst {:.0f}%) of published measurements (bench/fidelity)\n",
+        "  engine: {} ({}): step overhead {:.2f} ms + {:.1f} us a layer, all-reduce {:.1f} us; "
+        "tokens/s within ±{:.0f}% (median; worst {:.0f}%) of published measurements from "
+        "sources its constants were not fitted on (bench/fidelity)\n",
         engine->name, engine->description, engine->step_overhead_seconds * 1e3,
-        engine->allreduce_seconds * 1e6, 100 * engine->error_median, 100 * engine->error_worst);
+        engine->layer_overhead_seconds * 1e6, engine->allreduce_seconds * 1e6,
+        100 * engine->error_median, 100 * engine->error_worst);
   }
   fmt::print("\n");
   std::vector<std::vector<std::string>> rows = {
