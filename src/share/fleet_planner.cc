@@ -445,10 +445,14 @@ class Planner {
     auto is_part = [&](size_t b, size_t i) {
       return i < bins[b].parts.size() && bins[b].parts[i].part >= 0;
     };
-    auto runs_on = [&](size_t c, int k) {
-      auto t = in_.live->tenants.find(TenantIdFor(TenantName(c, k)));
-      return t == in_.live->tenants.end() ? -1 : t->second.gpu;
-    };
+    std::vector<std::vector<int>> gpu_of(in_.classes.size());  // where name k of class c runs
+    for (size_t c = 0; c < in_.classes.size(); ++c) {
+      for (int k = 0; k < in_.classes[c].count; ++k) {
+        auto t = in_.live->tenants.find(TenantIdFor(TenantName(c, k)));
+        gpu_of[c].push_back(t == in_.live->tenants.end() ? -1 : t->second.gpu);
+      }
+    }
+    auto runs_on = [&](size_t c, int k) { return gpu_of[c][size_t(k)]; };
     std::set<std::pair<size_t, int>> taken;
     for (const UnplacedTenant& u : plan.unplaced) {
       for (size_t c = 0; c < in_.classes.size(); ++c) {
