@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <vector>
 
 #include "base/error.h"
 #include "integrations/kubernetes/pod_tenants.h"
@@ -75,13 +76,21 @@ std::optional<MigGpu> MigGpu::Read(const json& gpu, const json& tenants) {
       out.instances.push_back(instance);
     }
     for (const json& t : tenants.at("tenants")) {
-      if (t.at("gpu").get<int>() != out.gpu) continue;
-      int on = t.value("instance", -1);
-      for (Instance& i : out.instances) {
-        if (i.index != on) continue;
-        std::optional<TenantOwner> owner = OwnerOfTenant(t.at("id").get<std::string>());
-        bool claim = owner && owner->kind == TenantOwner::kClaim;
-        ++(claim ? i.claim_tenants : i.other_tenants);
+      std::optional<TenantOwner> owner = OwnerOfTenant(t.at("id").get<std::string>());
+      const bool claim = owner && owner->kind == TenantOwner::kClaim;
+      // Every device it is admitted on ("places"; an older gpumuxd gives its first alone).
+      std::vector<std::string> places;
+      if (t.contains("places")) {
+        for (const json& p : t["places"]) places.push_back(p.get<std::string>());
+      } else {
+        int instance = t.value("instance", -1);
+        places.push_back(std::to_string(t.at("gpu").get<int>()) +
+                         (instance < 0 ? "" : "." + std::to_string(instance)));
+      }
+      for (const std::string& place : places) {
+        for (Instance& i : out.instances)
+          if (place == std::to_string(out.gpu) + "." + std::to_string(i.index))
+            ++(claim ? i.claim_tenants : i.other_tenants);
       }
     }
   } catch (const json::exception& e) {

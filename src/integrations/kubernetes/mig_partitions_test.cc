@@ -108,6 +108,23 @@ TEST(MigPartitions, AnInstanceOthersHoldIsNotOfferedNorAnythingOverlappingIt) {
   EXPECT_FALSE(gpu->Offered("gpu-0-mig-1g-10gb-at-1"));
 }
 
+// A tenant over two instances (gpumuxd lists each of its places) holds both: neither is offered
+// nor idle. Without "places" (an older gpumuxd) only its first is known.
+TEST(MigPartitions, ATenantOverSeveralInstancesHoldsEachOfThem) {
+  json tenants = {
+      {"tenants", {{{"id", "tp-job"}, {"gpu", 0}, {"instance", 0}, {"places", {"0.0", "0.2"}}}}}};
+  std::optional<MigGpu> gpu =
+      MigGpu::Read(H100InMig({{"1g.10gb", 0}, {"1g.10gb", 1}, {"1g.10gb", 2}}), tenants);
+  ASSERT_TRUE(gpu);
+  EXPECT_FALSE(gpu->instances[0].idle());
+  EXPECT_TRUE(gpu->instances[1].idle());
+  EXPECT_FALSE(gpu->instances[2].idle());
+  std::set<std::string> offered = Names(gpu->Devices());
+  EXPECT_FALSE(offered.count("gpu-0-mig-1g-10gb-at-2"));
+  EXPECT_TRUE(offered.count("gpu-0-mig-1g-10gb-at-1"));
+  EXPECT_EQ(gpu->CounterSet()["counters"]["compute-slices"]["value"], "5");
+}
+
 TEST(MigPartitions, AGpuNotInMigModeOrWithoutGeometryIsNotPartitioned) {
   json gpu = H100InMig({});
   gpu["mode"] = "timeslice";

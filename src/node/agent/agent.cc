@@ -36,11 +36,15 @@ HttpResponse Json(int status, const json& body) {
 }
 // Where a tenant is and its compute cap: what the admission answer and the tenant list share.
 json TenantJson(const TenantRecord& t) {
-  json gpus = json::array();
-  for (auto [gpu, instance] : t.Places()) gpus.push_back(gpu);
+  json gpus = json::array(), places = json::array();
+  for (auto [gpu, instance] : t.Places()) {
+    gpus.push_back(gpu);
+    places.push_back(std::to_string(gpu) + (instance < 0 ? "" : "." + std::to_string(instance)));
+  }
   return {{"id", t.id},
           {"gpu", t.gpu},
           {"gpus", gpus},
+          {"places", places},  // "GPU" or "GPU.INSTANCE", each device it is admitted on
           {"instance", t.instance},
           {"compute_cap_percent", t.limits.cap_permille / 10.0}};
 }
