@@ -498,14 +498,14 @@ class Planner {
         // Another geometry than the plan's kind: its instances cannot be kept as such.
       }
     }
-    std::vector<std::string> running_on(named.size());
+    std::vector<MigInstance> running_on(named.size());
     bool runs_here = false;
     for (size_t i = 0; in_.live && i < named.size(); ++i) {
       auto t = in_.live->tenants.find(TenantIdFor(named[i].name));
       if (t == in_.live->tenants.end() || t->second.gpu != int(position)) continue;
       runs_here = true;
       if (size_t k = size_t(t->second.instance); k < instances.instances.size())
-        running_on[i] = instances.instances[k].Entry();
+        running_on[i] = instances.instances[k];
     }
     if (!runs_here) return ChooseStrategy(gpu, loads, in_.allowed);
     return ChooseStrategyKeeping(gpu, loads, in_.allowed, now.mode, running_on);

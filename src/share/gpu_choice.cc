@@ -37,10 +37,10 @@ GpuChoice ChooseStrategy(const GpuKind& gpu, std::span<const TenantLoad* const> 
 
 GpuChoice ChooseStrategyKeeping(const GpuKind& gpu, std::span<const TenantLoad* const> loads,
                                 const StrategySet& allowed, ShareMode mode_now,
-                                std::span<const std::string> running_on) {
+                                std::span<const MigInstance> running_on) {
   GpuChoice choice = ChooseStrategy(gpu, loads, allowed);
   bool on_instances = std::any_of(running_on.begin(), running_on.end(),
-                                  [](const std::string& e) { return !e.empty(); });
+                                  [](const MigInstance& i) { return i.profile != nullptr; });
   for (StrategyResult& r : choice.considered) {
     if (r.kind == ShareMode::kMig && on_instances) r = EvaluateMigAround(gpu, loads, running_on);
   }

@@ -40,12 +40,12 @@ GpuChoice ChooseStrategy(const GpuKind& gpu, std::span<const TenantLoad* const> 
 
 // As ChooseStrategy, for a GPU that already runs some of the tenants (re-planning a live node,
 // live_node.h): `mode_now` is the GPU's mode, `running_on[i]` the MIG instance loads[i] runs on
-// ("PROFILE@START"; empty: none). MIG is evaluated moving the fewest of them off their instances
-// (EvaluateMigAround), and the mode the GPU runs in is chosen wherever it keeps every SLO (a mode
-// changes only on an idle GPU); where it does not, as ChooseStrategy.
+// (placed in `gpu`'s geometry; no profile: none). MIG is evaluated moving the fewest of them off
+// their instances (EvaluateMigAround), and the mode the GPU runs in is chosen wherever it keeps
+// every SLO (a mode changes only on an idle GPU); where it does not, as ChooseStrategy.
 GpuChoice ChooseStrategyKeeping(const GpuKind& gpu, std::span<const TenantLoad* const> loads,
                                 const StrategySet& allowed, ShareMode mode_now,
-                                std::span<const std::string> running_on);
+                                std::span<const MigInstance> running_on);
 
 // Yes/no: can these tenants share one GPU of this kind under some allowed strategy? The fleet
 // planner's inner question; cheapest strategies are asked first.

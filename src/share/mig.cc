@@ -68,9 +68,9 @@ class LayoutSearch {
   // `enforce_slo`: only consider instances that meet each tenant's SLO and stop at the first layout
   // (the planner's yes/no question). Otherwise find the best layout by Score, SLOs met or not (to
   // report how close MIG comes); when some layout meets every SLO, the best one does.
-  // `running_on`: empty, or for each load the instance it runs on now ("PROFILE@START", or empty).
+  // `running_on`: empty, or for each load the instance it runs on now (no profile: none).
   LayoutSearch(const GpuKind& gpu, std::span<const TenantLoad* const> loads, bool enforce_slo,
-               std::span<const std::string> running_on = {})
+               std::span<const MigInstance> running_on = {})
       : gpu_(gpu), geo_(*gpu.mig), enforce_slo_(enforce_slo) {
     std::vector<size_t> order(loads.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -82,7 +82,7 @@ class LayoutSearch {
     });
     for (size_t i : order) {
       loads_.push_back(loads[i]);
-      running_.push_back(i < running_on.size() ? RunningInstance(running_on[i]) : MigInstance{});
+      running_.push_back(i < running_on.size() ? running_on[i] : MigInstance{});
     }
     for (size_t i = 0; i < loads_.size(); ++i) {
       const TenantLoad& l = *loads_[i];
@@ -131,21 +131,6 @@ class LayoutSearch {
   }
 
  private:
-  // The instance an entry names in this geometry; no profile for an empty or unknown one.
-  MigInstance RunningInstance(const std::string& entry) const {
-    size_t at = entry.rfind('@');
-    if (at == std::string::npos) return {};
-    for (const MigProfile& p : geo_.profiles) {
-      if (p.name != entry.substr(0, at)) continue;
-      try {
-        return {&p, std::stoi(entry.substr(at + 1))};
-      } catch (const std::exception&) {
-        return {};
-      }
-    }
-    return {};
-  }
-
   static bool SameDemand(const TenantLoad& a, const TenantLoad& b) {
     return a.memory == b.memory && a.whole.memory == b.whole.memory &&
            a.whole.compute == b.whole.compute && a.whole.pace == b.whole.pace &&
@@ -232,7 +217,7 @@ bool AppliesToMigGpus(const GpuKind& gpu, size_t) { return gpu.mig.has_value(); 
 }  // namespace
 
 StrategyResult EvaluateMigAround(const GpuKind& gpu, std::span<const TenantLoad* const> loads,
-                                 std::span<const std::string> running_on) {
+                                 std::span<const MigInstance> running_on) {
   StrategyResult r;
   r.kind = ShareMode::kMig;
   if (!gpu.mig) {

@@ -3,18 +3,17 @@
 #pragma once
 
 #include <span>
-#include <string>
 
 #include "share/strategy.h"
 
 namespace gpumux {
 
-// As the MIG strategy's Evaluate, with `running_on[i]` the instance loads[i] runs on now
-// ("PROFILE@START"; empty, or a profile `gpu` lacks: none): among the layouts that keep as many
+// As the MIG strategy's Evaluate, with `running_on[i]` the instance loads[i] runs on now (placed
+// in `gpu`'s geometry; no profile: none): among the layouts that keep as many
 // SLOs as any layout can, the one that moves the fewest running tenants off their instance (same
 // profile at the same start), then the most headroom, then the fewest slots. With `running_on`
 // empty it is the strategy's Evaluate.
 StrategyResult EvaluateMigAround(const GpuKind& gpu, std::span<const TenantLoad* const> loads,
-                                 std::span<const std::string> running_on);
+                                 std::span<const MigInstance> running_on);
 
 }  // namespace gpumux
