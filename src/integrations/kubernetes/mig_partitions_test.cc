@@ -5,6 +5,7 @@
 #include <set>
 
 #include "core/catalog.h"
+#include "node/agent/agent_client.h"
 
 namespace gpumux::k8s {
 namespace {
@@ -16,15 +17,6 @@ using nlohmann::json;
 json H100InMig(const std::vector<std::pair<std::string, int>>& instances) {
   static const Catalog catalog = Catalog::LoadBundled();
   const MigGeometry& geo = *catalog.FindGpu("H100-SXM5-80GB").mig;
-  json profiles = json::array();
-  for (const MigProfile& p : geo.profiles)
-    profiles.push_back({{"name", p.name},
-                        {"memory_slices", p.memory_slices},
-                        {"compute_slices", p.compute_slices},
-                        {"memory_bytes", uint64_t(p.memory_bytes)},
-                        {"max_instances", p.max_instances},
-                        {"starts", p.placement_starts},
-                        {"media_engines", p.holds_media_engines}});
   json made = json::array();
   for (size_t k = 0; k < instances.size(); ++k)
     made.push_back({{"instance", k},
@@ -35,8 +27,7 @@ json H100InMig(const std::vector<std::pair<std::string, int>>& instances) {
           {"name", "H100-SXM5-80GB"},
           {"mode", "mig"},
           {"instances", made},
-          {"mig_geometry",
-           {{"slots", geo.slots}, {"compute_slices", geo.compute_slices}, {"profiles", profiles}}}};
+          {"mig_geometry", agent::MigGeometryJson(geo)}};
 }
 
 json Tenants(const std::vector<std::pair<std::string, int>>& on) {

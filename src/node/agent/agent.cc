@@ -48,21 +48,6 @@ json TenantJson(const TenantRecord& t) {
           {"instance", t.instance},
           {"compute_cap_percent", t.limits.cap_permille / 10.0}};
 }
-// What instances a GPU can make and where (GET /v1/gpus "mig_geometry"): each profile's slices,
-// memory and allowed starts, so that a client can say what could still be made beside what is.
-json MigGeometryJson(const MigGeometry& geo) {
-  json profiles = json::array();
-  for (const MigProfile& p : geo.profiles) {
-    profiles.push_back({{"name", p.name},
-                        {"memory_slices", p.memory_slices},
-                        {"compute_slices", p.compute_slices},
-                        {"memory_bytes", uint64_t(p.memory_bytes)},
-                        {"max_instances", p.max_instances},
-                        {"starts", p.placement_starts},
-                        {"media_engines", p.holds_media_engines}});
-  }
-  return {{"slots", geo.slots}, {"compute_slices", geo.compute_slices}, {"profiles", profiles}};
-}
 // The answer for a request gpumuxd refuses: HttpStatus maps the error's code (base/error.h).
 HttpResponse Refusal(const Error& e) { return Json(HttpStatus(e.code()), {{"error", e.what()}}); }
 

@@ -69,4 +69,18 @@ std::string DescribeRhythm(const nlohmann::json& r) {
          "; others clear the GPU " + ms("margin_ms") + " before the next";
 }
 
+nlohmann::json MigGeometryJson(const MigGeometry& geo) {
+  nlohmann::json profiles = nlohmann::json::array();
+  for (const MigProfile& p : geo.profiles) {
+    profiles.push_back({{"name", p.name},
+                        {"memory_slices", p.memory_slices},
+                        {"compute_slices", p.compute_slices},
+                        {"memory_bytes", uint64_t(p.memory_bytes)},
+                        {"max_instances", p.max_instances},
+                        {"starts", p.placement_starts},
+                        {"media_engines", p.holds_media_engines}});
+  }
+  return {{"slots", geo.slots}, {"compute_slices", geo.compute_slices}, {"profiles", profiles}};
+}
+
 }  // namespace gpumux::agent

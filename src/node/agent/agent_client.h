@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/gpu_kind.h"
 #include "node/agent/tenant_request.h"
 #include "node/ledger/burst_rhythm.h"
 
@@ -53,6 +54,11 @@ class AgentClient {
 // A high-priority tenant's learnt rhythm as GET /v1/tenants (and `gpumux status --json`) give it:
 // {"period_ms", "burst_ms", "jitter_ms", "margin_ms", "anchor"}; and as a line for people.
 nlohmann::json RhythmJson(const node::RhythmSummary& r);
+// What instances a GPU can make and where (GET /v1/gpus "mig_geometry"): {"slots",
+// "compute_slices", "profiles": [{"name", "memory_slices", "compute_slices", "memory_bytes",
+// "max_instances", "starts", "media_engines"}]}, so that a client can say what could still be made
+// beside what is.
+nlohmann::json MigGeometryJson(const MigGeometry& geo);
 std::string DescribeRhythm(const nlohmann::json& rhythm);
 
 }  // namespace gpumux::agent
