@@ -141,8 +141,12 @@ std::vector<double> LeaveOneSourceOut(const std::vector<DecodeMeasurement>& rows
   for (const DecodeMeasurement& m : rows) sources.insert(m.source_id);
   for (const std::string& left_out : sources) {
     std::vector<DecodeMeasurement> others;
-    for (const DecodeMeasurement& m : rows)
-      if (m.source_id != left_out) others.push_back(m);
+    std::set<std::string> measured;  // the classes the other sources measured
+    for (const DecodeMeasurement& m : rows) {
+      if (m.source_id == left_out) continue;
+      others.push_back(m);
+      measured.insert(catalog.FindEngine(m.engine).name);
+    }
     std::map<std::string, EngineProfile> fitted;  // by class, fitted without `left_out`
     auto fit = [&](const std::string& engine_class) -> const EngineProfile& {
       auto known = fitted.find(engine_class);
@@ -156,7 +160,7 @@ std::vector<double> LeaveOneSourceOut(const std::vector<DecodeMeasurement>& rows
     for (size_t i = 0; i < rows.size(); ++i) {
       if (rows[i].source_id != left_out) continue;
       std::string engine_class = catalog.FindEngine(rows[i].engine).name;
-      if (RowsOfClass(others, catalog, engine_class).empty()) engine_class = "compiled";
+      if (!measured.count(engine_class)) engine_class = "compiled";
       predicted[i] = PredictDecode(rows[i], catalog, &fit(engine_class));
     }
   }
