@@ -9,7 +9,8 @@
 //       every PERIOD_MS a step of KERNELS kernels launched back to back (graph: one launch of a
 //       graph holding them all, captured at start, long before the first step), then one
 //       cuStreamSynchronize, as a compiled inference server sends its step; report the mean and
-//       p50 time from the step's planned start to its synchronise's return
+//       p50 time from the step's planned start to its synchronise's return, and every step's time
+//       in the order planned (`latencies_ms`)
 //   compute_client graphmem BYTES
 //       instantiate a graph holding a BYTES memory node; report the driver's answer
 // PATH: launch (cuLaunchKernel), ex (cuLaunchKernelEx), coop (cuLaunchCooperativeKernel), graph
@@ -157,14 +158,17 @@ int main(int argc, char** argv) {
     busy_ns += uint64_t(kernel_ms * 1e6) * uint64_t(step_kernels);
     latencies_ms.push_back(double(NowNs() - planned) / 1e6);
   }
+  std::string in_order;
+  for (double l : latencies_ms) in_order += (in_order.empty() ? "" : ", ") + std::to_string(l);
   double mean = 0;
   for (double l : latencies_ms) mean += l / double(std::max<size_t>(1, latencies_ms.size()));
   std::sort(latencies_ms.begin(), latencies_ms.end());
   double p50 = latencies_ms.empty() ? 0 : latencies_ms[latencies_ms.size() / 2];
   std::printf(
       "{\"launches\": %ld, \"gpu_share\": %.4f, \"mean_latency_ms\": %.4f, \"p50_latency_ms\": "
-      "%.4f}\n",
-      launches, double(busy_ns) / double(window), mean, p50);
+      "%.4f%s}\n",
+      launches, double(busy_ns) / double(window), mean, p50,
+      mode == "step" ? (", \"latencies_ms\": [" + in_order + "]").c_str() : "");
   std::fflush(stdout);
   cuStreamSynchronize(stream);
   for (CUevent e : done) cuEventDestroy_v2(e);
