@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "latency_quantile.h"
 #include "node_fixture.h"
 
 namespace {
@@ -134,16 +135,9 @@ TEST_F(ComputeTest, HighPriorityLatencyStaysWithinTenPercentOfSoloNextToABusyNei
       << "with equal priority the neighbour computes";
 }
 
-// A step server's step latencies (the client's `latencies_ms`, in the order planned) in its first
-// second, while its rhythm is learnt, or after it; quantile `q` of those.
+// A step server's latency quantile `q`, in its first second (`first_second`) or after it.
 double StepLatencyMs(const nlohmann::json& r, double period_ms, bool first_second, double q) {
-  std::vector<double> all = r["latencies_ms"].get<std::vector<double>>();
-  size_t learning = std::min(all.size(), size_t(1000 / period_ms));
-  std::vector<double> part(first_second ? all.begin() : all.begin() + learning,
-                           first_second ? all.begin() + learning : all.end());
-  if (part.empty()) return 0;
-  std::sort(part.begin(), part.end());
-  return part[std::min(part.size() - 1, size_t(q * double(part.size())))];
+  return gpumux::testing::LatencyQuantileMs(r, size_t(1000 / period_ms), first_second, q);
 }
 
 // A compiled inference server sends its whole step at once: 10 kernels of 0.3 ms launched back to
@@ -153,8 +147,8 @@ double StepLatencyMs(const nlohmann::json& r, double period_ms, bool first_secon
 // learnt from a warm-up gave way to the steps' own, the graph server's steps took twice as long
 // with priorities as without (issue 39). The first second, while the rhythm is learnt, is held
 // apart (its first few steps wait behind best effort): after it, p50 and p90 are the solo run's;
-// in it, most steps already are. Not the mean or p99: on a loaded 2-core host a few steps stall
-// for the CPU (up to 12 ms measured beside two busy loops), in every run, solo or not.
+// in it, most steps already are (latency_quantile.h: not the mean or p99, which a few host stalls
+// decide; up to 12 ms measured beside two busy loops, solo or not).
 TEST_F(ComputeTest, HighPriorityStepsSentAtOnceKeepTheirSoloLatencyBesideBestEffort) {
   const double period_ms = 10;
   for (const char* path : {"launch", "graph"}) {

@@ -4,7 +4,8 @@
 //       keep two kernels queued from START_NS (CLOCK_MONOTONIC) for SECONDS, as a busy server does;
 //       report the share of GPU time its kernels that completed in the window occupied
 //   compute_client PATH latency START_NS SECONDS KERNEL_MS GAP_MS
-//       launch, wait, pause GAP_MS, repeat; report the mean time from launch to completion
+//       launch, wait, pause GAP_MS, repeat; report the mean and p50 time from launch to completion,
+//       and each one in order (`latencies_ms`)
 //   compute_client PATH step START_NS SECONDS KERNEL_MS KERNELS PERIOD_MS
 //       every PERIOD_MS a step of KERNELS kernels launched back to back (graph: one launch of a
 //       graph holding them all, captured at start, long before the first step), then one
@@ -168,7 +169,7 @@ int main(int argc, char** argv) {
       "{\"launches\": %ld, \"gpu_share\": %.4f, \"mean_latency_ms\": %.4f, \"p50_latency_ms\": "
       "%.4f%s}\n",
       launches, double(busy_ns) / double(window), mean, p50,
-      mode == "step" ? (", \"latencies_ms\": [" + in_order + "]").c_str() : "");
+      mode != "busy" ? (", \"latencies_ms\": [" + in_order + "]").c_str() : "");
   std::fflush(stdout);
   cuStreamSynchronize(stream);
   for (CUevent e : done) cuEventDestroy_v2(e);
