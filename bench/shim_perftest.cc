@@ -9,7 +9,8 @@
 // GPUMUX_BENCH_GPUS=2 makes the tenant one of two simulated GPUs (the shim then asks the driver for
 // the current device on every call); GPUMUX_BENCH_PRIORITY=high makes it a high-priority tenant
 // (its launches and synchronising calls are stamped, node/shim/burst_stamps.h): run it once without
-// and once with, each its own ratio.
+// and once with, each its own ratio. GPUMUX_BENCH_SHIM=PATH measures another build's libgpumux.so
+// (a copy kept from before a change) against the same driver.
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@
 #include "abi/driver_api.h"
 #include "abi/primary_context.h"
 #include "alloc_free_loop.h"
+#include "base/clock.h"
 #include "node/ledger/ledger.h"
 
 namespace {
@@ -65,7 +67,8 @@ struct Setup {
     cuStreamCreate(&stream, 0);
     // The governor finds NVML by soname; load the simulated one first, as LD_LIBRARY_PATH would.
     dlopen(GPUMUX_SIM_NVML, RTLD_NOW | RTLD_GLOBAL);
-    void* shim = dlopen(GPUMUX_SHIM, RTLD_NOW | RTLD_LOCAL);
+    const char* shim_path = std::getenv("GPUMUX_BENCH_SHIM");
+    void* shim = dlopen(shim_path ? shim_path : GPUMUX_SHIM, RTLD_NOW | RTLD_LOCAL);
     if (shim) {
       shim_alloc = reinterpret_cast<decltype(shim_alloc)>(dlsym(shim, "cuMemAlloc_v2"));
       shim_free = reinterpret_cast<decltype(shim_free)>(dlsym(shim, "cuMemFree_v2"));
@@ -107,6 +110,42 @@ void BM_Launch_Shim(benchmark::State& state) {
   for (auto _ : state) s.shim_launch(s.kernel, 1, 1, 1, 32, 1, 1, 0, s.stream, nullptr, nullptr);
 }
 BENCHMARK(BM_Launch_Shim);
+
+// The shim's added cost per launch as one figure: blocks of 64 launches through the driver and 64
+// through the shim, interleaved (in turn first), so that drift in a shared machine's speed, and
+// the simulated driver's own ~1-3 us a launch, fall on both alike; the separate benchmarks above
+// differ by more than the shim costs from one run to the next. Counters per launch: driver_ns,
+// shim_ns and added_ns (their difference).
+void BM_Launch_Added(benchmark::State& state) {
+  Setup& s = S();
+  if (!s.shim_launch) {
+    state.SkipWithError("libgpumux.so not found");
+    return;
+  }
+  constexpr int kBlock = 64;
+  auto block = [&](decltype(&cuLaunchKernel) launch) {
+    uint64_t t0 = gpumux::NowNs();
+    for (int i = 0; i < kBlock; ++i)
+      launch(s.kernel, 1, 1, 1, 32, 1, 1, 0, s.stream, nullptr, nullptr);
+    return gpumux::NowNs() - t0;
+  };
+  uint64_t driver_ns = 0, shim_ns = 0, blocks = 0;
+  for (auto _ : state) {
+    if (blocks % 2) {
+      shim_ns += block(s.shim_launch);
+      driver_ns += block(&cuLaunchKernel);
+    } else {
+      driver_ns += block(&cuLaunchKernel);
+      shim_ns += block(s.shim_launch);
+    }
+    ++blocks;
+  }
+  double launches = double(std::max<uint64_t>(1, blocks)) * kBlock;
+  state.counters["driver_ns"] = double(driver_ns) / launches;
+  state.counters["shim_ns"] = double(shim_ns) / launches;
+  state.counters["added_ns"] = (double(shim_ns) - double(driver_ns)) / launches;
+}
+BENCHMARK(BM_Launch_Added);
 
 void BM_Sync_Driver(benchmark::State& state) {
   Setup& s = S();

@@ -33,6 +33,11 @@ class Governor {
       launched_.store(true, std::memory_order_relaxed);
     if (gate_closed_.load(std::memory_order_relaxed)) WaitForTurn();
   }
+  // Whether BeforeLaunch would do nothing now: this tick's launch is noted and the gate is open.
+  bool Open() const {
+    return launched_.load(std::memory_order_relaxed) &&
+           !gate_closed_.load(std::memory_order_relaxed);
+  }
 
   // Starts the thread for `process` of `ledger` (which must outlive it). Call once per process
   // (again in a forked child, after Forget()).
@@ -66,13 +71,14 @@ class Governor {
   void Run(int gpu_index);
   void RunFollowing(const node::Ledger* view, const std::string& view_path, int tenant);
 
-  node::Ledger* ledger_ = nullptr;
-  int process_ = -1;
-  node::ActivityWriter* activity_ = nullptr;
-  int activity_gpu_ = 0;  // which of the tenant's GPUs it publishes for
-  LaunchForecast* forecast_ = nullptr;
+  // First, read by every launch (Open, BeforeLaunch).
   std::atomic<bool> launched_{false}, waiting_{false}, gate_closed_{false}, stopped_{false};
   std::atomic<bool> running_{false};  // the thread is inside Run
+  int process_ = -1;
+  int activity_gpu_ = 0;  // which of the tenant's GPUs it publishes for
+  node::Ledger* ledger_ = nullptr;
+  node::ActivityWriter* activity_ = nullptr;
+  LaunchForecast* forecast_ = nullptr;
 };
 
 }  // namespace gpumux::shim

@@ -12,11 +12,6 @@ constexpr uint64_t kRecheckNs = 100'000;  // a held launch looks again this ofte
 constexpr size_t kMostTimed = 256;        // launches timed at once; more go untimed
 constexpr uint64_t kMostPeriodsHeld = 4;  // then work that fits no gap goes after a burst
 
-// The start event Hold recorded on this thread for the launch After follows.
-// Initial-exec: the shim is preloaded, so its thread-locals live in static TLS, read without a
-// call to __tls_get_addr on every launch (After reads it on each).
-thread_local CUevent started __attribute__((tls_model("initial-exec"))) = nullptr;
-
 }  // namespace
 
 void LaunchForecast::Start(const node::Ledger* ledger, int tenant, EventCalls events) {
@@ -63,7 +58,7 @@ void LaunchForecast::Learn() {
 }
 
 void LaunchForecast::Hold(const void* work, CUstream stream) {
-  started = nullptr;
+  started_ = nullptr;
   int capturing = 0;
   if (events_.is_capturing && events_.is_capturing(stream, &capturing) == 0 && capturing) return;
   node::BurstForecast f;
@@ -94,24 +89,23 @@ void LaunchForecast::Hold(const void* work, CUstream stream) {
     lock.lock();
     Learn();
   }
-  if (timed_.size() < kMostTimed && (started = TakeEvent()) != nullptr &&
-      events_.record(started, stream) != 0) {
-    spare_.push_back(started);
-    started = nullptr;
+  if (timed_.size() < kMostTimed && (started_ = TakeEvent()) != nullptr &&
+      events_.record(started_, stream) != 0) {
+    spare_.push_back(started_);
+    started_ = nullptr;
   }
 }
 
-void LaunchForecast::After(const void* work, CUstream stream, bool launched) {
-  if (!started) return;
+void LaunchForecast::AfterTimed(const void* work, CUstream stream, bool launched) {
   std::lock_guard<std::mutex> lock(mu_);
   CUevent end = launched ? TakeEvent() : nullptr;
   if (end && events_.record(end, stream) == 0) {
-    timed_.push_back({work, started, end});
+    timed_.push_back({work, started_, end});
   } else {
-    spare_.push_back(started);
+    spare_.push_back(started_);
     if (end) spare_.push_back(end);
   }
-  started = nullptr;
+  started_ = nullptr;
 }
 
 }  // namespace gpumux::shim

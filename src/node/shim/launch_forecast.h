@@ -50,8 +50,15 @@ class LaunchForecast {
   void Before(const void* work, CUstream stream) {
     if (on_.load(std::memory_order_relaxed)) Hold(work, stream);
   }
-  // After that launch, whatever the driver answered (`launched`: it succeeded).
-  void After(const void* work, CUstream stream, bool launched);
+  // Whether Before may hold or time a launch now (a high-priority tenant has a rhythm).
+  bool on() const { return on_.load(std::memory_order_relaxed); }
+  // After that launch, whatever the driver answered (`launched`: it succeeded). Hot path: one
+  // thread-local load unless Before timed the launch.
+  void After(const void* work, CUstream stream, bool launched) {
+    if (started_) AfterTimed(work, stream, launched);
+  }
+  // Whether the launch Before let through on this thread is timed (After has work to do).
+  static bool Timing() { return started_ != nullptr; }
 
  private:
   struct Timed {
@@ -59,9 +66,14 @@ class LaunchForecast {
     CUevent start, end;
   };
   void Hold(const void* work, CUstream stream);
+  void AfterTimed(const void* work, CUstream stream, bool launched);
   void Learn();         // with mu_ held: durations of the timed launches that completed
   CUevent TakeEvent();  // with mu_ held
 
+  // The start event Hold recorded on this thread for the launch After follows (null: none).
+  // Initial-exec: the shim is preloaded, so its thread-locals live in static TLS, read without a
+  // call to __tls_get_addr.
+  static inline thread_local CUevent started_ __attribute__((tls_model("initial-exec"))) = nullptr;
   std::atomic<bool> on_{false};
   const node::Ledger* ledger_ = nullptr;
   bool high_priority_ = true;
