@@ -1361,6 +1361,72 @@ TEST_F(DraTest, AClaimOfAMigProfileNoInstanceOffersGetsOneMadeThatIsRemovedOnceI
   EXPECT_EQ(Unprepare(uid), "");
 }
 
+// Dynamic MIG removes only the instances it made: an idle 1g.10gb an operator made is offered as it
+// is but nothing that would replace it, and stays past the grace period; one the driver made for a
+// claim is removed once idle, even by a driver killed and
+// started again in between (it keeps a record under its plugin directory). A record that is not
+// one is set aside, and what the driver cannot show it made it leaves.
+TEST_F(DraTest, DynamicMigRemovesOnlyTheInstancesItMadeEvenAcrossARestart) {
+  StartNode(1);
+  Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"1g.10gb@6"}}}, 200);
+  const std::filesystem::path plugins = sockets_ / "plugins";
+  auto start_driver = [&] {
+    std::filesystem::remove(plugins / "dra.sock");
+    StartProgram(
+        GPUMUX_K8S_DRA_DRIVER,
+        {"--cdi-dir", (dir_ / "cdi").string(), "--plugin-dir", plugins.string(), "--registry-dir",
+         (sockets_ / "registry").string(), "--dynamic-mig", "--mig-idle-grace", "1"});
+    for (int i = 0; i < 250 && !std::filesystem::exists(plugins / "dra.sock"); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_TRUE(std::filesystem::exists(plugins / "dra.sock")) << Log();
+  };
+  auto instances = [&] {
+    std::set<std::string> placed;
+    json gpus = Call("GET", "/v1/gpus", json(), 200);
+    for (const json& i : gpus["gpus"][0]["instances"])
+      placed.insert(i["profile"].get<std::string>() + "@" + std::to_string(i["start"].get<int>()));
+    return placed;
+  };
+  auto instances_after = [&](size_t count) {  // within 5 s
+    for (int i = 0; i < 250 && instances().size() != count; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return instances();
+  };
+  ASSERT_NO_FATAL_FAILURE(start_driver());
+  for (int i = 0; i < 250 && Pool().size() != 3; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::set<std::string> offered;
+  for (const json& slice : Pool())
+    for (const json& d : slice["spec"].value("devices", json::array())) offered.insert(d["name"]);
+  EXPECT_TRUE(offered.count("gpu-0-mig-1g-10gb-at-6")) << "the operator's, to claim as it is";
+  EXPECT_FALSE(offered.count("gpu-0-mig-1g-20gb-at-6")) << "not to replace: " << json(offered);
+  EXPECT_TRUE(offered.count("gpu-0-mig-1g-10gb-at-4")) << json(offered);
+  const std::string uid = "c1a1c1a1-0000-4000-8000-000000000032";
+  PutClaim("small", uid, "gpu-0-mig-1g-10gb-at-4", {{"memory", "2Gi"}});
+  ASSERT_EQ(Prepare("small", uid).error(), "") << Log();
+  EXPECT_EQ(instances(), (std::set<std::string>{"1g.10gb@4", "1g.10gb@6"}));
+  StopProgram(SIGKILL);
+  ASSERT_NO_FATAL_FAILURE(start_driver());
+  EXPECT_EQ(Unprepare(uid), "");
+  EXPECT_EQ(instances_after(1), std::set<std::string>{"1g.10gb@6"})
+      << "the instance made for the claim is removed, the operator's stays: " << Log();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_EQ(instances(), std::set<std::string>{"1g.10gb@6"}) << "idle past the grace: still there";
+
+  // Made again, then its record is damaged while the driver is down: the instance stays.
+  PutClaim("small", uid, "gpu-0-mig-1g-10gb-at-4", {{"memory", "2Gi"}});
+  ASSERT_EQ(Prepare("small", uid).error(), "") << Log();
+  StopProgram(SIGKILL);
+  std::ofstream(plugins / "mig-instances-made.json") << "{\"made\": [4";
+  ASSERT_NO_FATAL_FAILURE(start_driver());
+  EXPECT_EQ(Unprepare(uid), "");
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  EXPECT_EQ(instances(), (std::set<std::string>{"1g.10gb@4", "1g.10gb@6"}))
+      << "nothing removed that the driver cannot show it made: " << Log();
+  EXPECT_TRUE(std::filesystem::exists(plugins / "mig-instances-made.json.bad"));
+  EXPECT_NE(Log().find("set aside"), std::string::npos) << Log();
+}
+
 // The manifests in deploy/kubernetes/ run the image's programs with these command lines; each
 // option they pass, and each subcommand, is one the built program takes.
 TEST(KubernetesManifests, TheManifestsCommandLinesAreOnesTheProgramsTake) {

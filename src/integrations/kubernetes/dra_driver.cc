@@ -1,6 +1,7 @@
 #include "integrations/kubernetes/dra_driver.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +20,17 @@ namespace gpumux::k8s {
 using nlohmann::json;
 
 namespace {
+
+// GPU `g` of gpumuxd's answer as a MIG GPU (null when it is not one), its instances that are not
+// in `made` (this driver's) kept.
+std::optional<MigGpu> ReadMigGpu(const json& g, const json& tenants,
+                                 const std::set<std::string>& made) {
+  std::optional<MigGpu> mig = MigGpu::Read(g, tenants);
+  if (mig)
+    for (MigGpu::Instance& i : mig->instances)
+      i.kept = !made.count(MadeMigInstances::Key(mig->gpu, i.placement.Entry()));
+  return mig;
+}
 
 constexpr uint64_t kGiB = 1ull << 30;
 // Kubernetes' ResourceSliceMaxCounterSets (resource.k8s.io/v1).
@@ -88,6 +100,7 @@ DraDriver::DraDriver(DraDriverConfig config)
            }}) {
   if (config_.node_name.empty()) throw BadInput("node: give this node's name (--node)");
   CheckDnsSubdomain("node", config_.node_name);
+  if (config_.dynamic_mig) made_.emplace(config_.plugin_dir + "/mig-instances-made.json");
 }
 
 void DraDriver::WatchClaims(const std::atomic<bool>& stop) { claims_informer_.Run(stop); }
@@ -131,7 +144,7 @@ std::string DraDriver::CdiPath(const std::string& claim_uid) const {
 
 std::vector<json> DraDriver::ResourceSlices(const std::string& node, const json& gpus,
                                             const json& tenants, bool dynamic_mig,
-                                            int64_t generation) {
+                                            int64_t generation, const std::set<std::string>& made) {
   json devices = json::array();
   std::vector<MigGpu> partitioned;  // dynamic_mig: its GPUs in MIG mode
   for (const json& g : gpus.at("gpus")) {
@@ -139,7 +152,7 @@ std::vector<json> DraDriver::ResourceSlices(const std::string& node, const json&
     std::string mode = g.value("mode", "timeslice");
     if (!g.value("healthy", true)) continue;  // a lost GPU is not offered to new claims
     if (dynamic_mig) {
-      if (std::optional<MigGpu> mig = MigGpu::Read(g, tenants)) {
+      if (std::optional<MigGpu> mig = ReadMigGpu(g, tenants, made)) {
         partitioned.push_back(std::move(*mig));
         continue;
       }
@@ -211,16 +224,22 @@ std::vector<json> DraDriver::ResourceSlices(const std::string& node, const json&
 bool DraDriver::PublishResourceSlice() {
   json gpus = agent_.Gpus();
   json tenants = config_.dynamic_mig ? agent_.Tenants() : json{{"tenants", json::array()}};
+  std::set<std::string> made;
+  if (made_) {
+    std::lock_guard layout_lock(layout_mu_);
+    made = made_->keys();
+  }
   std::lock_guard lock(mu_);
   std::vector<json> slices =
-      ResourceSlices(config_.node_name, gpus, tenants, config_.dynamic_mig, generation_);
+      ResourceSlices(config_.node_name, gpus, tenants, config_.dynamic_mig, generation_, made);
   std::vector<std::string> names;
   for (const json& s : slices) names.push_back(s["metadata"]["name"]);
   // A pool whose slices change is a new generation, so that the scheduler never mixes the two
   // (a restart too: the generation goes on from the clock).
   if (names != published_names_ || generation_ == 0) {
     generation_ = std::max<int64_t>(generation_ + 1, std::time(nullptr));
-    slices = ResourceSlices(config_.node_name, gpus, tenants, config_.dynamic_mig, generation_);
+    slices =
+        ResourceSlices(config_.node_name, gpus, tenants, config_.dynamic_mig, generation_, made);
   }
   std::string text = json(slices).dump();
   if (text == published_) return false;
@@ -239,14 +258,25 @@ std::vector<std::string> DraDriver::RemoveIdleMigInstances() {
   json gpus = agent_.Gpus(), tenants = agent_.Tenants();
   const auto now = std::chrono::steady_clock::now();
   std::map<std::string, std::chrono::steady_clock::time_point> idle;
+  std::vector<std::string> gone;  // made here, no longer there (removed by someone else)
   for (const json& g : gpus.at("gpus")) {
-    std::optional<MigGpu> mig = MigGpu::Read(g, tenants);
+    std::optional<MigGpu> mig = ReadMigGpu(g, tenants, made_->keys());
+    if (!mig && g.value("mode", "") == "mig") continue;  // no geometry in the answer: cannot tell
+    std::string prefix = MadeMigInstances::Key(g.value("index", -1), "");
+    for (const std::string& key : made_->keys())
+      if (key.rfind(prefix, 0) == 0 &&
+          (!mig || std::none_of(mig->instances.begin(), mig->instances.end(),
+                                [&](const MigGpu::Instance& i) {
+                                  return MadeMigInstances::Key(mig->gpu, i.placement.Entry()) ==
+                                         key;
+                                })))
+        gone.push_back(key);
     if (!mig) continue;
     std::set<int> expired;  // idle for the grace period: removed together, in one change
     std::vector<std::string> keys;
     for (const MigGpu::Instance& i : mig->instances) {
-      if (!i.idle()) continue;
-      std::string key = std::to_string(mig->gpu) + "/" + i.placement.Entry();
+      std::string key = MadeMigInstances::Key(mig->gpu, i.placement.Entry());
+      if (!i.idle() || i.kept) continue;
       auto since = idle_since_.find(key);
       idle[key] = since == idle_since_.end() ? now : since->second;
       if (now - idle[key] < config_.mig_idle_grace) continue;
@@ -262,11 +292,13 @@ std::vector<std::string> DraDriver::RemoveIdleMigInstances() {
     }
     for (const std::string& key : keys) {
       idle.erase(key);
+      gone.push_back(key);
       removed.push_back("GPU " + key.substr(0, key.find('/')) + " " +
                         key.substr(key.find('/') + 1));
     }
   }
   idle_since_ = std::move(idle);
+  made_->Forget(gone);
   return removed;
 }
 
@@ -277,7 +309,7 @@ SlotId DraDriver::SlotOf(const std::string& device, const std::string& where) {
       json gpus = agent_.Gpus(), tenants = agent_.Tenants();
       for (const json& g : gpus.at("gpus")) {
         if (g.value("index", -1) != gpu) continue;
-        std::optional<MigGpu> mig = MigGpu::Read(g, tenants);
+        std::optional<MigGpu> mig = ReadMigGpu(g, tenants, made_->keys());
         if (mig) return {mig, mig->Offered(device)};
       }
       return {};
@@ -294,11 +326,16 @@ SlotId DraDriver::SlotOf(const std::string& device, const std::string& where) {
         throw e.Within(where + ": making MIG instance " + placement->Entry() + " on GPU " +
                        std::to_string(gpu));
       }
+      try {
+        made_->Add(MadeMigInstances::Key(gpu, placement->Entry()));
+      } catch (const Error& e) {  // the claim runs; only its instance's removal once idle is lost
+        std::fprintf(stderr, "gpumux-k8s-dra-driver: %s\n", e.what());
+      }
       std::tie(mig, placement) = find();
     }
     const MigGpu::Instance* made = mig && placement ? mig->InstanceAt(*placement) : nullptr;
     if (!made) throw Unavailable(where + ": the MIG instance of " + device + " was not made");
-    idle_since_.erase(std::to_string(gpu) + "/" + made->placement.Entry());
+    idle_since_.erase(MadeMigInstances::Key(gpu, made->placement.Entry()));
     return {gpu, made->index};
   }
   auto slot = SlotOfDevice(device);

@@ -18,8 +18,10 @@
 //   - unprepares it: removes the tenant (refused while its processes run) and the CDI spec;
 //   - with `dynamic_mig`, advertises each GPU in MIG mode as what it could still make (one device
 //     per placement, consuming counters of the GPU's counter set: mig_partitions.h), makes the
-//     instance a claim was allocated when it prepares it, and removes instances left idle (no
-//     tenant) for `mig_idle_grace`. Its slices: "<node>-gpu.gpumux.io" (the other GPUs' devices),
+//     instance a claim was allocated when it prepares it, and removes the instances it made once
+//     left idle (no tenant) for `mig_idle_grace` (made_mig_instances.h: it remembers which across
+//     restarts; an instance it did not make is never removed). Its slices: "<node>-gpu.gpumux.io"
+//     (the other GPUs' devices),
 //     "<node>-gpu.gpumux.io-counters" (the counter sets; several, 8 sets each, past 8 such GPUs)
 //     and "<node>-gpu.gpumux.io-gpu-N" per such GPU, all one pool.
 //
@@ -31,6 +33,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -38,6 +42,7 @@
 
 #include "integrations/kubernetes/informer.h"
 #include "integrations/kubernetes/kube_api.h"
+#include "integrations/kubernetes/made_mig_instances.h"
 #include "integrations/kubernetes/pod_request.h"
 #include "node/agent/agent_client.h"
 
@@ -72,17 +77,20 @@ class DraDriver {
   // The ResourceSlices of this node's pool for gpumuxd's answers to GET /v1/gpus and GET
   // /v1/tenants, at pool generation `generation`: one, or with `dynamic_mig` and GPUs in MIG mode
   // those named above.
+  // With dynamic_mig, `made` names the MIG instances this driver made (MadeMigInstances::Key);
+  // the others are kept (MigGpu::Instance::kept).
   static std::vector<nlohmann::json> ResourceSlices(const std::string& node,
                                                     const nlohmann::json& gpus,
                                                     const nlohmann::json& tenants, bool dynamic_mig,
-                                                    int64_t generation);
+                                                    int64_t generation,
+                                                    const std::set<std::string>& made = {});
   // Reads gpumuxd's GPUs and publishes the slices when they changed (a new generation when the
   // slices themselves change, and those no longer needed deleted). Returns whether it did. Throws
   // Error (unavailable).
   bool PublishResourceSlice();
-  // With dynamic_mig: removes the MIG instances idle (no tenant) for mig_idle_grace, as seen by
-  // the calls before. Returns them ("GPU N PROFILE@START"). Throws Error (unavailable); an instance
-  // gpumuxd still refuses to remove (a tenant came) stays.
+  // With dynamic_mig: removes the MIG instances this driver made that have been idle (no tenant)
+  // for mig_idle_grace, as seen by the calls before. Returns them ("GPU N PROFILE@START"). Throws
+  // Error (unavailable); an instance gpumuxd still refuses to remove (a tenant came) stays.
   std::vector<std::string> RemoveIdleMigInstances();
 
   // Keeps the claims allocated this driver's devices on this node (see above) until `stop`.
@@ -127,7 +135,8 @@ class DraDriver {
   int64_t generation_ = 0;
   // Held while an instance is made and its tenant admitted, and while idle ones are removed.
   std::mutex layout_mu_;
-  std::map<std::string, std::chrono::steady_clock::time_point> idle_since_;  // "GPU/PROFILE@START"
+  std::map<std::string, std::chrono::steady_clock::time_point> idle_since_;  // by its Key
+  std::optional<MadeMigInstances> made_;  // with dynamic_mig: <plugin_dir>/mig-instances-made.json
 };
 
 }  // namespace gpumux::k8s

@@ -145,8 +145,11 @@ std::vector<json> MigGpu::Devices() const {
 std::optional<MigPlacement> MigGpu::Offered(const std::string& device) const {
   for (const MigPlacement& p : placements) {
     if (MigPlacementDevice(gpu, p) != device) continue;
-    for (const Instance& i : instances)
-      if (i.other_tenants > 0 && i.placement.Overlaps(p)) return std::nullopt;
+    for (const Instance& i : instances) {
+      if (!i.placement.Overlaps(p)) continue;
+      bool at_p = i.placement.profile == p.profile && i.placement.start == p.start;
+      if (i.other_tenants > 0 || (i.kept && !at_p)) return std::nullopt;
+    }
     return p;
   }
   return std::nullopt;
@@ -161,7 +164,7 @@ const MigGpu::Instance* MigGpu::InstanceAt(const MigPlacement& p) const {
 std::vector<std::string> MigGpu::LayoutMaking(const MigPlacement& p) const {
   std::vector<std::string> layout;
   for (const Instance& i : instances)
-    if (!(i.idle() && i.placement.Overlaps(p))) layout.push_back(i.placement.Entry());
+    if (!(i.idle() && !i.kept && i.placement.Overlaps(p))) layout.push_back(i.placement.Entry());
   if (!InstanceAt(p)) layout.push_back(p.Entry());
   return layout;
 }

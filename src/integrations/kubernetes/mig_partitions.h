@@ -43,6 +43,9 @@ struct MigGpu {
     MigPlacement placement;
     std::string uuid;  // a real GPU's MIG device
     int claim_tenants = 0, other_tenants = 0;
+    // Not the driver's to replace or remove (it did not make it): when idle it is offered itself,
+    // but no placement overlapping it.
+    bool kept = false;
     bool idle() const { return claim_tenants == 0 && other_tenants == 0; }
   };
   int gpu = 0;
@@ -57,14 +60,16 @@ struct MigGpu {
 
   // The counter set the GPU's devices consume from: "gpu-N-mig".
   nlohmann::json CounterSet() const;
-  // Its devices: every placement neither held by others nor overlapping one that is.
+  // Its devices: every placement neither held by others nor overlapping one that is, nor
+  // overlapping a kept instance other than at its own placement.
   std::vector<nlohmann::json> Devices() const;
   // The placement a device name of this GPU stands for, if it is one it offers.
   std::optional<MigPlacement> Offered(const std::string& device) const;
   // The instance at `p`, if made.
   const Instance* InstanceAt(const MigPlacement& p) const;
   // The layout (PUT /v1/gpus/N "layout") that makes `p`: the instances there now, less the idle
-  // ones it overlaps. gpumuxd keeps the busy ones where they are and refuses if `p` overlaps one.
+  // ones it overlaps that are not kept. gpumuxd keeps the busy ones where they are and refuses if
+  // `p` overlaps one.
   std::vector<std::string> LayoutMaking(const MigPlacement& p) const;
   // The layout without the instances numbered in `indices`.
   std::vector<std::string> LayoutWithout(const std::set<int>& indices) const;

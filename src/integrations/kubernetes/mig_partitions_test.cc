@@ -116,6 +116,25 @@ TEST(MigPartitions, ATenantOverSeveralInstancesHoldsEachOfThem) {
   EXPECT_EQ(gpu->CounterSet()["counters"]["compute-slices"]["value"], "5");
 }
 
+// An idle instance the driver did not make (kept) is offered itself, as a made device, but no
+// placement overlapping it is: making one would remove it. Not kept, an idle instance gives way.
+TEST(MigPartitions, AKeptIdleInstanceIsOfferedItselfButNothingThatWouldReplaceIt) {
+  std::optional<MigGpu> gpu = MigGpu::Read(H100InMig({{"1g.10gb", 6}}), Tenants({}));
+  ASSERT_TRUE(gpu);
+  std::set<std::string> given_way = Names(gpu->Devices());
+  EXPECT_TRUE(given_way.count("gpu-0-mig-1g-20gb-at-6")) << "not kept: it may be replaced";
+  EXPECT_EQ(gpu->LayoutMaking(*gpu->Offered("gpu-0-mig-1g-20gb-at-6")),
+            std::vector<std::string>{"1g.20gb@6"});
+  gpu->instances[0].kept = true;
+  std::set<std::string> offered = Names(gpu->Devices());
+  EXPECT_TRUE(offered.count("gpu-0-mig-1g-10gb-at-6"));
+  EXPECT_FALSE(offered.count("gpu-0-mig-1g-20gb-at-6"));
+  EXPECT_FALSE(offered.count("gpu-0-mig-7g-80gb-at-0"));
+  EXPECT_TRUE(offered.count("gpu-0-mig-3g-40gb-at-0"));
+  EXPECT_EQ(gpu->LayoutMaking(*gpu->Offered("gpu-0-mig-3g-40gb-at-0")),
+            (std::vector<std::string>{"1g.10gb@6", "3g.40gb@0"}));
+}
+
 TEST(MigPartitions, AGpuNotInMigModeOrWithoutGeometryIsNotPartitioned) {
   json gpu = H100InMig({});
   gpu["mode"] = "timeslice";
