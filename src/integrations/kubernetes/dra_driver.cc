@@ -262,18 +262,16 @@ std::vector<std::string> DraDriver::RemoveIdleMigInstances() {
   for (const json& g : gpus.at("gpus")) {
     std::optional<MigGpu> mig = ReadMigGpu(g, tenants, made_->keys());
     if (!mig && g.value("mode", "") == "mig") continue;  // no geometry in the answer: cannot tell
-    std::string prefix = MadeMigInstances::Key(g.value("index", -1), "");
+    std::set<std::string> here;  // the instances of this GPU now, by their keys
+    if (mig)
+      for (const MigGpu::Instance& i : mig->instances)
+        here.insert(MadeMigInstances::Key(mig->gpu, i.placement.Entry()));
+    const std::string prefix = MadeMigInstances::Key(g.value("index", -1), "");
     for (const std::string& key : made_->keys())
-      if (key.rfind(prefix, 0) == 0 &&
-          (!mig || std::none_of(mig->instances.begin(), mig->instances.end(),
-                                [&](const MigGpu::Instance& i) {
-                                  return MadeMigInstances::Key(mig->gpu, i.placement.Entry()) ==
-                                         key;
-                                })))
-        gone.push_back(key);
+      if (key.rfind(prefix, 0) == 0 && !here.count(key)) gone.push_back(key);
     if (!mig) continue;
     std::set<int> expired;  // idle for the grace period: removed together, in one change
-    std::vector<std::string> keys;
+    std::vector<std::string> keys, named;  // theirs, and as the answer names them
     for (const MigGpu::Instance& i : mig->instances) {
       std::string key = MadeMigInstances::Key(mig->gpu, i.placement.Entry());
       if (!i.idle() || i.kept) continue;
@@ -282,6 +280,7 @@ std::vector<std::string> DraDriver::RemoveIdleMigInstances() {
       if (now - idle[key] < config_.mig_idle_grace) continue;
       expired.insert(i.index);
       keys.push_back(key);
+      named.push_back("GPU " + std::to_string(mig->gpu) + " " + i.placement.Entry());
     }
     if (expired.empty()) continue;
     try {
@@ -290,12 +289,9 @@ std::vector<std::string> DraDriver::RemoveIdleMigInstances() {
       if (e.code() != ErrorCode::kConflict) throw;
       continue;  // a tenant came, or a process gpumuxd does not know runs there: next call
     }
-    for (const std::string& key : keys) {
-      idle.erase(key);
-      gone.push_back(key);
-      removed.push_back("GPU " + key.substr(0, key.find('/')) + " " +
-                        key.substr(key.find('/') + 1));
-    }
+    for (const std::string& key : keys) idle.erase(key);
+    gone.insert(gone.end(), keys.begin(), keys.end());
+    removed.insert(removed.end(), named.begin(), named.end());
   }
   idle_since_ = std::move(idle);
   made_->Forget(gone);
