@@ -171,13 +171,16 @@ class KubernetesTest : public KubernetesNodeTest {
   }
 
   // gpumuxd on `gpus` simulated H100s, the fake API server with node-a, the fake kubelet, the
-  // device plugin (registered), and the extender on a TCP port.
-  void StartStack(int gpus) {
+  // device plugin (registered, its `resources`, after `before_plugin` ran), and the extender on a
+  // TCP port.
+  void StartStack(int gpus, const std::function<void()>& before_plugin = {},
+                  size_t resources = 3) {
     StartNode(gpus);
+    if (before_plugin) before_plugin();
     kubelet_ = std::make_unique<FakeKubelet>(sockets_);
     kubelet_->Start();
     StartPlugin();
-    ASSERT_EQ(kubelet_->WaitForRegistrations(3), 3u) << Log();
+    ASSERT_EQ(kubelet_->WaitForRegistrations(resources), resources) << Log();
     for (int i = 0; i < 250 && !api_->Node("node-a")["metadata"].contains("annotations"); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     kube_ = std::make_unique<k8s::KubeApi>(api_->address());
@@ -190,8 +193,10 @@ class KubernetesTest : public KubernetesNodeTest {
     });
   }
   void StartPlugin() {
-    StartProgram(GPUMUX_K8S_DEVICE_PLUGIN, {"--kubelet-dir", sockets_.string(), "--state-dir",
-                                            (dir_ / "k8s-state").string()});
+    std::vector<std::string> args = {"--kubelet-dir", sockets_.string(), "--state-dir",
+                                     (dir_ / "k8s-state").string()};
+    args.insert(args.end(), plugin_args_.begin(), plugin_args_.end());
+    StartProgram(GPUMUX_K8S_DEVICE_PLUGIN, args);
   }
 
   // POST /VERB to the extender; returns (status, answer).
@@ -291,6 +296,7 @@ class KubernetesTest : public KubernetesNodeTest {
                     other_pod.empty() ? owner->uid : other_pod, systemd_style, user);
   }
 
+  std::vector<std::string> plugin_args_;  // more of the device plugin's options
   std::unique_ptr<FakeKubelet> kubelet_;
   std::unique_ptr<k8s::KubeApi> kube_;
   std::unique_ptr<k8s::Extender> extender_;
@@ -366,6 +372,97 @@ TEST_F(KubernetesTest, APodOfTwoGpusIsPlacedOnTwoAndHeldToItsShareOfEach) {
 // describe pod` shows), read as kube-scheduler reads the extender's answers: a pod that does not
 // fit now (FailedNodes), one no node can ever take (FailedAndUnresolvableNodes), arguments that
 // are not a pod, and a bind that cannot be done (ExtenderBindingResult's Error).
+// Dynamic MIG through the device plugin: a GPU whose 3g.40gb instance runs an operator's tenant
+// offers the 1g.10gb placements beside it (one resource per profile, a device per placement). A
+// pod asking gpumux.io/mig-1g.10gb is placed by the extender where it rules out least (@6: the
+// 1g.20gb@4 and 2g.20gb@4 stay possible), gets the instance made there, the busy one untouched,
+// and runs under the instance's memory; the next such pod goes elsewhere. A profile no free
+// placement allows is refused with the reason. Once the pod is gone and the grace period passes,
+// the instance it got is removed; the operator's stays.
+TEST_F(KubernetesTest, APodAskingAMigProfileGetsAnInstanceMadeThatGoesOnceItIsIdle) {
+  plugin_args_ = {"--dynamic-mig", "--mig-idle-grace", "1"};
+  const size_t kResources = 3 + 6;  // and the H100's profiles without media engines
+  ASSERT_NO_FATAL_FAILURE(StartStack(
+      1,
+      [&] {
+        Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"3g.40gb@0"}}}, 200);
+        Call("POST", "/v1/tenants",
+             {{"id", "busy"}, {"gpu", 0}, {"instance", 0}, {"memory", "4GiB"}}, 201);
+      },
+      kResources));
+  const std::string kMig = "gpumux.io/mig-1g.10gb";
+  auto healthy = [&] {
+    std::set<std::string> ids;
+    for (const pb::Device& d : Devices(kMig))
+      if (d.health() == "Healthy") ids.insert(d.id());
+    return ids;
+  };
+  EXPECT_EQ(Devices(kMig).size(), 7u) << "one per placement of 1g.10gb";
+  EXPECT_EQ(healthy(), (std::set<std::string>{"gpu-0-mig-1g-10gb-at-4", "gpu-0-mig-1g-10gb-at-5",
+                                              "gpu-0-mig-1g-10gb-at-6"}))
+      << "those beside the busy instance";
+  const uint64_t busy_bytes =
+      Call("GET", "/v1/gpus", json(), 200)["gpus"][0]["instances"][0]["memory_bytes"];
+  EXPECT_EQ(Devices(kMemory).size(), busy_bytes / kGiB)
+      << "the operator's instance stays a slot of its own";
+
+  api_->AddPod(PendingPod("small", "e1e1e1e1-0000-4000-8000-000000000041", {{{kMig, 1}}}));
+  ASSERT_EQ(Schedule("small"), "");
+  json annotations = api_->Pod("small")["metadata"]["annotations"];
+  EXPECT_EQ(annotations["gpumux.io/assigned"], "0");
+  EXPECT_EQ(annotations["gpumux.io/mig-placement"], "1g.10gb@6") << annotations;
+
+  auto [status, container] = Allocate(kMig, 1);
+  ASSERT_TRUE(status.ok()) << status.error_message() << Log();
+  json gpu = Call("GET", "/v1/gpus", json(), 200)["gpus"][0];
+  ASSERT_EQ(gpu["instances"].size(), 2u) << gpu;
+  EXPECT_EQ(gpu["instances"][0]["profile"], "3g.40gb");
+  EXPECT_EQ(gpu["instances"][0]["start"], 0) << "the busy instance stays where it is";
+  EXPECT_EQ(gpu["instances"][1]["profile"], "1g.10gb");
+  EXPECT_EQ(gpu["instances"][1]["start"], 6);
+  const std::string tenant_id = "k8s-e1e1e1e1-0000-4000-8000-000000000041-0";
+  json tenant = Tenant(tenant_id);
+  EXPECT_EQ(tenant["instance"], gpu["instances"][1]["instance"]) << tenant;
+  const uint64_t quota = tenant["quota_bytes"].get<uint64_t>();
+  EXPECT_EQ(quota, gpu["instances"][1]["memory_bytes"].get<uint64_t>()) << "the whole instance";
+  uint64_t got = FillAs(container);
+  EXPECT_LE(got, quota);
+  EXPECT_GT(got, quota - 64 * kMiB) << "the pod runs under its quota on the new instance";
+  EXPECT_FALSE(Tenant("busy").is_null());
+
+  // The extender counted it: the next 1g.10gb goes beside it; a 4g.40gb fits nowhere now.
+  api_->AddPod(PendingPod("next", "e1e1e1e1-0000-4000-8000-000000000042", {{{kMig, 1}}},
+                          "2026-12-04T08:00:01Z"));
+  ASSERT_EQ(Schedule("next"), "");
+  std::string next = api_->Pod("next")["metadata"]["annotations"]["gpumux.io/mig-placement"];
+  EXPECT_TRUE(next == "1g.10gb@4" || next == "1g.10gb@5") << next;
+  api_->AddPod(PendingPod("big", "e1e1e1e1-0000-4000-8000-000000000043",
+                          {{{"gpumux.io/mig-4g.40gb", 1}}}));
+  std::string refused = Schedule("big");
+  EXPECT_NE(refused.find("GPU 0: no 4g.40gb placement left beside the instances there"),
+            std::string::npos)
+      << refused;
+  api_->DeletePod("next");
+  api_->DeletePod("big");
+  // The made instance is its pod's: no longer offered to others.
+  for (int i = 0; i < 250 && healthy().count("gpu-0-mig-1g-10gb-at-6"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(healthy(),
+            (std::set<std::string>{"gpu-0-mig-1g-10gb-at-4", "gpu-0-mig-1g-10gb-at-5"}));
+
+  // The pod goes: its tenant is removed, then its idle instance after the grace period.
+  api_->DeletePod("small");
+  json after;
+  for (int i = 0; i < 400; ++i) {
+    after = Call("GET", "/v1/gpus", json(), 200)["gpus"][0];
+    if (after["instances"].size() == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(Tenant(tenant_id).is_null());
+  EXPECT_EQ(after["layout"], json({"3g.40gb@0"})) << "the idle instance removed: " << Log();
+  EXPECT_FALSE(Tenant("busy").is_null());
+}
+
 TEST_F(KubernetesTest, KubeSchedulerRecordsWhyTheExtenderRefusedAPod) {
   ASSERT_NO_FATAL_FAILURE(StartStack(1));
   api_->AddPod(PendingPod("huge", "e1e1e1e1-0000-4000-8000-000000000041", {{{kMemory, 100}}}));

@@ -43,6 +43,8 @@ DevicePlugin::DevicePlugin(DevicePluginConfig config)
       record_((std::filesystem::create_directories(config_.state_dir),
                config_.state_dir + "/allocations.json")) {
   if (config_.node_name.empty()) throw BadInput("node: give this node's name (--node)");
+  if (config_.dynamic_mig)
+    mig_.emplace(&agent_, config_.state_dir + "/mig-instances-made.json", config_.mig_idle_grace);
   if (api_) {
     CheckDnsSubdomain("node", config_.node_name);
     auto uid = [](const json& pod) {
@@ -67,7 +69,10 @@ void DevicePlugin::WatchPods(const std::atomic<bool>& stop) {
 
 bool DevicePlugin::Refresh() {
   json gpus = agent_.Gpus()["gpus"];
+  json tenants = mig_ ? agent_.Tenants() : json();
+  const std::set<std::string> made = mig_ ? mig_->made() : std::set<std::string>();
   std::vector<Slot> slots;
+  std::vector<MigRoom> rooms;
   std::map<std::string, std::vector<PluginDevice>> devices;
   for (const json& g : gpus) {
     int index = g["index"].get<int>();
@@ -89,7 +94,23 @@ bool DevicePlugin::Refresh() {
             {SlotPrefix(s.id) + "-pct" + std::to_string(k), healthy});
       devices[kGpuResource].push_back({SlotPrefix(s.id), healthy});
     };
-    if (g.value("mode", "") == "mig") {
+    std::optional<MigGpu> dynamic = mig_ ? MigMaker::Read(g, tenants, made) : std::nullopt;
+    if (dynamic) {
+      // The instances it did not make are slots as ever; the GPU is a room for the rest.
+      MigRoom room{index, healthy, dynamic->slots};
+      for (const MigGpu::Instance& i : dynamic->instances) {
+        if (i.kept) add_slot(i.index, i.placement.memory_bytes, i.uuid);
+        if (!i.kept && i.idle()) continue;
+        for (int s = i.placement.start; s < i.placement.start + i.placement.memory_slices; ++s)
+          room.held |= 1u << s;
+      }
+      for (const MigPlacement& p : dynamic->placements) {
+        room.placements.push_back({p.profile, p.start, p.memory_slices});
+        bool free = (room.held & room.placements.back().Mask()) == 0;
+        devices[MigResource(p.profile)].push_back({MigPlacementDevice(index, p), healthy && free});
+      }
+      rooms.push_back(std::move(room));
+    } else if (g.value("mode", "") == "mig") {
       for (const json& i : g.value("instances", json::array()))
         add_slot(i["instance"].get<int>(), i["memory_bytes"].get<uint64_t>(),
                  MemberText(i, "uuid"));
@@ -97,11 +118,16 @@ bool DevicePlugin::Refresh() {
       add_slot(-1, g["memory_bytes"].get<uint64_t>(), MemberText(g, "uuid"));
     }
   }
-  NodeGpus fresh(std::move(slots));
-  std::string annotation = fresh.Annotation();
+  NodeGpus fresh(std::move(slots), std::move(rooms));
+  std::map<std::string, std::string> annotations = {{kNodeGpusAnnotation, fresh.Annotation()}};
+  if (mig_) annotations[kMigRoomsAnnotation] = fresh.MigRoomsAnnotation();
+  const std::string annotation = json(annotations).dump();
   bool changed;
   {
     std::lock_guard lock(mu_);
+    for (const auto& [resource, list] : devices)
+      if (std::find(resources_.begin(), resources_.end(), resource) == resources_.end())
+        resources_.push_back(resource);
     changed = devices != devices_ || version_ == 0;
     if (changed) {
       devices_ = std::move(devices);
@@ -115,7 +141,7 @@ bool DevicePlugin::Refresh() {
   // retried at the next refresh.
   if (api_ && annotation != published_) {
     try {
-      api_->AnnotateNode(config_.node_name, {{kNodeGpusAnnotation, annotation}});
+      api_->AnnotateNode(config_.node_name, annotations);
       published_ = annotation;
     } catch (const Error& e) {
       if (annotate_error_ != e.what())
@@ -124,6 +150,15 @@ bool DevicePlugin::Refresh() {
     }
   }
   return changed;
+}
+
+std::vector<std::string> DevicePlugin::Resources() {
+  std::lock_guard lock(mu_);
+  return resources_;
+}
+
+std::vector<std::string> DevicePlugin::RemoveIdleMigInstances() {
+  return mig_ ? mig_->RemoveIdle() : std::vector<std::string>();
 }
 
 std::vector<PluginDevice> DevicePlugin::Devices(const std::string& resource, uint64_t* version) {
@@ -188,6 +223,7 @@ ContainerAnswer DevicePlugin::Allocate(const std::string& resource,
                    " (pods that ask gpumux resources must be scheduled by gpumux-k8s-scheduler, "
                    "which assigns them a GPU)");
   }
+  if (!MigProfileOf(resource).empty()) return AllocateMig(*c, resource, ids);
   const PodRequest& pod = c->pod;
   std::vector<const Slot*> slots;
   for (const SlotId& where : pod.assigned) {
@@ -237,11 +273,57 @@ ContainerAnswer DevicePlugin::Allocate(const std::string& resource,
   return answer;
 }
 
+ContainerAnswer DevicePlugin::AllocateMig(const ContainerToAllocate& c,
+                                          const std::string& resource,
+                                          const std::vector<std::string>& ids) {
+  const PodRequest& pod = c.pod;
+  std::string where = "pod " + pod.ns + "/" + pod.name + " container " + c.container.name;
+  if (!mig_)
+    throw NotFound(where + ": asks " + resource +
+                   ", which this plugin makes only with --dynamic-mig");
+  if (ids.size() != 1) throw BadInput(where + ": one MIG instance per container");
+  // Where the extender placed it (and counted it): the instance the kubelet allocated must be it.
+  MigPlacement placed{pod.mig_profile, pod.mig_start};
+  std::string device = MigPlacementDevice(pod.assigned[0].gpu, placed);
+  if (pod.mig_start < 0 || ids[0] != device)
+    throw Conflict(where + ": the kubelet allocated " + ids[0] +
+                   ", the scheduler placed it at " +
+                             (pod.mig_start < 0 ? "no placement (annotation " +
+                                                      std::string(kMigPlacementAnnotation) + ")"
+                                                : device));
+  std::unique_lock layout = mig_->Lock();  // from the instance made to its tenant admitted
+  MigGpu::Instance instance = mig_->Make(device, where);
+  agent::TenantRequest request;
+  request.id = c.tenant;
+  request.priority = node::ParsePriority(pod.priority);
+  if (c.container.run_as_user >= 0)
+    request.owner_uid = uid_t(c.container.run_as_user);
+  else
+    request.learn_owner = true;
+  request.cgroup = PodCgroup(pod.uid);
+  request.source = "kubernetes:" + pod.ns + "/" + pod.name + "/" + c.container.name;
+  request.labels.pod_namespace = pod.ns;
+  request.labels.pod = pod.name;
+  request.labels.container = c.container.name;
+  SetTenantSlots({{pod.assigned[0].gpu, instance.index}}, &request);
+  request.memory = {instance.placement.memory_bytes};  // the instance is the pod's alone
+  agent::Admission admitted = agent_.Admit(request);
+  layout.unlock();
+  record_.Answered(c, resource);
+  ContainerAnswer answer;
+  std::vector<std::string> uuids;
+  if (!instance.uuid.empty()) uuids.push_back(instance.uuid);
+  answer.edits = EditsForTenant(admitted.answer, uuids);
+  answer.annotations["gpumux.io/tenant"] = c.tenant;
+  return answer;
+}
+
 std::vector<std::string> DevicePlugin::Preferred(const std::string& resource,
                                                  const std::vector<std::string>& available,
                                                  const std::vector<std::string>& must_include,
                                                  int size) {
   std::vector<SlotId> want;  // the pod's GPUs; `size` is spread evenly over them
+  std::string mig_device;    // a MIG placement: where the extender placed the pod
   try {
     // From the watched pods, else from a list made now (the pod was bound a moment ago).
     for (bool fresh : {false, true}) {
@@ -249,12 +331,17 @@ std::vector<std::string> DevicePlugin::Preferred(const std::string& resource,
       std::lock_guard lock(mu_);
       if (auto c = record_.Find(pods, resource, size)) {
         want = c->pod.assigned;
+        if (c->pod.asks_mig() && c->pod.mig_start >= 0)
+          mig_device = MigPlacementDevice(want[0].gpu, {c->pod.mig_profile, c->pod.mig_start});
         break;
       }
     }
   } catch (const Error&) {
     // Only a hint: without the pod, the kubelet's own choice.
   }
+  if (!mig_device.empty() && must_include.empty() && size == 1 &&
+      std::find(available.begin(), available.end(), mig_device) != available.end())
+    return {mig_device};
   std::map<SlotId, int> taken;
   auto wanted = [&](const std::optional<SlotId>& slot) {
     return slot && std::find(want.begin(), want.end(), *slot) != want.end() &&

@@ -9,6 +9,15 @@
 // its percent, priority from the pod's annotation. The answer starts the container under the shim
 // (container_edits.h).
 //
+// With `dynamic_mig`, a GPU in MIG mode is offered as the instances it could still make, one
+// resource per profile: gpumux.io/mig-1g.10gb, one device per placement ("gpu-0-mig-1g-10gb-at-6",
+// healthy while no busy instance, nor one it did not make, overlaps it), and published as a MIG
+// room for the extender (annotation gpumux.io/mig-rooms, node_gpus.h). A container allocated a
+// placement gets the instance made there (mig_maker.h; idle instances it made that overlap it are
+// removed, busy ones stay) and is admitted on it, its quota the instance's memory; an instance it
+// made left idle for `mig_idle_grace` is removed (RemoveIdleMigInstances). Instances it did not make
+// stay slots as without it.
+//
 // A tenant goes when its pod does: every poll the plugin lists the node's pods (the API server;
 // the kubelet's pod-resources API names no pod UID, and gpumuxd's dead-process reclaim frees memory
 // but cannot tell a restarting container from a pod that is gone) and removes the tenants of pods
@@ -30,6 +39,7 @@
 #include "integrations/kubernetes/container_edits.h"
 #include "integrations/kubernetes/informer.h"
 #include "integrations/kubernetes/kube_api.h"
+#include "integrations/kubernetes/mig_maker.h"
 #include "integrations/kubernetes/node_gpus.h"
 #include "integrations/kubernetes/pod_tenants.h"
 #include "node/agent/agent_client.h"
@@ -42,6 +52,8 @@ struct DevicePluginConfig {
   std::string node_name;
   std::string apiserver = "in-cluster";  // see ResolveApiServer
   std::string state_dir = "/var/lib/gpumux/kubernetes";
+  bool dynamic_mig = false;  // see above; what it made is kept in state_dir
+  std::chrono::milliseconds mig_idle_grace = std::chrono::minutes(5);
 };
 
 struct PluginDevice {
@@ -55,7 +67,7 @@ struct ContainerAnswer {
   std::map<std::string, std::string> annotations;
 };
 
-// The resources, in the order the plugin registers them.
+// The resources every plugin registers, in order.
 const std::vector<std::string>& PluginResources();
 
 class DevicePlugin {
@@ -67,6 +79,12 @@ class DevicePlugin {
   // version, wakes ListAndWatch streams and publishes the node's slots (annotation gpumux.io/gpus)
   // for the extender. Returns whether they changed. Throws Error (unavailable).
   bool Refresh();
+  // The resources to register: PluginResources(), then with dynamic_mig each MIG profile a GPU of
+  // this node has offered since the plugin started (the list only grows).
+  std::vector<std::string> Resources();
+  // With dynamic_mig: removes the MIG instances it made that have been idle for mig_idle_grace.
+  // Returns them ("GPU N PROFILE@START"). Throws Error (unavailable).
+  std::vector<std::string> RemoveIdleMigInstances();
   // Removes the tenants of this node's pods that are gone or finished. Returns their ids.
   std::vector<std::string> RemoveTenantsOfGonePods();
   // Keeps this node's pods (fieldSelector spec.nodeName) from a list and a watch (informer.h)
@@ -98,6 +116,10 @@ class DevicePlugin {
   nlohmann::json NodePodItems(bool fresh) const;
   // Those that ask gpumux, oldest first.
   std::vector<PodRequest> NodePods(bool fresh = false) const;
+  // Allocate for a MIG profile's resource: makes the instance, admits the container on it. With
+  // mu_ held.
+  ContainerAnswer AllocateMig(const ContainerToAllocate& c, const std::string& resource,
+                              const std::vector<std::string>& device_ids);
 
   DevicePluginConfig config_;
   agent::AgentClient agent_;
@@ -111,8 +133,10 @@ class DevicePlugin {
   std::string published_;       // the annotation last written
   std::string annotate_error_;  // why the last write failed (logged once per reason)
   NodeGpus slots_;
+  std::vector<std::string> resources_ = PluginResources();
   std::map<std::string, std::vector<PluginDevice>> devices_;
   AllocationRecord record_;
+  std::optional<MigMaker> mig_;  // with dynamic_mig
 };
 
 }  // namespace gpumux::k8s

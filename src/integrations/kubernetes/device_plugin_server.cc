@@ -132,14 +132,15 @@ void DevicePluginServer::Start() {
   const std::string& dir = plugin_->config().kubelet_dir;
   std::string kubelet = dir + "/kubelet.sock";
   kubelet_inode_ = InodeOf(kubelet);
-  for (const std::string& resource : PluginResources()) {
+  served_ = plugin_->Resources();
+  for (const std::string& resource : served_) {
     services_.push_back(std::make_unique<Service>(plugin_, resource, &stopping_));
     servers_.push_back(ServeOnUnixSocket(dir + "/" + SocketName(resource), services_.back().get()));
   }
   // Registered only once every socket serves: the kubelet calls back at once.
   auto channel = grpc::CreateChannel("unix:" + kubelet, grpc::InsecureChannelCredentials());
   auto registration = pb::Registration::NewStub(channel);
-  for (const std::string& resource : PluginResources()) {
+  for (const std::string& resource : served_) {
     pb::RegisterRequest request;
     request.set_version(kApiVersion);
     request.set_endpoint(SocketName(resource));
@@ -168,9 +169,12 @@ bool DevicePluginServer::Watch() {
   const std::string& dir = plugin_->config().kubelet_dir;
   ino_t kubelet = InodeOf(dir + "/kubelet.sock");
   bool ours = true;
-  for (const std::string& resource : PluginResources())
+  for (const std::string& resource : served_)
     ours = ours && InodeOf(dir + "/" + SocketName(resource)) != 0;
-  if (kubelet == 0 || (kubelet == kubelet_inode_ && ours && !servers_.empty())) return false;
+  // A new MIG profile offered (dynamic MIG) is a resource to serve and register too.
+  bool same_resources = plugin_->Resources() == served_;
+  if (kubelet == 0 || (kubelet == kubelet_inode_ && ours && same_resources && !servers_.empty()))
+    return false;
   Start();
   return true;
 }

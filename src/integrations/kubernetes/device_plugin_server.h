@@ -1,5 +1,5 @@
 // The kubelet's side of the device plugin (API v1beta1 over gRPC on Unix sockets) around a
-// DevicePlugin: one server per resource, on "gpumux-<resource>.sock" in the kubelet's directory,
+// DevicePlugin: one server per resource (DevicePlugin::Resources()), on "gpumux-<resource>.sock" in the kubelet's directory,
 // each registered with the kubelet (Registration.Register on kubelet.sock) after it serves.
 //
 // The kubelet deletes every socket in its directory when it restarts and makes kubelet.sock anew;
@@ -46,6 +46,7 @@ class DevicePluginServer {
   DevicePlugin* plugin_;
   std::vector<std::unique_ptr<Service>> services_;
   std::vector<std::unique_ptr<grpc::Server>> servers_;
+  std::vector<std::string> served_;  // the resources served, in order
   std::atomic<bool> stopping_{false};
   ino_t kubelet_inode_ = 0;
 };

@@ -21,17 +21,6 @@ using nlohmann::json;
 
 namespace {
 
-// GPU `g` of gpumuxd's answer as a MIG GPU (null when it is not one), its instances that are not
-// in `made` (this driver's) kept.
-std::optional<MigGpu> ReadMigGpu(const json& g, const json& tenants,
-                                 const std::set<std::string>& made) {
-  std::optional<MigGpu> mig = MigGpu::Read(g, tenants);
-  if (mig)
-    for (MigGpu::Instance& i : mig->instances)
-      i.kept = !made.count(MadeMigInstances::Key(mig->gpu, i.placement.Entry()));
-  return mig;
-}
-
 constexpr uint64_t kGiB = 1ull << 30;
 // Kubernetes' ResourceSliceMaxCounterSets (resource.k8s.io/v1).
 constexpr size_t kMaxCounterSetsPerSlice = 8;
@@ -100,7 +89,8 @@ DraDriver::DraDriver(DraDriverConfig config)
            }}) {
   if (config_.node_name.empty()) throw BadInput("node: give this node's name (--node)");
   CheckDnsSubdomain("node", config_.node_name);
-  if (config_.dynamic_mig) made_.emplace(config_.plugin_dir + "/mig-instances-made.json");
+  if (config_.dynamic_mig)
+    mig_.emplace(&agent_, config_.plugin_dir + "/mig-instances-made.json", config_.mig_idle_grace);
 }
 
 void DraDriver::WatchClaims(const std::atomic<bool>& stop) { claims_informer_.Run(stop); }
@@ -152,7 +142,7 @@ std::vector<json> DraDriver::ResourceSlices(const std::string& node, const json&
     std::string mode = g.value("mode", "timeslice");
     if (!g.value("healthy", true)) continue;  // a lost GPU is not offered to new claims
     if (dynamic_mig) {
-      if (std::optional<MigGpu> mig = ReadMigGpu(g, tenants, made)) {
+      if (std::optional<MigGpu> mig = MigMaker::Read(g, tenants, made)) {
         partitioned.push_back(std::move(*mig));
         continue;
       }
@@ -224,11 +214,7 @@ std::vector<json> DraDriver::ResourceSlices(const std::string& node, const json&
 bool DraDriver::PublishResourceSlice() {
   json gpus = agent_.Gpus();
   json tenants = config_.dynamic_mig ? agent_.Tenants() : json{{"tenants", json::array()}};
-  std::set<std::string> made;
-  if (made_) {
-    std::lock_guard layout_lock(layout_mu_);
-    made = made_->keys();
-  }
+  std::set<std::string> made = mig_ ? mig_->made() : std::set<std::string>();
   std::lock_guard lock(mu_);
   std::vector<json> slices =
       ResourceSlices(config_.node_name, gpus, tenants, config_.dynamic_mig, generation_, made);
@@ -252,88 +238,12 @@ bool DraDriver::PublishResourceSlice() {
 }
 
 std::vector<std::string> DraDriver::RemoveIdleMigInstances() {
-  std::vector<std::string> removed;
-  if (!config_.dynamic_mig) return removed;
-  std::lock_guard lock(layout_mu_);
-  json gpus = agent_.Gpus(), tenants = agent_.Tenants();
-  const auto now = std::chrono::steady_clock::now();
-  std::map<std::string, std::chrono::steady_clock::time_point> idle;
-  std::vector<std::string> gone;  // made here, no longer there (removed by someone else)
-  for (const json& g : gpus.at("gpus")) {
-    std::optional<MigGpu> mig = ReadMigGpu(g, tenants, made_->keys());
-    if (!mig && g.value("mode", "") == "mig") continue;  // no geometry in the answer: cannot tell
-    std::set<std::string> here;  // the instances of this GPU now, by their keys
-    if (mig)
-      for (const MigGpu::Instance& i : mig->instances)
-        here.insert(MadeMigInstances::Key(mig->gpu, i.placement.Entry()));
-    const std::string prefix = MadeMigInstances::Key(g.value("index", -1), "");
-    for (const std::string& key : made_->keys())
-      if (key.rfind(prefix, 0) == 0 && !here.count(key)) gone.push_back(key);
-    if (!mig) continue;
-    std::set<int> expired;  // idle for the grace period: removed together, in one change
-    std::vector<std::string> keys, named;  // theirs, and as the answer names them
-    for (const MigGpu::Instance& i : mig->instances) {
-      std::string key = MadeMigInstances::Key(mig->gpu, i.placement.Entry());
-      if (!i.idle() || i.kept) continue;
-      auto since = idle_since_.find(key);
-      idle[key] = since == idle_since_.end() ? now : since->second;
-      if (now - idle[key] < config_.mig_idle_grace) continue;
-      expired.insert(i.index);
-      keys.push_back(key);
-      named.push_back("GPU " + std::to_string(mig->gpu) + " " + i.placement.Entry());
-    }
-    if (expired.empty()) continue;
-    try {
-      agent_.SetMode(mig->gpu, {{"mode", "mig"}, {"layout", mig->LayoutWithout(expired)}});
-    } catch (const Error& e) {
-      if (e.code() != ErrorCode::kConflict) throw;
-      continue;  // a tenant came, or a process gpumuxd does not know runs there: next call
-    }
-    for (const std::string& key : keys) idle.erase(key);
-    gone.insert(gone.end(), keys.begin(), keys.end());
-    removed.insert(removed.end(), named.begin(), named.end());
-  }
-  idle_since_ = std::move(idle);
-  made_->Forget(gone);
-  return removed;
+  return mig_ ? mig_->RemoveIdle() : std::vector<std::string>();
 }
 
 SlotId DraDriver::SlotOf(const std::string& device, const std::string& where) {
-  if (config_.dynamic_mig && GpuOfMigPlacementDevice(device)) {
-    int gpu = *GpuOfMigPlacementDevice(device);
-    auto find = [&]() -> std::pair<std::optional<MigGpu>, std::optional<MigPlacement>> {
-      json gpus = agent_.Gpus(), tenants = agent_.Tenants();
-      for (const json& g : gpus.at("gpus")) {
-        if (g.value("index", -1) != gpu) continue;
-        std::optional<MigGpu> mig = ReadMigGpu(g, tenants, made_->keys());
-        if (mig) return {mig, mig->Offered(device)};
-      }
-      return {};
-    };
-    auto [mig, placement] = find();
-    if (!placement)
-      throw NotFound(where + ": device " + device +
-                     " is not one this node offers now (its GPU is not in MIG mode, or another "
-                     "tenant holds an instance there)");
-    if (!mig->InstanceAt(*placement)) {
-      try {
-        agent_.SetMode(gpu, {{"mode", "mig"}, {"layout", mig->LayoutMaking(*placement)}});
-      } catch (const Error& e) {
-        throw e.Within(where + ": making MIG instance " + placement->Entry() + " on GPU " +
-                       std::to_string(gpu));
-      }
-      try {
-        made_->Add(MadeMigInstances::Key(gpu, placement->Entry()));
-      } catch (const Error& e) {  // the claim runs; only its instance's removal once idle is lost
-        std::fprintf(stderr, "gpumux-k8s-dra-driver: %s\n", e.what());
-      }
-      std::tie(mig, placement) = find();
-    }
-    const MigGpu::Instance* made = mig && placement ? mig->InstanceAt(*placement) : nullptr;
-    if (!made) throw Unavailable(where + ": the MIG instance of " + device + " was not made");
-    idle_since_.erase(MadeMigInstances::Key(gpu, made->placement.Entry()));
-    return {gpu, made->index};
-  }
+  if (mig_ && GpuOfMigPlacementDevice(device))
+    return {*GpuOfMigPlacementDevice(device), mig_->Make(device, where).index};
   auto slot = SlotOfDevice(device);
   if (!slot) throw BadInput(where + ": device '" + device + "' is not one gpumux publishes");
   return *slot;
@@ -352,7 +262,8 @@ std::vector<PreparedDevice> DraDriver::Prepare(const std::string& ns, const std:
   // Its devices: one GPU or MIG instance, or several (one tenant over all of them).
   // (A MIG placement not made yet is made now: from here to its tenant's admission, no idle
   // instance is removed.)
-  std::unique_lock layout_lock(layout_mu_);
+  std::unique_lock<std::mutex> layout_lock;
+  if (mig_) layout_lock = mig_->Lock();
   std::vector<SlotId> slots;
   std::vector<std::string> requests;
   for (const json* result : ours) {
@@ -456,7 +367,7 @@ std::vector<PreparedDevice> DraDriver::Prepare(const std::string& ns, const std:
                    owner.dump());
 
   agent::Admission admitted = agent_.Admit(admit);
-  layout_lock.unlock();
+  if (layout_lock.owns_lock()) layout_lock.unlock();
   json spec = CdiSpec(uid, EditsForTenant(admitted.answer, uuids));
   // Written beside and renamed over: the runtime never reads half a spec.
   std::filesystem::create_directories(config_.cdi_dir);

@@ -19,7 +19,7 @@
 //   - with `dynamic_mig`, advertises each GPU in MIG mode as what it could still make (one device
 //     per placement, consuming counters of the GPU's counter set: mig_partitions.h), makes the
 //     instance a claim was allocated when it prepares it, and removes the instances it made once
-//     left idle (no tenant) for `mig_idle_grace` (made_mig_instances.h: it remembers which across
+//     left idle (no tenant) for `mig_idle_grace` (mig_maker.h: it remembers which across
 //     restarts; an instance it did not make is never removed). Its slices: "<node>-gpu.gpumux.io"
 //     (the other GPUs' devices),
 //     "<node>-gpu.gpumux.io-counters" (the counter sets; several, 8 sets each, past 8 such GPUs)
@@ -42,7 +42,7 @@
 
 #include "integrations/kubernetes/informer.h"
 #include "integrations/kubernetes/kube_api.h"
-#include "integrations/kubernetes/made_mig_instances.h"
+#include "integrations/kubernetes/mig_maker.h"
 #include "integrations/kubernetes/pod_request.h"
 #include "node/agent/agent_client.h"
 
@@ -120,7 +120,7 @@ class DraDriver {
   // The allocation results of `claim` that are devices of this driver on this node.
   std::vector<const nlohmann::json*> ResultsHere(const nlohmann::json& claim) const;
   // The GPU or instance `device` is; a MIG placement device (dynamic_mig) is made first if it is
-  // not. Call with layout_mu_ held. Throws Error naming `where`.
+  // not. Call with mig_->Lock() held (dynamic_mig). Throws Error naming `where`.
   SlotId SlotOf(const std::string& device, const std::string& where);
 
   DraDriverConfig config_;
@@ -133,10 +133,7 @@ class DraDriver {
   std::string published_;
   std::vector<std::string> published_names_;
   int64_t generation_ = 0;
-  // Held while an instance is made and its tenant admitted, and while idle ones are removed.
-  std::mutex layout_mu_;
-  std::map<std::string, std::chrono::steady_clock::time_point> idle_since_;  // by its Key
-  std::optional<MadeMigInstances> made_;  // with dynamic_mig: <plugin_dir>/mig-instances-made.json
+  std::optional<MigMaker> mig_;  // with dynamic_mig: <plugin_dir>/mig-instances-made.json
 };
 
 }  // namespace gpumux::k8s

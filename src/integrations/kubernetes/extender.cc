@@ -103,8 +103,10 @@ Extender::NodeChange Extender::PutNode(const std::string& name, NodeGpus gpus) {
       s.held_whole = old->held_whole;
     }
   }
+  for (MigRoom& r : gpus.mig_rooms())
+    if (MigRoom* old = node.FindMigRoom(r.gpu)) r.pods_on_slice = old->pods_on_slice;
   // The same slots again (a filter with full Nodes sends every node each time) keep their scores.
-  if (gpus.slots() != node.slots()) known.memo.Forget();
+  if (gpus.slots() != node.slots() || gpus.mig_rooms() != node.mig_rooms()) known.memo.Forget();
   node = std::move(gpus);
   return fresh ? NodeChange::kLearnt : NodeChange::kUpdated;
 }
@@ -246,6 +248,7 @@ std::vector<int> Extender::RecentMilli() const {
     auto placed = placed_.find(*it);
     if (placed == placed_.end() || !seen.insert(*it).second) continue;
     const Placement& p = placed->second;
+    if (p.pod.asks_mig()) continue;  // an instance of its own, not a share the fleet model counts
     auto node = nodes_.find(p.node);
     const Slot* slot = nullptr;
     if (node != nodes_.end())
@@ -297,6 +300,12 @@ void Extender::Count(const Placement& p, int sign) {
   auto node = nodes_.find(p.node);
   if (node == nodes_.end()) return;
   node->second.memo.Forget();
+  if (p.pod.asks_mig()) {
+    MigRoom* room = node->second.gpus.FindMigRoom(p.slots[0].gpu);
+    const MigRoom::Placement* at = room ? room->Find(p.pod.mig_profile, p.pod.mig_start) : nullptr;
+    if (at) room->Count(*at, sign);
+    return;
+  }
   for (const SlotId& id : p.slots)
     if (Slot* slot = node->second.gpus.Find(id)) slot->Count(p.pod, sign);
 }
@@ -380,15 +389,26 @@ json Extender::Bind(const json& args) {
     if (!choice.fits)
       return ErrorBody("gpumux: pod " + ns + "/" + name + " no longer fits node " + node + ": " +
                        choice.why_not);
-    placement.slots = {it->second.gpus.slots()[size_t(choice.slot)].id};
-    for (int more : choice.more_slots)
-      placement.slots.push_back(it->second.gpus.slots()[size_t(more)].id);
+    if (pod->asks_mig()) {
+      const MigRoom& room = it->second.gpus.mig_rooms()[size_t(choice.mig.room)];
+      placement.slots = {{room.gpu, -1}};
+      placement.pod.mig_start = room.placements[size_t(choice.mig.placement)].start;
+    } else {
+      placement.slots = {it->second.gpus.slots()[size_t(choice.slot)].id};
+      for (int more : choice.more_slots)
+        placement.slots.push_back(it->second.gpus.slots()[size_t(more)].id);
+    }
     Count(placement, +1);
     placed_[uid] = placement;
     Remember(uid);
   }
   try {
-    if (pod->asks_gpumux())
+    if (pod->asks_mig())
+      api_->AnnotatePod(ns, name,
+                        {{kAssignedAnnotation, SlotId::ListToString(placement.slots)},
+                         {kMigPlacementAnnotation, pod->mig_profile + "@" +
+                                                       std::to_string(placement.pod.mig_start)}});
+    else if (pod->asks_gpumux())
       api_->AnnotatePod(ns, name, {{kAssignedAnnotation, SlotId::ListToString(placement.slots)}});
     api_->Bind(ns, name, uid, node);
   } catch (const Error& e) {
@@ -428,7 +448,9 @@ void Extender::OnNode(const json& item) {
   // A node learnt now, or whose GPUs changed (its annotation: one written after pods were bound
   // to it, a MIG re-layout), has what is placed on it counted again from the placements.
   auto known = nodes_.find(name);
-  bool changed = known == nodes_.end() || known->second.gpus.Annotation() != gpus->Annotation();
+  bool changed = known == nodes_.end() ||
+                 known->second.gpus.Annotation() != gpus->Annotation() ||
+                 known->second.gpus.MigRoomsAnnotation() != gpus->MigRoomsAnnotation();
   if (PutNode(name, *gpus) != NodeChange::kRefused && changed) Recount(name);
 }
 
@@ -440,6 +462,7 @@ void Extender::Recount(const std::string& name) {
     slot.used_memory_gib = slot.used_compute_percent = slot.pods = 0;
     slot.held_whole = false;
   }
+  for (MigRoom& room : node->second.gpus.mig_rooms()) room.pods_on_slice = {};
   for (const auto& [uid, p] : placed_)
     if (p.node == name) Count(p, +1);
 }
@@ -464,7 +487,9 @@ void Extender::OnPod(const json& item) {
       pod->asks_gpumux()) {
     Placement p{*pod, pod->node, pod->assigned, now};
     if (it != placed_.end()) {
-      if (it->second.node == p.node && it->second.slots == p.slots) return;
+      if (it->second.node == p.node && it->second.slots == p.slots &&
+          it->second.pod.mig_start == p.pod.mig_start)
+        return;
       Count(it->second, -1);
     }
     placed_[uid] = p;

@@ -1,5 +1,5 @@
-// The MIG instances gpumux's DRA driver made for claims (dynamic MIG), kept in a file under its
-// plugin directory so that a driver started again still knows them: only these are removed once
+// The MIG instances gpumux made on demand (dynamic MIG: mig_maker.h), kept in a file under its
+// program's directory so that a program started again still knows them: only these are removed once
 // idle, never an instance an operator (or another program) made. Each is named "GPU/PROFILE@START"
 // (MadeMigInstances::Key). Thread-compatible.
 #pragma once

@@ -47,6 +47,25 @@ int64_t RunAsUser(const json& object, int64_t otherwise, const std::string& wher
   return uid.get<int64_t>();
 }
 
+}  // namespace
+
+std::string MigResource(const std::string& profile) { return kMigResourcePrefix + profile; }
+
+std::string MigProfileOf(const std::string& resource) {
+  const std::string_view prefix = kMigResourcePrefix;
+  if (resource.size() > prefix.size() + 24 || resource.rfind(prefix, 0) != 0) return "";
+  std::string_view p = std::string_view(resource).substr(prefix.size());
+  size_t g = p.find("g."), gb = p.find("gb");
+  if (g == std::string_view::npos || gb == std::string_view::npos || gb < g + 3 ||
+      !SmallInteger(p.substr(0, g)) || !SmallInteger(p.substr(g + 2, gb - g - 2)))
+    return "";
+  std::string_view rest = p.substr(gb + 2);
+  if (!rest.empty() && rest != "+me") return "";
+  return std::string(p);
+}
+
+namespace {
+
 // One container's request; `gpus` is the number of GPUs its pod spreads it over.
 ContainerRequest ReadContainer(const json& c, int index, int gpus, const std::string& where) {
   ContainerRequest r{MemberText(c, "name"), index};
@@ -62,7 +81,25 @@ ContainerRequest ReadContainer(const json& c, int index, int gpus, const std::st
       r.compute_percent = Quantity(amounts[kComputeResource], at + kComputeResource);
     if (amounts.contains(kGpuResource))
       r.whole_gpus = Quantity(amounts[kGpuResource], at + kGpuResource);
+    for (const auto& [name, value] : amounts.items()) {
+      if (name.rfind(kMigResourcePrefix, 0) != 0) continue;
+      std::string profile = MigProfileOf(name);
+      if (profile.empty())
+        throw BadInput(at + name + ": not a MIG profile gpumux knows the form of (" +
+                       kMigResourcePrefix + "1g.10gb)");
+      int n = Quantity(value, at + name);
+      if (n == 0) continue;
+      if (n > 1)
+        throw BadInput(at + name + ": one MIG instance per container, asked " + std::to_string(n));
+      if (!r.mig_profile.empty() && r.mig_profile != profile)
+        throw BadInput(at + name + ": the container also asks " + MigResource(r.mig_profile) +
+                       "; one MIG instance per container");
+      r.mig_profile = profile;
+    }
   }
+  if (!r.mig_profile.empty() && (r.memory_gib || r.compute_percent || r.whole_gpus))
+    throw BadInput(where + ": asks " + MigResource(r.mig_profile) +
+                   " and another gpumux resource; a MIG instance made for it is all it takes");
   if (r.compute_percent > 100 * gpus)
     throw BadInput(where + ": " + kComputeResource + " is a percent of one GPU, at most 100" +
                    (gpus > 1 ? " on each of the pod's " + std::to_string(gpus) + " GPUs" : ""));
@@ -154,7 +191,12 @@ PodRequest ParsePod(const json& pod) {
       std::string at = where + ": spec." + list + "[" + MemberText(c, "name") + "]";
       ContainerRequest r = ReadContainer(c, index++, p.gpu_count, at);
       r.run_as_user = RunAsUser(c, RunAsUser(Member(pod, "spec"), -1, where), at);
-      if (r.memory_gib == 0 && r.whole_gpus == 0) continue;
+      if (r.memory_gib == 0 && r.whole_gpus == 0 && r.mig_profile.empty()) continue;
+      if (!r.mig_profile.empty()) {
+        if (p.asks_mig())
+          throw BadInput(at + ": a second container asks a MIG instance; gpumux makes one per pod");
+        p.mig_profile = r.mig_profile;
+      }
       whole += r.whole_gpus;
       whole_containers += r.whole_gpus > 0;
       shares = shares || r.memory_gib > 0;
@@ -167,6 +209,13 @@ PodRequest ParsePod(const json& pod) {
   if (whole > 0 && shares)
     throw BadInput(where + ": asks both a whole " + kGpuResource + " and shares of one (" +
                    kMemoryResource + "); ask one or the other");
+  if (p.asks_mig() && (whole > 0 || shares))
+    throw BadInput(where + ": asks " + MigResource(p.mig_profile) +
+                   " and shares or whole GPUs in another container; ask one or the other");
+  if (p.asks_mig() && p.gpu_count > 1)
+    throw BadInput(where + ": asks " + MigResource(p.mig_profile) + " over " +
+                   std::to_string(p.gpu_count) + " GPUs (" + kGpuCountAnnotation +
+                   "); a MIG instance is on one GPU");
   if (whole > kMaxPodGpus)
     throw BadInput(where + ": asks " + std::to_string(whole) + " " + kGpuResource +
                    "; gpumux places at most " + std::to_string(kMaxPodGpus) + " GPUs per pod");
@@ -227,7 +276,21 @@ PodRequest ParsePod(const json& pod) {
       if (std::count_if(p.assigned.begin(), p.assigned.end(),
                         [&](const SlotId& o) { return o.gpu == s.gpu; }) > 1)
         throw BadInput(at + ": GPU " + std::to_string(s.gpu) + " is named twice");
+      if (p.asks_mig() && s.instance >= 0)
+        throw BadInput(at + ": " + s.ToString() +
+                       " is a MIG instance; a pod asking a MIG profile is assigned the GPU its "
+                       "instance is made on");
     }
+  }
+  if (std::string placed = MemberText(annotations, kMigPlacementAnnotation);
+      p.asks_mig() && !placed.empty()) {
+    size_t at = placed.find('@');
+    std::optional<int> start =
+        at == std::string::npos ? std::nullopt : SmallInteger(std::string_view(placed).substr(at + 1));
+    if (!start || *start > 15 || placed.substr(0, at) != p.mig_profile)
+      throw BadInput(where + ": annotation " + kMigPlacementAnnotation + ": expected " +
+                     p.mig_profile + "@START, got '" + placed + "'");
+    p.mig_start = *start;
   }
   if (p.asks_gpumux() && p.uid.empty()) throw BadInput(where + ": metadata.uid is missing");
   return p;

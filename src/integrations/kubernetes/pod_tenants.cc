@@ -89,7 +89,8 @@ std::optional<ContainerToAllocate> AllocationRecord::Find(const std::vector<PodR
       int asked = resource == kMemoryResource    ? c.memory_gib
                   : resource == kComputeResource ? c.compute_percent
                   : resource == kGpuResource     ? c.whole_gpus
-                                                 : 0;
+                  : !c.mig_profile.empty() && MigProfileOf(resource) == c.mig_profile ? 1
+                                                                                      : 0;
       if (asked == 0) continue;
       bool answered = done != answered_.end() && done->second.count(c.index) &&
                       done->second.at(c.index).count(resource);

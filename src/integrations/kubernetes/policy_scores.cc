@@ -248,6 +248,15 @@ std::vector<NodeChoice> NodeScorer::Choose(const std::vector<const NodeGpus*>& n
     has_staged_ = false;
   }
   std::vector<NodeChoice> choices(nodes.size());
+  if (pod.asks_mig()) {  // a placement on a MIG room: few per node, scored without memos
+    for (size_t n = 0; n < nodes.size(); ++n) {
+      NodeChoice& c = choices[n];
+      c.mig = nodes[n]->ChooseMigPlacement(pod, &c.why_not);
+      c.fits = c.mig.room >= 0;
+      c.score = c.mig.score;
+    }
+    return choices;
+  }
   if (pod.gpu_count > 1) {
     for (size_t n = 0; n < nodes.size(); ++n) choices[n] = ChooseGpusOfPodOfSeveral(*nodes[n], pod);
     return choices;

@@ -6,7 +6,9 @@
 // Nodes whose fitting slots are MIG instances only are scored by best fit instead (the fleet
 // model has no instances): the fuller the instance after placing the pod, the higher. So are
 // pods of several GPUs (the fleet model's multi-GPU pods take whole GPUs): the fuller the node's
-// GPUs after placing the pod, the higher, on the GPUs with the least room that fits.
+// GPUs after placing the pod, the higher, on the GPUs with the least room that fits. A pod asking
+// a MIG profile is scored by what its placement rules out on the node's MIG rooms (MigRoom::Loss):
+// the fewer other profiles' placements it takes away, the higher.
 //
 // Hot path of the scheduler extender (one call per pod over every candidate node): no per-node
 // allocation beyond the Cluster it builds for the nodes it scores, and, with memos, only the nodes
@@ -32,6 +34,7 @@ struct NodeChoice {
   std::string why_not;  // when it does not
   int slot = -1;        // index into the node's slots() where the pod would go (its first GPU)
   std::vector<int> more_slots;  // a pod of several GPUs: where the others would go
+  MigChoice mig;                // a pod asking a MIG profile: the placement (slot is -1)
   double score = 0;             // 0..10 (kube-scheduler's extender range), higher is better
 };
 
