@@ -97,7 +97,10 @@ bool DevicePlugin::Refresh() {
     std::optional<MigGpu> dynamic = mig_ ? MigMaker::Read(g, tenants, made) : std::nullopt;
     if (dynamic) {
       // The instances it did not make are slots as ever; the GPU is a room for the rest.
-      MigRoom room{index, healthy, dynamic->slots};
+      MigRoom room;
+      room.gpu = index;
+      room.healthy = healthy;
+      room.slices = dynamic->slots;
       for (const MigGpu::Instance& i : dynamic->instances) {
         if (i.kept) add_slot(i.index, i.placement.memory_bytes, i.uuid);
         if (!i.kept && i.idle()) continue;

@@ -10,6 +10,7 @@
 #include "fleet/cluster.h"
 #include "fleet/fragmentation.h"
 #include "fleet/policy.h"
+#include "integrations/kubernetes/mig_room_fixture.h"
 #include "integrations/kubernetes/policy_scores.h"
 
 namespace gpumux::k8s {
@@ -544,6 +545,120 @@ TEST(Extender, ANodeAnnotatedAfterPodsWereBoundToItCountsThem) {
   extender.OnNode(node);  // a second GPU appears
   EXPECT_EQ(extender.NodeState("late").slots()[0].used_memory_gib, 30);
   EXPECT_EQ(extender.NodeState("late").slots()[1].used_memory_gib, 0);
+}
+
+// A pod asking a MIG profile as kube-scheduler sends it, placed (annotations) on `node` or not.
+json MigPodJson(const std::string& uid, const std::string& profile, const std::string& node = "",
+                const std::string& placement = "") {
+  json pod = {{"metadata", {{"name", "p-" + uid}, {"namespace", "default"}, {"uid", uid}}},
+              {"spec",
+               {{"containers",
+                 {{{"name", "c"}, {"resources", {{"limits", {{MigResource(profile), "1"}}}}}}}}}},
+              {"status", {{"phase", "Running"}}}};
+  if (!node.empty()) {
+    pod["spec"]["nodeName"] = node;
+    pod["metadata"]["annotations"] = {{kAssignedAnnotation, "0"},
+                                      {kMigPlacementAnnotation, placement}};
+  }
+  return pod;
+}
+
+TEST(PodRequest, AMigProfileIsOneInstanceAskedAloneOnOneGpu) {
+  EXPECT_EQ(MigProfileOf("gpumux.io/mig-1g.10gb"), "1g.10gb");
+  EXPECT_EQ(MigProfileOf("gpumux.io/mig-1g.12gb+me"), "1g.12gb+me");
+  for (const char* no : {"gpumux.io/mig-big", "gpumux.io/mig-1g.10", "gpumux.io/mig-g.10gb",
+                         "gpumux.io/mig-1g.10gb+x", "gpumux.io/gpu-memory", "nvidia.com/mig-1g.10gb"})
+    EXPECT_EQ(MigProfileOf(no), "") << no;
+  PodRequest p = ParsePod(MigPodJson("m", "1g.10gb", "node-a", "1g.10gb@6"));
+  EXPECT_TRUE(p.asks_gpumux());
+  EXPECT_EQ(p.mig_profile, "1g.10gb");
+  EXPECT_EQ(p.mig_start, 6);
+  EXPECT_EQ(p.assigned, (std::vector<SlotId>{SlotId{0, -1}}));
+  ASSERT_EQ(p.containers.size(), 1u);
+  EXPECT_EQ(p.containers[0].mig_profile, "1g.10gb");
+  EXPECT_EQ(p.memory_gib_per_gpu(), 0);
+
+  auto refused = [](json pod, const std::string& expected) {
+    try {
+      ParsePod(pod);
+      ADD_FAILURE() << "accepted " << pod;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kBadInput);
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  json pod = MigPodJson("m", "1g.10gb");
+  json two = pod;
+  two["spec"]["containers"][0]["resources"]["limits"]["gpumux.io/mig-1g.10gb"] = "2";
+  refused(two, "one MIG instance per container, asked 2");
+  json bad_name = pod;
+  bad_name["spec"]["containers"][0]["resources"]["limits"] = {{"gpumux.io/mig-large", "1"}};
+  refused(bad_name, "not a MIG profile gpumux knows the form of");
+  json two_profiles = pod;
+  two_profiles["spec"]["containers"][0]["resources"]["limits"]["gpumux.io/mig-2g.20gb"] = "1";
+  refused(two_profiles, "one MIG instance per container");
+  json with_memory = pod;
+  with_memory["spec"]["containers"][0]["resources"]["limits"][kMemoryResource] = "4";
+  refused(with_memory, "a MIG instance made for it is all it takes");
+  json beside_share = pod;
+  beside_share["spec"]["containers"].push_back(Pod("x", 4)["spec"]["containers"][0]);
+  refused(beside_share, "ask one or the other");
+  json two_containers = pod;
+  two_containers["spec"]["containers"].push_back(pod["spec"]["containers"][0]);
+  refused(two_containers, "a second container asks a MIG instance");
+  json spread = pod;
+  spread["metadata"]["annotations"] = {{kGpuCountAnnotation, "2"}};
+  refused(spread, "a MIG instance is on one GPU");
+  json on_instance = MigPodJson("m", "1g.10gb", "node-a", "1g.10gb@6");
+  on_instance["metadata"]["annotations"][kAssignedAnnotation] = "0.1";
+  refused(on_instance, "is assigned the GPU its instance is made on");
+  json other_profile = MigPodJson("m", "1g.10gb", "node-a", "2g.20gb@0");
+  refused(other_profile, "expected 1g.10gb@START, got '2g.20gb@0'");
+  json no_start = MigPodJson("m", "1g.10gb", "node-a", "1g.10gb@");
+  refused(no_start, "expected 1g.10gb@START");
+}
+
+// Pods asking a MIG profile go to the node whose GPU the placement rules out least on, and, once
+// placed, count there until gone: a node with no placement of the profile left is filtered out,
+// saying why.
+TEST(Extender, PlacesMigPodsWhereTheyRuleOutLeastAndCountsThemUntilGone) {
+  Extender extender({}, nullptr);
+  MigRoom partly = H100Room(0);
+  partly.held = 0x0f;  // a busy 3g.40gb@0
+  auto node = [](const std::string& name, const MigRoom& room) {
+    return json{{"metadata",
+                 {{"name", name},
+                  {"annotations", {{kMigRoomsAnnotation, NodeGpus({}, {room}).MigRoomsAnnotation()},
+                                   {kNodeGpusAnnotation, "[]"}}}}}};
+  };
+  extender.OnNode(node("empty", H100Room(0)));
+  extender.OnNode(node("partly", partly));
+  json args = {{"Pod", MigPodJson("a", "1g.10gb")}, {"NodeNames", {"empty", "partly"}}};
+  std::vector<HostPriority> scores = extender.Prioritize(ExtenderArgs::Parse(args.dump()));
+  ASSERT_EQ(scores.size(), 2u);
+  EXPECT_GT(scores[1].score, scores[0].score) << "beside the busy instance, not on the empty GPU";
+  // Three 1g.10gb pods placed on "partly" take its free slices 4 to 6.
+  for (int start : {4, 5, 6})
+    extender.OnPod(MigPodJson("p" + std::to_string(start), "1g.10gb", "partly",
+                              "1g.10gb@" + std::to_string(start)));
+  EXPECT_EQ(extender.NodeState("partly").mig_rooms()[0].Taken(), 0x7fu);
+  json result = FilterJson(extender, args);
+  EXPECT_EQ(result["NodeNames"], json({"empty"}));
+  std::string why = result["FailedNodes"]["partly"];
+  EXPECT_EQ(why, "gpumux: GPU 0: no 1g.10gb placement left beside the instances there");
+  // A new annotation from the plugin (the made instances now held) keeps the count.
+  partly.held = 0x7f;
+  extender.OnNode(node("partly", partly));
+  EXPECT_EQ(extender.NodeState("partly").mig_rooms()[0].Taken(), 0x7fu);
+  extender.OnPodGone(MigPodJson("p6", "1g.10gb", "partly", "1g.10gb@6"));
+  partly.held = 0x3f;
+  extender.OnNode(node("partly", partly));
+  EXPECT_EQ(extender.NodeState("partly").mig_rooms()[0].Taken(), 0x3fu);
+  EXPECT_EQ(FilterJson(extender, args)["NodeNames"], json({"empty", "partly"}));
+  // They are not shares of a whole GPU: the fleet model's target workload has none of them.
+  args["Pod"] = Pod("s", 4);
+  EXPECT_EQ(FilterJson(extender, args)["NodeNames"], json::array())
+      << "a share fits no MIG room";
 }
 
 TEST(Extender, WhatFiltersTeachItOfNodesIsBounded) {
