@@ -161,6 +161,27 @@ TEST_F(ApplyTest, APlanForANodeThatRunsTenantsKeepsTheirInstancesAndChangesOnlyI
   EXPECT_EQ(json::parse(buf)["allocated"].get<uint64_t>(), 8 * kGiB) << buf;
 }
 
+// The same on GPU 5 of the eight: the plan of one GPU is for GPU 5, where 'large' runs, not GPU 0
+// (which would have moved it); GPU 0 stays as it was.
+TEST_F(ApplyTest, APlanOfOneGpuForANodeOfEightIsForTheGpuItsTenantRunsOn) {
+  StartEightGpuNode();
+  std::string plan = WriteFile("mig.yaml", gpumux::kMigPlanYaml);
+  Call("PUT", "/v1/gpus/5", {{"mode", "mig"}, {"layout", {"4g.40gb", "1g.10gb@6"}}}, 200);
+  Call("POST", "/v1/tenants", {{"id", "large"}, {"gpu", 5}, {"instance", 0}, {"memory", 8 * kGiB}},
+       201);
+  auto [code, out] = Gpumux("plan " + plan + " --apply");
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("GPU 5 (H100-SXM5-80GB): mig"), std::string::npos) << out;
+  json gpus = Call("GET", "/v1/gpus", json(), 200)["gpus"];
+  ASSERT_EQ(gpus[5]["layout"].size(), 3u) << gpus[5];
+  EXPECT_EQ(gpus[5]["layout"][0], "4g.40gb@0");
+  EXPECT_EQ(gpus[0]["mode"], "timeslice") << "a GPU the plan does not name is left alone";
+  json tenants = Call("GET", "/v1/tenants", json(), 200)["tenants"];
+  ASSERT_EQ(tenants.size(), 3u) << tenants;
+  for (const json& t : tenants) EXPECT_EQ(t["gpu"], 5) << t;
+  EXPECT_EQ(Call("GET", "/v1/tenants/large", json(), 200)["instance"], 0);
+}
+
 // The plan carries each tenant's priority: a server whose users wait on each token beside a batch
 // job on one time-sliced GPU is admitted high priority, the batch job normal; a plan that changes
 // a priority updates the tenant in place.
@@ -220,7 +241,10 @@ TEST_F(ApplyTest, APlanIsRefusedAsAWholeWhileAGpuItWouldChangeHasLiveTenants) {
        ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  auto [code, out] = Gpumux("plan " + kExample + " --apply");
+  // A plan written without the node numbers its GPUs 0 to 4: applied, it would change GPU 1.
+  std::string plain = (dir_ / "plain.json").string();
+  ASSERT_EQ(Sh(kGpumux + " plan " + kExample + " --json > " + plain).first, 0);
+  auto [code, out] = Gpumux("apply " + plain);
   EXPECT_EQ(code, 3) << out;
   EXPECT_NE(out.find("GPU 1 has tenant 'squatter'"), std::string::npos) << out;
   // Nothing changed: not GPU 0, which could have been, nor any tenant.
@@ -229,6 +253,14 @@ TEST_F(ApplyTest, APlanIsRefusedAsAWholeWhileAGpuItWouldChangeHasLiveTenants) {
   json tenants = Call("GET", "/v1/tenants", json(), 200)["tenants"];
   ASSERT_EQ(tenants.size(), 1u);
   EXPECT_EQ(tenants[0]["id"], "squatter");
+  // A plan made for the node (--apply) takes the idle GPUs instead and leaves GPU 1 alone.
+  auto [live_code, live_out] = Gpumux("plan " + kExample + " --apply");
+  EXPECT_EQ(live_code, 0) << live_out;
+  gpus = Call("GET", "/v1/gpus", json(), 200)["gpus"];
+  EXPECT_EQ(gpus[1]["mode"], "timeslice");
+  for (const json& t : Call("GET", "/v1/tenants", json(), 200)["tenants"])
+    EXPECT_TRUE(t["id"] == "squatter" || t["gpu"] != 1) << t;
+  EXPECT_EQ(Call("GET", "/v1/tenants/squatter", json(), 200)["gpu"], 1);
   pclose(running);
 }
 

@@ -227,7 +227,8 @@ LiveNode ReadLiveNode(const json& gpus_answer, const json& tenants_answer) {
       std::optional<ShareMode> parsed = ParseShareMode(mode);
       if (!parsed)
         throw BadInput("GPU " + g.value("index", json()).dump() + ": mode '" + mode + "'");
-      live.gpus.push_back({*parsed, g.value("layout", std::vector<std::string>{})});
+      live.gpus.push_back({*parsed, g.value("layout", std::vector<std::string>{}),
+                           g.value("memory_bytes", uint64_t{0})});
     }
     for (const NodeTenant& t : ReadTenants(tenants_answer))
       live.tenants[t.id] = {t.gpu, t.instance};
@@ -287,9 +288,7 @@ std::vector<AgentCall> CallsToApply(const NodePlan& input, const json& gpus_answ
     }
     const json& node = gpus[size_t(g.gpu)];
     uint64_t memory = node.at("memory_bytes").get<uint64_t>();
-    // Real GPUs show a little less than their catalog kind (an 80 GiB H100 shows 79.6 GiB); another
-    // size is another kind of GPU.
-    if (std::fabs(double(memory) - double(g.memory_bytes)) > 0.02 * double(g.memory_bytes)) {
+    if (!SameKindOfGpu(memory, g.memory_bytes)) {
       throw DoesNotFit(fmt::format("GPU {} is a {} with {}; the plan was made for a {} with {}",
                                    g.gpu, node.at("name").get<std::string>(),
                                    FormatBytes(double(memory)), g.kind,

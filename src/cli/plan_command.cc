@@ -44,7 +44,8 @@ void PrintText(const PlanFile& file, const Plan& plan, const NodePlan& node, boo
   for (size_t i = 0; i < plan.gpus.size(); ++i) {
     const PlannedGpu& g = plan.gpus[i];
     const GpuKind& gpu = *file.input.fleet[g.fleet_index].gpu;
-    fmt::print("GPU {} ({}): {} with {} tenant{}\n", i, gpu.name, ShareModeName(g.chosen.kind),
+    fmt::print("GPU {} ({}): {} with {} tenant{}\n", node.gpus[i].gpu, gpu.name,
+               ShareModeName(g.chosen.kind),
                g.tenant_names.size(), g.tenant_names.size() == 1 ? "" : "s");
     std::vector<std::vector<std::string>> rows = {
         {"tenant", "slice", "rate", "SLO", "slowdown", "memory", "priority"}};
@@ -99,6 +100,7 @@ nlohmann::json ToJson(const PlanFile& file, const Plan& plan, const NodePlan& no
                          {"tenants", g.tenant_names},
                          {"chosen", ToJson(g.chosen)},
                          {"considered", nlohmann::json::array()}};
+    if (g.node_gpu >= 0) jg["node_gpu"] = g.node_gpu;
     if (g.chosen.layout) jg["mig_create_command"] = g.chosen.layout->CreateCommand(*gpu.mig);
     for (const StrategyResult& r : g.considered) jg["considered"].push_back(ToJson(r));
     j["gpus"].push_back(jg);

@@ -29,6 +29,7 @@ struct Bin {
     int instance = -1, part = -1;
   };
   std::vector<Part> parts;
+  int node_gpu = -1;  // with a live node: the node GPU it is for (MatchToNode)
 };
 
 // Sum of what the tenants of a bin need at their SLO rate, as fractions of one GPU: a cheap
@@ -391,27 +392,41 @@ class Planner {
     return running;
   }
 
-  // Reorders `bins` among the positions of their own kind (the node's GPU i is planned GPU i) so
-  // that each is the node GPU where most of its tenants' classes run: greedily, the pair with the
-  // most first; bins that run nowhere keep their order in the positions left.
+  // Gives each of `bins` a node GPU (Bin::node_gpu) and orders them by it: the node GPU of its
+  // kind where most of its tenants' classes run (greedily, the pair with the most first); the
+  // others, in order, the first node GPU of their kind where nothing runs, else the first free one
+  // of their kind. A node GPU's kind is its size (SameKindOfGpu); one of unknown size is of the
+  // kind the plan numbered there. A plan of more GPUs than the node numbers the rest past the
+  // node's (the apply then says what the node lacks).
   void MatchToNode(std::vector<Bin>* bins) const {
-    const size_t n = bins->size();
+    const size_t n = bins->size(), node = std::max(n, in_.live->gpus.size());
+    std::vector<size_t> numbered_kind(n);  // the kind the plan numbered at each position
+    for (size_t g = 0; g < n; ++g) numbered_kind[g] = (*bins)[g].kind;
+    auto of_kind = [&](size_t b, size_t g) {
+      const uint64_t shown = g < in_.live->gpus.size() ? in_.live->gpus[g].memory_bytes : 0;
+      if (shown > 0)
+        return SameKindOfGpu(shown, uint64_t(in_.fleet[(*bins)[b].kind].gpu->memory_bytes));
+      return g >= n || numbered_kind[g] == (*bins)[b].kind;
+    };
     std::map<int, std::map<size_t, int>> running = RunningClassesByGpu();
-    std::vector<std::vector<int>> overlap(n, std::vector<int>(n, 0));
+    std::vector<bool> busy(node, false);  // some tenant, the plan's or not, runs there
+    for (const auto& [id, where] : in_.live->tenants)
+      if (where.gpu >= 0 && size_t(where.gpu) < node) busy[size_t(where.gpu)] = true;
+    std::vector<std::vector<int>> overlap(n, std::vector<int>(node, 0));
     for (size_t b = 0; b < n; ++b) {
       std::map<size_t, int> planned;
       for (size_t c : (*bins)[b].classes) ++planned[c];
-      for (size_t g = 0; g < n; ++g) {
-        if ((*bins)[g].kind != (*bins)[b].kind) continue;
+      for (size_t g = 0; g < node; ++g) {
+        if (!of_kind(b, g)) continue;
         for (auto [c, count] : planned) overlap[b][g] += std::min(count, running[int(g)][c]);
       }
     }
     std::vector<int> position(n, -1);
-    std::vector<bool> taken(n, false);
+    std::vector<bool> taken(node, false);
     for (;;) {
-      size_t best_b = n, best_g = n;
+      size_t best_b = n, best_g = node;
       for (size_t b = 0; b < n; ++b) {
-        for (size_t g = 0; g < n && position[b] < 0; ++g) {
+        for (size_t g = 0; g < node && position[b] < 0; ++g) {
           if (!taken[g] && overlap[b][g] > 0 &&
               (best_b == n || overlap[b][g] > overlap[best_b][best_g]))
             best_b = b, best_g = g;
@@ -421,14 +436,26 @@ class Planner {
       position[best_b] = int(best_g);
       taken[best_g] = true;
     }
-    for (size_t b = 0; b < n; ++b) {
-      for (size_t g = 0; g < n && position[b] < 0; ++g) {
-        if (!taken[g] && (*bins)[g].kind == (*bins)[b].kind) position[b] = int(g), taken[g] = true;
+    for (bool idle_only : {true, false}) {
+      for (size_t b = 0; b < n; ++b) {
+        for (size_t g = 0; g < node && position[b] < 0; ++g) {
+          if (!taken[g] && of_kind(b, g) && !(idle_only && busy[g]))
+            position[b] = int(g), taken[g] = true;
+        }
       }
     }
-    std::vector<Bin> matched(n);
-    for (size_t b = 0; b < n; ++b) matched[size_t(position[b])] = std::move((*bins)[b]);
-    *bins = std::move(matched);
+    for (size_t b = 0; b < n; ++b) {  // no GPU of its kind left: the first free one
+      for (size_t g = 0; g < node && position[b] < 0; ++g)
+        if (!taken[g]) position[b] = int(g), taken[g] = true;
+    }
+    for (size_t b = 0; b < n; ++b) (*bins)[b].node_gpu = position[b];
+    std::stable_sort(bins->begin(), bins->end(),
+                     [](const Bin& x, const Bin& y) { return x.node_gpu < y.node_gpu; });
+  }
+
+  // The node GPU of bins[b]: its node_gpu, or (no live node) its position.
+  static int NodeGpuOf(const std::vector<Bin>& bins, size_t b) {
+    return bins[b].node_gpu >= 0 ? bins[b].node_gpu : int(b);
   }
 
   // Which of its class's names (instance indices) each tenant of each bin takes; tensor-parallel
@@ -471,7 +498,7 @@ class Planner {
     };
     for (size_t b = 0; b < bins.size(); ++b) {
       for (size_t i = 0; i < bins[b].classes.size(); ++i)
-        if (!is_part(b, i)) take(b, i, [&](int gpu) { return gpu == int(b); });
+        if (!is_part(b, i)) take(b, i, [&](int gpu) { return gpu == NodeGpuOf(bins, b); });
     }
     for (size_t b = 0; b < bins.size(); ++b) {
       for (size_t i = 0; i < bins[b].classes.size(); ++i)
@@ -484,8 +511,8 @@ class Planner {
     return index;
   }
 
-  // The strategy for planned GPU `position`: with a live node whose GPU there runs some of
-  // `named`, one that keeps them where they run (ChooseStrategyKeeping).
+  // The strategy for the planned GPU that is node GPU `position`: with a live node whose GPU there
+  // runs some of `named`, one that keeps them where they run (ChooseStrategyKeeping).
   GpuChoice Choose(const GpuKind& gpu, const std::vector<Tenant>& named,
                    std::span<const TenantLoad* const> loads, size_t position) const {
     const LiveGpu now =
@@ -534,9 +561,10 @@ class Planner {
       for (const Tenant& t : named) loads.push_back(MakeLoad(t, gpu));
       std::vector<const TenantLoad*> ptrs;
       for (const TenantLoad& l : loads) ptrs.push_back(&l);
-      GpuChoice choice = Choose(gpu, named, ptrs, b);
+      GpuChoice choice = Choose(gpu, named, ptrs, size_t(NodeGpuOf(bins, b)));
       PlannedGpu pg;
       pg.fleet_index = bin.kind;
+      pg.node_gpu = bin.node_gpu;
       for (const Tenant& t : named) pg.tenant_names.push_back(t.name);
       pg.chosen = *choice.chosen;  // the bin was admitted by FitsAny, so a strategy fits
       pg.considered = std::move(choice.considered);

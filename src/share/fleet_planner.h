@@ -42,14 +42,17 @@ struct PlanInput {
   StrategySet allowed;
   // The node the plan is for, when it already runs tenants (not owned; may be null). Which
   // tenants share a GPU is planned as without it; then each planned GPU becomes the node GPU
-  // (of its kind) where most of its tenants run, each running tenant keeps its name (one of its
-  // class's) on the GPU it runs on, and each such GPU keeps its mode and MIG instances wherever
-  // that keeps every SLO (ChooseStrategyKeeping). Planned GPU i is node GPU i.
+  // (of its kind) where most of its tenants run, or else an idle one (PlannedGpu::node_gpu), each
+  // running tenant keeps its name (one of its class's) on the GPU it runs on, and each such GPU
+  // keeps its mode and MIG instances wherever that keeps every SLO (ChooseStrategyKeeping).
   const LiveNode* live = nullptr;
 };
 
 struct PlannedGpu {
   size_t fleet_index = 0;
+  // The node GPU it is for: with a live node (PlanInput::live) the one where its tenants run, or
+  // an idle one of its kind; without, -1 (planned GPU i is node GPU i).
+  int node_gpu = -1;
   std::vector<std::string> tenant_names;
   StrategyResult chosen;
   std::vector<StrategyResult> considered;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -40,7 +41,8 @@ class LiveNodeTest : public ::testing::Test {
   static std::map<std::string, std::string> Places(const NodePlan& node) {
     std::map<std::string, std::string> places;
     for (const NodeTenantPlan& t : node.tenants) {
-      const NodeGpuPlan& g = node.gpus.at(size_t(t.gpu));
+      const NodeGpuPlan& g = *std::find_if(node.gpus.begin(), node.gpus.end(),
+                                           [&](const NodeGpuPlan& n) { return n.gpu == t.gpu; });
       places[t.id] =
           std::to_string(t.gpu) + (t.instance < 0 ? "" : " " + g.layout.at(size_t(t.instance)));
     }
@@ -111,6 +113,46 @@ tenants:
   std::map<std::string, std::string> places = Places(PlanFor(yaml, &live));
   EXPECT_EQ(places["big-1"], "1");
   EXPECT_EQ(places["big-2"], "0");
+}
+
+// A plan of two GPUs for a node of eight, whose tenants run on GPUs 5 and 2: it is for GPUs 5
+// and 2, not 0 and 1 (which would move every running tenant).
+TEST_F(LiveNodeTest, APlanSmallerThanTheNodeIsForTheGpusItsTenantsRunOn) {
+  const uint64_t h100 = uint64_t(catalog_.FindGpu("H100-SXM5-80GB").memory_bytes);
+  LiveNode live;
+  live.gpus.assign(8, LiveGpu{ShareMode::kTimeSlice, {}, h100});
+  live.tenants = {{"a", {5, -1}}, {"c", {5, -1}}, {"d", {2, -1}}};
+  NodePlan node = PlanFor(kPairsPlan, &live);
+  std::map<std::string, std::string> places = Places(node);
+  EXPECT_EQ(places["a"], "5");
+  EXPECT_EQ(places["c"], "5");
+  EXPECT_EQ(places["d"], "2");
+  EXPECT_EQ(places["b"], "2");
+  ASSERT_EQ(node.gpus.size(), 2u);
+  EXPECT_EQ(node.gpus[0].gpu, 2) << "in node order";
+  EXPECT_EQ(node.gpus[1].gpu, 5);
+  EXPECT_EQ(node.gpus[1].mode, ShareMode::kTimeSlice) << "the mode it runs in";
+}
+
+// Planned GPUs whose tenants run nowhere take node GPUs of their kind where nothing runs: not GPU
+// 0, where a tenant the plan does not name runs, nor GPU 1, a smaller GPU.
+TEST_F(LiveNodeTest, PlannedGpusThatRunNothingTakeIdleNodeGpusOfTheirKind) {
+  const uint64_t h100 = uint64_t(catalog_.FindGpu("H100-SXM5-80GB").memory_bytes);
+  LiveNode live;
+  live.gpus = {{ShareMode::kTimeSlice, {}, h100},
+               {ShareMode::kTimeSlice, {}, 40ull << 30},
+               {ShareMode::kTimeSlice, {}, h100 - (300ull << 20)},  // as a real one shows it
+               {ShareMode::kTimeSlice, {}, h100}};
+  live.tenants = {{"someone-else", {0, -1}}};
+  NodePlan node = PlanFor(kPairsPlan, &live);
+  ASSERT_EQ(node.gpus.size(), 2u);
+  EXPECT_EQ(node.gpus[0].gpu, 2);
+  EXPECT_EQ(node.gpus[1].gpu, 3);
+  // Without sizes, the node's GPUs are of the kinds the plan numbers there, the idle ones first.
+  for (LiveGpu& g : live.gpus) g.memory_bytes = 0;
+  node = PlanFor(kPairsPlan, &live);
+  EXPECT_EQ(node.gpus[0].gpu, 1);
+  EXPECT_EQ(node.gpus[1].gpu, 2);
 }
 
 }  // namespace

@@ -114,7 +114,8 @@ NodePlan MakeNodePlan(const PlanInput& input, const Plan& plan) {
     const PlannedGpu& planned = plan.gpus[i];
     const StrategyResult& chosen = planned.chosen;
     const GpuKind& kind = *input.fleet[planned.fleet_index].gpu;
-    NodeGpuPlan gpu{int(i), kind.name, uint64_t(kind.memory_bytes), chosen.kind, {}};
+    const int index = planned.node_gpu >= 0 ? planned.node_gpu : int(i);
+    NodeGpuPlan gpu{index, kind.name, uint64_t(kind.memory_bytes), chosen.kind, {}};
     if (gpu.mode == ShareMode::kWhole)
       gpu.mode = ShareMode::kTimeSlice;  // one tenant, nothing to share
     if (chosen.layout) {
@@ -127,7 +128,7 @@ NodePlan MakeNodePlan(const PlanInput& input, const Plan& plan) {
     std::vector<NodeTenantPlan> on_gpu;
     for (size_t k = 0; k < chosen.tenants.size(); ++k) {
       const TenantOutcome& o = chosen.tenants[k];
-      NodeTenantPlan t{TenantIdFor(o.name),           o.name,      int(i), -1, 0,
+      NodeTenantPlan t{TenantIdFor(o.name),           o.name,      index, -1, 0,
                        uint64_t(std::ceil(o.memory)), std::nullopt};
       if (chosen.layout) t.instance = int(k);  // outcome k holds instance k, alone
       const Tenant* tenant = TenantNamed(tenants, o.name);

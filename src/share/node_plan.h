@@ -2,7 +2,8 @@
 // limits (memory quota, compute cap, priority, weight). It is the plan's "agent" section (`gpumux plan --json`) and what `gpumux apply` sends:
 // each GPU is the body of `PUT /v1/gpus/N`, each tenant the body of `POST /v1/tenants`.
 //
-// Planned GPU i is node GPU i. A tenant's memory quota is its planned need plus a share, in
+// Planned GPU i is node GPU i, unless the plan was made for a live node (PlannedGpu::node_gpu).
+// A tenant's memory quota is its planned need plus a share, in
 // proportion to that need, of what its GPU (or MIG instance) has left over: the quotas of a GPU sum
 // to at most its memory, so no tenant can take what another was planned to hold, and none is held
 // to the bare model of its working set. Pure functions; thread-safe.
