@@ -463,6 +463,33 @@ TEST_F(KubernetesTest, APodAskingAMigProfileGetsAnInstanceMadeThatGoesOnceItIsId
   EXPECT_FALSE(Tenant("busy").is_null());
 }
 
+// A GPU put in MIG mode after the plugin registered (an operator's 1g.10gb@0 on it) brings its
+// profiles' resources, registered with the kubelet then; the operator's instance stays a slot of
+// gpu-memory, and no placement overlapping it is offered.
+TEST_F(KubernetesTest, WithDynamicMigAGpuPutInMigModeLaterHasItsProfilesRegistered) {
+  plugin_args_ = {"--dynamic-mig"};
+  ASSERT_NO_FATAL_FAILURE(StartStack(1));
+  EXPECT_EQ(Devices(kMemory).size(), 80u);
+  Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"1g.10gb@0"}}}, 200);
+  ASSERT_EQ(kubelet_->WaitForRegistrations(3 + 9), 12u) << "registered again, with 6 profiles";
+  std::set<std::string> registered;
+  for (const auto& r : kubelet_->registrations()) registered.insert(r.resource_name());
+  for (const char* profile : {"1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"})
+    EXPECT_TRUE(registered.count(std::string("gpumux.io/mig-") + profile)) << profile;
+  std::map<std::string, std::string> health;
+  for (const pb::Device& d : Devices("gpumux.io/mig-1g.10gb")) health[d.id()] = d.health();
+  EXPECT_EQ(health.size(), 7u);
+  EXPECT_EQ(health["gpu-0-mig-1g-10gb-at-0"], "Unhealthy") << "the operator's, not to give";
+  EXPECT_EQ(health["gpu-0-mig-1g-10gb-at-1"], "Healthy");
+  EXPECT_EQ(Devices("gpumux.io/mig-7g.80gb")[0].health(), "Unhealthy");
+  const uint64_t kept =
+      Call("GET", "/v1/gpus", json(), 200)["gpus"][0]["instances"][0]["memory_bytes"];
+  EXPECT_EQ(Devices(kMemory).size(), kept / kGiB) << "the operator's instance, a slot";
+  json rooms = json::parse(
+      api_->Node("node-a")["metadata"]["annotations"]["gpumux.io/mig-rooms"].get<std::string>());
+  EXPECT_EQ(rooms[0]["held"], json({0})) << rooms;
+}
+
 TEST_F(KubernetesTest, KubeSchedulerRecordsWhyTheExtenderRefusedAPod) {
   ASSERT_NO_FATAL_FAILURE(StartStack(1));
   api_->AddPod(PendingPod("huge", "e1e1e1e1-0000-4000-8000-000000000041", {{{kMemory, 100}}}));

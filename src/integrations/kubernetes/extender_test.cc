@@ -547,6 +547,21 @@ TEST(Extender, ANodeAnnotatedAfterPodsWereBoundToItCountsThem) {
   EXPECT_EQ(extender.NodeState("late").slots()[1].used_memory_gib, 0);
 }
 
+// Nodes where only MIG instances (not made on demand) fit the pod are scored by best fit: the
+// fuller the instance after it, the higher.
+TEST(Extender, NodesWhereOnlyMigInstancesFitAreScoredByBestFit) {
+  NodeGpus roomy({Slot{{0, 0}, 10}}), fuller({Slot{{0, 0}, 10}}), full_gpu({Slot{{0, -1}, 80}});
+  fuller.slots()[0].used_memory_gib = 6;
+  full_gpu.slots()[0].held_whole = true;
+  PodRequest pod = ParsePod(Pod("u", 2));
+  std::vector<NodeChoice> c = ChooseSlots({&roomy, &fuller, &full_gpu}, pod, "gpumux", {});
+  ASSERT_TRUE(c[0].fits && c[1].fits);
+  EXPECT_FALSE(c[2].fits);
+  EXPECT_DOUBLE_EQ(c[0].score, 10 * 2.0 / 10);
+  EXPECT_DOUBLE_EQ(c[1].score, 10 * 8.0 / 10);
+  EXPECT_EQ(c[1].slot, 0);
+}
+
 // A pod asking a MIG profile as kube-scheduler sends it, placed (annotations) on `node` or not.
 json MigPodJson(const std::string& uid, const std::string& profile, const std::string& node = "",
                 const std::string& placement = "") {

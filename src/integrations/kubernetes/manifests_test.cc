@@ -311,8 +311,8 @@ TEST(Manifests, TheDraClassesSelectGpumuxDevicesByModeAndTheExampleClaimUsesOne)
   EXPECT_EQ(Flag(driver, "--cdi-dir"), DraDriverConfig().cdi_dir);
 }
 
-// A pod cannot choose its own GPU: the policy refuses gpumux.io/assigned from anyone but the
-// extender's service account (the one scheduler.yaml runs it as), and is bound to deny.
+// A pod cannot choose its own GPU: the policy refuses gpumux.io/assigned (and a MIG placement,
+// gpumux.io/mig-placement) from anyone but the extender's service account (the one scheduler.yaml runs it as), and is bound to deny.
 TEST(Manifests, OnlyTheExtendersServiceAccountMaySetTheAssignedAnnotation) {
   std::vector<json> objects = Objects();
   const json& policy = Find(objects, "ValidatingAdmissionPolicy", "gpumux-assigned-annotation");
@@ -321,7 +321,6 @@ TEST(Manifests, OnlyTheExtendersServiceAccountMaySetTheAssignedAnnotation) {
   const json& rule = policy["spec"]["matchConstraints"]["resourceRules"][0];
   EXPECT_EQ(rule["resources"], json{"pods"});
   EXPECT_EQ(rule["operations"], json({"CREATE", "UPDATE"}));
-  std::string cel = policy["spec"]["validations"][0]["expression"];
   const json& deployment = Find(objects, "Deployment", "gpumux-scheduler");
   std::string account =
       "system:serviceaccount:" + deployment["metadata"]["namespace"].get<std::string>() + ":" +
@@ -329,8 +328,20 @@ TEST(Manifests, OnlyTheExtendersServiceAccountMaySetTheAssignedAnnotation) {
   const json& extender = policy["spec"]["variables"][0];
   EXPECT_EQ(extender["name"], "extender");
   EXPECT_EQ(extender["expression"], "'" + account + "'");
-  EXPECT_EQ(cel.rfind("request.userInfo.username == variables.extender ||", 0), 0u) << cel;
-  EXPECT_NE(cel.find(std::string("'") + kAssignedAnnotation + "'"), std::string::npos) << cel;
+  // One validation per annotation the device plugin places a pod by, each of the same form.
+  const json& validations = policy["spec"]["validations"];
+  ASSERT_EQ(validations.size(), 2u);
+  const char* placed_by[] = {kAssignedAnnotation, kMigPlacementAnnotation};
+  for (size_t i = 0; i < 2; ++i) {
+    std::string cel = validations[i]["expression"];
+    EXPECT_EQ(cel.rfind("request.userInfo.username == variables.extender ||", 0), 0u) << cel;
+    std::string quoted = std::string("'") + placed_by[i] + "'";
+    size_t uses = 0;
+    for (size_t at = cel.find(quoted); at != std::string::npos; at = cel.find(quoted, at + 1))
+      ++uses;
+    EXPECT_EQ(uses, 4u) << "set, or changed from what it was: " << cel;
+    EXPECT_EQ(validations[i]["reason"], "Forbidden");
+  }
   const json& binding =
       Find(objects, "ValidatingAdmissionPolicyBinding", "gpumux-assigned-annotation");
   EXPECT_EQ(binding["spec"]["policyName"], policy["metadata"]["name"]);

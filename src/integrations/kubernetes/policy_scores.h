@@ -34,8 +34,8 @@ struct NodeChoice {
   std::string why_not;  // when it does not
   int slot = -1;        // index into the node's slots() where the pod would go (its first GPU)
   std::vector<int> more_slots;  // a pod of several GPUs: where the others would go
-  MigChoice mig;                // a pod asking a MIG profile: the placement (slot is -1)
   double score = 0;             // 0..10 (kube-scheduler's extender range), higher is better
+  MigChoice mig{};              // a pod asking a MIG profile: the placement (slot is -1)
 };
 
 // The share of one GPU of `slot_memory_gib` that `pod` takes (on each of its GPUs), in milli-GPU
