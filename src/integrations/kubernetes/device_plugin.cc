@@ -28,6 +28,37 @@ std::optional<SlotId> SlotOfDevice(const std::string& id) {
   }
 }
 
+// The tenant container `c` is admitted as, but for its GPUs and limits.
+agent::TenantRequest ContainerTenant(const ContainerToAllocate& c) {
+  const PodRequest& pod = c.pod;
+  agent::TenantRequest request;
+  request.id = c.tenant;
+  request.priority = node::ParsePriority(pod.priority);  // checked when the pod was read
+  // Its runAsUser, else (the image's user, which the spec does not say) the uid of its first
+  // process, which runs in the pod's cgroup.
+  if (c.container.run_as_user >= 0)
+    request.owner_uid = uid_t(c.container.run_as_user);
+  else
+    request.learn_owner = true;
+  // Only the pod's processes may draw on its memory, not another pod's of the same uid (every
+  // root container's, say).
+  request.cgroup = PodCgroup(pod.uid);
+  request.source = "kubernetes:" + pod.ns + "/" + pod.name + "/" + c.container.name;
+  request.labels.pod_namespace = pod.ns;
+  request.labels.pod = pod.name;
+  request.labels.container = c.container.name;
+  return request;
+}
+
+// The kubelet's answer for container `c`, admitted as `admitted` on the devices of `uuids`.
+ContainerAnswer AnswerFor(const ContainerToAllocate& c, const agent::Admission& admitted,
+                          const std::vector<std::string>& uuids) {
+  ContainerAnswer answer;
+  answer.edits = EditsForTenant(admitted.answer, uuids);
+  answer.annotations["gpumux.io/tenant"] = c.tenant;
+  return answer;
+}
+
 }  // namespace
 
 const std::vector<std::string>& PluginResources() {
@@ -236,22 +267,7 @@ ContainerAnswer DevicePlugin::Allocate(const std::string& resource,
                      ", which node " + config_.node_name + " does not have");
     slots.push_back(slot);
   }
-  agent::TenantRequest request;
-  request.id = c->tenant;
-  request.priority = node::ParsePriority(pod.priority);  // checked when the pod was read
-  // Its runAsUser, else (the image's user, which the spec does not say) the uid of its first
-  // process, which runs in the pod's cgroup.
-  if (c->container.run_as_user >= 0)
-    request.owner_uid = uid_t(c->container.run_as_user);
-  else
-    request.learn_owner = true;
-  // Only the pod's processes may draw on its memory, not another pod's of the same uid (every
-  // root container's, say).
-  request.cgroup = PodCgroup(pod.uid);
-  request.source = "kubernetes:" + pod.ns + "/" + pod.name + "/" + c->container.name;
-  request.labels.pod_namespace = pod.ns;
-  request.labels.pod = pod.name;
-  request.labels.container = c->container.name;
+  agent::TenantRequest request = ContainerTenant(*c);
   SetTenantSlots(pod.assigned, &request);  // over several: the same limits on each
   if (c->container.whole_gpus > 0) {
     int smallest = slots[0]->memory_gib;
@@ -267,17 +283,13 @@ ContainerAnswer DevicePlugin::Allocate(const std::string& resource,
   agent::Admission admitted = agent_.Admit(request);
   record_.Answered(*c, resource);
 
-  ContainerAnswer answer;
   std::vector<std::string> uuids;
   for (const Slot* slot : slots)
     if (!slot->uuid.empty()) uuids.push_back(slot->uuid);
-  answer.edits = EditsForTenant(admitted.answer, uuids);
-  answer.annotations["gpumux.io/tenant"] = c->tenant;
-  return answer;
+  return AnswerFor(*c, admitted, uuids);
 }
 
-ContainerAnswer DevicePlugin::AllocateMig(const ContainerToAllocate& c,
-                                          const std::string& resource,
+ContainerAnswer DevicePlugin::AllocateMig(const ContainerToAllocate& c, const std::string& resource,
                                           const std::vector<std::string>& ids) {
   const PodRequest& pod = c.pod;
   std::string where = "pod " + pod.ns + "/" + pod.name + " container " + c.container.name;
@@ -289,36 +301,21 @@ ContainerAnswer DevicePlugin::AllocateMig(const ContainerToAllocate& c,
   MigPlacement placed{pod.mig_profile, pod.mig_start};
   std::string device = MigPlacementDevice(pod.assigned[0].gpu, placed);
   if (pod.mig_start < 0 || ids[0] != device)
-    throw Conflict(where + ": the kubelet allocated " + ids[0] +
-                   ", the scheduler placed it at " +
-                             (pod.mig_start < 0 ? "no placement (annotation " +
-                                                      std::string(kMigPlacementAnnotation) + ")"
-                                                : device));
+    throw Conflict(where + ": the kubelet allocated " + ids[0] + ", the scheduler placed it at " +
+                   (pod.mig_start < 0
+                        ? "no placement (annotation " + std::string(kMigPlacementAnnotation) + ")"
+                        : device));
   std::unique_lock layout = mig_->Lock();  // from the instance made to its tenant admitted
   MigGpu::Instance instance = mig_->Make(device, where);
-  agent::TenantRequest request;
-  request.id = c.tenant;
-  request.priority = node::ParsePriority(pod.priority);
-  if (c.container.run_as_user >= 0)
-    request.owner_uid = uid_t(c.container.run_as_user);
-  else
-    request.learn_owner = true;
-  request.cgroup = PodCgroup(pod.uid);
-  request.source = "kubernetes:" + pod.ns + "/" + pod.name + "/" + c.container.name;
-  request.labels.pod_namespace = pod.ns;
-  request.labels.pod = pod.name;
-  request.labels.container = c.container.name;
+  agent::TenantRequest request = ContainerTenant(c);
   SetTenantSlots({{pod.assigned[0].gpu, instance.index}}, &request);
   request.memory = {instance.placement.memory_bytes};  // the instance is the pod's alone
   agent::Admission admitted = agent_.Admit(request);
   layout.unlock();
   record_.Answered(c, resource);
-  ContainerAnswer answer;
-  std::vector<std::string> uuids;
-  if (!instance.uuid.empty()) uuids.push_back(instance.uuid);
-  answer.edits = EditsForTenant(admitted.answer, uuids);
-  answer.annotations["gpumux.io/tenant"] = c.tenant;
-  return answer;
+  return AnswerFor(
+      c, admitted,
+      instance.uuid.empty() ? std::vector<std::string>() : std::vector<std::string>{instance.uuid});
 }
 
 std::vector<std::string> DevicePlugin::Preferred(const std::string& resource,

@@ -22,19 +22,14 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--state-dir", config.state_dir, "where the allocation record is kept")
       ->capture_default_str();
-  double grace_s = 300;
-  app.add_flag("--dynamic-mig", config.dynamic_mig,
-               "offer each GPU in MIG mode as the instances it could still make "
-               "(gpumux.io/mig-PROFILE), make one when a container is allocated it, remove one "
-               "it made once left idle");
-  app.add_option("--mig-idle-grace", grace_s,
-                 "with --dynamic-mig: seconds an instance stays idle (no tenant) before it is "
-                 "removed")
-      ->check(CLI::Range(0.0, 86400.0))
-      ->capture_default_str();
+  k8s::DynamicMigOptions mig;
+  mig.Add(app, &config.dynamic_mig,
+          "offer each GPU in MIG mode as the instances it could still make "
+          "(gpumux.io/mig-PROFILE), make one when a container is allocated it, remove one it made "
+          "once left idle");
   k8s::AddPollOption(app, &poll_s, "gpumuxd, the kubelet and the pods", 60);
   CLI11_PARSE(app, argc, argv);
-  config.mig_idle_grace = std::chrono::milliseconds(int64_t(grace_s * 1000));
+  config.mig_idle_grace = mig.idle_grace();
   return k8s::RunProgram("device plugin", [&] {
     k8s::DevicePlugin plugin(config);
     k8s::DevicePluginServer server(&plugin);

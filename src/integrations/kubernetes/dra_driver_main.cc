@@ -24,19 +24,14 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--registry-dir", config.registry_dir, "the kubelet's plugin registry")
       ->capture_default_str();
-  double grace_s = 300;
-  app.add_flag("--dynamic-mig", config.dynamic_mig,
-               "advertise each GPU in MIG mode as the instances it could still make "
-               "(partitionable devices, Kubernetes 1.35+), make an allocated one when its claim "
-               "is prepared, remove one left idle");
-  app.add_option("--mig-idle-grace", grace_s,
-                 "with --dynamic-mig: seconds an instance stays idle (no tenant) before it is "
-                 "removed")
-      ->check(CLI::Range(0.0, 86400.0))
-      ->capture_default_str();
+  k8s::DynamicMigOptions mig;
+  mig.Add(app, &config.dynamic_mig,
+          "advertise each GPU in MIG mode as the instances it could still make (partitionable "
+          "devices, Kubernetes 1.35+), make an allocated one when its claim is prepared, remove "
+          "one left idle");
   k8s::AddPollOption(app, &poll_s, "gpumuxd's GPUs", 600);
   CLI11_PARSE(app, argc, argv);
-  config.mig_idle_grace = std::chrono::milliseconds(int64_t(grace_s * 1000));
+  config.mig_idle_grace = mig.idle_grace();
   return k8s::RunProgram("DRA driver", [&] {
     k8s::DraDriver driver(config);
     k8s::DraPluginServer server(&driver);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <functional>
 #include <string>
@@ -38,6 +39,23 @@ inline void AddPollOption(CLI::App& app, double* poll_s, const std::string& what
       ->capture_default_str()
       ->check(CLI::Range(0.05, most_s));
 }
+
+// --dynamic-mig (`help` says what it then does) into `on`, and --mig-idle-grace SECONDS, read
+// as idle_grace() once `app` has parsed its arguments.
+struct DynamicMigOptions {
+  double idle_grace_s = 300;
+  void Add(CLI::App& app, bool* on, const std::string& help) {
+    app.add_flag("--dynamic-mig", *on, help);
+    app.add_option("--mig-idle-grace", idle_grace_s,
+                   "with --dynamic-mig: seconds an instance stays idle (no tenant) before it is "
+                   "removed")
+        ->check(CLI::Range(0.0, 86400.0))
+        ->capture_default_str();
+  }
+  std::chrono::milliseconds idle_grace() const {
+    return std::chrono::milliseconds(int64_t(idle_grace_s * 1000));
+  }
+};
 
 // A watch of the API server on a thread of its own from construction: `watch(stop)` returns once
 // `stop` is set. Stop (or destruction) sets it and waits for the watch to return.
