@@ -173,8 +173,7 @@ class KubernetesTest : public KubernetesNodeTest {
   // gpumuxd on `gpus` simulated H100s, the fake API server with node-a, the fake kubelet, the
   // device plugin (registered, its `resources`, after `before_plugin` ran), and the extender on a
   // TCP port.
-  void StartStack(int gpus, const std::function<void()>& before_plugin = {},
-                  size_t resources = 3) {
+  void StartStack(int gpus, const std::function<void()>& before_plugin = {}, size_t resources = 3) {
     StartNode(gpus);
     if (before_plugin) before_plugin();
     kubelet_ = std::make_unique<FakeKubelet>(sockets_);
@@ -436,8 +435,8 @@ TEST_F(KubernetesTest, APodAskingAMigProfileGetsAnInstanceMadeThatGoesOnceItIsId
   ASSERT_EQ(Schedule("next"), "");
   std::string next = api_->Pod("next")["metadata"]["annotations"]["gpumux.io/mig-placement"];
   EXPECT_TRUE(next == "1g.10gb@4" || next == "1g.10gb@5") << next;
-  api_->AddPod(PendingPod("big", "e1e1e1e1-0000-4000-8000-000000000043",
-                          {{{"gpumux.io/mig-4g.40gb", 1}}}));
+  api_->AddPod(
+      PendingPod("big", "e1e1e1e1-0000-4000-8000-000000000043", {{{"gpumux.io/mig-4g.40gb", 1}}}));
   std::string refused = Schedule("big");
   EXPECT_NE(refused.find("GPU 0: no 4g.40gb placement left beside the instances there"),
             std::string::npos)
@@ -447,8 +446,7 @@ TEST_F(KubernetesTest, APodAskingAMigProfileGetsAnInstanceMadeThatGoesOnceItIsId
   // The made instance is its pod's: no longer offered to others.
   for (int i = 0; i < 250 && healthy().count("gpu-0-mig-1g-10gb-at-6"); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_EQ(healthy(),
-            (std::set<std::string>{"gpu-0-mig-1g-10gb-at-4", "gpu-0-mig-1g-10gb-at-5"}));
+  EXPECT_EQ(healthy(), (std::set<std::string>{"gpu-0-mig-1g-10gb-at-4", "gpu-0-mig-1g-10gb-at-5"}));
 
   // The pod goes: its tenant is removed, then its idle instance after the grace period.
   api_->DeletePod("small");

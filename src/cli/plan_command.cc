@@ -45,8 +45,8 @@ void PrintText(const PlanFile& file, const Plan& plan, const NodePlan& node, boo
     const PlannedGpu& g = plan.gpus[i];
     const GpuKind& gpu = *file.input.fleet[g.fleet_index].gpu;
     fmt::print("GPU {} ({}): {} with {} tenant{}\n", node.gpus[i].gpu, gpu.name,
-               ShareModeName(g.chosen.kind),
-               g.tenant_names.size(), g.tenant_names.size() == 1 ? "" : "s");
+               ShareModeName(g.chosen.kind), g.tenant_names.size(),
+               g.tenant_names.size() == 1 ? "" : "s");
     std::vector<std::vector<std::string>> rows = {
         {"tenant", "slice", "rate", "SLO", "slowdown", "memory", "priority"}};
     for (const TenantOutcome& o : g.chosen.tenants) {

@@ -1,6 +1,7 @@
 // What a plan asks of one node's gpumuxd: per GPU its sharing mode (and MIG layout), per tenant its
-// limits (memory quota, compute cap, priority, weight). It is the plan's "agent" section (`gpumux plan --json`) and what `gpumux apply` sends:
-// each GPU is the body of `PUT /v1/gpus/N`, each tenant the body of `POST /v1/tenants`.
+// limits (memory quota, compute cap, priority, weight). It is the plan's "agent" section (`gpumux
+// plan --json`) and what `gpumux apply` sends: each GPU is the body of `PUT /v1/gpus/N`, each
+// tenant the body of `POST /v1/tenants`.
 //
 // Planned GPU i is node GPU i, unless the plan was made for a live node (PlannedGpu::node_gpu).
 // A tenant's memory quota is its planned need plus a share, in

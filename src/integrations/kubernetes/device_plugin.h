@@ -15,8 +15,8 @@
 // room for the extender (annotation gpumux.io/mig-rooms, node_gpus.h). A container allocated a
 // placement gets the instance made there (mig_maker.h; idle instances it made that overlap it are
 // removed, busy ones stay) and is admitted on it, its quota the instance's memory; an instance it
-// made left idle for `mig_idle_grace` is removed (RemoveIdleMigInstances). Instances it did not make
-// stay slots as without it.
+// made left idle for `mig_idle_grace` is removed (RemoveIdleMigInstances). Instances it did not
+// make stay slots as without it.
 //
 // A tenant goes when its pod does: every poll the plugin lists the node's pods (the API server;
 // the kubelet's pod-resources API names no pod UID, and gpumuxd's dead-process reclaim frees memory

@@ -1,6 +1,7 @@
 // The kubelet's side of the device plugin (API v1beta1 over gRPC on Unix sockets) around a
-// DevicePlugin: one server per resource (DevicePlugin::Resources()), on "gpumux-<resource>.sock" in the kubelet's directory,
-// each registered with the kubelet (Registration.Register on kubelet.sock) after it serves.
+// DevicePlugin: one server per resource (DevicePlugin::Resources()), on "gpumux-<resource>.sock" in
+// the kubelet's directory, each registered with the kubelet (Registration.Register on kubelet.sock)
+// after it serves.
 //
 // The kubelet deletes every socket in its directory when it restarts and makes kubelet.sock anew;
 // Watch() notices either (our socket gone, or kubelet.sock a new file) and serves and registers

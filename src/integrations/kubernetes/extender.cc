@@ -406,8 +406,8 @@ json Extender::Bind(const json& args) {
     if (pod->asks_mig())
       api_->AnnotatePod(ns, name,
                         {{kAssignedAnnotation, SlotId::ListToString(placement.slots)},
-                         {kMigPlacementAnnotation, pod->mig_profile + "@" +
-                                                       std::to_string(placement.pod.mig_start)}});
+                         {kMigPlacementAnnotation,
+                          pod->mig_profile + "@" + std::to_string(placement.pod.mig_start)}});
     else if (pod->asks_gpumux())
       api_->AnnotatePod(ns, name, {{kAssignedAnnotation, SlotId::ListToString(placement.slots)}});
     api_->Bind(ns, name, uid, node);
@@ -448,8 +448,7 @@ void Extender::OnNode(const json& item) {
   // A node learnt now, or whose GPUs changed (its annotation: one written after pods were bound
   // to it, a MIG re-layout), has what is placed on it counted again from the placements.
   auto known = nodes_.find(name);
-  bool changed = known == nodes_.end() ||
-                 known->second.gpus.Annotation() != gpus->Annotation() ||
+  bool changed = known == nodes_.end() || known->second.gpus.Annotation() != gpus->Annotation() ||
                  known->second.gpus.MigRoomsAnnotation() != gpus->MigRoomsAnnotation();
   if (PutNode(name, *gpus) != NodeChange::kRefused && changed) Recount(name);
 }

@@ -581,8 +581,9 @@ json MigPodJson(const std::string& uid, const std::string& profile, const std::s
 TEST(PodRequest, AMigProfileIsOneInstanceAskedAloneOnOneGpu) {
   EXPECT_EQ(MigProfileOf("gpumux.io/mig-1g.10gb"), "1g.10gb");
   EXPECT_EQ(MigProfileOf("gpumux.io/mig-1g.12gb+me"), "1g.12gb+me");
-  for (const char* no : {"gpumux.io/mig-big", "gpumux.io/mig-1g.10", "gpumux.io/mig-g.10gb",
-                         "gpumux.io/mig-1g.10gb+x", "gpumux.io/gpu-memory", "nvidia.com/mig-1g.10gb"})
+  for (const char* no :
+       {"gpumux.io/mig-big", "gpumux.io/mig-1g.10", "gpumux.io/mig-g.10gb",
+        "gpumux.io/mig-1g.10gb+x", "gpumux.io/gpu-memory", "nvidia.com/mig-1g.10gb"})
     EXPECT_EQ(MigProfileOf(no), "") << no;
   PodRequest p = ParsePod(MigPodJson("m", "1g.10gb", "node-a", "1g.10gb@6"));
   EXPECT_TRUE(p.asks_gpumux());
@@ -643,8 +644,9 @@ TEST(Extender, PlacesMigPodsWhereTheyRuleOutLeastAndCountsThemUntilGone) {
   auto node = [](const std::string& name, const MigRoom& room) {
     return json{{"metadata",
                  {{"name", name},
-                  {"annotations", {{kMigRoomsAnnotation, NodeGpus({}, {room}).MigRoomsAnnotation()},
-                                   {kNodeGpusAnnotation, "[]"}}}}}};
+                  {"annotations",
+                   {{kMigRoomsAnnotation, NodeGpus({}, {room}).MigRoomsAnnotation()},
+                    {kNodeGpusAnnotation, "[]"}}}}}};
   };
   extender.OnNode(node("empty", H100Room(0)));
   extender.OnNode(node("partly", partly));
@@ -672,8 +674,7 @@ TEST(Extender, PlacesMigPodsWhereTheyRuleOutLeastAndCountsThemUntilGone) {
   EXPECT_EQ(FilterJson(extender, args)["NodeNames"], json({"empty", "partly"}));
   // They are not shares of a whole GPU: the fleet model's target workload has none of them.
   args["Pod"] = Pod("s", 4);
-  EXPECT_EQ(FilterJson(extender, args)["NodeNames"], json::array())
-      << "a share fits no MIG room";
+  EXPECT_EQ(FilterJson(extender, args)["NodeNames"], json::array()) << "a share fits no MIG room";
 }
 
 TEST(Extender, WhatFiltersTeachItOfNodesIsBounded) {

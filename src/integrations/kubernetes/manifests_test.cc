@@ -312,7 +312,8 @@ TEST(Manifests, TheDraClassesSelectGpumuxDevicesByModeAndTheExampleClaimUsesOne)
 }
 
 // A pod cannot choose its own GPU: the policy refuses gpumux.io/assigned (and a MIG placement,
-// gpumux.io/mig-placement) from anyone but the extender's service account (the one scheduler.yaml runs it as), and is bound to deny.
+// gpumux.io/mig-placement) from anyone but the extender's service account (the one scheduler.yaml
+// runs it as), and is bound to deny.
 TEST(Manifests, OnlyTheExtendersServiceAccountMaySetTheAssignedAnnotation) {
   std::vector<json> objects = Objects();
   const json& policy = Find(objects, "ValidatingAdmissionPolicy", "gpumux-assigned-annotation");

@@ -216,10 +216,10 @@ MigChoice NodeGpus::ChooseMigPlacement(const PodRequest& pod, std::string* why) 
       best_loss = loss;
       best = {int(r), int(i), room.Weight() > 0 ? 10.0 * (1 - double(loss) / room.Weight()) : 0};
     }
-    std::string reason = !room.healthy ? "unhealthy"
-                         : !offered    ? "makes no " + pod.mig_profile + " instance"
-                                       : "no " + pod.mig_profile +
-                                          " placement left beside the instances there";
+    std::string reason =
+        !room.healthy ? "unhealthy"
+        : !offered    ? "makes no " + pod.mig_profile + " instance"
+                      : "no " + pod.mig_profile + " placement left beside the instances there";
     reasons += (reasons.empty() ? "" : "; ") + ("GPU " + std::to_string(room.gpu) + ": " + reason);
   }
   if (best.room < 0 && why)

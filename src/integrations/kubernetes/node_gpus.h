@@ -58,7 +58,7 @@ struct MigRoom {
   };
   int gpu = 0;
   bool healthy = true;
-  int slices = 0;  // memory slices
+  int slices = 0;                     // memory slices
   std::vector<Placement> placements;  // every placement of every profile it could make
   // Memory slices the node holds (published): instances with tenants, and instances the plugin
   // did not make (an operator's, a plan's), which are slots of their own.

@@ -83,10 +83,10 @@ TEST(NodeGpus, MigRoomsGoThroughTheirAnnotationAndABadOneIsRefusedSayingWhatIsEx
             1u)
       << "rooms without slots";
   for (const char* bad : {
-           "{}",                                                           // not a list
-           R"([{"gpu": 0, "placements": []}])",                            // no slices
-           R"([{"gpu": 0, "slices": 17, "placements": []}])",              // too many
-           R"([{"gpu": 0, "slices": 8, "held": [8], "placements": []}])",  // a slice past them
+           "{}",                                                               // not a list
+           R"([{"gpu": 0, "placements": []}])",                                // no slices
+           R"([{"gpu": 0, "slices": 17, "placements": []}])",                  // too many
+           R"([{"gpu": 0, "slices": 8, "held": [8], "placements": []}])",      // a slice past them
            R"([{"gpu": 0, "slices": 8, "placements": [["1g.10gb", 7, 2]]}])",  // past the end
            R"([{"gpu": 0, "slices": 8, "placements": [["1g.10gb", 0, 0]]}])",  // no slices
            R"([{"gpu": 0, "slices": 8, "placements": [[1, 0, 1]]}])",          // not a name

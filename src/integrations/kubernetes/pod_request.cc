@@ -285,8 +285,9 @@ PodRequest ParsePod(const json& pod) {
   if (std::string placed = MemberText(annotations, kMigPlacementAnnotation);
       p.asks_mig() && !placed.empty()) {
     size_t at = placed.find('@');
-    std::optional<int> start =
-        at == std::string::npos ? std::nullopt : SmallInteger(std::string_view(placed).substr(at + 1));
+    std::optional<int> start = at == std::string::npos
+                                   ? std::nullopt
+                                   : SmallInteger(std::string_view(placed).substr(at + 1));
     if (!start || *start > 15 || placed.substr(0, at) != p.mig_profile)
       throw BadInput(where + ": annotation " + kMigPlacementAnnotation + ": expected " +
                      p.mig_profile + "@START, got '" + placed + "'");
