@@ -114,8 +114,14 @@ void Governor::Launch(std::function<void()> loop) {
 }
 
 bool Governor::TakeActivity() {
-  return launched_.exchange(false, std::memory_order_relaxed) ||
-         waiting_.load(std::memory_order_relaxed);
+  bool launched = launched_.exchange(false, std::memory_order_relaxed);
+  if (launched) LaunchesNeedTheGate();  // the next tick's first launch is to be noted
+  return launched || waiting_.load(std::memory_order_relaxed);
+}
+
+void Governor::SetGate(bool closed) {
+  gate_closed_.store(closed, std::memory_order_relaxed);
+  if (closed) LaunchesNeedTheGate();
 }
 
 void Governor::Stop() {
@@ -131,8 +137,7 @@ void Governor::WaitForTurn() {
   } else if (ledger_) {
     ledger_->CountHeld(process_);
   }
-  while (gate_closed_.load(std::memory_order_relaxed))
-    SleepUntilNsPrecisely(NowNs() + kRecheckNs);
+  while (gate_closed_.load(std::memory_order_relaxed)) SleepUntilNsPrecisely(NowNs() + kRecheckNs);
   waiting_.store(false, std::memory_order_relaxed);
 }
 
@@ -158,7 +163,7 @@ void Governor::Run(int gpu_index) {
     }
     bool wants = TakeActivity();
     node::ComputeVerdict v = ledger_->ComputeTick(process_, now, used, wants, unmeasured);
-    gate_closed_.store(v.hold, std::memory_order_relaxed);
+    SetGate(v.hold);
     if (forecast_) forecast_->Refresh(now);
     if (!warned && !meter.seen_self() && wants && now - started > 2'000'000'000ull) {
       if (meter.unsupported()) {
@@ -193,7 +198,7 @@ void Governor::RunFollowing(const node::Ledger* view, const std::string& view_pa
                    "launches of pid %d are no longer held for its compute share\n",
                    view_path.c_str(), int(getpid()));
     }
-    gate_closed_.store(governed && view->Gate(tenant), std::memory_order_relaxed);
+    SetGate(governed && view->Gate(tenant));
     if (forecast_) forecast_->Refresh(now);
     SleepUntilNs(now + kTickNs);
   }

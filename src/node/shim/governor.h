@@ -21,6 +21,7 @@
 #include "node/ledger/activity.h"
 #include "node/ledger/ledger.h"
 #include "node/shim/launch_forecast.h"
+#include "node/shim/launch_route.h"
 
 namespace gpumux::shim {
 
@@ -68,6 +69,8 @@ class Governor {
   void Launch(std::function<void()> loop);
   // Whether this process launched since the last call, or has a launch waiting at the gate.
   bool TakeActivity();
+  // The gate's state for this tick; launches go through the gate again when it closes.
+  void SetGate(bool closed);
   void Run(int gpu_index);
   void RunFollowing(const node::Ledger* view, const std::string& view_path, int tenant);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/clock.h"
+#include "node/shim/launch_route.h"
 
 namespace gpumux::shim {
 
@@ -23,7 +24,9 @@ void LaunchForecast::Start(const node::Ledger* ledger, int tenant, EventCalls ev
 void LaunchForecast::Refresh(uint64_t now_ns) {
   if (!ledger_ || high_priority_ || !events_.record) return;
   node::BurstForecast f = ledger_->HighPriorityForecast(now_ns);
-  on_.store(f.active || f.next_start_ns != 0, std::memory_order_relaxed);
+  const bool on = f.active || f.next_start_ns != 0;
+  on_.store(on, std::memory_order_relaxed);
+  if (on) LaunchesNeedTheGate();  // launches may be held or timed now
 }
 
 CUevent LaunchForecast::TakeEvent() {

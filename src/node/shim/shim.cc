@@ -8,9 +8,10 @@
 // driver fails, so a tenant is refused at exactly its quota however many processes and threads it
 // runs; memory queries report the quota as the device's size, so frameworks size their pools to it.
 //
-// Every launch passes the compute governor's gate (governor.h): one relaxed atomic load when the
-// tenant is within its share; held (sleeping) while it is over its cap or weighted share, or while
-// a higher-priority tenant has work in flight.
+// Every launch passes the compute governor's gate (governor.h): held (sleeping) while its tenant is
+// over its cap or weighted share, or while a higher-priority tenant has work in flight. A launch
+// that needs nothing of the gate (its tick's launch noted, the gate open) jumps straight to the
+// driver (launch_route.h): one pointer loaded, no frame.
 //
 // Configured by `gpumux run`: GPUMUX_LEDGER (ledger file), GPUMUX_TENANT (tenant id) and GPUMUX_GPU
 // (NVML index, for GPU-time measurement). A tenant of several GPUs has one ledger per GPU, both
@@ -49,7 +50,9 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "abi/driver_api.h"
@@ -59,6 +62,7 @@
 #include "node/ledger/ledger.h"
 #include "node/shim/burst_stamps.h"
 #include "node/shim/governor.h"
+#include "node/shim/launch_route.h"
 #include "node/shim/memory_grant.h"
 
 using namespace gpumux::cuda;
@@ -108,7 +112,7 @@ CUresult CallReal(Fn fn, Args... args) {
 // One GPU of the tenant: its ledger (or gpumuxd's view of it), the tenant's slot there, and this
 // process's registration, governor and launch forecast on it.
 struct TenantGpu {
-  // First, so that what a launch reads of them shares the cache line of Enforcement's head.
+  // First, so that what a gated launch reads of them shares the cache line of Enforcement's head.
   gpumux::shim::Governor governor;
   gpumux::shim::LaunchForecast forecast;
   std::optional<gpumux::node::Ledger> ledger;
@@ -150,19 +154,9 @@ struct alignas(64) Enforcement {
   std::unordered_map<CUgraph, uint64_t> graph_bytes;
 };
 
-// What a launch that goes straight reads of Enforcement (LaunchGoesStraight: its mode, GPU count
-// and stamps; its first GPU's governor flags and forecast switch, the first members of each) shares
-// one cache line: each further line cost ~5 ns a launch on the 2-core machine (BM_Launch_Added).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Winvalid-offsetof"
-static_assert(offsetof(Enforcement, gpus) + offsetof(TenantGpu, forecast) +
-                      sizeof(std::atomic<bool>) <=
-                  64,
-              "the launch path's fields of Enforcement span more than one cache line");
-#pragma GCC diagnostic pop
-
-// The driver's launch entry points, resolved before the first Initialise sets `mode`: a launch
-// that read a set mode (acquire) reads them with no guard of their own.
+// Launch entry points of the driver's signatures: the driver's own, resolved before the first
+// Initialise sets `mode` (a stand-in answering as CallReal does for one the driver lacks), or the
+// shim's gated paths (kGatedRoute).
 struct DriverLaunches {
   decltype(&cuLaunchKernel) kernel;
   decltype(&cuLaunchKernel_ptsz) kernel_ptsz;
@@ -174,11 +168,18 @@ struct DriverLaunches {
   decltype(&cuGraphLaunch_ptsz) graph_ptsz;
 };
 
-// The shim's globals a launch that goes straight reads, aligned so that the state and the first
-// seven entry points (the last is a per-thread-stream graph launch) share one cache line.
+extern const DriverLaunches kGatedRoute;  // the gated paths, defined with them below
+
+// The shim's globals every launch reads, aligned so that the way launches go and the first seven
+// of the driver's entry points (the last is a per-thread-stream graph launch) share one cache
+// line.
 struct alignas(64) LaunchGlobals {
-  std::atomic<Enforcement*> state{nullptr};  // the process's one Enforcement, once made
+  // Which entry points launches call (launch_route.h): &driver while a launch needs nothing of the
+  // shim (RouteLaunchesStraight), else &kGatedRoute.
+  std::atomic<const DriverLaunches*> route{&kGatedRoute};
   DriverLaunches driver{};
+  bool resolved = false;                     // driver holds the driver's entry points
+  std::atomic<Enforcement*> state{nullptr};  // the process's one Enforcement, once made
 };
 LaunchGlobals launch_globals;
 
@@ -219,6 +220,7 @@ void AfterFork() {
     if (e.gpus[g].grant) e.gpus[g].grant->Forget();
   }
   if (e.mode.load() == Enforcement::Mode::kEnforce) e.mode.store(Enforcement::Mode::kUnset);
+  launch_globals.route.store(&kGatedRoute);  // the child's first launch initialises it again
 }
 
 // Sets the mode on first use. Called with e.mu held.
@@ -297,20 +299,38 @@ void Initialise(Enforcement& e) {
   }
 }
 
+// An entry point the driver lacks answers as CallReal does for it.
+template <typename... Args>
+CUresult MissingEntry(Args...) {
+  return kErrorNotInitialized;
+}
+template <typename... Args>
+auto OrMissing(CUresult (*fn)(Args...)) -> CUresult (*)(Args...) {
+  return fn ? fn : &MissingEntry<Args...>;
+}
+
+// launch_route.h's reset: the next launches take the gated paths.
+void RouteLaunchesThroughTheGate() {
+  launch_globals.route.store(&kGatedRoute, std::memory_order_relaxed);
+}
+
 // The first call's: resolves the driver's launch entry points, then initialises.
 [[gnu::noinline]] void InitialiseOnce(Enforcement& e) {
   std::lock_guard<std::mutex> lock(e.mu);
-  if (!launch_globals.driver.kernel) {
+  if (!launch_globals.resolved) {
     launch_globals.driver = {
-        Real<decltype(&cuLaunchKernel)>("cuLaunchKernel"),
-        Real<decltype(&cuLaunchKernel_ptsz)>("cuLaunchKernel_ptsz"),
-        Real<decltype(&cuLaunchKernelEx)>("cuLaunchKernelEx"),
-        Real<decltype(&cuLaunchKernelEx_ptsz)>("cuLaunchKernelEx_ptsz"),
-        Real<decltype(&cuLaunchCooperativeKernel)>("cuLaunchCooperativeKernel"),
-        Real<decltype(&cuLaunchCooperativeKernel_ptsz)>("cuLaunchCooperativeKernel_ptsz"),
-        Real<decltype(&cuGraphLaunch)>("cuGraphLaunch"),
-        Real<decltype(&cuGraphLaunch_ptsz)>("cuGraphLaunch_ptsz"),
+        OrMissing(Real<decltype(&cuLaunchKernel)>("cuLaunchKernel")),
+        OrMissing(Real<decltype(&cuLaunchKernel_ptsz)>("cuLaunchKernel_ptsz")),
+        OrMissing(Real<decltype(&cuLaunchKernelEx)>("cuLaunchKernelEx")),
+        OrMissing(Real<decltype(&cuLaunchKernelEx_ptsz)>("cuLaunchKernelEx_ptsz")),
+        OrMissing(Real<decltype(&cuLaunchCooperativeKernel)>("cuLaunchCooperativeKernel")),
+        OrMissing(
+            Real<decltype(&cuLaunchCooperativeKernel_ptsz)>("cuLaunchCooperativeKernel_ptsz")),
+        OrMissing(Real<decltype(&cuGraphLaunch)>("cuGraphLaunch")),
+        OrMissing(Real<decltype(&cuGraphLaunch_ptsz)>("cuGraphLaunch_ptsz")),
     };
+    launch_globals.resolved = true;
+    gpumux::shim::launch_route_reset.store(&RouteLaunchesThroughTheGate, std::memory_order_release);
   }
   Initialise(e);
 }
@@ -503,8 +523,8 @@ CUresult Synchronising(Call call) {
 }
 // Whether a launch needs nothing of the shim but the driver: gpumux does not govern this process,
 // or its tenant has one GPU, whose gate is open with this tick's launch noted, no forecast that
-// could hold or time it and no stamps. Hot path: the shim's globals' pointer, then five loads in
-// one cache line of Enforcement (static_assert above).
+// could hold or time it and no stamps. Asked by a gated launch (GatedLaunch), and again by
+// RouteLaunchesStraight.
 [[gnu::always_inline]] inline bool LaunchGoesStraight() {
   Enforcement* e = launch_globals.state.load(std::memory_order_acquire);
   if (!e) return false;
@@ -513,13 +533,23 @@ CUresult Synchronising(Call call) {
   return e->gpu_count == 1 && !e->stamps && e->gpus[0].governor.Open() && !e->gpus[0].forecast.on();
 }
 
-// Every other launch: the gate, then the driver's entry point `entry` with the call's own
-// arguments, then, where something follows the launch (a high-priority process stamps its return;
-// a launch the forecast timed records its end), that.
+// Launches go straight from here on, unless something changed meanwhile that needs the gate
+// (launch_route.h: the store, a fence, the check again, as the other side stores, fences, resets).
+[[gnu::noinline]] void RouteLaunchesStraight() {
+  launch_globals.route.store(&launch_globals.driver, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (!LaunchGoesStraight()) RouteLaunchesThroughTheGate();
+}
+
+// A launch through the gated paths: the gate, then the driver's entry point `entry` with the
+// call's own arguments, then, where something follows the launch (a high-priority process stamps
+// its return; a launch the forecast timed records its end), that. A launch that finds nothing to
+// do routes the next ones straight to the driver.
 template <typename Fn, typename... Args>
 [[gnu::noinline]] CUresult GatedLaunch(Fn DriverLaunches::*entry, const void* work, CUstream stream,
                                        Args... args) {
   int g = Gate(work, stream);  // initialises: launch_globals.driver is resolved from here on
+  if (LaunchGoesStraight()) RouteLaunchesStraight();
   Fn real = launch_globals.driver.*entry;
   if (g == kNotTenants || !(State().stamps || gpumux::shim::LaunchForecast::Timing()))
     return CallReal(real, args...);
@@ -530,16 +560,64 @@ template <typename Fn, typename... Args>
   return r;
 }
 
-// Every launch path. Hot path: a launch that goes straight calls the driver in tail position, with
-// no guard or call before it, so that the shim keeps no frame across it (a frame kept across an
-// 11-argument launch, with the gate's checks, cost ~30-50 ns a launch on the 2-core development
-// machine: BM_Launch_Added).
-template <typename Fn, typename... Args>
-[[gnu::always_inline]] inline CUresult Launch(Fn DriverLaunches::*entry, const void* work,
-                                              CUstream stream, Args... args) {
-  if (LaunchGoesStraight()) [[likely]]
-    return CallReal(launch_globals.driver.*entry, args...);
-  return GatedLaunch(entry, work, stream, args...);
+// What a launch entry point launches and on which stream, from its own arguments.
+struct Launched {
+  const void* work;
+  CUstream stream;
+};
+Launched OfKernel(CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                  unsigned, CUstream stream, void**, void**) {
+  return {f, stream};
+}
+Launched OfKernelEx(const CUlaunchConfig* config, CUfunction f, void**, void**) {
+  return {f, config ? config->hStream : nullptr};
+}
+Launched OfCooperative(CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                       unsigned, CUstream stream, void**) {
+  return {f, stream};
+}
+Launched OfGraph(CUgraphExec exec, CUstream stream) { return {exec, stream}; }
+
+// The gated path of entry point `entry`, with its parameters (`locate` finds the work and stream
+// among them).
+template <auto entry, auto locate, typename Fn>
+struct GatedEntry;
+template <auto entry, auto locate, typename... Args>
+struct GatedEntry<entry, locate, CUresult (*)(Args...)> {
+  static CUresult Call(Args... args) {
+    Launched l = locate(args...);
+    return GatedLaunch(entry, l.work, l.stream, args...);
+  }
+};
+template <auto entry, auto locate>
+constexpr auto kGated =
+    &GatedEntry<entry, locate,
+                std::remove_reference_t<decltype(std::declval<DriverLaunches&>().*entry)>>::Call;
+
+constinit const DriverLaunches kGatedRoute = {
+    kGated<&DriverLaunches::kernel, &OfKernel>,
+    kGated<&DriverLaunches::kernel_ptsz, &OfKernel>,
+    kGated<&DriverLaunches::kernel_ex, &OfKernelEx>,
+    kGated<&DriverLaunches::kernel_ex_ptsz, &OfKernelEx>,
+    kGated<&DriverLaunches::cooperative, &OfCooperative>,
+    kGated<&DriverLaunches::cooperative_ptsz, &OfCooperative>,
+    kGated<&DriverLaunches::graph, &OfGraph>,
+    kGated<&DriverLaunches::graph_ptsz, &OfGraph>,
+};
+
+// Every launch entry point calls the entry point of the way launches go now, in tail position with
+// its own arguments. Hot path: two loads in one cache line and a jump; the shim keeps no frame and
+// moves no argument (a frame kept across an 11-argument launch cost ~30-50 ns a launch on the
+// 2-core development machine, and a test before the jump, with a call on each of its branches,
+// made the compiler reload the arguments passed on the stack and store them back: BM_Launch_Added).
+inline const DriverLaunches& Route() {
+  // Relaxed, and no weaker for the reader than consume: the route points to kGatedRoute (constant)
+  // or to launch_globals.driver, which the thread that first stores that route (after its own
+  // acquire of the mode set after them) and every later one read as written, and the entry loaded
+  // through the pointer depends on it, which orders the two loads on every processor gpumux runs
+  // on. An acquire here is a compiler barrier that made GCC reload and store back the arguments
+  // passed on the stack before the jump.
+  return *launch_globals.route.load(std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -713,43 +791,35 @@ CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
 CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                         unsigned int bx, unsigned int by, unsigned int bz,
                         unsigned int shared_bytes, CUstream stream, void** params, void** extra) {
-  return Launch(&DriverLaunches::kernel, f, stream, f, gx, gy, gz, bx, by, bz, shared_bytes, stream,
-                params, extra);
+  return Route().kernel(f, gx, gy, gz, bx, by, bz, shared_bytes, stream, params, extra);
 }
 CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                              unsigned int bx, unsigned int by, unsigned int bz,
                              unsigned int shared_bytes, CUstream stream, void** params,
                              void** extra) {
-  return Launch(&DriverLaunches::kernel_ptsz, f, stream, f, gx, gy, gz, bx, by, bz, shared_bytes,
-                stream, params, extra);
+  return Route().kernel_ptsz(f, gx, gy, gz, bx, by, bz, shared_bytes, stream, params, extra);
 }
 CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
-  CUstream stream = config ? config->hStream : nullptr;
-  return Launch(&DriverLaunches::kernel_ex, f, stream, config, f, params, extra);
+  return Route().kernel_ex(config, f, params, extra);
 }
 CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params,
                                void** extra) {
-  CUstream stream = config ? config->hStream : nullptr;
-  return Launch(&DriverLaunches::kernel_ex_ptsz, f, stream, config, f, params, extra);
+  return Route().kernel_ex_ptsz(config, f, params, extra);
 }
 CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                                    unsigned int bx, unsigned int by, unsigned int bz,
                                    unsigned int shared_bytes, CUstream stream, void** params) {
-  return Launch(&DriverLaunches::cooperative, f, stream, f, gx, gy, gz, bx, by, bz, shared_bytes,
-                stream, params);
+  return Route().cooperative(f, gx, gy, gz, bx, by, bz, shared_bytes, stream, params);
 }
 CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
                                         unsigned int gz, unsigned int bx, unsigned int by,
                                         unsigned int bz, unsigned int shared_bytes, CUstream stream,
                                         void** params) {
-  return Launch(&DriverLaunches::cooperative_ptsz, f, stream, f, gx, gy, gz, bx, by, bz,
-                shared_bytes, stream, params);
+  return Route().cooperative_ptsz(f, gx, gy, gz, bx, by, bz, shared_bytes, stream, params);
 }
-CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
-  return Launch(&DriverLaunches::graph, exec, stream, exec, stream);
-}
+CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) { return Route().graph(exec, stream); }
 CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream) {
-  return Launch(&DriverLaunches::graph_ptsz, exec, stream, exec, stream);
+  return Route().graph_ptsz(exec, stream);
 }
 
 // Synchronising calls: stamped for a high-priority tenant's bursts, then the driver.
