@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "base/clock.h"
@@ -146,9 +147,13 @@ double StepLatencyMs(const nlohmann::json& r, double period_ms, bool first_secon
 // the best-effort tenant keeps most of the 70% of the GPU the server leaves. Before the rhythm
 // learnt from a warm-up gave way to the steps' own, the graph server's steps took twice as long
 // with priorities as without (issue 39). The first second, while the rhythm is learnt, is held
-// apart (its first few steps wait behind best effort): after it, p50 and p90 are the solo run's;
-// in it, most steps already are (latency_quantile.h: not the mean or p99, which a few host stalls
-// decide; up to 12 ms measured beside two busy loops, solo or not).
+// apart (its first few steps wait behind best effort): after it, p50 and p75 are the solo run's
+// and p90 well below what the steps take without priorities; in it, most steps already are
+// (latency_quantile.h: not the mean or p99, which a few host stalls decide; up to 12 ms measured
+// beside two busy loops, solo or not). Steady runs give 0.97-1.03x solo at p50 to p90; about one
+// run in four on 2026-12-07's 2-core machine (the shim before that day's launch route and after it
+// alike) had 10-17% of its steps 1.2-1.9x slower, p90 1.19-1.33x: the p90 bound is 1.5x, the
+// failure it guards 1.3-2x at p50 (the control below).
 TEST_F(ComputeTest, HighPriorityStepsSentAtOnceKeepTheirSoloLatencyBesideBestEffort) {
   const double period_ms = 10;
   for (const char* path : {"launch", "graph"}) {
@@ -162,9 +167,9 @@ TEST_F(ComputeTest, HighPriorityStepsSentAtOnceKeepTheirSoloLatencyBesideBestEff
         << solo[0] << guarded[0] << guarded[1];
     double base = StepLatencyMs(solo[0], period_ms, false, 0.5);
     ASSERT_GT(base, 2.9) << solo[0];
-    for (double q : {0.5, 0.9})
+    for (auto [q, bound] : {std::pair{0.5, 1.10}, std::pair{0.75, 1.10}, std::pair{0.9, 1.5}})
       EXPECT_LE(StepLatencyMs(guarded[0], period_ms, false, q),
-                1.10 * StepLatencyMs(solo[0], period_ms, false, q))
+                bound * StepLatencyMs(solo[0], period_ms, false, q))
           << "quantile " << q << " after the first second; solo " << solo[0] << ", with neighbour "
           << guarded[0];
     EXPECT_LE(StepLatencyMs(guarded[0], period_ms, true, 0.5),
