@@ -140,8 +140,8 @@ bool DevicePlugin::Refresh() {
       }
       for (const MigPlacement& p : dynamic->placements) {
         room.placements.push_back({p.profile, p.start, p.memory_slices});
-        bool free = (room.held & room.placements.back().Mask()) == 0;
-        devices[MigResource(p.profile)].push_back({MigPlacementDevice(index, p), healthy && free});
+        devices[MigResource(p.profile)].push_back(
+            {MigPlacementDevice(index, p), room.Free(room.placements.back())});
       }
       rooms.push_back(std::move(room));
     } else if (g.value("mode", "") == "mig") {

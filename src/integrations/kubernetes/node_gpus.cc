@@ -53,9 +53,11 @@ uint32_t MigRoom::Taken() const {
 }
 
 int MigRoom::Loss(const Placement& p) const {
+  if (!healthy) return 0;
+  const uint32_t taken = Taken();  // once, not per placement: the extender's filter runs this
   int loss = 0;
   for (const Placement& o : placements)
-    if ((o.Mask() & p.Mask()) && Free(o)) loss += o.memory_slices;
+    if ((o.Mask() & p.Mask()) && !(taken & o.Mask())) loss += o.memory_slices;
   return loss;
 }
 
@@ -216,6 +218,7 @@ MigChoice NodeGpus::ChooseMigPlacement(const PodRequest& pod, std::string* why) 
       best_loss = loss;
       best = {int(r), int(i), room.Weight() > 0 ? 10.0 * (1 - double(loss) / room.Weight()) : 0};
     }
+    if (!why) continue;  // hot path of the extender's filter: the reasons only where asked
     std::string reason =
         !room.healthy ? "unhealthy"
         : !offered    ? "makes no " + pod.mig_profile + " instance"
