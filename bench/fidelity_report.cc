@@ -103,9 +103,11 @@ void PrintBand(const std::string& what, const gpumux::ErrorSummary& s) {
 void PrintConstants(const char* what, const gpumux::EngineProfile& e) {
   std::printf(
       "  %-9s efficiency {16bit: %.3f, fp8: %.3f, int8: %.3f, int4: %.3f}, step_overhead_ms: "
-      "%.3f, layer_overhead_us: %.1f, allreduce_us: %.1f\n",
+      "%.3f, layer_overhead_us: %.1f, allreduce_us: %.1f, dequant_bytes_per_sm_cycle: {int8: "
+      "%.1f, int4: %.1f}\n",
       what, e.efficiency_16bit, e.efficiency_fp8, e.efficiency_int8, e.efficiency_int4,
-      e.step_overhead_seconds * 1e3, e.layer_overhead_seconds * 1e6, e.allreduce_seconds * 1e6);
+      e.step_overhead_seconds * 1e3, e.layer_overhead_seconds * 1e6, e.allreduce_seconds * 1e6,
+      e.dequant_bytes_per_sm_cycle_int8, e.dequant_bytes_per_sm_cycle_int4);
 }
 
 // Every row predicted three ways: gpumux's defaults, its engine class as the catalog has it (fitted

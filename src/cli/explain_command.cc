@@ -228,13 +228,32 @@ int RunExplain(const ExplainOptions& o) {
       used.efficiency_stated || !gpu.calibration ? "" : " (measured: the GPU's calibration)");
   for (const std::string& c : calibrations) fmt::print("  {}\n", c);
   if (engine) {
+    std::string here =
+        main.clocked_overhead_seconds == 0 && o.step_overhead_ms > 0
+            ? std::string("not used: --step-overhead-ms given")
+            : fmt::format("{:.2f} ms a step on this GPU{}",
+                          main.clocked_overhead_seconds * gpu.ClockedTimeScale() * 1e3,
+                          gpu.boost_clock_hz > 0
+                              ? fmt::format(" at {:.0f} MHz", gpu.boost_clock_hz / 1e6)
+                              : std::string(", whose clock the catalog does not state"));
     fmt::print(
-        "  engine: {} ({}): step overhead {:.2f} ms + {:.1f} us a layer, all-reduce {:.1f} us; "
-        "tokens/s within ±{:.0f}% (median; worst {:.0f}%) of published measurements from "
-        "sources its constants were not fitted on (bench/fidelity)\n",
+        "  engine: {} ({}): step overhead {:.2f} ms + {:.1f} us a layer at {:.0f} MHz ({}), "
+        "all-reduce {:.1f} us; tokens/s within ±{:.0f}% (median; worst "
+        "{:.0f}%) of published measurements from sources its constants were not fitted on "
+        "(bench/fidelity)\n",
         engine->name, engine->description, engine->step_overhead_seconds * 1e3,
-        engine->layer_overhead_seconds * 1e6, engine->allreduce_seconds * 1e6,
-        100 * engine->error_median, 100 * engine->error_worst);
+        engine->layer_overhead_seconds * 1e6, kReferenceSmClockHz / 1e6, here,
+        engine->allreduce_seconds * 1e6, 100 * engine->error_median, 100 * engine->error_worst);
+  }
+  if (main.dequant_bytes_per_sm_cycle > 0) {
+    double clock = gpu.boost_clock_hz > 0 ? gpu.boost_clock_hz : kReferenceSmClockHz;
+    double unpacked = main.dequant_bytes_per_sm_cycle * gpu.sms * clock;
+    fmt::print(
+        "  unpacking: the engine's kernels unpack {:.1f} bytes of {} weights per SM-cycle: {} "
+        "on this GPU ({} of memory at its efficiency){}\n",
+        main.dequant_bytes_per_sm_cycle, DTypeName(main.compute_dtype), FormatBandwidth(unpacked),
+        FormatBandwidth(main.bandwidth_efficiency * gpu.bandwidth),
+        unpacked < main.bandwidth_efficiency * gpu.bandwidth ? ": the SMs set the pace" : "");
   }
   fmt::print("\n");
   std::vector<std::vector<std::string>> rows = {

@@ -23,10 +23,9 @@ namespace {
 
 // Fields that a catalog entry's `uncertain:` list may name.
 const std::set<std::string> kUncertainFields = {
-    "memory",         "memory_bandwidth", "tflops",      "tflops.bf16",
-    "tflops.fp16",    "tflops.fp8",       "tflops.tf32", "sms",
-    "tdp_watts",      "price_per_hour",   "mig",         "mig.profiles",
-    "mig.placements", "mig.sms"};
+    "memory",     "memory_bandwidth", "tflops",      "tflops.bf16",    "tflops.fp16",
+    "tflops.fp8", "tflops.tf32",      "sms",         "tdp_watts",      "price_per_hour",
+    "mig",        "mig.profiles",     "boost_clock", "mig.placements", "mig.sms"};
 
 std::string Where(const std::string& path, const YAML::Node& node) {
   return fmt::format("{}:{}", path, node.Mark().line + 1);
@@ -133,7 +132,7 @@ GpuKind ReadGpu(const std::string& path, const YAML::Node& node) {
   g.name = first.String("name");
   YamlFields f(path, node, fmt::format("GPU '{}'", g.name));
   f.AllowOnly({"name", "aliases", "pci_device_id", "memory", "memory_bandwidth", "tflops", "sms",
-               "tdp_watts", "price_per_hour", "uncertain", "mig"});
+               "boost_clock", "tdp_watts", "price_per_hour", "uncertain", "mig"});
   g.source = Where(path, node);
   g.aliases = f.StringList("aliases");
   if (f.Has("pci_device_id")) f.String("pci_device_id");
@@ -150,6 +149,11 @@ GpuKind ReadGpu(const std::string& path, const YAML::Node& node) {
   g.tflops_tf32 = t.Number("tf32");
   if (g.tflops_bf16 <= 0) t.Fail("bf16", "must be positive");
   g.sms = f.Integer("sms", 1, 100000);
+  if (f.Has("boost_clock")) {
+    g.boost_clock_hz = f.Frequency("boost_clock");
+    if (!(g.boost_clock_hz >= 100e6 && g.boost_clock_hz <= 10e9))
+      f.Fail("boost_clock", "must lie between 100 MHz and 10 GHz");
+  }
   g.tdp_watts = f.Number("tdp_watts");
   g.price_per_hour = f.OptionalNumber("price_per_hour");
   g.uncertain = f.StringList("uncertain");
@@ -217,7 +221,8 @@ EngineProfile ReadEngine(const std::string& path, const YAML::Node& node) {
   e.name = first.String("name");
   YamlFields f(path, node, fmt::format("engine '{}'", e.name));
   f.AllowOnly({"name", "aliases", "description", "efficiency", "step_overhead_ms",
-               "layer_overhead_us", "allreduce_us", "error", "uncertain"});
+               "layer_overhead_us", "allreduce_us", "dequant_bytes_per_sm_cycle", "error",
+               "uncertain"});
   e.source = Where(path, node);
   e.aliases = f.StringList("aliases");
   if (f.Has("description")) e.description = f.String("description");
@@ -243,6 +248,19 @@ EngineProfile ReadEngine(const std::string& path, const YAML::Node& node) {
     e.layer_overhead_seconds = per_layer / 1e6;
   }
   e.allreduce_seconds = allreduce / 1e6;
+  if (f.Has("dequant_bytes_per_sm_cycle")) {
+    YamlFields dq(path, f.Map("dequant_bytes_per_sm_cycle"),
+                  fmt::format("engine '{}' dequant_bytes_per_sm_cycle", e.name));
+    dq.AllowOnly({"int8", "int4"});
+    auto rate = [&](std::string_view key) {
+      if (!dq.Has(key)) return 0.0;  // no limit
+      double v = dq.Number(key);
+      if (!(v > 0 && v <= 1000)) dq.Fail(key, "must lie in (0, 1000] (bytes per SM per cycle)");
+      return v;
+    };
+    e.dequant_bytes_per_sm_cycle_int8 = rate("int8");
+    e.dequant_bytes_per_sm_cycle_int4 = rate("int4");
+  }
   if (f.Has("error")) {
     YamlFields err(path, f.Map("error"), fmt::format("engine '{}' error", e.name));
     err.AllowOnly({"median", "worst"});
@@ -255,7 +273,7 @@ EngineProfile ReadEngine(const std::string& path, const YAML::Node& node) {
   for (const std::string& u : e.uncertain) {
     if (u != "efficiency.16bit" && u != "efficiency.fp8" && u != "efficiency.int8" &&
         u != "efficiency.int4" && u != "step_overhead_ms" && u != "layer_overhead_us" &&
-        u != "allreduce_us")
+        u != "allreduce_us" && u != "dequant_bytes_per_sm_cycle")
       f.Fail("uncertain", fmt::format("'{}' is not one of the engine's fields", u));
   }
   return e;

@@ -74,6 +74,8 @@ TEST(Catalog, BundledFiguresMatchTheReference) {
   EXPECT_EQ(a30.mig->slots, 4);
   EXPECT_FALSE(c.FindGpu("L4").mig);
   EXPECT_EQ(c.FindGpu("A100-40GB").tflops_fp8, 0) << "A100 has no FP8";
+  EXPECT_DOUBLE_EQ(c.FindGpu("A100-80GB").boost_clock_hz, kReferenceSmClockHz);
+  for (const GpuKind& gpu : c.gpus()) EXPECT_GT(gpu.boost_clock_hz, 0) << gpu.name;
 }
 
 TEST(Catalog, LookupIgnoresCaseSeparatorsAndTakesAliases) {
@@ -138,6 +140,12 @@ TEST(Catalog, RefusesBadFilesNamingFileLineAndField) {
                 {"'memory'", "more than the GPU's"});
   ExpectRefused(Replace(kGoodGpu, "{0,1,2,3}:1", "{0,1,2,3}:2"), {"differs from memory_slices"});
   ExpectRefused(Replace(kGoodGpu, "fp8: null, ", ""), {"'fp8'", "missing"});
+  ExpectRefused(
+      Replace(kGoodGpu, "    sms: 40\n    tdp", "    sms: 40\n    boost_clock: 1410\n    tdp"),
+      {":7:", "'boost_clock'", "MHz"});
+  ExpectRefused(
+      Replace(kGoodGpu, "    sms: 40\n    tdp", "    sms: 40\n    boost_clock: 14 GHz\n    tdp"),
+      {"'boost_clock'", "between 100 MHz and 10 GHz"});
   ExpectRefused("gpus: [\n", {"not valid YAML"});
   ExpectRefused("widgets: []\n", {"unknown field 'widgets'"});
 }

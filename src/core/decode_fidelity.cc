@@ -88,6 +88,9 @@ EngineProfile FitEngine(const std::vector<DecodeMeasurement>& rows, const Catalo
     }
     return sum;
   };
+  // More bytes per SM-cycle than any GPU's bandwidth asks of its SMs (13 on an A100, 28 on a B200):
+  // a dequantisation rate fitted at the top of its range is no limit, and is stated as none (0).
+  constexpr double kNoDequantLimit = 66;
   struct Knob {
     double EngineProfile::*field;
     double low, high;
@@ -98,7 +101,9 @@ EngineProfile FitEngine(const std::vector<DecodeMeasurement>& rows, const Catalo
                         {&EngineProfile::efficiency_int4, 0.2, 1.0},
                         {&EngineProfile::step_overhead_seconds, 0, 10e-3},
                         {&EngineProfile::layer_overhead_seconds, 0, 300e-6},
-                        {&EngineProfile::allreduce_seconds, 0, 100e-6}};
+                        {&EngineProfile::allreduce_seconds, 0, 100e-6},
+                        {&EngineProfile::dequant_bytes_per_sm_cycle_int8, 2, kNoDequantLimit},
+                        {&EngineProfile::dequant_bytes_per_sm_cycle_int4, 2, kNoDequantLimit}};
   // Coordinate descent (each knob over its range on a grid, then finer around the best) from
   // several starting points, whatever `start` holds: the answer depends on the rows alone.
   auto descend = [&](EngineProfile e) {
@@ -128,9 +133,13 @@ EngineProfile FitEngine(const std::vector<DecodeMeasurement>& rows, const Catalo
     e.efficiency_16bit = e.efficiency_fp8 = e.efficiency_int8 = e.efficiency_int4 = 0.7;
     e.step_overhead_seconds = overhead;
     e.allreduce_seconds = 20e-6;
+    e.dequant_bytes_per_sm_cycle_int8 = e.dequant_bytes_per_sm_cycle_int4 = kNoDequantLimit;
     auto [l, found] = descend(e);
     if (l < best_loss) best_loss = l, best = found;
   }
+  for (double EngineProfile::*rate : {&EngineProfile::dequant_bytes_per_sm_cycle_int8,
+                                      &EngineProfile::dequant_bytes_per_sm_cycle_int4})
+    if (best.*rate >= kNoDequantLimit) best.*rate = 0;
   return best;
 }
 

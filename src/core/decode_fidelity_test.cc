@@ -55,6 +55,10 @@ TEST(DecodeFidelity, EachClassIsTheFitOfItsRowsAndStatesItsLeftOutError) {
     EXPECT_NEAR(stated.step_overhead_seconds, fitted.step_overhead_seconds, 5e-6);
     EXPECT_NEAR(stated.layer_overhead_seconds, fitted.layer_overhead_seconds, 0.2e-6);
     EXPECT_NEAR(stated.allreduce_seconds, fitted.allreduce_seconds, 0.2e-6);
+    EXPECT_NEAR(stated.dequant_bytes_per_sm_cycle_int8, fitted.dequant_bytes_per_sm_cycle_int8,
+                0.05);
+    EXPECT_NEAR(stated.dequant_bytes_per_sm_cycle_int4, fitted.dequant_bytes_per_sm_cycle_int4,
+                0.05);
     ErrorSummary band = SummariseErrors(class_errors);
     EXPECT_NEAR(stated.error_median, band.median_abs, 0.001);
     EXPECT_NEAR(stated.error_worst, band.worst_abs, 0.001);
@@ -80,15 +84,75 @@ TEST(DecodeFidelity, AnEngineSetsEfficiencyByFormatAndTensorParallelismPaysItsAl
   spec.engine = &e;
   Workload bf16 = LlmDecode(spec);
   EXPECT_DOUBLE_EQ(bf16.bandwidth_efficiency, 0.8);
-  EXPECT_DOUBLE_EQ(bf16.step_overhead_seconds, 1e-3);
+  EXPECT_DOUBLE_EQ(bf16.clocked_overhead_seconds, 1e-3);
+  EXPECT_DOUBLE_EQ(bf16.step_overhead_seconds, 0);
   spec.dtype = DType::kInt4;
   EXPECT_DOUBLE_EQ(LlmDecode(spec).bandwidth_efficiency, 0.4);
   spec.bandwidth_efficiency = 0.5, spec.efficiency_stated = true;  // stated wins
   EXPECT_DOUBLE_EQ(LlmDecode(spec).bandwidth_efficiency, 0.5);
   // TP 2 over 32 layers: 64 all-reduces of 20 us added to each step.
   Workload shard = TensorParallelShard(bf16, 2, 2, e.AllReduceSecondsPerStep(32, 2));
-  EXPECT_NEAR(shard.step_overhead_seconds, 1e-3 + 64 * 20e-6, 1e-12);
+  EXPECT_NEAR(shard.step_overhead_seconds, 64 * 20e-6, 1e-12);  // over NVLink: not clocked
+  EXPECT_DOUBLE_EQ(shard.clocked_overhead_seconds, 1e-3);
   EXPECT_EQ(e.AllReduceSecondsPerStep(32, 1), 0);
+}
+
+// An engine's fixed step costs are stated at the reference SM clock and take reference/clock of
+// that on another GPU; a GPU whose clock is not stated takes them as stated, and an overhead the
+// user states (a flag, a plan file) is the user's, on every GPU.
+TEST(DecodeFidelity, AnEnginesStepOverheadRunsAtTheGpusClock) {
+  Catalog catalog = Catalog::LoadBundled();
+  EngineProfile e;
+  e.step_overhead_seconds = 1e-3, e.layer_overhead_seconds = 25e-6;  // 1.8 ms for 32 layers
+  LlmSpec spec;
+  spec.shape = &catalog.FindModel("Llama-2-7B");
+  spec.engine = &e;
+  Workload w = LlmDecode(spec);
+  GpuKind reference = catalog.FindGpu("A100-80GB");
+  ASSERT_DOUBLE_EQ(reference.boost_clock_hz, kReferenceSmClockHz);
+  GpuKind twice = reference, unstated = reference;
+  twice.boost_clock_hz = 2 * kReferenceSmClockHz;
+  unstated.boost_clock_hz = 0;
+  EXPECT_NEAR(StepTimesOn(w, reference).overhead, 1.8e-3, 1e-12);
+  EXPECT_NEAR(StepTimesOn(w, twice).overhead, 0.9e-3, 1e-12);
+  EXPECT_NEAR(StepTimesOn(w, unstated).overhead, 1.8e-3, 1e-12);
+  // The memory-bound part is the same on both: the step is 0.9 ms shorter at twice the clock.
+  EXPECT_NEAR(1 / SoloDemand(w, twice).steps_per_second,
+              1 / SoloDemand(w, reference).steps_per_second - 0.9e-3, 1e-9);
+  spec.step_overhead_seconds = 2e-3;  // stated: the engine's overhead is not used
+  Workload stated = LlmDecode(spec);
+  EXPECT_NEAR(StepTimesOn(stated, twice).overhead, 2e-3, 1e-12);
+  EXPECT_NEAR(StepTimesOn(stated, reference).overhead, 2e-3, 1e-12);
+}
+
+// Quantised weights are unpacked by the SMs: an engine whose kernels unpack 8 bytes per SM-cycle
+// reads int4 weights no faster than SMs x clock x 8 bytes/s, however fast the memory; 16-bit
+// weights are read as they are. The limit joins the step's compute time (SM work: what MIG and MPS
+// scale by the SMs a tenant has).
+TEST(DecodeFidelity, QuantisedWeightsAreReadNoFasterThanTheSmsUnpackThem) {
+  Catalog catalog = Catalog::LoadBundled();
+  EngineProfile e;
+  e.efficiency_16bit = e.efficiency_int4 = 1;
+  e.dequant_bytes_per_sm_cycle_int4 = 8;
+  LlmSpec spec;
+  spec.shape = &catalog.FindModel("Llama-2-70B");
+  spec.engine = &e;
+  spec.dtype = DType::kInt4;
+  Workload int4 = LlmDecode(spec);
+  const GpuKind& a100 = catalog.FindGpu("A100-80GB");  // 108 SMs at 1410 MHz: 1.22 TB/s unpacked
+  StepTimes t = StepTimesOn(int4, a100);
+  EXPECT_NEAR(t.compute, int4.dequant_bytes_per_step / (8 * 108 * 1.41e9), 1e-12);
+  EXPECT_GT(t.compute, 1.5 * t.memory) << "2.04 TB/s of memory, 1.22 TB/s of unpacking";
+  EXPECT_NEAR(int4.dequant_bytes_per_step, int4.bytes_per_step - int4.kv_cache_bytes, 1);
+  const GpuKind& rtx = catalog.FindGpu("RTX-4090");  // 128 SMs at 2520 MHz: 2.58 TB/s unpacked
+  StepTimes on_rtx = StepTimesOn(int4, rtx);
+  EXPECT_LT(on_rtx.compute, on_rtx.memory) << "the 4090's 1.01 TB/s of memory is the limit";
+  spec.dtype = DType::kBf16;
+  EXPECT_EQ(LlmDecode(spec).dequant_bytes_per_step, 0);
+  e.dequant_bytes_per_sm_cycle_int4 = 0;  // no limit
+  spec.dtype = DType::kInt4;
+  EXPECT_EQ(StepTimesOn(LlmDecode(spec), a100).compute,
+            int4.flops_per_step / (int4.compute_efficiency * a100.PeakFlops(DType::kInt4)));
 }
 
 // Leave one source out: a source's predictions come from the other sources alone. Scaling one

@@ -11,4 +11,12 @@ double EngineProfile::BandwidthEfficiency(DType weights) const {
   }
 }
 
+double EngineProfile::DequantBytesPerSmCycle(DType weights) const {
+  switch (weights) {
+    case DType::kInt8: return dequant_bytes_per_sm_cycle_int8;
+    case DType::kInt4: return dequant_bytes_per_sm_cycle_int4;
+    default: return 0;
+  }
+}
+
 }  // namespace gpumux

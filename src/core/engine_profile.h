@@ -28,6 +28,10 @@ struct EngineProfile {
   double step_overhead_seconds = 0;   // in series with each step's GPU work
   double layer_overhead_seconds = 0;  // more of it per layer of the model (launches per layer)
   double allreduce_seconds = 0;       // one all-reduce of a decode step's activations (TP > 1)
+  // Bytes of int8 and int4 weights the class's kernels unpack per SM per clock cycle: above
+  // this the SMs, not the memory, set the pace of reading them. 0: no such limit.
+  double dequant_bytes_per_sm_cycle_int8 = 0;
+  double dequant_bytes_per_sm_cycle_int4 = 0;
   // The model's |error| on the class's published measurements when their source is left out of
   // the fit (leave one source out, bench/fidelity_report.cc): the error band a prediction carries.
   double error_median = 0, error_worst = 0;
@@ -35,6 +39,8 @@ struct EngineProfile {
   std::string source;                  // file:line
 
   double BandwidthEfficiency(DType weights) const;
+  // dequant_bytes_per_sm_cycle_* for `weights`; 0 for formats read as they are.
+  double DequantBytesPerSmCycle(DType weights) const;
   // The time off the GPU's work in each step of a model of `layers` layers.
   double StepOverheadSeconds(int layers) const {
     return step_overhead_seconds + layers * layer_overhead_seconds;

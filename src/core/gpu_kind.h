@@ -39,6 +39,10 @@ struct MigGeometry {
 // published measurements (bench/fidelity/colocation.csv; docs/calibration.md).
 inline constexpr double kTimeSliceHold = 2.08;
 
+// The SM clock at which engine classes state their fixed step costs (EngineProfile): the A100's
+// boost clock, the GPU most published decode measurements were made on.
+inline constexpr double kReferenceSmClockHz = 1.41e9;
+
 // Fractions of a GPU's peak bandwidth and math throughput.
 struct Capacity {
   double bandwidth = 1, compute = 1;
@@ -51,6 +55,7 @@ struct GpuKind {
   double bandwidth = 0;                                                      // peak HBM bytes/s
   double tflops_bf16 = 0, tflops_fp16 = 0, tflops_fp8 = 0, tflops_tf32 = 0;  // dense; 0 = none
   int sms = 0;
+  double boost_clock_hz = 0;  // the SMs' boost clock; 0 = not stated
   double tdp_watts = 0;
   std::optional<double> price_per_hour;
   std::optional<MigGeometry> mig;
@@ -60,6 +65,12 @@ struct GpuKind {
   std::optional<GpuCalibration> calibration;
   double timeslice_hold = kTimeSliceHold;  // see kTimeSliceHold
 
+  // How long a fixed step cost stated at kReferenceSmClockHz takes on this GPU: the short kernels
+  // and launch latencies that make up an engine's step overhead run at the SMs' clock
+  // (docs/calibration.md shows it on published decode rates). 1 when the clock is not stated.
+  double ClockedTimeScale() const {
+    return boost_clock_hz > 0 ? kReferenceSmClockHz / boost_clock_hz : 1;
+  }
   // Dense FLOP/s of tensor-core math in `dtype`. int8 and int4 weights are dequantised and
   // multiplied in bf16; a part without FP8 runs FP8 models' math at its FP16 rate.
   double PeakFlops(DType dtype) const;

@@ -99,6 +99,11 @@ double ParseFlops(std::string_view text) {
   return ParseWithUnits(text, kUnits, /*unit_required=*/true, "a compute rate");
 }
 
+double ParseFrequency(std::string_view text) {
+  static const std::vector<Unit> kUnits = {{"Hz", 1}, {"kHz", 1e3}, {"MHz", 1e6}, {"GHz", 1e9}};
+  return ParseWithUnits(text, kUnits, /*unit_required=*/true, "a frequency");
+}
+
 double ParseFraction(std::string_view text) {
   auto [value, unit] = SplitNumber(text);
   if (unit == "%") {

@@ -19,6 +19,8 @@ double ParseBytes(std::string_view text);
 double ParseBandwidth(std::string_view text);
 // "20 TFLOPS", "20 TFLOP/s", "500 GFLOPS" -> FLOP per second. A unit is required.
 double ParseFlops(std::string_view text);
+// "1410 MHz", "1.98 GHz" -> Hz. A unit is required.
+double ParseFrequency(std::string_view text);
 // "40%" or "0.4" -> 0.4. Must lie in [0, 1].
 double ParseFraction(std::string_view text);
 // A plain finite number, e.g. "13e9".

@@ -25,6 +25,13 @@ TEST(ParseBytes, RefusesUnknownUnitsAndNegatives) {
   }
 }
 
+TEST(ParseFrequency, RequiresAUnit) {
+  EXPECT_DOUBLE_EQ(ParseFrequency("1410 MHz"), 1.41e9);
+  EXPECT_DOUBLE_EQ(ParseFrequency("1.98GHz"), 1.98e9);
+  EXPECT_THROW(ParseFrequency("1410"), Error);
+  EXPECT_THROW(ParseFrequency("1410 MB/s"), Error);
+}
+
 TEST(ParseBandwidth, RequiresAUnit) {
   EXPECT_DOUBLE_EQ(ParseBandwidth("3.35 TB/s"), 3.35e12);
   EXPECT_DOUBLE_EQ(ParseBandwidth("864 GB/s"), 864e9);

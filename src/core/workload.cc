@@ -50,7 +50,7 @@ Workload Base(const LlmSpec& s, const char* kind) {
   if (s.engine) {  // what the engine class achieves, where the spec does not say
     if (!s.efficiency_stated) w.bandwidth_efficiency = s.engine->BandwidthEfficiency(s.dtype);
     if (s.step_overhead_seconds == 0)  // a model given by its parameters alone has no layers
-      w.step_overhead_seconds = s.engine->StepOverheadSeconds(s.shape ? s.shape->layers : 0);
+      w.clocked_overhead_seconds = s.engine->StepOverheadSeconds(s.shape ? s.shape->layers : 0);
     w.efficiency_stated = true;
     w.expected_error = s.engine->error_median;
   }
@@ -75,12 +75,17 @@ double AttentionFlopsPerToken(const ModelShape& m, double keys) {
 
 double StepTimes::step() const { return std::max(std::max(memory, compute) + overhead, pace); }
 
-StepTimes StepTimesOn(const Workload& w, double bandwidth, double peak_flops) {
+StepTimes StepTimesOn(const Workload& w, const GpuKind& gpu) {
   StepTimes t;
-  t.memory = w.bytes_per_step / (w.bandwidth_efficiency * bandwidth);
-  t.compute = w.flops_per_step / (w.compute_efficiency * peak_flops);
+  t.memory = w.bytes_per_step / (w.bandwidth_efficiency * gpu.bandwidth);
+  t.compute = w.flops_per_step / (w.compute_efficiency * gpu.PeakFlops(w.compute_dtype));
+  if (w.dequant_bytes_per_sm_cycle > 0) {
+    double clock = gpu.boost_clock_hz > 0 ? gpu.boost_clock_hz : kReferenceSmClockHz;
+    t.compute = std::max(
+        t.compute, w.dequant_bytes_per_step / (w.dequant_bytes_per_sm_cycle * gpu.sms * clock));
+  }
   t.pace = w.paced_steps_per_second > 0 ? 1.0 / w.paced_steps_per_second : 0;
-  t.overhead = w.step_overhead_seconds;
+  t.overhead = w.step_overhead_seconds + w.clocked_overhead_seconds * gpu.ClockedTimeScale();
   return t;
 }
 
@@ -89,6 +94,10 @@ Workload LlmDecode(const LlmSpec& s) {
   // Every step streams the weights once for the whole batch, and reads each sequence's KV cache.
   double streamed = s.shape ? s.shape->StreamedParams() : s.params;
   w.bytes_per_step = streamed * WeightBytesPerParam(s.dtype, s.quant_group) + w.kv_cache_bytes;
+  if (s.engine && s.engine->DequantBytesPerSmCycle(s.dtype) > 0) {
+    w.dequant_bytes_per_step = streamed * WeightBytesPerParam(s.dtype, s.quant_group);
+    w.dequant_bytes_per_sm_cycle = s.engine->DequantBytesPerSmCycle(s.dtype);
+  }
   double matmul = s.shape ? s.shape->MatmulParams() : s.params;
   double attention = s.shape ? AttentionFlopsPerToken(*s.shape, KvTokens(s)) : 0;
   w.flops_per_step = s.batch * (2.0 * matmul + attention);
@@ -144,6 +153,7 @@ Workload TensorParallelShard(const Workload& w, int tp, int kv_split,
   s.kv_cache_bytes = w.kv_cache_bytes / kv_split;
   s.bytes_per_step = w.bytes_per_step / tp;
   s.flops_per_step = w.flops_per_step / tp;
+  s.dequant_bytes_per_step = w.dequant_bytes_per_step / tp;
   s.tensor_parallel = w.tensor_parallel * tp;
   s.step_overhead_seconds = w.step_overhead_seconds + allreduce_seconds_per_step;
   s.description = fmt::format("{}, TP = {} (per GPU)", w.description, tp);
@@ -177,7 +187,7 @@ Workload OnGpu(const Workload& w, const GpuKind& gpu) {
 Demand SoloDemand(const Workload& given, const GpuKind& gpu) {
   Workload w = OnGpu(given, gpu);
   double peak = gpu.PeakFlops(w.compute_dtype);
-  StepTimes t = StepTimesOn(w, gpu.bandwidth, peak);
+  StepTimes t = StepTimesOn(w, gpu);
   Demand d;
   d.memory_bytes = w.memory_bytes();
   d.steps_per_second = 1.0 / t.step();

@@ -49,6 +49,15 @@ struct Workload {
   // engine's own loop), in series with the GPU work: 0 unless stated (published batch-1 decode
   // steps show on the order of 1-2 ms; docs/calibration.md).
   double step_overhead_seconds = 0;
+  // The engine class's fixed step costs (EngineProfile::StepOverheadSeconds): short kernels and
+  // launch latencies, stated at kReferenceSmClockHz and scaled to each GPU's clock
+  // (GpuKind::ClockedTimeScale) in series with the GPU work, beside step_overhead_seconds.
+  double clocked_overhead_seconds = 0;
+  // Quantised weight bytes the SMs unpack each step, and how many each SM unpacks a cycle at most
+  // (the engine's EngineProfile::DequantBytesPerSmCycle; 0: no limit): that work is the SMs', so
+  // it joins the step's compute time.
+  double dequant_bytes_per_step = 0;
+  double dequant_bytes_per_sm_cycle = 0;
   // The model's median |error| on published measurements of jobs like this one (its engine's
   // EngineProfile::error_median); 0 when not known.
   double expected_error = 0;
@@ -60,15 +69,17 @@ struct Workload {
 
 // Where a step's time goes on a given slice of a GPU (seconds).
 struct StepTimes {
-  double memory = 0;    // bytes / (η · bandwidth)
-  double compute = 0;   // FLOPs / (η_c · peak)
-  double pace = 0;      // 1 / paced rate, or 0
-  double overhead = 0;  // Workload::step_overhead_seconds, added to the GPU's part
+  double memory = 0;  // bytes / (η · bandwidth)
+  double compute = 0;  // FLOPs / (η_c · peak), or the SMs' unpacking of quantised weights if longer
+  double pace = 0;     // 1 / paced rate, or 0
+  // Workload::step_overhead_seconds plus its clocked overhead on the GPU, added to the GPU's part.
+  double overhead = 0;
   // max(max(memory, compute) + overhead, pace).
   double step() const;
   bool bandwidth_bound() const { return memory >= compute; }
 };
-StepTimes StepTimesOn(const Workload& w, double bandwidth, double peak_flops);
+// `w`'s step on the whole of `gpu` (its efficiencies as given: see OnGpu).
+StepTimes StepTimesOn(const Workload& w, const GpuKind& gpu);
 
 // An LLM served from a model shape, or from a bare parameter count (then without KV cache).
 struct LlmSpec {

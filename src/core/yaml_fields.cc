@@ -134,6 +134,14 @@ double YamlFields::Bandwidth(std::string_view key) const {
   }
 }
 
+double YamlFields::Frequency(std::string_view key) const {
+  try {
+    return ParseFrequency(Scalar(key));
+  } catch (const Error& e) {
+    Fail(key, e.what());
+  }
+}
+
 double YamlFields::Flops(std::string_view key) const {
   try {
     return ParseFlops(Scalar(key));

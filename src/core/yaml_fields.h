@@ -44,6 +44,7 @@ class YamlFields {
   double Bytes(std::string_view key) const;                         // "80 GiB"
   double Bandwidth(std::string_view key) const;                     // "3.35 TB/s"
   double Flops(std::string_view key) const;                         // "20 TFLOPS"
+  double Frequency(std::string_view key) const;                     // "1410 MHz"
   std::vector<std::string> StringList(std::string_view key) const;  // absent -> empty
   YAML::Node Map(std::string_view key) const;                       // must be a mapping
   YAML::Node List(std::string_view key) const;                      // must be a sequence

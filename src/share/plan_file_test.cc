@@ -127,7 +127,7 @@ TEST(PlanFile, AnEngineGivesItsConstantsAndAnSloIsMetOnlyWithMarginForTheModelsE
       catalog);
   const Tenant& chat = f.input.classes[0].tenant;
   EXPECT_DOUBLE_EQ(chat.work.bandwidth_efficiency, vllm.efficiency_16bit);
-  EXPECT_DOUBLE_EQ(chat.work.step_overhead_seconds,
+  EXPECT_DOUBLE_EQ(chat.work.clocked_overhead_seconds,
                    vllm.StepOverheadSeconds(catalog.FindModel("Llama-2-13B").layers));
   EXPECT_GT(vllm.layer_overhead_seconds, 0) << "the fitted class pays for each layer it launches";
   EXPECT_DOUBLE_EQ(chat.work.expected_error, vllm.error_median);

@@ -37,7 +37,7 @@ TenantLoad MakeLoad(const Tenant& tenant, const GpuKind& gpu) {
   TenantLoad load;
   load.tenant = &tenant;
   load.memory = w.memory_bytes();
-  load.whole = StepTimesOn(w, gpu.bandwidth, peak);
+  load.whole = StepTimesOn(w, gpu);
   load.bandwidth_use = w.bytes_per_step / gpu.bandwidth;
   load.compute_use = w.flops_per_step / peak;
   double solo_rate = load.SequenceRate(load.solo_step_rate());
