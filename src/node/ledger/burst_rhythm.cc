@@ -102,7 +102,7 @@ void NoteBurstLaunch(BurstWords& w, uint64_t now_ns) {
       // sixteenth of the way at each start, or over a second at a faster rhythm, so that a few
       // starts on time (or a second of them: host stalls come seconds apart) do not hide how
       // early the others come.
-      const bool chain = lead > 0;
+      const bool chain = lead > kChainLeadNs;
       const uint64_t early =
           chain ? (now_ns < chained ? chain_error : 0) : (late ? error / 4 : error);
       uint64_t most = Load(w.jitter_ns);
@@ -162,7 +162,14 @@ bool ForecastNextBurst(const BurstWords& w, uint64_t now_ns, NextBurst* next) {
   // run` the tenants' processes write them), and a period seen twice could be 0 the second time.
   uint64_t start = Load(w.start_ns), period = Load(w.period_ns), beat = Load(w.beat_ns);
   if (period == 0 || now_ns > start + 4 * period) return false;  // HasRhythm, on these loads
-  if (beat == 0 || beat > start + period || beat + period < start || Load(w.chain_lead_ns) > 0)
+  // The beat is that of the latest start, or of the one before when the latest came off it (by
+  // more than a quarter period: NoteBurstLaunch leaves the beat then). Once: one late start (its
+  // process waited for a CPU) moves no clock, and the next step comes on the beat. Starts off it
+  // twice over leave it more than a period and a half behind: the rhythm moved, and the latest
+  // start is its anchor. (Re-anchored at once, a step 2.7 ms late on a 10 ms clock had the next
+  // forecast 2.7 ms late, and others' work ran into that step.)
+  if (beat == 0 || beat > start + period || beat + period + period / 2 < start ||
+      Load(w.chain_lead_ns) > kChainLeadNs)
     beat = start;
   // The burst due last on the anchor: if it has not begun yet (the latest start is not near it;
   // steps jitter, and under gpumuxd a start may be seen a tick late) it is still the next one for
@@ -186,7 +193,7 @@ bool SummariseRhythm(const BurstWords& w, uint64_t now_ns, RhythmSummary* out) {
   NextBurst next;
   if (!ForecastNextBurst(w, now_ns, &next)) return false;
   *out = {next.period_ns, Load(w.length_ns), Load(w.jitter_ns), next.margin_ns,
-          Load(w.chain_lead_ns) > 0};
+          Load(w.chain_lead_ns) > kChainLeadNs};
   return true;
 }
 

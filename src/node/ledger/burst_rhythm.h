@@ -22,6 +22,11 @@ inline constexpr uint64_t kLateBurstNs = 3'000'000;  // a burst not begun this l
 inline constexpr uint64_t kSyncWithoutRhythmNs = 100'000'000;  // without a rhythm, a thread
                                                                // inside a synchronising call
                                                                // is a burst this long
+inline constexpr int64_t kChainLeadNs = 100'000;     // the latest start plus a period foretells
+                                                     // starts better than the beat by more than
+                                                     // this, lately: a loop, not a clock (a clock's
+                                                     // starts jitter by tens of microseconds, and
+                                                     // either anchor wins by a few)
 inline constexpr uint64_t kMinMarginNs = 200'000;    // others' work ends at least this long before
 inline constexpr uint64_t kMaxMarginNs = 1'000'000;  // a burst, at most this long or a quarter
                                                      // period if that is longer
