@@ -75,15 +75,17 @@ double AttentionFlopsPerToken(const ModelShape& m, double keys) {
 
 double StepTimes::step() const { return std::max(std::max(memory, compute) + overhead, pace); }
 
+double DequantSecondsOn(const Workload& w, const GpuKind& gpu) {
+  if (w.dequant_bytes_per_sm_cycle <= 0) return 0;
+  double clock = gpu.boost_clock_hz > 0 ? gpu.boost_clock_hz : kReferenceSmClockHz;
+  return w.dequant_bytes_per_step / (w.dequant_bytes_per_sm_cycle * gpu.sms * clock);
+}
+
 StepTimes StepTimesOn(const Workload& w, const GpuKind& gpu) {
   StepTimes t;
   t.memory = w.bytes_per_step / (w.bandwidth_efficiency * gpu.bandwidth);
-  t.compute = w.flops_per_step / (w.compute_efficiency * gpu.PeakFlops(w.compute_dtype));
-  if (w.dequant_bytes_per_sm_cycle > 0) {
-    double clock = gpu.boost_clock_hz > 0 ? gpu.boost_clock_hz : kReferenceSmClockHz;
-    t.compute = std::max(
-        t.compute, w.dequant_bytes_per_step / (w.dequant_bytes_per_sm_cycle * gpu.sms * clock));
-  }
+  t.compute = std::max(w.flops_per_step / (w.compute_efficiency * gpu.PeakFlops(w.compute_dtype)),
+                       DequantSecondsOn(w, gpu));
   t.pace = w.paced_steps_per_second > 0 ? 1.0 / w.paced_steps_per_second : 0;
   t.overhead = w.step_overhead_seconds + w.clocked_overhead_seconds * gpu.ClockedTimeScale();
   return t;

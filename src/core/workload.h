@@ -80,6 +80,8 @@ struct StepTimes {
 };
 // `w`'s step on the whole of `gpu` (its efficiencies as given: see OnGpu).
 StepTimes StepTimesOn(const Workload& w, const GpuKind& gpu);
+// Seconds all of `gpu`'s SMs take to unpack a step's quantised weights (0 without a limit).
+double DequantSecondsOn(const Workload& w, const GpuKind& gpu);
 
 // An LLM served from a model shape, or from a bare parameter count (then without KV cache).
 struct LlmSpec {

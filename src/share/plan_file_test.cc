@@ -6,7 +6,9 @@
 #include <fstream>
 
 #include "base/error.h"
+#include "core/workload.h"
 #include "share/plan_file_test_support.h"
+#include "share/tenant.h"
 
 namespace gpumux {
 namespace {
@@ -148,6 +150,26 @@ TEST(PlanFile, AnEngineGivesItsConstantsAndAnSloIsMetOnlyWithMarginForTheModelsE
   ExpectRefused("min_tokens_per_second: 40}", "min_tokens_per_second: 40, margin: 1.5}",
                 {"margin", "'auto' or a fraction in [0, 1)"});
   ExpectRefused("efficiency: 0.7}", "engine: warp-drive}", {"plan.yaml:7:", "unknown engine"});
+}
+
+// A llama.cpp 70B Q4 tenant on an A100 is held back by its SMs unpacking the weights, not by the
+// memory: what it uses of the SMs (which MPS shares out) is that unpacking, not its few FLOPs.
+TEST(PlanFile, ATenantUnpackingQuantisedWeightsUsesTheSmsForIt) {
+  Catalog catalog = Catalog::LoadBundled();
+  const EngineProfile& lcpp = catalog.FindEngine("llama.cpp");
+  ASSERT_GT(lcpp.dequant_bytes_per_sm_cycle_int4, 0);
+  LlmSpec spec;
+  spec.shape = &catalog.FindModel("Llama-2-70B");
+  spec.dtype = DType::kInt4;
+  spec.context = 256;
+  spec.engine = &lcpp;
+  Tenant tenant;
+  tenant.work = LlmDecode(spec);
+  const GpuKind& a100 = catalog.FindGpu("A100-80GB");
+  TenantLoad load = MakeLoad(tenant, a100);
+  EXPECT_GT(load.whole.compute, load.whole.memory) << "the SMs set the pace";
+  EXPECT_DOUBLE_EQ(load.compute_use, DequantSecondsOn(tenant.work, a100));
+  EXPECT_GT(load.compute_use, 10 * tenant.work.flops_per_step / a100.PeakFlops(DType::kInt4));
 }
 
 }  // namespace

@@ -39,7 +39,8 @@ TenantLoad MakeLoad(const Tenant& tenant, const GpuKind& gpu) {
   load.memory = w.memory_bytes();
   load.whole = StepTimesOn(w, gpu);
   load.bandwidth_use = w.bytes_per_step / gpu.bandwidth;
-  load.compute_use = w.flops_per_step / peak;
+  // The SMs' time: the step's math, or unpacking its quantised weights if that is longer.
+  load.compute_use = std::max(w.flops_per_step / peak, DequantSecondsOn(w, gpu));
   double solo_rate = load.SequenceRate(load.solo_step_rate());
   load.margin = tenant.slo.margin.value_or(w.expected_error);
   load.min_step_rate = tenant.slo.RequiredRate(solo_rate, load.margin) / w.tokens_per_sequence_step;

@@ -43,7 +43,8 @@ struct TenantLoad {
   double memory = 0;
   StepTimes whole;           // roofline times alone on the whole GPU
   double bandwidth_use = 0;  // seconds of full-GPU bandwidth one step consumes (bytes / BW)
-  double compute_use = 0;    // seconds of full-GPU math one step consumes (FLOPs / peak)
+  double compute_use = 0;    // seconds of full-GPU math one step consumes (FLOPs / peak, or the
+                             // SMs unpacking its quantised weights: DequantSecondsOn)
   double min_step_rate = 0;  // steps/s the SLO requires (with the margin); 0 = none
   double margin = 0;         // Slo::margin as applied
 
