@@ -4,15 +4,20 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
+
+#include <unistd.h>
 
 #include "base/error.h"
 
 namespace gpumux {
 namespace {
 
-// Writes `text` to a fresh file under the test's temp dir and returns its path.
+// Writes `text` to a fresh file under this process's temp dir and returns its path (ctest runs
+// the tests of this file as processes side by side: one folder each).
 std::string WriteFile(const std::string& name, const std::string& text) {
-  auto dir = std::filesystem::temp_directory_path() / "gpumux_catalog_test";
+  auto dir = std::filesystem::temp_directory_path() /
+             ("gpumux_catalog_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   auto path = (dir / name).string();
   std::ofstream(path) << text;
@@ -148,6 +153,24 @@ TEST(Catalog, RefusesBadFilesNamingFileLineAndField) {
       {"'boost_clock'", "between 100 MHz and 10 GHz"});
   ExpectRefused("gpus: [\n", {"not valid YAML"});
   ExpectRefused("widgets: []\n", {"unknown field 'widgets'"});
+}
+
+const char* kGoodEngine = R"(engines:
+  - name: test-engine
+    efficiency: {16bit: 0.8, fp8: 0.7, int8: 0.7, int4: 0.6}
+    step_overhead_ms: 1
+    allreduce_us: 20
+    dequant_bytes_per_sm_cycle: {int4: 6}
+)";
+
+TEST(Catalog, ReadsAnEnginesUnpackingRateAndRefusesABadOne) {
+  Catalog c;
+  c.AddFile(WriteFile("engine.yaml", kGoodEngine));
+  const EngineProfile& e = c.FindEngine("test-engine");
+  EXPECT_DOUBLE_EQ(e.dequant_bytes_per_sm_cycle_int4, 6);
+  EXPECT_DOUBLE_EQ(e.dequant_bytes_per_sm_cycle_int8, 0) << "not stated: no limit";
+  ExpectRefused(Replace(kGoodEngine, "{int4: 6}", "{int4: 0}"), {":6:", "'int4'", "(0, 1000]"});
+  ExpectRefused(Replace(kGoodEngine, "{int4: 6}", "{int2: 6}"), {"unknown field 'int2'"});
 }
 
 TEST(Catalog, RefusesAModelWhoseShapeDisagreesWithItsParamCount) {
