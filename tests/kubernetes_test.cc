@@ -1327,13 +1327,18 @@ TEST_F(DraTest, GpumuxdInACgroupNamespaceOfItsOwnStillKnowsAPodsProcesses) {
 TEST_F(DraTest, AClaimOfTwoGpusIsOneTenantOverBoth) {
   ASSERT_NO_FATAL_FAILURE(StartDra(2));
   std::string uid = "c1a1c1a1-0000-4000-8000-000000000021";
-  PutClaim("tp", uid, "gpu-0", {{"memory", "2Gi"}});
+  // Written unreserved, then allocated both GPUs and reserved in one write, as a scheduler does:
+  // the driver's cache never holds a reserved version with one GPU (rewritten after reservation,
+  // a Prepare that read the cache first saw one device: a race no API server allows).
+  PutClaim("tp", uid, "gpu-0", {{"memory", "2Gi"}}, nullptr, "gpu.gpumux.io", "node-a",
+           /*reserved=*/false);
   json claim = api_->Claim("default", "tp");
   json second = claim["status"]["allocation"]["devices"]["results"][0];
   second["device"] = "gpu-1";
   second["request"] = "gpu-b";
   claim["status"]["allocation"]["devices"]["results"].push_back(second);
   claim["status"]["allocation"]["devices"]["config"][0]["requests"] = {"gpu", "gpu-b"};
+  claim["status"]["reservedFor"] = {{{"resource", "pods"}, {"name", "p-tp"}, {"uid", kPodUid}}};
   api_->PutClaim(claim);
   auto prepared = Prepare("tp", uid);
   ASSERT_EQ(prepared.error(), "") << Log();
