@@ -144,6 +144,9 @@ TEST(DecodeFidelity, QuantisedWeightsAreReadNoFasterThanTheSmsUnpackThem) {
   EXPECT_NEAR(t.compute, int4.dequant_bytes_per_step / (8 * 108 * 1.41e9), 1e-12);
   EXPECT_GT(t.compute, 1.5 * t.memory) << "2.04 TB/s of memory, 1.22 TB/s of unpacking";
   EXPECT_NEAR(int4.dequant_bytes_per_step, int4.bytes_per_step - int4.kv_cache_bytes, 1);
+  Demand d = SoloDemand(int4, a100);
+  EXPECT_NEAR(d.sm_fraction, t.compute * d.steps_per_second, 1e-12) << "its SMs, unpacking";
+  EXPECT_GT(d.sm_fraction, 0.5);
   const GpuKind& rtx = catalog.FindGpu("RTX-4090");  // 128 SMs at 2520 MHz: 2.58 TB/s unpacked
   StepTimes on_rtx = StepTimesOn(int4, rtx);
   EXPECT_LT(on_rtx.compute, on_rtx.memory) << "the 4090's 1.01 TB/s of memory is the limit";

@@ -195,7 +195,7 @@ Demand SoloDemand(const Workload& given, const GpuKind& gpu) {
   d.steps_per_second = 1.0 / t.step();
   d.bandwidth = w.bytes_per_step * d.steps_per_second;
   d.flops = w.flops_per_step * d.steps_per_second;
-  d.sm_fraction = d.flops / (w.compute_efficiency * peak);
+  d.sm_fraction = t.compute * d.steps_per_second;  // its math at η_c, or unpacking its weights
   d.tokens_per_second = d.steps_per_second * w.sequences * w.tokens_per_sequence_step;
   d.ms_per_token = 1000.0 * t.step() / w.tokens_per_sequence_step;
   d.bandwidth_bound = t.bandwidth_bound();

@@ -143,7 +143,7 @@ struct Demand {
   double memory_bytes = 0;
   double bandwidth = 0;    // bytes/s
   double flops = 0;        // FLOP/s
-  double sm_fraction = 0;  // share of the GPU's math throughput it keeps busy
+  double sm_fraction = 0;  // share of the SMs' time it keeps busy (math at η_c, or unpacking)
   double steps_per_second = 0;
   double tokens_per_second = 0;  // all sequences together
   double ms_per_token = 0;       // per sequence (one step for decode)
