@@ -87,6 +87,23 @@ TEST_F(PoliciesTest, GpumuxSendsCpuOnlyPodsWhereTheirCpuStrandsNoGpu) {
   EXPECT_EQ(Choose(*MakePolicy("gpumux", t), c, cpu).first, 1);
 }
 
+TEST_F(PoliciesTest, GpumuxLeavesAGpuRoomThatCommonPodsCanFillToTheEnd) {
+  // Two one-GPU nodes, one holding a 550-milli pod (450 free), the other a 650 (350 free). A
+  // 230-milli pod leaves 220 on the first, which a 220 pod fills, or 120 on the second, which
+  // nothing fills (before, a 320 would have filled it but for 30). FGD sees only that no target
+  // shape but the smallest fits 220 and none fits 120, and prefers the second.
+  Cluster c({Node("after550", 96, 1, "G2"), Node("after650", 96, 1, "G2")});
+  std::vector<PodSpec> pods;
+  for (int milli : {1000, 320, 230, 220})
+    for (int i = 0; i < 25; ++i) pods.push_back(Pod("p", 4, 1, milli));
+  c.Place(0, c.ShapeOf(Pod("old", 4, 1, 550)), 0);
+  c.Place(1, c.ShapeOf(Pod("old", 4, 1, 650)), 0);
+  TargetWorkloads t = TargetWorkloads::FromPods(c, pods);
+  Shape pod = c.ShapeOf(Pod("new", 4, 1, 230));
+  EXPECT_EQ(Choose(*MakePolicy("fgd", t), c, pod).first, 1);
+  EXPECT_EQ(Choose(*MakePolicy("gpumux", t), c, pod).first, 0);
+}
+
 TEST_F(PoliciesTest, RandomPicksEveryFeasibleNodeAndGpuAndNothingElse) {
   Cluster c({Node("a", 8, 2, "G2"), Node("b", 8, 2, "G2"), Node("full", 1, 2, "G2")});
   auto random = MakePolicy("random", targets_);

@@ -1,7 +1,7 @@
 // gpumux's policy: FGD's decision on a measure of the free GPU a node loses, with its ties broken
 // by a look further ahead.
 //
-// The measure adds three things to FGD's fragmentation (fragmentation.h):
+// The measure adds four things to FGD's fragmentation (fragmentation.h):
 // - each target shape is weighed by its probability divided by the share of the fleet's GPUs it
 //   may use: free GPU milli lost to a shape that can use only one GPU model counts as many times
 //   more as that model is rare, so pods that may go anywhere leave the constrained shapes' GPUs to
@@ -16,6 +16,10 @@
 //   gpu_spec pods are confined to cost what the confined demand loses, its demand over what is
 //   left of it, so flexible pods leave scarce models to the pods that can use nothing else. It
 //   depends on the whole fleet, so it is added in Final, to the cached loss; 0 without gpu_spec.
+// - for a pod that shares a GPU, what it adds to the GPU's room that the trace's common sharing
+//   sizes could never fill (fill_waste.h), weighed kFillWasteWeight times: FGD's fragment sees
+//   whether the next pod fits, not whether the GPU can be filled to the end, so it would as soon
+//   leave 130 milli after a 550 and a 320 as 0 after a 550, a 230 and a 220.
 //
 // FGD's integer score (fgd_policy.cc) treats placements whose loss differs by less than ~40 milli
 // as equal and hands the choice to the node ranking. Among those, gpumux prefers the placement
@@ -29,17 +33,24 @@
 // Chosen on the "choose" half of bench/fleet_sweep.sh (20 generated variants, even variant seeds;
 // weights by popularity or scarcity, resolutions 20-2000 milli fixed or 0.25-0.5 of the mean
 // request, the stranding measure in the tie-break, in the main term or both, with the mix's ratio
-// from GPU pods, all pods or per GPU model; model prices or none) and the default openb trace, and
-// checked on the other half; results in the README.
+// from GPU pods, all pods or per GPU model; model prices or none; the fill waste's sizes and
+// weight) and the default openb trace, and checked on the other half; results in docs/models.md.
 #include <array>
 #include <cmath>
 #include <optional>
 
+#include "fleet/fill_waste.h"
 #include "fleet/model_prices.h"
 #include "fleet/policy.h"
 
 namespace gpumux::fleet {
 namespace {
+
+// A milli of GPU room that the common sizes can never fill counts as this many milli of FGD's
+// fragment. On the default trace 6-12 do equally well (3.84-3.85% unallocated); beyond ~16 the
+// loss reaches where FGD's quantised sigmoid no longer tells placements apart, and it does worse.
+// Chosen on the choose half (docs/models.md).
+constexpr double kFillWasteWeight = 8;
 
 // The capacity tie-break's unit: this share of the mean GPU request (milli) of the target's GPU
 // shapes, by probability (a whole GPU's if it has none).
@@ -55,7 +66,8 @@ class GpumuxPolicy : public Policy {
   explicit GpumuxPolicy(const TargetWorkloads& targets)
       : scarce_(targets.scarce),
         wide_(targets.wide),
-        resolution_(CapacityResolution(targets.fgd)) {}
+        resolution_(CapacityResolution(targets.fgd)),
+        fill_waste_(FillWaste::FromTarget(targets.fgd)) {}
 
   // The cached score with the price of the GPU model the pod consumes added to its loss
   // (model_prices.h), which depends on the whole fleet. Hot path: every feasible node, every pod.
@@ -84,6 +96,10 @@ class GpumuxPolicy : public Policy {
     const double capacity = NodeCapacityFragmentation(n, wide_);
     auto score = [&](int gpu, double fragmentation_after, double capacity_after) {
       double loss = fragmentation_after + stranded_after - lost;
+      if (gpu >= 0) {  // a sharing pod: what it adds to the GPU's room no common size fills
+        int left = n.gpu_left[gpu];
+        loss += kFillWasteWeight * (fill_waste_.Of(left - s.gpu_milli) - fill_waste_.Of(left));
+      }
       double kept = std::floor((capacity - capacity_after) / resolution_);
       return NodeScore{Combine(loss, kept), gpu, loss, kept};
     };
@@ -129,6 +145,7 @@ class GpumuxPolicy : public Policy {
   const TargetWorkload& scarce_;
   const TargetWorkload& wide_;
   const double resolution_;
+  const FillWaste fill_waste_;
   mutable std::optional<ModelPrices> prices_;  // made on the first Final, when the fleet is known
 };
 
