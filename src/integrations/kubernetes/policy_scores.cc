@@ -380,8 +380,9 @@ std::vector<NodeChoice> NodeScorer::Choose(const std::vector<const NodeGpus*>& n
     }
     std::vector<NodeChoice> staged_choices(nodes.size());
     std::vector<double> staged_raw(count);
-    ScoreInRanges(nodes, fleet_nodes, slice, pod, policy_, staged_.With(target_milli), max_threads,
-                  &staged_choices, &staged_raw);
+    // On this thread (policy_scores.h says why).
+    ScoreInRanges(nodes, fleet_nodes, slice, pod, policy_, staged_.With(target_milli),
+                  /*max_threads=*/1, &staged_choices, &staged_raw);
     keep_scored(slice, staged_.generation, staged_choices, staged_raw);
     staged_until_ = end;
     staged_done_ = end == count;

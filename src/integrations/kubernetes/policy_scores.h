@@ -84,6 +84,8 @@ class NodeScorer {
   // with memos answers against the present target and also scores a slice of its fleet-scored
   // nodes (an eighth, at least kNodesPerSlice) against the new one, into their memos; the call
   // after the last slice answers against the new one. A call without memos takes it at once.
+  // A slice is scored on the calling thread: a helper thread, where the second core was slow to
+  // take it, kept the call waiting tens of milliseconds (docs/kubernetes.md).
   void StageTarget(std::vector<int> recent_milli);
   static constexpr size_t kNodesPerSlice = 1024;
 
