@@ -13,7 +13,8 @@
 // counting them would call nearly every remainder fillable while they are too few to fill it (on
 // openb, pods under 200 milli are 1.3% of pods, against the 14% of 810-milli pods that each leave
 // 190). Both bars were chosen on the "choose" half of bench/fleet_sweep.sh and the default trace
-// (docs/models.md).
+// (docs/models.md). Where no size passes them, all of a part-used GPU's room is waste, and the
+// policy packs sharing pods onto part-used GPUs before it opens a whole one.
 #pragma once
 
 #include <cstdint>
