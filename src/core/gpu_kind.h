@@ -65,12 +65,13 @@ struct GpuKind {
   std::optional<GpuCalibration> calibration;
   double timeslice_hold = kTimeSliceHold;  // see kTimeSliceHold
 
+  // The SMs' clock the models use: the stated boost clock, or kReferenceSmClockHz where the
+  // catalog states none.
+  double SmClockHz() const { return boost_clock_hz > 0 ? boost_clock_hz : kReferenceSmClockHz; }
   // How long a fixed step cost stated at kReferenceSmClockHz takes on this GPU: the short kernels
   // and launch latencies that make up an engine's step overhead run at the SMs' clock
   // (docs/calibration.md shows it on published decode rates). 1 when the clock is not stated.
-  double ClockedTimeScale() const {
-    return boost_clock_hz > 0 ? kReferenceSmClockHz / boost_clock_hz : 1;
-  }
+  double ClockedTimeScale() const { return kReferenceSmClockHz / SmClockHz(); }
   // Dense FLOP/s of tensor-core math in `dtype`. int8 and int4 weights are dequantised and
   // multiplied in bf16; a part without FP8 runs FP8 models' math at its FP16 rate.
   double PeakFlops(DType dtype) const;

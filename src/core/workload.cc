@@ -77,8 +77,7 @@ double StepTimes::step() const { return std::max(std::max(memory, compute) + ove
 
 double DequantSecondsOn(const Workload& w, const GpuKind& gpu) {
   if (w.dequant_bytes_per_sm_cycle <= 0) return 0;
-  double clock = gpu.boost_clock_hz > 0 ? gpu.boost_clock_hz : kReferenceSmClockHz;
-  return w.dequant_bytes_per_step / (w.dequant_bytes_per_sm_cycle * gpu.sms * clock);
+  return w.dequant_bytes_per_step / (w.dequant_bytes_per_sm_cycle * gpu.sms * gpu.SmClockHz());
 }
 
 StepTimes StepTimesOn(const Workload& w, const GpuKind& gpu) {
