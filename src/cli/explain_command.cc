@@ -246,7 +246,7 @@ int RunExplain(const ExplainOptions& o) {
         engine->allreduce_seconds * 1e6, 100 * engine->error_median, 100 * engine->error_worst);
   }
   if (main.dequant_bytes_per_sm_cycle > 0) {
-    double unpacked = main.dequant_bytes_per_step / DequantSecondsOn(main, gpu);
+    double unpacked = main.dequant_bytes_per_sm_cycle * gpu.sms * gpu.SmClockHz();  // bytes/s
     fmt::print(
         "  unpacking: the engine's kernels unpack {:.1f} bytes of {} weights per SM-cycle: {} "
         "on this GPU ({} of memory at its efficiency){}\n",
