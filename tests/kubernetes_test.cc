@@ -1362,13 +1362,18 @@ TEST_F(DraTest, AClaimOfTwoMigInstancesHoldsWhatItConsumedOfEach) {
   ASSERT_NO_FATAL_FAILURE(StartDra(1));
   Call("PUT", "/v1/gpus/0", {{"mode", "mig"}, {"layout", {"3g.40gb", "3g.40gb"}}}, 200);
   std::string uid = "c1a1c1a1-0000-4000-8000-000000000022";
-  PutClaim("mig-tp", uid, "gpu-0-mig-0", nullptr, {{"memory", "1Gi"}});
+  // Written unreserved, then given both instances and reserved in one write (as in
+  // AClaimOfTwoGpusIsOneTenantOverBoth: a reserved version with one instance would let a Prepare
+  // that read the driver's cache first see one device).
+  PutClaim("mig-tp", uid, "gpu-0-mig-0", nullptr, {{"memory", "1Gi"}}, "gpu.gpumux.io", "node-a",
+           /*reserved=*/false);
   json claim = api_->Claim("default", "mig-tp");
   json second = claim["status"]["allocation"]["devices"]["results"][0];
   second["device"] = "gpu-0-mig-1";
   second["request"] = "gpu-b";
   second["consumedCapacity"]["memory"] = "2Gi";
   claim["status"]["allocation"]["devices"]["results"].push_back(second);
+  claim["status"]["reservedFor"] = {{{"resource", "pods"}, {"name", "p-mig-tp"}, {"uid", kPodUid}}};
   api_->PutClaim(claim);
   auto prepared = Prepare("mig-tp", uid);
   ASSERT_EQ(prepared.error(), "") << Log();
