@@ -99,14 +99,16 @@ void NoteBurstLaunch(BurstWords& w, uint64_t now_ns) {
       // after a late one the quarter the beat moved by, as the next start on time comes that
       // much early. A late start itself asks others for nothing: they wait for it
       // (ForecastNextBurst) and it finds the GPU clear. The most lately: up at once, down a
-      // sixteenth of the way at each start, or over a second at a faster rhythm, so that a few
-      // starts on time (or a second of them: host stalls come seconds apart) do not hide how
-      // early the others come.
+      // kFadeStarts-th of the way at each start, or over a second at a faster rhythm, so that
+      // the starts on time between (or a second of them: host stalls come seconds apart) do not
+      // hide how early the others come. (Down a sixteenth, the most fell below what a jittered
+      // clock's starts reach often: 3-6% of the steps of a clock jittered by a tenth of its
+      // period came earlier than the margin.)
       const bool chain = lead > kChainLeadNs;
       const uint64_t early =
           chain ? (now_ns < chained ? chain_error : 0) : (late ? error / 4 : error);
       uint64_t most = Load(w.jitter_ns);
-      uint64_t fade = std::max<uint64_t>(16, 1'000'000'000 / period);
+      uint64_t fade = std::max<uint64_t>(kFadeStarts, 1'000'000'000 / period);
       Store(w.jitter_ns, early >= most ? early : most - (most - early) / fade);
       // How far after the forecast a start may come, learnt alike: for as long, a burst due and
       // not begun is still the next one (ForecastNextBurst). Apart from the margin, which a late
@@ -173,19 +175,20 @@ bool ForecastNextBurst(const BurstWords& w, uint64_t now_ns, NextBurst* next) {
     beat = start;
   // The burst due last on the anchor: if it has not begun yet (the latest start is not near it;
   // steps jitter, and under gpumuxd a start may be seen a tick late) it is still the next one for
-  // kLateBurstNs past the most starts came late lately (or early, if that is more).
+  // kLateBurstNs past half as much again as the most starts came late lately (or early, if more).
   uint64_t due_bursts = (now_ns > beat ? now_ns - beat : 0) / period;
   uint64_t due = beat + due_bursts * period;
   const uint64_t missed = std::min(Load(w.jitter_ns), period / 4);
   const uint64_t late = std::min(Load(w.late_ns), period / 4);
   const bool begun = start + period / 2 >= due;
-  next->start_ns = due_bursts >= 1 && !begun && now_ns - due < kLateBurstNs + std::max(missed, late)
-                       ? due
-                       : due + period;
+  // Half as much again as those most (what the fading most lately leaves out: the beat and the
+  // period are estimates too, and the most is a recent one, not the largest there was): waiting
+  // for a step costs others only when it does not come; the margin costs them every period.
+  const uint64_t late_window = kLateBurstNs + std::max(missed, late) * 3 / 2;
+  next->start_ns = due_bursts >= 1 && !begun && now_ns - due < late_window ? due : due + period;
   next->period_ns = period;
-  // A quarter more than that most: the beat and the period are estimates too.
-  next->margin_ns = std::clamp(kMinMarginNs + missed + missed / 4, kMinMarginNs,
-                               std::max(kMaxMarginNs, period / 4));
+  next->margin_ns =
+      std::clamp(kMinMarginNs + missed * 3 / 2, kMinMarginNs, std::max(kMaxMarginNs, period / 4));
   return true;
 }
 
