@@ -77,6 +77,7 @@ void NoteBurstLaunch(BurstWords& w, uint64_t now_ns) {
     Store(w.beat_ns, now_ns);
     Store<uint64_t>(w.jitter_ns, 0);
     Store<uint64_t>(w.late_ns, 0);
+    Store<uint64_t>(w.spread_ns, 0);
     Store<int64_t>(w.chain_lead_ns, 0);
   } else if (uint64_t periods = (now_ns - beat + period / 2) / period; periods >= 1) {
     // The beat due nearest this start, and how far the start missed it; and how far it missed
@@ -96,19 +97,17 @@ void NoteBurstLaunch(BurstWords& w, uint64_t now_ns) {
       int64_t lead = Load(w.chain_lead_ns);
       Store(w.chain_lead_ns, lead + (int64_t(error) - int64_t(chain_error) - lead) / 8);
       // How far before the forecast a start may come: an early start's miss, or (from the beat)
-      // after a late one the quarter the beat moved by, as the next start on time comes that
-      // much early. A late start itself asks others for nothing: they wait for it
-      // (ForecastNextBurst) and it finds the GPU clear. The most lately: up at once, down a
-      // kFadeStarts-th of the way at each start, or over a second at a faster rhythm, so that
-      // the starts on time between (or a second of them: host stalls come seconds apart) do not
-      // hide how early the others come. (Down a sixteenth, the most fell below what a jittered
-      // clock's starts reach often: 3-6% of the steps of a clock jittered by a tenth of its
-      // period came earlier than the margin.)
+      // after a late one the quarter the beat moved by and the eighth the period grew by (the gap
+      // before it averaged in), as the next start on time comes that much early. A late start
+      // itself asks others for nothing: they wait for it (ForecastNextBurst) and it finds the GPU
+      // clear. The most lately: up at once, down a sixteenth of the way at each start, or over a
+      // second at a faster rhythm, so that a few starts on time (or a second of them: host stalls
+      // come seconds apart) do not hide how early the others come.
       const bool chain = lead > kChainLeadNs;
       const uint64_t early =
-          chain ? (now_ns < chained ? chain_error : 0) : (late ? error / 4 : error);
+          chain ? (now_ns < chained ? chain_error : 0) : (late ? error / 4 + error / 8 : error);
       uint64_t most = Load(w.jitter_ns);
-      uint64_t fade = std::max<uint64_t>(kFadeStarts, 1'000'000'000 / period);
+      uint64_t fade = std::max<uint64_t>(16, 1'000'000'000 / period);
       Store(w.jitter_ns, early >= most ? early : most - (most - early) / fade);
       // How far after the forecast a start may come, learnt alike: for as long, a burst due and
       // not begun is still the next one (ForecastNextBurst). Apart from the margin, which a late
@@ -116,6 +115,14 @@ void NoteBurstLaunch(BurstWords& w, uint64_t now_ns) {
       const uint64_t late_by = chain ? (now_ns > chained ? chain_error : 0) : (late ? error : 0);
       uint64_t most_late = Load(w.late_ns);
       Store(w.late_ns, late_by >= most_late ? late_by : most_late - (most_late - late_by) / fade);
+      // And how far starts miss on average: a server whose every start jitters comes near the
+      // edge of its jitter often, and the most lately, faded between, fell short of it (3-6% of
+      // the steps of a clock jittered by a tenth of its period came earlier than the margin). A
+      // rare host stall moves the average little.
+      const uint64_t miss = chain ? chain_error : error;
+      const uint64_t spread = Load(w.spread_ns);
+      Store(w.spread_ns,
+            miss >= spread ? spread + (miss - spread) / 32 : spread - (spread - miss) / 32);
     }
   }
   Store(w.candidate_ns, next.candidate_ns);
@@ -175,20 +182,21 @@ bool ForecastNextBurst(const BurstWords& w, uint64_t now_ns, NextBurst* next) {
     beat = start;
   // The burst due last on the anchor: if it has not begun yet (the latest start is not near it;
   // steps jitter, and under gpumuxd a start may be seen a tick late) it is still the next one for
-  // kLateBurstNs past half as much again as the most starts came late lately (or early, if more).
+  // kLateBurstNs past the most starts came late lately (or early, if more).
   uint64_t due_bursts = (now_ns > beat ? now_ns - beat : 0) / period;
   uint64_t due = beat + due_bursts * period;
   const uint64_t missed = std::min(Load(w.jitter_ns), period / 4);
   const uint64_t late = std::min(Load(w.late_ns), period / 4);
   const bool begun = start + period / 2 >= due;
-  // Half as much again as those most (what the fading most lately leaves out: the beat and the
-  // period are estimates too, and the most is a recent one, not the largest there was): waiting
-  // for a step costs others only when it does not come; the margin costs them every period.
-  const uint64_t late_window = kLateBurstNs + std::max(missed, late) * 3 / 2;
+  // Or kSpreadsClear times how far starts miss on average, if more: a jittered server's.
+  const uint64_t spread = kSpreadsClear * std::min(Load(w.spread_ns), period / 4);
+  const uint64_t late_window = kLateBurstNs + std::max({missed, late, spread});
   next->start_ns = due_bursts >= 1 && !begun && now_ns - due < late_window ? due : due + period;
   next->period_ns = period;
-  next->margin_ns =
-      std::clamp(kMinMarginNs + missed * 3 / 2, kMinMarginNs, std::max(kMaxMarginNs, period / 4));
+  // A quarter more than how early they came (the beat and the period are estimates too), or
+  // kSpreadsClear times how far they miss on average if more.
+  next->margin_ns = std::clamp(kMinMarginNs + std::max(missed + missed / 4, spread), kMinMarginNs,
+                               std::max(kMaxMarginNs, period / 4));
   return true;
 }
 
@@ -215,6 +223,7 @@ void CopyBurstFrom(BurstWords& to, const BurstWords& from, uint64_t now_ns) {
   Store(to.length_ns, std::min(Load(from.length_ns), most));
   Store(to.jitter_ns, std::min(Load(from.jitter_ns), most));
   Store(to.late_ns, std::min(Load(from.late_ns), most));
+  Store(to.spread_ns, std::min(Load(from.spread_ns), most));
   Store(to.host_pause_ns, std::min(Load(from.host_pause_ns), kBurstGapNs));
   Store(to.beat_ns, std::min(Load(from.beat_ns), now_ns));
   const auto lead_bound = int64_t(most);
@@ -232,6 +241,7 @@ void CopyBurst(BurstWords& to, const BurstWords& from) {
   Store(to.length_ns, Load(from.length_ns));
   Store(to.jitter_ns, Load(from.jitter_ns));
   Store(to.late_ns, Load(from.late_ns));
+  Store(to.spread_ns, Load(from.spread_ns));
   Store(to.host_pause_ns, Load(from.host_pause_ns));
   Store(to.beat_ns, Load(from.beat_ns));
   Store(to.chain_lead_ns, Load(from.chain_lead_ns));

@@ -30,9 +30,9 @@ inline constexpr int64_t kChainLeadNs = 100'000;     // the latest start plus a 
 inline constexpr uint64_t kMinMarginNs = 200'000;    // others' work ends at least this long before
 inline constexpr uint64_t kMaxMarginNs = 1'000'000;  // a burst, at most this long or a quarter
                                                      // period if that is longer
-inline constexpr uint64_t kFadeStarts = 64;  // how far starts missed their forecast lately: the
-                                             // most, down a 64th of the way at each start (or
-                                             // over a second at a faster rhythm)
+inline constexpr uint64_t kSpreadsClear = 3;         // others keep this many times how far a
+                                                     // server's starts miss on average clear of its
+                                                     // forecast (before it, and after it when due)
 
 struct BurstWords {
   uint64_t stamp_ns;          // its latest launch or synchronising call (entered or returned from)
@@ -52,6 +52,8 @@ struct BurstWords {
                               // starts than the beat did, lately (> 0: it is the anchor)
   uint64_t late_ns;           // how far after its forecast its starts came lately (the most,
                               // fading)
+  uint64_t spread_ns;         // how far its starts missed its forecast, either way, on average
+                              // lately (a 32nd of the way to each miss)
 };
 
 // A period between bursts (0: none known yet), and a gap between burst starts that fitted no
@@ -95,10 +97,10 @@ bool InBurst(const BurstWords& w, uint64_t now_ns);
 // lately: the beat, for a server whose steps keep a clock (a step that came late does not move the
 // next one's forecast late), or the latest start, for one whose next step follows the last (a
 // decode loop, a client that pauses after each answer); one due but not begun stays the next for
-// kLateBurstNs plus half as much again as how late (or, if more, how early) its starts came
-// lately. And how long before it others' work should be done: kMinMarginNs plus half as much
-// again as how early they came, at most kMaxMarginNs or a quarter period if that is longer. Only
-// with a rhythm.
+// kLateBurstNs plus how late (or, if more, how early) its starts came lately. And how long before
+// it others' work should be done: kMinMarginNs plus a quarter more than how early they came. Each
+// at least kSpreadsClear times how far they miss on average (a jittered server's); the margin at
+// most kMaxMarginNs or a quarter period if that is longer. Only with a rhythm.
 struct NextBurst {
   uint64_t start_ns, period_ns, margin_ns;
 };

@@ -144,51 +144,80 @@ TEST(BurstWords, ALateStepMovesTheBeatLittleAndTheMarginCoversWhatItMoved) {
   EXPECT_LE(next.start_ns - next.margin_ns, t + 220 * kMs) << "covers what the beat moved";
   EXPECT_LT(next.margin_ns, kMinMarginNs + 2 * kMs) << "not the whole of a late miss";
   const uint64_t after_the_miss = next.margin_ns - kMinMarginNs;
-  // On time again: the margin fades over a second or two (kFadeStarts starts: a few starts on
-  // time say little of the next one), the beat holds.
+  // On time again: the margin fades over about a second (a few starts on time say little of the
+  // next one), the beat holds.
   for (int i = 11; i < 30; ++i) step(t + uint64_t(i) * 20 * kMs);
   ASSERT_TRUE(ForecastNextBurst(w, t + 590 * kMs, &next));
   EXPECT_GT(next.margin_ns - kMinMarginNs, after_the_miss / 2) << "0.4 s on time";
-  for (int i = 30; i < 110; ++i) step(t + uint64_t(i) * 20 * kMs);
-  ASSERT_TRUE(ForecastNextBurst(w, t + 2'190 * kMs, &next));
-  EXPECT_LT(next.margin_ns - kMinMarginNs, after_the_miss / 2) << "2 s on time";
-  EXPECT_NEAR(double(next.start_ns), double(t + 2'200 * kMs), 200'000);
+  for (int i = 30; i < 70; ++i) step(t + uint64_t(i) * 20 * kMs);
+  ASSERT_TRUE(ForecastNextBurst(w, t + 1'390 * kMs, &next));
+  EXPECT_LT(next.margin_ns - kMinMarginNs, after_the_miss / 2) << "1.2 s on time";
+  EXPECT_NEAR(double(next.start_ns), double(t + 1'400 * kMs), 200'000);
 }
 
-// Servers on a clock whose steps jitter (uniform, by a tenth of the period either way, seeded):
-// others' work keeps clear of nearly every step (before: the margin, after: as long as a step due
-// and not begun stays next), and the margin stays within twice the jitter on average. Probed just
-// before each step, as a best-effort launch would. (With the most fading by a sixteenth a start
-// and a quarter more as the margin, 4.4% of the 43 ms clock's steps came earlier than the margin
-// and 9.5% of the 100 ms one's fell outside.)
+// A server on a clock of `period_ms` whose starts jitter by up to `jitter_ms` either way (uniform)
+// and, one start in `1 / stall_share`, come 2-10 ms late too (its process waited for a CPU), 10
+// seeds of 400 steps. Probed just before each step from the 25th on, as a best-effort launch
+// would: how many steps came before the margin or after a due step was given up, and the mean
+// margin.
+struct ClockRun {
+  double early_share = 0, late_share = 0, mean_margin_ms = 0;
+};
+ClockRun RunClock(uint64_t period_ms, double jitter_ms, double stall_share) {
+  uint64_t steps = 0, early = 0, late = 0;
+  double margins = 0;
+  for (uint32_t seed = 1; seed <= 10; ++seed) {
+    BurstWords w{};
+    std::mt19937 rng(seed);
+    auto uniform = [&] { return double(rng()) / double(std::mt19937::max()); };  // 0..1
+    for (uint64_t k = 0; k < 400; ++k) {
+      double offset_ms = (2 * uniform() - 1) * jitter_ms;
+      if (uniform() < stall_share) offset_ms += 2 + 8 * uniform();
+      const uint64_t start = uint64_t(double((1'000 + k * period_ms) * kMs) + offset_ms * 1e6);
+      NextBurst next;
+      if (k >= 25 && ForecastNextBurst(w, start - 50'000, &next)) {
+        ++steps;
+        margins += double(next.margin_ns);
+        if (next.start_ns > start + period_ms * kMs / 2)
+          ++late;  // given up: the forecast is the step after
+        else if (start + next.margin_ns < next.start_ns)
+          ++early;
+      }
+      NoteBurstLaunch(w, start);
+      NoteBurstSync(w, start + 30'000, true);
+      NoteBurstSync(w, start + period_ms * kMs / 4, false);
+    }
+  }
+  EXPECT_GT(steps, 3'700u) << "a rhythm from the 25th step on";
+  return {double(early) / double(steps), double(late) / double(steps),
+          margins / double(steps) / 1e6};
+}
+
+// Servers whose every start jitters by a tenth of the period either way: others' work keeps clear
+// of nearly every step, and the margin is within twice the jitter on average. (With the margin
+// from the most lately alone, 4.5% of the 43 ms clock's steps came before it and 9.3% of the
+// 100 ms one's fell outside.)
 TEST(BurstWords, AJitteredClocksStepsComeWithinItsMarginAndItsLateWindow) {
   for (uint64_t period_ms : {16, 43, 100}) {
-    const double jitter = double(period_ms * kMs) / 10;
-    uint64_t steps = 0, outside = 0;
-    double margins = 0;
-    for (uint32_t seed = 1; seed <= 10; ++seed) {
-      BurstWords w{};
-      std::mt19937 rng(seed);
-      for (uint64_t k = 0; k < 400; ++k) {
-        const double u = double(rng()) / double(std::mt19937::max());  // 0..1
-        const uint64_t start = 1'000 * kMs + k * period_ms * kMs + uint64_t((2 * u - 1) * jitter);
-        NextBurst next;
-        if (k >= 25 && ForecastNextBurst(w, start - 50'000, &next)) {
-          ++steps;
-          margins += double(next.margin_ns);
-          const bool given_up = next.start_ns > start + period_ms * kMs / 2;
-          const bool early = start + next.margin_ns < next.start_ns;
-          outside += given_up || early;
-        }
-        NoteBurstLaunch(w, start);
-        NoteBurstSync(w, start + 30'000, true);
-        NoteBurstSync(w, start + period_ms * kMs / 4, false);
-      }
-    }
-    ASSERT_GT(steps, 3'700u) << period_ms << " ms: a rhythm from the 25th step on";
-    EXPECT_LT(double(outside) / double(steps), 0.01)
-        << period_ms << " ms: " << outside << " of " << steps << " outside";
-    EXPECT_LT(margins / double(steps), double(kMinMarginNs) + 2 * jitter) << period_ms << " ms";
+    const double jitter_ms = double(period_ms) / 10;
+    ClockRun run = RunClock(period_ms, jitter_ms, 0);
+    EXPECT_LT(run.early_share + run.late_share, 0.01) << period_ms << " ms";
+    EXPECT_LT(run.mean_margin_ms, 0.2 + 2 * jitter_ms) << period_ms << " ms";
+  }
+}
+
+// A server on a clock whose starts are on time (50 µs) but for host stalls, one start in 50 late
+// by 2-10 ms: the start after a stall, on time, comes before the forecast (the beat and the
+// period both moved) and within the margin; and the margin falls back near its least between
+// stalls, not kept wide for seconds. (Before, 1.4% of the steps came before the margin, each the
+// one after a stall; with the most lately fading over 64 starts, the margin was 2.2 ms on
+// average.) The stalled steps themselves come late past anything recent: others cannot wait for
+// them all.
+TEST(BurstWords, AfterAHostStallTheNextStepOnTimeComesWithinTheMargin) {
+  for (uint64_t period_ms : {20, 57}) {
+    ClockRun run = RunClock(period_ms, 0.05, 0.02);
+    EXPECT_LT(run.early_share, 0.004) << period_ms << " ms";
+    EXPECT_LT(run.mean_margin_ms, 1.5) << period_ms << " ms";
   }
 }
 

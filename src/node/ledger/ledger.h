@@ -46,7 +46,7 @@
 namespace gpumux::node {
 
 inline constexpr uint64_t kLedgerMagic = 0x4c58554d55504725ull;  // "%GPUMUXL"
-inline constexpr uint32_t kLedgerVersion = 11;
+inline constexpr uint32_t kLedgerVersion = 12;
 inline constexpr int kMaxTenants = 64;
 // Every tenant may hold kMaxProcessesPerTenant processes at once however many tenants there are,
 // so that one tenant's full table is never its neighbour's problem.
