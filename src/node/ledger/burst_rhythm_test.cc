@@ -195,8 +195,8 @@ ClockRun RunClock(uint64_t period_ms, double jitter_ms, double stall_share) {
 
 // Servers whose every start jitters by a tenth of the period either way: others' work keeps clear
 // of nearly every step, and the margin is within twice the jitter on average. (With the margin
-// from the most lately alone, 4.5% of the 43 ms clock's steps came before it and 9.3% of the
-// 100 ms one's fell outside.)
+// from the most lately alone, 4.6% of the 43 ms clock's steps fell outside, 8.6% of the 100 ms
+// one's.)
 TEST(BurstWords, AJitteredClocksStepsComeWithinItsMarginAndItsLateWindow) {
   for (uint64_t period_ms : {16, 43, 100}) {
     const double jitter_ms = double(period_ms) / 10;
@@ -210,7 +210,7 @@ TEST(BurstWords, AJitteredClocksStepsComeWithinItsMarginAndItsLateWindow) {
 // by 2-10 ms: the start after a stall, on time, comes before the forecast (the beat and the
 // period both moved) and within the margin; and the margin falls back near its least between
 // stalls, not kept wide for seconds. (Before, 1.4% of the steps came before the margin, each the
-// one after a stall; with the most lately fading over 64 starts, the margin was 2.2 ms on
+// one after a stall; with the most lately fading over 64 starts, the margin was 2.45 ms on
 // average.) The stalled steps themselves come late past anything recent: others cannot wait for
 // them all.
 TEST(BurstWords, AfterAHostStallTheNextStepOnTimeComesWithinTheMargin) {
