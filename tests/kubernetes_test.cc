@@ -1055,14 +1055,16 @@ class DraTest : public KubernetesNodeTest {
   // with opaque `parameters` (none if null) and the capacity it consumed (none if null).
   static constexpr const char* kShareId = "5ba7e000-0000-4000-8000-000000000002";
   // (On `pool`, reserved for a pod unless `reserved` is false.)
+  // A claim's status.reservedFor naming the pod p-<name> (kPodUid), as the scheduler writes it.
+  static json ReservedFor(const std::string& name) {
+    return json::array({{{"resource", "pods"}, {"name", "p-" + name}, {"uid", kPodUid}}});
+  }
   void PutClaim(const std::string& name, const std::string& uid, const std::string& device,
                 const json& parameters, const json& consumed = nullptr,
                 const std::string& driver = "gpu.gpumux.io", const std::string& pool = "node-a",
                 bool reserved = true) {
     json result = {{"request", "gpu"}, {"driver", driver}, {"pool", pool}, {"device", device}};
-    json reserved_for = json::array();
-    if (reserved)
-      reserved_for.push_back({{"resource", "pods"}, {"name", "p-" + name}, {"uid", kPodUid}});
+    json reserved_for = reserved ? ReservedFor(name) : json::array();
     // Capacity consumed: one share of a device others may share too (1.34+), with its shareID.
     if (!consumed.is_null()) {
       result["consumedCapacity"] = consumed;
@@ -1338,7 +1340,7 @@ TEST_F(DraTest, AClaimOfTwoGpusIsOneTenantOverBoth) {
   second["request"] = "gpu-b";
   claim["status"]["allocation"]["devices"]["results"].push_back(second);
   claim["status"]["allocation"]["devices"]["config"][0]["requests"] = {"gpu", "gpu-b"};
-  claim["status"]["reservedFor"] = {{{"resource", "pods"}, {"name", "p-tp"}, {"uid", kPodUid}}};
+  claim["status"]["reservedFor"] = ReservedFor("tp");
   api_->PutClaim(claim);
   auto prepared = Prepare("tp", uid);
   ASSERT_EQ(prepared.error(), "") << Log();
@@ -1373,7 +1375,7 @@ TEST_F(DraTest, AClaimOfTwoMigInstancesHoldsWhatItConsumedOfEach) {
   second["request"] = "gpu-b";
   second["consumedCapacity"]["memory"] = "2Gi";
   claim["status"]["allocation"]["devices"]["results"].push_back(second);
-  claim["status"]["reservedFor"] = {{{"resource", "pods"}, {"name", "p-mig-tp"}, {"uid", kPodUid}}};
+  claim["status"]["reservedFor"] = ReservedFor("mig-tp");
   api_->PutClaim(claim);
   auto prepared = Prepare("mig-tp", uid);
   ASSERT_EQ(prepared.error(), "") << Log();

@@ -20,6 +20,15 @@ void Store(T& word, T value) {
   std::atomic_ref<T>(word).store(value, std::memory_order_relaxed);
 }
 
+// `from` moved an n-th of the way to `to`.
+uint64_t Toward(uint64_t from, uint64_t to, uint64_t n) {
+  return to >= from ? from + (to - from) / n : from - (from - to) / n;
+}
+// The most lately: up at once to `seen`, else down an n-th of the way to it.
+uint64_t FadingMost(uint64_t most, uint64_t seen, uint64_t n) {
+  return seen >= most ? seen : Toward(most, seen, n);
+}
+
 }  // namespace
 
 BurstPeriod NextBurstPeriod(BurstPeriod now, uint64_t gap_ns) {
@@ -106,23 +115,18 @@ void NoteBurstLaunch(BurstWords& w, uint64_t now_ns) {
       const bool chain = lead > kChainLeadNs;
       const uint64_t early =
           chain ? (now_ns < chained ? chain_error : 0) : (late ? error / 4 + error / 8 : error);
-      uint64_t most = Load(w.jitter_ns);
-      uint64_t fade = std::max<uint64_t>(16, 1'000'000'000 / period);
-      Store(w.jitter_ns, early >= most ? early : most - (most - early) / fade);
+      const uint64_t fade = std::max<uint64_t>(16, 1'000'000'000 / period);
+      Store(w.jitter_ns, FadingMost(Load(w.jitter_ns), early, fade));
       // How far after the forecast a start may come, learnt alike: for as long, a burst due and
       // not begun is still the next one (ForecastNextBurst). Apart from the margin, which a late
       // start must not widen.
       const uint64_t late_by = chain ? (now_ns > chained ? chain_error : 0) : (late ? error : 0);
-      uint64_t most_late = Load(w.late_ns);
-      Store(w.late_ns, late_by >= most_late ? late_by : most_late - (most_late - late_by) / fade);
+      Store(w.late_ns, FadingMost(Load(w.late_ns), late_by, fade));
       // And how far starts miss on average: a server whose every start jitters comes near the
       // edge of its jitter often, and the most lately, faded between, fell short of it (3-6% of
       // the steps of a clock jittered by a tenth of its period came earlier than the margin). A
       // rare host stall moves the average little.
-      const uint64_t miss = chain ? chain_error : error;
-      const uint64_t spread = Load(w.spread_ns);
-      Store(w.spread_ns,
-            miss >= spread ? spread + (miss - spread) / 32 : spread - (spread - miss) / 32);
+      Store(w.spread_ns, Toward(Load(w.spread_ns), chain ? chain_error : error, 32));
     }
   }
   Store(w.candidate_ns, next.candidate_ns);
