@@ -1051,14 +1051,14 @@ class DraTest : public KubernetesNodeTest {
     return names;
   }
 
-  // A ResourceClaim as the scheduler leaves it: allocated `device` of `driver` for request "gpu",
-  // with opaque `parameters` (none if null) and the capacity it consumed (none if null).
-  static constexpr const char* kShareId = "5ba7e000-0000-4000-8000-000000000002";
-  // (On `pool`, reserved for a pod unless `reserved` is false.)
   // A claim's status.reservedFor naming the pod p-<name> (kPodUid), as the scheduler writes it.
   static json ReservedFor(const std::string& name) {
     return json::array({{{"resource", "pods"}, {"name", "p-" + name}, {"uid", kPodUid}}});
   }
+  // A ResourceClaim as the scheduler leaves it: allocated `device` of `driver` for request "gpu",
+  // with opaque `parameters` (none if null) and the capacity it consumed (none if null).
+  static constexpr const char* kShareId = "5ba7e000-0000-4000-8000-000000000002";
+  // (On `pool`, reserved for a pod unless `reserved` is false.)
   void PutClaim(const std::string& name, const std::string& uid, const std::string& device,
                 const json& parameters, const json& consumed = nullptr,
                 const std::string& driver = "gpu.gpumux.io", const std::string& pool = "node-a",
