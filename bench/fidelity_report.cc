@@ -104,10 +104,11 @@ void PrintConstants(const char* what, const gpumux::EngineProfile& e) {
   std::printf(
       "  %-9s efficiency {16bit: %.3f, fp8: %.3f, int8: %.3f, int4: %.3f}, step_overhead_ms: "
       "%.3f, layer_overhead_us: %.1f, allreduce_us: %.1f, dequant_bytes_per_sm_cycle: {int8: "
-      "%.1f, int4: %.1f}\n",
+      "%.1f, int4: %.1f}, attention_bytes_per_sm_cycle: %.1f\n",
       what, e.efficiency_16bit, e.efficiency_fp8, e.efficiency_int8, e.efficiency_int4,
       e.step_overhead_seconds * 1e3, e.layer_overhead_seconds * 1e6, e.allreduce_seconds * 1e6,
-      e.dequant_bytes_per_sm_cycle_int8, e.dequant_bytes_per_sm_cycle_int4);
+      e.dequant_bytes_per_sm_cycle_int8, e.dequant_bytes_per_sm_cycle_int4,
+      e.attention_bytes_per_sm_cycle);
 }
 
 // Every row predicted three ways: gpumux's defaults, its engine class as the catalog has it (fitted
@@ -161,8 +162,8 @@ void DecodeReport(const std::vector<gpumux::DecodeMeasurement>& rows,
     const gpumux::EngineProfile& catalog_class = catalog.FindEngine(name);
     std::printf("%s (%zu rows)\n", name.c_str(), errors.size());
     PrintConstants("catalog", catalog_class);
-    PrintConstants("refitted",
-                   gpumux::FitEngine(gpumux::RowsOfClass(rows, catalog, name), catalog, {}));
+    PrintConstants("refitted", gpumux::FitEngine(gpumux::RowsOfClass(rows, catalog, name), catalog,
+                                                 catalog_class));
     gpumux::ErrorSummary band = gpumux::SummariseErrors(errors);
     std::printf(
         "  left-out error: {median: %.3f, worst: %.3f}; the catalog states {median: %.3f, "

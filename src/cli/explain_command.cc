@@ -254,6 +254,17 @@ int RunExplain(const ExplainOptions& o) {
         FormatBandwidth(main.bandwidth_efficiency * gpu.bandwidth),
         unpacked < main.bandwidth_efficiency * gpu.bandwidth ? ": the SMs set the pace" : "");
   }
+  if (main.attention_bytes_per_sm_cycle > 0 && main.attention_bytes_per_step > 0) {
+    double at_memory_pace =
+        main.attention_bytes_per_step / (main.bandwidth_efficiency * gpu.bandwidth);
+    fmt::print(
+        "  attention: the engine reads the KV cache with one block per sequence and query head, "
+        "{:.1f} bytes per SM-cycle: {:.0f} blocks read {} in {:.2f} ms a step ({:.2f} ms at the "
+        "memory's pace)\n",
+        main.attention_bytes_per_sm_cycle, main.attention_blocks,
+        FormatBytes(main.attention_bytes_per_step), AttentionSecondsOn(main, gpu) * 1e3,
+        at_memory_pace * 1e3);
+  }
   fmt::print("\n");
   std::vector<std::vector<std::string>> rows = {
       {"", rough ? "params x bytes" : "params x bytes", rough ? "shape + KV cache" : ""}};

@@ -221,8 +221,8 @@ EngineProfile ReadEngine(const std::string& path, const YAML::Node& node) {
   e.name = first.String("name");
   YamlFields f(path, node, fmt::format("engine '{}'", e.name));
   f.AllowOnly({"name", "aliases", "description", "efficiency", "step_overhead_ms",
-               "layer_overhead_us", "allreduce_us", "dequant_bytes_per_sm_cycle", "error",
-               "uncertain"});
+               "layer_overhead_us", "allreduce_us", "dequant_bytes_per_sm_cycle", "attention",
+               "attention_bytes_per_sm_cycle", "error", "uncertain"});
   e.source = Where(path, node);
   e.aliases = f.StringList("aliases");
   if (f.Has("description")) e.description = f.String("description");
@@ -261,6 +261,20 @@ EngineProfile ReadEngine(const std::string& path, const YAML::Node& node) {
     e.dequant_bytes_per_sm_cycle_int8 = rate("int8");
     e.dequant_bytes_per_sm_cycle_int4 = rate("int4");
   }
+  if (f.Has("attention")) {
+    std::string kind = f.String("attention");
+    if (kind != "per-head" && kind != "split")
+      f.Fail("attention", fmt::format("'{}' is not per-head or split", kind));
+    e.attention_per_head = kind == "per-head";
+  }
+  if (f.Has("attention_bytes_per_sm_cycle")) {
+    if (!e.attention_per_head)
+      f.Fail("attention_bytes_per_sm_cycle", "only an engine with `attention: per-head` has one");
+    double v = f.Number("attention_bytes_per_sm_cycle");
+    if (!(v > 0 && v <= 1000))
+      f.Fail("attention_bytes_per_sm_cycle", "must lie in (0, 1000] (bytes per SM per cycle)");
+    e.attention_bytes_per_sm_cycle = v;
+  }
   if (f.Has("error")) {
     YamlFields err(path, f.Map("error"), fmt::format("engine '{}' error", e.name));
     err.AllowOnly({"median", "worst"});
@@ -273,7 +287,8 @@ EngineProfile ReadEngine(const std::string& path, const YAML::Node& node) {
   for (const std::string& u : e.uncertain) {
     if (u != "efficiency.16bit" && u != "efficiency.fp8" && u != "efficiency.int8" &&
         u != "efficiency.int4" && u != "step_overhead_ms" && u != "layer_overhead_us" &&
-        u != "allreduce_us" && u != "dequant_bytes_per_sm_cycle")
+        u != "allreduce_us" && u != "dequant_bytes_per_sm_cycle" &&
+        u != "attention_bytes_per_sm_cycle")
       f.Fail("uncertain", fmt::format("'{}' is not one of the engine's fields", u));
   }
   return e;

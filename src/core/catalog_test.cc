@@ -173,6 +173,25 @@ TEST(Catalog, ReadsAnEnginesUnpackingRateAndRefusesABadOne) {
   ExpectRefused(Replace(kGoodEngine, "{int4: 6}", "{int2: 6}"), {"unknown field 'int2'"});
 }
 
+TEST(Catalog, ReadsAnEnginesPerHeadAttentionAndRefusesARateWithoutIt) {
+  Catalog c;
+  c.AddFile(WriteFile("engine.yaml", Replace(kGoodEngine, "    allreduce_us: 20\n",
+                                             "    allreduce_us: 20\n    attention: per-head\n"
+                                             "    attention_bytes_per_sm_cycle: 9\n")));
+  const EngineProfile& e = c.FindEngine("test-engine");
+  EXPECT_TRUE(e.attention_per_head);
+  EXPECT_DOUBLE_EQ(e.attention_bytes_per_sm_cycle, 9);
+  Catalog plain;
+  plain.AddFile(WriteFile("engine.yaml", kGoodEngine));
+  EXPECT_FALSE(plain.FindEngine("test-engine").attention_per_head) << "not stated: split";
+  ExpectRefused(Replace(kGoodEngine, "    allreduce_us: 20\n",
+                        "    allreduce_us: 20\n    attention: tiled\n"),
+                {":6:", "'attention'", "'tiled' is not per-head or split"});
+  ExpectRefused(Replace(kGoodEngine, "    allreduce_us: 20\n",
+                        "    allreduce_us: 20\n    attention_bytes_per_sm_cycle: 9\n"),
+                {"'attention_bytes_per_sm_cycle'", "only an engine with `attention: per-head`"});
+}
+
 TEST(Catalog, RefusesAModelWhoseShapeDisagreesWithItsParamCount) {
   const char* model = R"(models:
   - {name: Tiny, params: 6.74e9, layers: 32, hidden: 4096, heads: 32, kv_heads: 32, head_dim: 128, intermediate: 11008, vocab: 32000, tied_embeddings: false}

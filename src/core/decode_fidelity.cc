@@ -89,21 +89,24 @@ EngineProfile FitEngine(const std::vector<DecodeMeasurement>& rows, const Catalo
     return sum;
   };
   // More bytes per SM-cycle than any GPU's bandwidth asks of its SMs (13 on an A100, 28 on a B200):
-  // a dequantisation rate fitted at the top of its range is no limit, and is stated as none (0).
-  constexpr double kNoDequantLimit = 66;
+  // a dequantisation or attention rate fitted at the top of its range is no limit, and is stated
+  // as none (0).
+  constexpr double kNoSmLimit = 66;
   struct Knob {
     double EngineProfile::*field;
     double low, high;
   };
-  const Knob knobs[] = {{&EngineProfile::efficiency_16bit, 0.3, 1.0},
-                        {&EngineProfile::efficiency_fp8, 0.3, 1.0},
-                        {&EngineProfile::efficiency_int8, 0.3, 1.0},
-                        {&EngineProfile::efficiency_int4, 0.2, 1.0},
-                        {&EngineProfile::step_overhead_seconds, 0, 10e-3},
-                        {&EngineProfile::layer_overhead_seconds, 0, 300e-6},
-                        {&EngineProfile::allreduce_seconds, 0, 100e-6},
-                        {&EngineProfile::dequant_bytes_per_sm_cycle_int8, 2, kNoDequantLimit},
-                        {&EngineProfile::dequant_bytes_per_sm_cycle_int4, 2, kNoDequantLimit}};
+  std::vector<Knob> knobs = {{&EngineProfile::efficiency_16bit, 0.3, 1.0},
+                             {&EngineProfile::efficiency_fp8, 0.3, 1.0},
+                             {&EngineProfile::efficiency_int8, 0.3, 1.0},
+                             {&EngineProfile::efficiency_int4, 0.2, 1.0},
+                             {&EngineProfile::step_overhead_seconds, 0, 10e-3},
+                             {&EngineProfile::layer_overhead_seconds, 0, 300e-6},
+                             {&EngineProfile::allreduce_seconds, 0, 100e-6},
+                             {&EngineProfile::dequant_bytes_per_sm_cycle_int8, 2, kNoSmLimit},
+                             {&EngineProfile::dequant_bytes_per_sm_cycle_int4, 2, kNoSmLimit}};
+  if (start.attention_per_head)  // a limit the class's kernels have, not one the rows may invent
+    knobs.push_back({&EngineProfile::attention_bytes_per_sm_cycle, 0.5, kNoSmLimit});
   // Coordinate descent (each knob over its range on a grid, then finer around the best) from
   // several starting points, whatever `start` holds: the answer depends on the rows alone.
   auto descend = [&](EngineProfile e) {
@@ -132,14 +135,17 @@ EngineProfile FitEngine(const std::vector<DecodeMeasurement>& rows, const Catalo
     EngineProfile e = start;
     e.efficiency_16bit = e.efficiency_fp8 = e.efficiency_int8 = e.efficiency_int4 = 0.7;
     e.step_overhead_seconds = overhead;
+    e.layer_overhead_seconds = 0;
     e.allreduce_seconds = 20e-6;
-    e.dequant_bytes_per_sm_cycle_int8 = e.dequant_bytes_per_sm_cycle_int4 = kNoDequantLimit;
+    e.dequant_bytes_per_sm_cycle_int8 = e.dequant_bytes_per_sm_cycle_int4 = kNoSmLimit;
+    e.attention_bytes_per_sm_cycle = kNoSmLimit;
     auto [l, found] = descend(e);
     if (l < best_loss) best_loss = l, best = found;
   }
   for (double EngineProfile::*rate : {&EngineProfile::dequant_bytes_per_sm_cycle_int8,
-                                      &EngineProfile::dequant_bytes_per_sm_cycle_int4})
-    if (best.*rate >= kNoDequantLimit) best.*rate = 0;
+                                      &EngineProfile::dequant_bytes_per_sm_cycle_int4,
+                                      &EngineProfile::attention_bytes_per_sm_cycle})
+    if (best.*rate >= kNoSmLimit) best.*rate = 0;
   return best;
 }
 
@@ -162,6 +168,7 @@ std::vector<double> LeaveOneSourceOut(const std::vector<DecodeMeasurement>& rows
       if (known != fitted.end()) return known->second;
       EngineProfile profile;
       profile.name = engine_class;
+      profile.attention_per_head = catalog.FindEngine(engine_class).attention_per_head;
       std::vector<DecodeMeasurement> of = RowsOfClass(others, catalog, engine_class);
       if (!of.empty()) profile = FitEngine(of, catalog, profile);
       return fitted.emplace(engine_class, profile).first->second;

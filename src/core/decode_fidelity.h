@@ -47,9 +47,11 @@ ErrorSummary SummariseErrors(std::vector<double> errors);
 std::vector<DecodeMeasurement> RowsOfClass(const std::vector<DecodeMeasurement>& rows,
                                            const Catalog& catalog, const std::string& engine_class);
 
-// `start` with its efficiencies, step overhead, all-reduce time and dequantisation rates chosen to
+// `start` with its efficiencies, step overhead, all-reduce time, dequantisation and attention rates
+// chosen to
 // minimise the squared log error over `rows` (coordinate descent over bounded ranges from fixed
-// starting points: deterministic, and independent of the values `start` holds). A format no row
+// starting points: deterministic, and independent of the values `start` holds but its
+// attention_per_head, which says whether the attention rate is fitted at all). A format no row
 // holds keeps 0.7.
 EngineProfile FitEngine(const std::vector<DecodeMeasurement>& rows, const Catalog& catalog,
                         EngineProfile start);

@@ -32,6 +32,16 @@ struct EngineProfile {
   // this the SMs, not the memory, set the pace of reading them. 0: no such limit.
   double dequant_bytes_per_sm_cycle_int8 = 0;
   double dequant_bytes_per_sm_cycle_int4 = 0;
+  // Whether the class's decode attention gives each sequence's query head one thread block over
+  // the whole context (FasterTransformer's masked multi-head attention, which AutoAWQ's fused
+  // modules run), as the catalog states from the engine's kernels; false: the engine splits the
+  // context across the GPU (flash-decoding, paged attention v2), and the memory sets its pace.
+  bool attention_per_head = false;
+  // With per-head attention, the KV cache bytes one block's SM reads and reduces per cycle
+  // (fitted): each block reads its KV head's cache (a GQA model's KV heads once per query head that
+  // shares them), so with fewer blocks than SMs, or more bytes than this rate covers, the SMs and
+  // not the memory set the attention's pace. 0: no such limit.
+  double attention_bytes_per_sm_cycle = 0;
   // The model's |error| on the class's published measurements when their source is left out of
   // the fit (leave one source out, bench/fidelity_report.cc): the error band a prediction carries.
   double error_median = 0, error_worst = 0;

@@ -80,9 +80,19 @@ double DequantSecondsOn(const Workload& w, const GpuKind& gpu) {
   return w.dequant_bytes_per_step / (w.dequant_bytes_per_sm_cycle * gpu.sms * gpu.SmClockHz());
 }
 
+double AttentionSecondsOn(const Workload& w, const GpuKind& gpu) {
+  double paced = w.attention_bytes_per_step / (w.bandwidth_efficiency * gpu.bandwidth);
+  if (w.attention_bytes_per_sm_cycle <= 0 || w.attention_blocks <= 0) return paced;
+  double sms = std::min(double(gpu.sms), w.attention_blocks);
+  return std::max(paced, w.attention_block_bytes_per_step /
+                             (w.attention_bytes_per_sm_cycle * sms * gpu.SmClockHz()));
+}
+
 StepTimes StepTimesOn(const Workload& w, const GpuKind& gpu) {
   StepTimes t;
-  t.memory = w.bytes_per_step / (w.bandwidth_efficiency * gpu.bandwidth);
+  t.memory =
+      (w.bytes_per_step - w.attention_bytes_per_step) / (w.bandwidth_efficiency * gpu.bandwidth) +
+      AttentionSecondsOn(w, gpu);
   t.compute = std::max(w.flops_per_step / (w.compute_efficiency * gpu.PeakFlops(w.compute_dtype)),
                        DequantSecondsOn(w, gpu));
   t.pace = w.paced_steps_per_second > 0 ? 1.0 / w.paced_steps_per_second : 0;
@@ -98,6 +108,13 @@ Workload LlmDecode(const LlmSpec& s) {
   if (s.engine && s.engine->DequantBytesPerSmCycle(s.dtype) > 0) {
     w.dequant_bytes_per_step = streamed * WeightBytesPerParam(s.dtype, s.quant_group);
     w.dequant_bytes_per_sm_cycle = s.engine->DequantBytesPerSmCycle(s.dtype);
+  }
+  w.attention_bytes_per_step = w.kv_cache_bytes;
+  if (s.shape && s.engine && s.engine->attention_per_head &&
+      s.engine->attention_bytes_per_sm_cycle > 0) {
+    w.attention_blocks = double(s.batch) * s.shape->heads;
+    w.attention_block_bytes_per_step = w.kv_cache_bytes * s.shape->heads / s.shape->kv_heads;
+    w.attention_bytes_per_sm_cycle = s.engine->attention_bytes_per_sm_cycle;
   }
   double matmul = s.shape ? s.shape->MatmulParams() : s.params;
   double attention = s.shape ? AttentionFlopsPerToken(*s.shape, KvTokens(s)) : 0;
@@ -155,6 +172,9 @@ Workload TensorParallelShard(const Workload& w, int tp, int kv_split,
   s.bytes_per_step = w.bytes_per_step / tp;
   s.flops_per_step = w.flops_per_step / tp;
   s.dequant_bytes_per_step = w.dequant_bytes_per_step / tp;
+  s.attention_bytes_per_step = w.attention_bytes_per_step / kv_split;
+  s.attention_blocks = w.attention_blocks / tp;  // the query heads split tp ways
+  s.attention_block_bytes_per_step = w.attention_block_bytes_per_step / tp;
   s.tensor_parallel = w.tensor_parallel * tp;
   s.step_overhead_seconds = w.step_overhead_seconds + allreduce_seconds_per_step;
   s.description = fmt::format("{}, TP = {} (per GPU)", w.description, tp);

@@ -58,6 +58,15 @@ struct Workload {
   // it joins the step's compute time.
   double dequant_bytes_per_step = 0;
   double dequant_bytes_per_sm_cycle = 0;
+  // KV cache bytes the step's attention reads from memory (counted in bytes_per_step too); with
+  // an engine whose attention gives each sequence's query head one thread block, the blocks
+  // (sequences x query heads), the bytes they read together (each its KV head's cache: a GQA
+  // model's cache once per query head) and how many bytes a block's SM reads a cycle at most
+  // (EngineProfile::attention_bytes_per_sm_cycle; 0: no limit, the memory sets the pace).
+  double attention_bytes_per_step = 0;
+  double attention_blocks = 0;
+  double attention_block_bytes_per_step = 0;
+  double attention_bytes_per_sm_cycle = 0;
   // The model's median |error| on published measurements of jobs like this one (its engine's
   // EngineProfile::error_median); 0 when not known.
   double expected_error = 0;
@@ -69,7 +78,8 @@ struct Workload {
 
 // Where a step's time goes on a given slice of a GPU (seconds).
 struct StepTimes {
-  double memory = 0;  // bytes / (η · bandwidth)
+  // bytes / (η · bandwidth), the KV cache's part at the attention's own pace if slower
+  double memory = 0;
   double compute = 0;  // FLOPs / (η_c · peak), or the SMs' unpacking of quantised weights if longer
   double pace = 0;     // 1 / paced rate, or 0
   // Workload::step_overhead_seconds plus its clocked overhead on the GPU, added to the GPU's part.
@@ -82,6 +92,9 @@ struct StepTimes {
 StepTimes StepTimesOn(const Workload& w, const GpuKind& gpu);
 // Seconds all of `gpu`'s SMs take to unpack a step's quantised weights (0 without a limit).
 double DequantSecondsOn(const Workload& w, const GpuKind& gpu);
+// Seconds `gpu` takes to read a step's KV cache in its attention: at the memory's pace, or at
+// the pace of the SMs the attention's blocks occupy when the engine states a per-SM limit.
+double AttentionSecondsOn(const Workload& w, const GpuKind& gpu);
 
 // An LLM served from a model shape, or from a bare parameter count (then without KV cache).
 struct LlmSpec {
