@@ -89,6 +89,11 @@ TEST(Catalog, LookupIgnoresCaseSeparatorsAndTakesAliases) {
   EXPECT_EQ(c.FindGpu("H100_SXM5_80GB").name, "H100-SXM5-80GB");
   EXPECT_EQ(c.FindGpu("h200").name, "H200-141GB");
   EXPECT_EQ(c.FindModel("llama-2-13b").name, "Llama-2-13B");
+  // Engines by the names their users type: the Python binding runs llama.cpp's kernels.
+  EXPECT_EQ(c.FindEngine("llama-cpp-python").name, "llama.cpp");
+  EXPECT_EQ(c.FindEngine("Ollama").name, "llama.cpp");
+  EXPECT_EQ(c.FindEngine("hf").name, "eager");
+  EXPECT_EQ(c.FindEngine("torchchat").name, "compiled");
 }
 
 TEST(Catalog, UnknownNameSuggestsTheNearest) {
