@@ -161,9 +161,14 @@ void DecodeReport(const std::vector<gpumux::DecodeMeasurement>& rows,
   for (const auto& [name, errors] : by["class"]) {
     const gpumux::EngineProfile& catalog_class = catalog.FindEngine(name);
     std::printf("%s (%zu rows)\n", name.c_str(), errors.size());
-    PrintConstants("catalog", catalog_class);
-    PrintConstants("refitted", gpumux::FitEngine(gpumux::RowsOfClass(rows, catalog, name), catalog,
-                                                 catalog_class));
+    if (!catalog_class.runs.empty()) {
+      std::printf("  runs %s from a loop of its own: its constants, + %.2f ms a step on the host\n",
+                  catalog_class.runs.c_str(), catalog_class.host_overhead_seconds * 1e3);
+    } else {
+      PrintConstants("catalog", catalog_class);
+      PrintConstants("refitted", gpumux::FitEngine(gpumux::RowsOfClass(rows, catalog, name),
+                                                   catalog, catalog_class));
+    }
     gpumux::ErrorSummary band = gpumux::SummariseErrors(errors);
     std::printf(
         "  left-out error: {median: %.3f, worst: %.3f}; the catalog states {median: %.3f, "

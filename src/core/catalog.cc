@@ -215,11 +215,41 @@ size_t EditDistance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
+// An engine's `error: {median, worst}`, if stated.
+void ReadErrorBand(const std::string& path, YamlFields& f, EngineProfile* e) {
+  if (!f.Has("error")) return;
+  YamlFields err(path, f.Map("error"), fmt::format("engine '{}' error", e->name));
+  err.AllowOnly({"median", "worst"});
+  e->error_median = err.Number("median");
+  e->error_worst = err.Number("worst");
+  if (!(e->error_median >= 0 && e->error_median <= e->error_worst && e->error_worst < 10))
+    err.Fail("median", "expected 0 <= median <= worst < 10 (fractions)");
+}
+
 EngineProfile ReadEngine(const std::string& path, const YAML::Node& node) {
   YamlFields first(path, node, "engine");
   EngineProfile e;
   e.name = first.String("name");
   YamlFields f(path, node, fmt::format("engine '{}'", e.name));
+  if (f.Has("runs")) {  // a loop of its own over another class's kernels: AddEngine fills it in
+    f.AllowOnly(
+        {"name", "aliases", "description", "runs", "host_overhead_ms", "error", "uncertain"});
+    e.source = Where(path, node);
+    e.aliases = f.StringList("aliases");
+    if (f.Has("description")) e.description = f.String("description");
+    e.runs = f.String("runs");
+    if (f.Has("host_overhead_ms")) {
+      double host = f.Number("host_overhead_ms");
+      if (!(host >= 0 && host <= 100)) f.Fail("host_overhead_ms", "must lie in [0, 100]");
+      e.host_overhead_seconds = host / 1e3;
+    }
+    ReadErrorBand(path, f, &e);
+    e.uncertain = f.StringList("uncertain");
+    for (const std::string& u : e.uncertain)
+      if (u != "host_overhead_ms")
+        f.Fail("uncertain", fmt::format("'{}' is not one of the engine's fields", u));
+    return e;
+  }
   f.AllowOnly({"name", "aliases", "description", "efficiency", "step_overhead_ms",
                "layer_overhead_us", "allreduce_us", "dequant_bytes_per_sm_cycle", "attention",
                "attention_bytes_per_sm_cycle", "error", "uncertain"});
@@ -275,14 +305,7 @@ EngineProfile ReadEngine(const std::string& path, const YAML::Node& node) {
       f.Fail("attention_bytes_per_sm_cycle", "must lie in (0, 1000] (bytes per SM per cycle)");
     e.attention_bytes_per_sm_cycle = v;
   }
-  if (f.Has("error")) {
-    YamlFields err(path, f.Map("error"), fmt::format("engine '{}' error", e.name));
-    err.AllowOnly({"median", "worst"});
-    e.error_median = err.Number("median");
-    e.error_worst = err.Number("worst");
-    if (!(e.error_median >= 0 && e.error_median <= e.error_worst && e.error_worst < 10))
-      err.Fail("median", "expected 0 <= median <= worst < 10 (fractions)");
-  }
+  ReadErrorBand(path, f, &e);
   e.uncertain = f.StringList("uncertain");
   for (const std::string& u : e.uncertain) {
     if (u != "efficiency.16bit" && u != "efficiency.fp8" && u != "efficiency.int8" &&
@@ -414,6 +437,13 @@ void Catalog::AddModel(ModelShape model) {
 }
 
 void Catalog::AddEngine(EngineProfile engine) {
+  if (!engine.runs.empty()) {  // the constants of the class it runs, read before it
+    auto base = engine_index_.find(NormaliseName(engine.runs));
+    if (base == engine_index_.end() || !engines_[base->second].runs.empty())
+      throw BadInput(fmt::format("{}: engine '{}': runs '{}', which is not a class read before it",
+                                 engine.source, engine.name, engine.runs));
+    engine = engine.Over(engines_[base->second]);
+  }
   AddNamed(std::move(engine), &engines_, &engine_index_, "engine");
 }
 

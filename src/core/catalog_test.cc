@@ -89,11 +89,12 @@ TEST(Catalog, LookupIgnoresCaseSeparatorsAndTakesAliases) {
   EXPECT_EQ(c.FindGpu("H100_SXM5_80GB").name, "H100-SXM5-80GB");
   EXPECT_EQ(c.FindGpu("h200").name, "H200-141GB");
   EXPECT_EQ(c.FindModel("llama-2-13b").name, "Llama-2-13B");
-  // Engines by the names their users type: the Python binding runs llama.cpp's kernels.
-  EXPECT_EQ(c.FindEngine("llama-cpp-python").name, "llama.cpp");
+  // Engines by the names their users type: a binding or a CLI runs its class's kernels.
   EXPECT_EQ(c.FindEngine("Ollama").name, "llama.cpp");
+  EXPECT_EQ(c.FindEngine("llama-cpp-python").ClassName(), "llama.cpp");
+  EXPECT_EQ(c.FindEngine("torchchat").ClassName(), "compiled");
+  EXPECT_EQ(c.FindEngine("text-generation-inference").name, "compiled");
   EXPECT_EQ(c.FindEngine("hf").name, "eager");
-  EXPECT_EQ(c.FindEngine("torchchat").name, "compiled");
 }
 
 TEST(Catalog, UnknownNameSuggestsTheNearest) {
@@ -195,6 +196,36 @@ TEST(Catalog, ReadsAnEnginesPerHeadAttentionAndRefusesARateWithoutIt) {
   ExpectRefused(Replace(kGoodEngine, "    allreduce_us: 20\n",
                         "    allreduce_us: 20\n    attention_bytes_per_sm_cycle: 9\n"),
                 {"'attention_bytes_per_sm_cycle'", "only an engine with `attention: per-head`"});
+}
+
+// An engine that runs a class's kernels from a loop of its own has that class's constants, its
+// own host overhead and error band; it must name a class read before it.
+TEST(Catalog, AnEngineThatRunsAClassTakesItsConstantsAndAddsItsLoop) {
+  const std::string wrapper = std::string(kGoodEngine) + R"(  - name: test-binding
+    aliases: [tb]
+    runs: test-engine
+    host_overhead_ms: 2.5
+    error: {median: 0.2, worst: 0.4}
+)";
+  Catalog c;
+  c.AddFile(WriteFile("engine.yaml", wrapper));
+  const EngineProfile& e = c.FindEngine("tb");
+  EXPECT_EQ(e.name, "test-binding");
+  EXPECT_EQ(e.runs, "test-engine");
+  EXPECT_EQ(e.ClassName(), "test-engine");
+  EXPECT_DOUBLE_EQ(e.efficiency_16bit, 0.8);
+  EXPECT_DOUBLE_EQ(e.step_overhead_seconds, 1e-3);
+  EXPECT_DOUBLE_EQ(e.dequant_bytes_per_sm_cycle_int4, 6);
+  EXPECT_DOUBLE_EQ(e.host_overhead_seconds, 2.5e-3);
+  EXPECT_DOUBLE_EQ(e.error_median, 0.2);
+  EXPECT_EQ(c.FindEngine("test-engine").host_overhead_seconds, 0);
+  ExpectRefused(Replace(wrapper, "runs: test-engine", "runs: nothing"),
+                {"engine 'test-binding'", "runs 'nothing', which is not a class read before it"});
+  ExpectRefused(Replace(wrapper, "    host_overhead_ms: 2.5\n",
+                        "    host_overhead_ms: 2.5\n    step_overhead_ms: 1\n"),
+                {"unknown field 'step_overhead_ms'"});
+  ExpectRefused(Replace(wrapper, "host_overhead_ms: 2.5", "host_overhead_ms: 200"),
+                {"'host_overhead_ms'", "[0, 100]"});
 }
 
 TEST(Catalog, RefusesAModelWhoseShapeDisagreesWithItsParamCount) {

@@ -62,7 +62,7 @@ std::vector<DecodeMeasurement> RowsOfClass(const std::vector<DecodeMeasurement>&
                                            const std::string& engine_class) {
   std::vector<DecodeMeasurement> of;
   for (const DecodeMeasurement& m : rows)
-    if (catalog.FindEngine(m.engine).name == engine_class) of.push_back(m);
+    if (catalog.FindEngine(m.engine).ClassName() == engine_class) of.push_back(m);
   return of;
 }
 
@@ -80,10 +80,20 @@ ErrorSummary SummariseErrors(std::vector<double> errors) {
 
 EngineProfile FitEngine(const std::vector<DecodeMeasurement>& rows, const Catalog& catalog,
                         EngineProfile start) {
+  std::vector<const EngineProfile*> own_loop;  // each row's engine when it runs the class, or null
+  for (const DecodeMeasurement& m : rows) {
+    const EngineProfile& engine = catalog.FindEngine(m.engine);
+    own_loop.push_back(engine.runs.empty() ? nullptr : &engine);
+  }
   auto loss = [&](const EngineProfile& e) {
     double sum = 0;
-    for (const DecodeMeasurement& m : rows) {
-      double r = std::log(PredictDecode(m, catalog, &e) / m.measured_tokens_per_second);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const DecodeMeasurement& m = rows[i];
+      EngineProfile with_loop;  // the class's constants and that engine's own loop
+      if (own_loop[i])
+        with_loop = e, with_loop.host_overhead_seconds = own_loop[i]->host_overhead_seconds;
+      double r = std::log(PredictDecode(m, catalog, own_loop[i] ? &with_loop : &e) /
+                          m.measured_tokens_per_second);
       sum += r * r;
     }
     return sum;
@@ -160,7 +170,7 @@ std::vector<double> LeaveOneSourceOut(const std::vector<DecodeMeasurement>& rows
     for (const DecodeMeasurement& m : rows) {
       if (m.source_id == left_out) continue;
       others.push_back(m);
-      measured.insert(catalog.FindEngine(m.engine).name);
+      measured.insert(catalog.FindEngine(m.engine).ClassName());
     }
     std::map<std::string, EngineProfile> fitted;  // by class, fitted without `left_out`
     auto fit = [&](const std::string& engine_class) -> const EngineProfile& {
@@ -175,9 +185,12 @@ std::vector<double> LeaveOneSourceOut(const std::vector<DecodeMeasurement>& rows
     };
     for (size_t i = 0; i < rows.size(); ++i) {
       if (rows[i].source_id != left_out) continue;
-      std::string engine_class = catalog.FindEngine(rows[i].engine).name;
+      const EngineProfile& engine = catalog.FindEngine(rows[i].engine);
+      std::string engine_class = engine.ClassName();
       if (!measured.count(engine_class)) engine_class = "compiled";
-      predicted[i] = PredictDecode(rows[i], catalog, &fit(engine_class));
+      // An engine with a loop of its own: the class as fitted on the other sources, and its loop.
+      EngineProfile used = engine.runs.empty() ? fit(engine_class) : engine.Over(fit(engine_class));
+      predicted[i] = PredictDecode(rows[i], catalog, &used);
     }
   }
   return predicted;

@@ -43,7 +43,8 @@ struct ErrorSummary {
 // The median, p90 (nearest rank) and worst of `errors` (|relative errors|).
 ErrorSummary SummariseErrors(std::vector<double> errors);
 
-// The rows whose engine is of class `engine_class` (the catalog's class of each row's engine).
+// The rows whose engine is of class `engine_class` (the catalog's class of each row's engine, or
+// the class it runs: EngineProfile::ClassName).
 std::vector<DecodeMeasurement> RowsOfClass(const std::vector<DecodeMeasurement>& rows,
                                            const Catalog& catalog, const std::string& engine_class);
 
@@ -51,16 +52,19 @@ std::vector<DecodeMeasurement> RowsOfClass(const std::vector<DecodeMeasurement>&
 // chosen to
 // minimise the squared log error over `rows` (coordinate descent over bounded ranges from fixed
 // starting points: deterministic, and independent of the values `start` holds but its
-// attention_per_head, which says whether the attention rate is fitted at all). A format no row
-// holds keeps 0.7.
+// attention_per_head, which says whether the attention rate is fitted at all). A row whose engine
+// runs the class from a loop of its own (EngineProfile::runs) is predicted with that loop's host
+// overhead added. A format no row holds keeps 0.7.
 EngineProfile FitEngine(const std::vector<DecodeMeasurement>& rows, const Catalog& catalog,
                         EngineProfile start);
 
 // Leave one source out: for each source in turn, each engine class is fitted (FitEngine) on the
 // rows of that class from every other source, and the source's rows are predicted with it; a
 // class no other source measured is predicted as the "compiled" class fitted on the other sources
-// (an optimised engine nobody measured). The prediction for each row, in `rows`' order: none of
-// it depends on its own source's measurements. Deterministic; one fit per (source, class).
+// (an optimised engine nobody measured); an engine that runs a class (EngineProfile::runs) is
+// predicted as that class so fitted, with its own loop. The prediction for each row, in `rows`'
+// order: none of it depends on its own source's measurements. Deterministic; one fit per (source,
+// class).
 std::vector<double> LeaveOneSourceOut(const std::vector<DecodeMeasurement>& rows,
                                       const Catalog& catalog);
 

@@ -2,6 +2,16 @@
 
 namespace gpumux {
 
+EngineProfile EngineProfile::Over(const EngineProfile& fitted) const {
+  EngineProfile e = fitted;
+  e.name = name, e.aliases = aliases, e.description = description, e.source = source;
+  e.runs = fitted.name;
+  e.host_overhead_seconds = host_overhead_seconds;
+  e.error_median = error_median, e.error_worst = error_worst;
+  e.uncertain = uncertain;
+  return e;
+}
+
 double EngineProfile::BandwidthEfficiency(DType weights) const {
   switch (weights) {
     case DType::kFp8: return efficiency_fp8;

@@ -20,6 +20,13 @@ struct EngineProfile {
   std::string name;                  // "compiled"
   std::vector<std::string> aliases;  // engines of the class: "vllm", "sglang", ...
   std::string description;
+  // An engine that runs another class's kernels from a loop of its own (a binding, a CLI around
+  // a library: llama-cpp-python over llama.cpp, torchchat over gpt-fast's compiled model) names
+  // that class here: it has the class's constants, plus host_overhead_seconds in series with
+  // every step (not clocked: it is the host's; 0 unless a source measured it), and an error band
+  // of its own. Empty for a class.
+  std::string runs;
+  double host_overhead_seconds = 0;
   // η: achieved fraction of the GPU's memory bandwidth at decode, by weight format.
   double efficiency_16bit = 0.7;  // bf16 and fp16
   double efficiency_fp8 = 0.7;
@@ -47,6 +54,12 @@ struct EngineProfile {
   double error_median = 0, error_worst = 0;
   std::vector<std::string> uncertain;  // fields not fitted on measurements
   std::string source;                  // file:line
+
+  // This engine (runs non-empty) over `fitted`, its class's constants: `fitted`'s efficiencies,
+  // overheads and rates with this engine's name, host overhead, error band and source.
+  EngineProfile Over(const EngineProfile& fitted) const;
+  // The class whose constants this engine has: runs, or its own name.
+  const std::string& ClassName() const { return runs.empty() ? name : runs; }
 
   double BandwidthEfficiency(DType weights) const;
   // dequant_bytes_per_sm_cycle_* for `weights`; 0 for formats read as they are.

@@ -49,8 +49,10 @@ Workload Base(const LlmSpec& s, const char* kind) {
   w.step_overhead_seconds = s.step_overhead_seconds;
   if (s.engine) {  // what the engine class achieves, where the spec does not say
     if (!s.efficiency_stated) w.bandwidth_efficiency = s.engine->BandwidthEfficiency(s.dtype);
-    if (s.step_overhead_seconds == 0)  // a model given by its parameters alone has no layers
+    if (s.step_overhead_seconds == 0) {  // a model given by its parameters alone has no layers
       w.clocked_overhead_seconds = s.engine->StepOverheadSeconds(s.shape ? s.shape->layers : 0);
+      w.step_overhead_seconds = s.engine->host_overhead_seconds;
+    }
     w.efficiency_stated = true;
     w.expected_error = s.engine->error_median;
   }

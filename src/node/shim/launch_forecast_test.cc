@@ -147,7 +147,9 @@ TEST_F(LaunchForecastTest, WorkThatFitsNoGapGoesAsABurstEndsAfterWaiting) {
   EXPECT_GE(went - held_from, 4 * 78 * kMs) << "it waited four periods (as learnt)";
   uint64_t since_burst_start = (went - first) % (80 * kMs);
   EXPECT_GE(since_burst_start, 5 * kMs) << "not inside a burst";
-  EXPECT_LT(since_burst_start, 8 * kMs) << "but as one ended, the whole gap ahead of it";
+  // As a burst ends (5 ms in), not mid-gap (35 ms in, where it was held from): a loaded 2-core CI
+  // machine once woke the waiting thread 10.9 ms in, so the bound sits well between the two.
+  EXPECT_LT(since_burst_start, 20 * kMs) << "but as one ended, the whole gap ahead of it";
 }
 
 TEST_F(LaunchForecastTest, ALaunchIntoAGraphBeingCapturedIsNeitherHeldNorTimed) {
