@@ -76,6 +76,27 @@ TEST(Explain, AModelTooBigForOneGpuSaysHowManyItNeedsAndItsRateThere) {
   EXPECT_TRUE(nlohmann::json::parse(huge.out)["gpus_needed"].is_null()) << "more than 8";
 }
 
+// An engine's line says what it is measured to miss by; an engine that runs a class from a loop
+// of its own says so and carries its own band; AutoAWQ's per-head attention shows what it costs.
+TEST(Explain, AnEngineSaysItsBandAndWhatItsAttentionCosts) {
+  Result chat = Gpumux("explain --gpu A100-80GB --model Llama-3-8B --engine torchchat");
+  ASSERT_EQ(chat.exit_code, 0) << chat.out;
+  EXPECT_NE(chat.out.find("engine: torchchat"), std::string::npos) << chat.out;
+  EXPECT_NE(chat.out.find("runs compiled's constants"), std::string::npos) << chat.out;
+  EXPECT_NE(chat.out.find("within ±20% (median; worst 36%)"), std::string::npos) << chat.out;
+  Result vllm = Gpumux("explain --gpu A100-80GB --model Llama-3-8B --engine vllm");
+  EXPECT_EQ(vllm.out.find("runs "), std::string::npos) << vllm.out;
+  Result awq = Gpumux(
+      "explain --gpu RTX-4090 --model Mistral-7B --dtype int4 --quant-group 128 --engine autoawq "
+      "--context 3072");
+  ASSERT_EQ(awq.exit_code, 0) << awq.out;
+  EXPECT_NE(awq.out.find("one block per sequence and query head"), std::string::npos) << awq.out;
+  EXPECT_NE(awq.out.find("32 blocks read 403 MB"), std::string::npos) << awq.out;
+  Result split =
+      Gpumux("explain --gpu RTX-4090 --model Mistral-7B --dtype int4 --engine vllm --context 3072");
+  EXPECT_EQ(split.out.find("query head"), std::string::npos) << "vLLM splits the context";
+}
+
 TEST(Explain, SharingVerdictInNumbers) {
   Result ok = Gpumux(
       "explain --gpu H100 --params 13e9 --efficiency 1 --tenants 2 --min-tokens-per-second 50");
@@ -220,9 +241,9 @@ TEST(Fleet, SimulateWritesIntoAFolderItNamesNotTheCurrentDirectory) {
   std::filesystem::remove_all(here);
   std::filesystem::create_directories(here);
   std::ofstream(here / "fleet_curves.csv") << "mine\n";
-  Result r = gpumux::testing::Shell("cd " + here.string() + " && " + GPUMUX_BINARY +
-                                    " fleet simulate " + SmallTrace() +
-                                    " --policy bestfit --seeds 1 --json 2>&1");
+  Result r =
+      gpumux::testing::Shell("cd " + here.string() + " && " + GPUMUX_BINARY + " fleet simulate " +
+                             SmallTrace() + " --policy bestfit --seeds 1 --json 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   std::string csv = nlohmann::json::parse(r.out)["csv"];
   EXPECT_EQ(csv.rfind("fleet-gpumux_cli_pods-", 0), 0u) << csv;

@@ -236,14 +236,22 @@ int RunExplain(const ExplainOptions& o) {
                           gpu.boost_clock_hz > 0
                               ? fmt::format(" at {:.0f} MHz", gpu.boost_clock_hz / 1e6)
                               : std::string(", whose clock the catalog does not state"));
+    std::string own_loop =
+        engine->runs.empty() ? std::string()
+                             : fmt::format("; runs {}'s constants{}", engine->runs,
+                                           engine->host_overhead_seconds > 0
+                                               ? fmt::format(", + {:.2f} ms a step in its own loop",
+                                                             engine->host_overhead_seconds * 1e3)
+                                               : std::string());
     fmt::print(
         "  engine: {} ({}): step overhead {:.2f} ms + {:.1f} us a layer at {:.0f} MHz ({}), "
-        "all-reduce {:.1f} us; tokens/s within ±{:.0f}% (median; worst "
+        "all-reduce {:.1f} us{}; tokens/s within ±{:.0f}% (median; worst "
         "{:.0f}%) of published measurements from sources its constants were not fitted on "
         "(bench/fidelity)\n",
         engine->name, engine->description, engine->step_overhead_seconds * 1e3,
         engine->layer_overhead_seconds * 1e6, kReferenceSmClockHz / 1e6, here,
-        engine->allreduce_seconds * 1e6, 100 * engine->error_median, 100 * engine->error_worst);
+        engine->allreduce_seconds * 1e6, own_loop, 100 * engine->error_median,
+        100 * engine->error_worst);
   }
   if (main.dequant_bytes_per_sm_cycle > 0) {
     double unpacked = main.dequant_bytes_per_sm_cycle * gpu.sms * gpu.SmClockHz();  // bytes/s
