@@ -215,6 +215,16 @@ size_t EditDistance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
+// An engine's `uncertain:` list, each entry one of `fields`.
+std::vector<std::string> ReadUncertain(YamlFields& f,
+                                       std::initializer_list<std::string_view> fields) {
+  std::vector<std::string> uncertain = f.StringList("uncertain");
+  for (const std::string& u : uncertain)
+    if (std::find(fields.begin(), fields.end(), u) == fields.end())
+      f.Fail("uncertain", fmt::format("'{}' is not one of the engine's fields", u));
+  return uncertain;
+}
+
 // An engine's `error: {median, worst}`, if stated.
 void ReadErrorBand(const std::string& path, YamlFields& f, EngineProfile* e) {
   if (!f.Has("error")) return;
@@ -231,12 +241,12 @@ EngineProfile ReadEngine(const std::string& path, const YAML::Node& node) {
   EngineProfile e;
   e.name = first.String("name");
   YamlFields f(path, node, fmt::format("engine '{}'", e.name));
+  e.source = Where(path, node);
+  e.aliases = f.StringList("aliases");
+  if (f.Has("description")) e.description = f.String("description");
   if (f.Has("runs")) {  // a loop of its own over another class's kernels: AddEngine fills it in
     f.AllowOnly(
         {"name", "aliases", "description", "runs", "host_overhead_ms", "error", "uncertain"});
-    e.source = Where(path, node);
-    e.aliases = f.StringList("aliases");
-    if (f.Has("description")) e.description = f.String("description");
     e.runs = f.String("runs");
     if (f.Has("host_overhead_ms")) {
       double host = f.Number("host_overhead_ms");
@@ -244,18 +254,12 @@ EngineProfile ReadEngine(const std::string& path, const YAML::Node& node) {
       e.host_overhead_seconds = host / 1e3;
     }
     ReadErrorBand(path, f, &e);
-    e.uncertain = f.StringList("uncertain");
-    for (const std::string& u : e.uncertain)
-      if (u != "host_overhead_ms")
-        f.Fail("uncertain", fmt::format("'{}' is not one of the engine's fields", u));
+    e.uncertain = ReadUncertain(f, {"host_overhead_ms"});
     return e;
   }
   f.AllowOnly({"name", "aliases", "description", "efficiency", "step_overhead_ms",
                "layer_overhead_us", "allreduce_us", "dequant_bytes_per_sm_cycle", "attention",
                "attention_bytes_per_sm_cycle", "error", "uncertain"});
-  e.source = Where(path, node);
-  e.aliases = f.StringList("aliases");
-  if (f.Has("description")) e.description = f.String("description");
   YamlFields eff(path, f.Map("efficiency"), fmt::format("engine '{}' efficiency", e.name));
   eff.AllowOnly({"16bit", "fp8", "int8", "int4"});
   auto fraction = [&](std::string_view key) {
@@ -306,14 +310,10 @@ EngineProfile ReadEngine(const std::string& path, const YAML::Node& node) {
     e.attention_bytes_per_sm_cycle = v;
   }
   ReadErrorBand(path, f, &e);
-  e.uncertain = f.StringList("uncertain");
-  for (const std::string& u : e.uncertain) {
-    if (u != "efficiency.16bit" && u != "efficiency.fp8" && u != "efficiency.int8" &&
-        u != "efficiency.int4" && u != "step_overhead_ms" && u != "layer_overhead_us" &&
-        u != "allreduce_us" && u != "dequant_bytes_per_sm_cycle" &&
-        u != "attention_bytes_per_sm_cycle")
-      f.Fail("uncertain", fmt::format("'{}' is not one of the engine's fields", u));
-  }
+  e.uncertain =
+      ReadUncertain(f, {"efficiency.16bit", "efficiency.fp8", "efficiency.int8", "efficiency.int4",
+                        "step_overhead_ms", "layer_overhead_us", "allreduce_us",
+                        "dequant_bytes_per_sm_cycle", "attention_bytes_per_sm_cycle"});
   return e;
 }
 

@@ -89,11 +89,10 @@ EngineProfile FitEngine(const std::vector<DecodeMeasurement>& rows, const Catalo
     double sum = 0;
     for (size_t i = 0; i < rows.size(); ++i) {
       const DecodeMeasurement& m = rows[i];
-      EngineProfile with_loop;  // the class's constants and that engine's own loop
-      if (own_loop[i])
-        with_loop = e, with_loop.host_overhead_seconds = own_loop[i]->host_overhead_seconds;
-      double r = std::log(PredictDecode(m, catalog, own_loop[i] ? &with_loop : &e) /
-                          m.measured_tokens_per_second);
+      auto predict = [&](const EngineProfile& p) { return PredictDecode(m, catalog, &p); };
+      // A row of an engine with a loop of its own: the class's constants and that loop.
+      double predicted = own_loop[i] ? predict(own_loop[i]->Over(e)) : predict(e);
+      double r = std::log(predicted / m.measured_tokens_per_second);
       sum += r * r;
     }
     return sum;
