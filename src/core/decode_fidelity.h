@@ -49,12 +49,13 @@ std::vector<DecodeMeasurement> RowsOfClass(const std::vector<DecodeMeasurement>&
                                            const Catalog& catalog, const std::string& engine_class);
 
 // `start` with its efficiencies, step overhead, all-reduce time, dequantisation and attention rates
-// chosen to
-// minimise the squared log error over `rows` (coordinate descent over bounded ranges from fixed
-// starting points: deterministic, and independent of the values `start` holds but its
+// chosen to minimise the squared log error over `rows` (coordinate descent over bounded ranges from
+// fixed starting points: deterministic, and independent of the values `start` holds but its
 // attention_per_head, which says whether the attention rate is fitted at all). A row whose engine
 // runs the class from a loop of its own (EngineProfile::runs) is predicted with that loop's host
-// overhead added. A format no row holds keeps 0.7.
+// overhead added. int8 and int4 weights unpack at one rate; each format's efficiency leans weakly
+// on a neighbour's (int8 on 16-bit, fp8 and int4 on int8), so a format no row holds takes its
+// neighbour's.
 EngineProfile FitEngine(const std::vector<DecodeMeasurement>& rows, const Catalog& catalog,
                         EngineProfile start);
 
