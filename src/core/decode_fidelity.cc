@@ -95,24 +95,41 @@ constexpr std::pair<double EngineProfile::*, double EngineProfile::*> kFormatNei
 }  // namespace
 
 EngineProfile FitEngine(const std::vector<DecodeMeasurement>& rows, const Catalog& catalog,
-                        EngineProfile start) {
-  std::vector<const EngineProfile*> own_loop;  // each row's engine when it runs the class, or null
+                        EngineProfile start, std::map<std::string, double>* loop_seconds) {
+  // The engines that run the class from a loop of their own, and each row's (-1: the class's own).
+  std::vector<const EngineProfile*> loops;
+  std::vector<int> loop_of;
   for (const DecodeMeasurement& m : rows) {
     const EngineProfile& engine = catalog.FindEngine(m.engine);
-    own_loop.push_back(engine.runs.empty() ? nullptr : &engine);
+    if (engine.runs.empty()) {
+      loop_of.push_back(-1);
+      continue;
+    }
+    auto known = std::find(loops.begin(), loops.end(), &engine);
+    loop_of.push_back(int(known - loops.begin()));
+    if (known == loops.end()) loops.push_back(&engine);
   }
-  auto loss = [&](const EngineProfile& e) {
+  struct Fit {
+    EngineProfile e;
+    std::vector<double> loop;  // each of `loops`' cost a step on the host
+  };
+  auto loss = [&](const Fit& f) {
     double sum = 0;
     for (size_t i = 0; i < rows.size(); ++i) {
       const DecodeMeasurement& m = rows[i];
-      auto predict = [&](const EngineProfile& p) { return PredictDecode(m, catalog, &p); };
-      // A row of an engine with a loop of its own: the class's constants and that loop.
-      double predicted = own_loop[i] ? predict(own_loop[i]->Over(e)) : predict(e);
+      double predicted;
+      if (loop_of[i] < 0) {
+        predicted = PredictDecode(m, catalog, &f.e);
+      } else {  // the class's constants and that engine's loop
+        EngineProfile own = loops[loop_of[i]]->Over(f.e);
+        own.host_overhead_seconds = f.loop[loop_of[i]];
+        predicted = PredictDecode(m, catalog, &own);
+      }
       double r = std::log(predicted / m.measured_tokens_per_second);
       sum += r * r;
     }
     for (auto [format, neighbour] : kFormatNeighbours) {
-      double gap = std::log(e.*format / e.*neighbour);
+      double gap = std::log(f.e.*format / f.e.*neighbour);
       sum += kNeighbourWeight * gap * gap;
     }
     return sum;
@@ -122,8 +139,10 @@ EngineProfile FitEngine(const std::vector<DecodeMeasurement>& rows, const Catalo
   // as none (0).
   constexpr double kNoSmLimit = 66;
   struct Knob {
-    double EngineProfile::*field;
+    double EngineProfile::*field;  // or, when null, the cost of loop `loop`
     double low, high;
+    size_t loop = 0;
+    double& At(Fit& f) const { return field ? f.e.*field : f.loop[loop]; }
   };
   std::vector<Knob> knobs = {{&EngineProfile::efficiency_16bit, 0.3, 1.0},
                              {&EngineProfile::efficiency_fp8, 0.3, 1.0},
@@ -138,47 +157,55 @@ EngineProfile FitEngine(const std::vector<DecodeMeasurement>& rows, const Catalo
                              {&EngineProfile::dequant_bytes_per_sm_cycle_int8, 2, kNoSmLimit}};
   if (start.attention_per_head)  // a limit the class's kernels have, not one the rows may invent
     knobs.push_back({&EngineProfile::attention_bytes_per_sm_cycle, 0.5, kNoSmLimit});
+  // An engine's own loop costs what its rows say beyond the class's: fitted beside the class, so
+  // that its rows teach the class's kernels and not its loop (torchchat's rows, ~1.8 ms a token
+  // slower than torchao's on the same GPU, had pulled compiled's int4 down, and gpt-fast's 70B
+  // int4 left out missed by -36%).
+  for (size_t j = 0; j < loops.size(); ++j) knobs.push_back({nullptr, 0, 10e-3, j});
   // Coordinate descent (each knob over its range on a grid, then finer around the best) from
   // several starting points, whatever `start` holds: the answer depends on the rows alone.
-  auto descend = [&](EngineProfile e) {
-    double e_loss = loss(e);
+  auto descend = [&](Fit f) {
+    double f_loss = loss(f);
     for (int sweep = 0; sweep < 8; ++sweep) {
       for (const Knob& k : knobs) {
         double low = k.low, high = k.high;
         for (int refine = 0; refine < 3; ++refine) {
-          double step = (high - low) / 40, centre = e.*k.field;
+          double step = (high - low) / 40, centre = k.At(f);
           for (int i = 0; i <= 40; ++i) {
-            EngineProfile trial = e;
-            trial.*k.field = low + i * step;
-            trial.dequant_bytes_per_sm_cycle_int4 = trial.dequant_bytes_per_sm_cycle_int8;
+            Fit trial = f;
+            k.At(trial) = low + i * step;
+            trial.e.dequant_bytes_per_sm_cycle_int4 = trial.e.dequant_bytes_per_sm_cycle_int8;
             double l = loss(trial);
-            if (l < e_loss) e_loss = l, e = trial, centre = trial.*k.field;
+            if (l < f_loss) f_loss = l, f = trial, centre = k.At(trial);
           }
           low = std::max(k.low, centre - 2 * step);
           high = std::min(k.high, centre + 2 * step);
         }
       }
     }
-    return std::make_pair(e_loss, e);
+    return std::make_pair(f_loss, f);
   };
-  EngineProfile best = start;
+  Fit best{start, {}};
   double best_loss = 1e300;
   for (double overhead : {0.0, 0.5e-3, 1e-3, 2e-3}) {
-    EngineProfile e = start;
+    Fit f{start, std::vector<double>(loops.size(), 0)};
+    EngineProfile& e = f.e;
     e.efficiency_16bit = e.efficiency_fp8 = e.efficiency_int8 = e.efficiency_int4 = 0.7;
     e.step_overhead_seconds = overhead;
     e.layer_overhead_seconds = 0;
     e.allreduce_seconds = 20e-6;
     e.dequant_bytes_per_sm_cycle_int8 = e.dequant_bytes_per_sm_cycle_int4 = kNoSmLimit;
     e.attention_bytes_per_sm_cycle = kNoSmLimit;
-    auto [l, found] = descend(e);
+    auto [l, found] = descend(f);
     if (l < best_loss) best_loss = l, best = found;
   }
   for (double EngineProfile::*rate : {&EngineProfile::dequant_bytes_per_sm_cycle_int8,
                                       &EngineProfile::dequant_bytes_per_sm_cycle_int4,
                                       &EngineProfile::attention_bytes_per_sm_cycle})
-    if (best.*rate >= kNoSmLimit) best.*rate = 0;
-  return best;
+    if (best.e.*rate >= kNoSmLimit) best.e.*rate = 0;
+  if (loop_seconds)
+    for (size_t j = 0; j < loops.size(); ++j) (*loop_seconds)[loops[j]->name] = best.loop[j];
+  return best.e;
 }
 
 std::vector<double> LeaveOneSourceOut(const std::vector<DecodeMeasurement>& rows,
@@ -195,6 +222,7 @@ std::vector<double> LeaveOneSourceOut(const std::vector<DecodeMeasurement>& rows
       measured.insert(catalog.FindEngine(m.engine).ClassName());
     }
     std::map<std::string, EngineProfile> fitted;  // by class, fitted without `left_out`
+    std::map<std::string, double> loops;          // by engine, fitted without `left_out`
     auto fit = [&](const std::string& engine_class) -> const EngineProfile& {
       auto known = fitted.find(engine_class);
       if (known != fitted.end()) return known->second;
@@ -202,16 +230,34 @@ std::vector<double> LeaveOneSourceOut(const std::vector<DecodeMeasurement>& rows
       profile.name = engine_class;
       profile.attention_per_head = catalog.FindEngine(engine_class).attention_per_head;
       std::vector<DecodeMeasurement> of = RowsOfClass(others, catalog, engine_class);
-      if (!of.empty()) profile = FitEngine(of, catalog, profile);
+      if (!of.empty()) profile = FitEngine(of, catalog, profile, &loops);
       return fitted.emplace(engine_class, profile).first->second;
+    };
+    // The median cost of the own loops the other sources ran (every class that has one fitted).
+    auto TypicalLoop = [&] {
+      for (const DecodeMeasurement& m : others)
+        if (!catalog.FindEngine(m.engine).runs.empty()) fit(catalog.FindEngine(m.engine).runs);
+      std::vector<double> costs;
+      for (const auto& [engine, cost] : loops) costs.push_back(cost);
+      if (costs.empty()) return 0.0;
+      std::sort(costs.begin(), costs.end());
+      size_t n = costs.size();
+      return n % 2 ? costs[n / 2] : (costs[n / 2 - 1] + costs[n / 2]) / 2;
     };
     for (size_t i = 0; i < rows.size(); ++i) {
       if (rows[i].source_id != left_out) continue;
       const EngineProfile& engine = catalog.FindEngine(rows[i].engine);
       std::string engine_class = engine.ClassName();
       if (!measured.count(engine_class)) engine_class = "compiled";
-      // An engine with a loop of its own: the class as fitted on the other sources, and its loop.
-      EngineProfile used = engine.runs.empty() ? fit(engine_class) : engine.Over(fit(engine_class));
+      EngineProfile used = fit(engine_class);
+      if (!engine.runs.empty()) {
+        // An engine with a loop of its own: the class as fitted on the other sources, and its
+        // loop's cost as they measured it, or, when no other source ran it, what the other
+        // engines' own loops cost (the median; not the catalog's, which its own rows set).
+        used = engine.Over(used);
+        auto loop = loops.find(engine.name);
+        used.host_overhead_seconds = loop != loops.end() ? loop->second : TypicalLoop();
+      }
       predicted[i] = PredictDecode(rows[i], catalog, &used);
     }
   }

@@ -5,6 +5,7 @@
 // decode_fidelity_test.cc holds the catalog (catalog/engines.yaml) to both.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -53,17 +54,19 @@ std::vector<DecodeMeasurement> RowsOfClass(const std::vector<DecodeMeasurement>&
 // fixed starting points: deterministic, and independent of the values `start` holds but its
 // attention_per_head, which says whether the attention rate is fitted at all). A row whose engine
 // runs the class from a loop of its own (EngineProfile::runs) is predicted with that loop's host
-// overhead added. int8 and int4 weights unpack at one rate; each format's efficiency leans weakly
-// on a neighbour's (int8 on 16-bit, fp8 and int4 on int8), so a format no row holds takes its
-// neighbour's.
+// overhead added, fitted beside the class's constants (whatever the catalog states) and, when
+// `loop_seconds` is not null, stored there under the engine's name. int8 and int4 weights unpack
+// at one rate; each format's efficiency leans weakly on a neighbour's (int8 on 16-bit, fp8 and int4
+// on int8), so a format no row holds takes its neighbour's.
 EngineProfile FitEngine(const std::vector<DecodeMeasurement>& rows, const Catalog& catalog,
-                        EngineProfile start);
+                        EngineProfile start, std::map<std::string, double>* loop_seconds = nullptr);
 
 // Leave one source out: for each source in turn, each engine class is fitted (FitEngine) on the
 // rows of that class from every other source, and the source's rows are predicted with it; a
 // class no other source measured is predicted as the "compiled" class fitted on the other sources
 // (an optimised engine nobody measured); an engine that runs a class (EngineProfile::runs) is
-// predicted as that class so fitted, with its own loop. The prediction for each row, in `rows`'
+// predicted as that class so fitted, with its loop's cost as the other sources measured it (0
+// when none ran it). The prediction for each row, in `rows`'
 // order: none of it depends on its own source's measurements. Deterministic; one fit per (source,
 // class).
 std::vector<double> LeaveOneSourceOut(const std::vector<DecodeMeasurement>& rows,
