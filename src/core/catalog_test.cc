@@ -179,6 +179,23 @@ TEST(Catalog, ReadsAnEnginesUnpackingRateAndRefusesABadOne) {
   ExpectRefused(Replace(kGoodEngine, "{int4: 6}", "{int2: 6}"), {"unknown field 'int2'"});
 }
 
+// A negative number is refused once, with its file and line named once (it was wrapped twice).
+TEST(Catalog, RefusesANegativeNumberNamingItsPlaceOnce) {
+  std::string path = WriteFile("negative.yaml",
+                               Replace(kGoodEngine, "step_overhead_ms: 1", "step_overhead_ms: -1"));
+  Catalog c;
+  try {
+    c.AddFile(path);
+    FAIL() << "accepted a negative step overhead";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find(path + ":4: engine 'test-engine': field 'step_overhead_ms': -1 is negative"),
+              std::string::npos)
+        << msg;
+    EXPECT_EQ(msg.find(path), msg.rfind(path)) << "the place named twice: " << msg;
+  }
+}
+
 TEST(Catalog, ReadsAnEnginesPerHeadAttentionAndRefusesARateWithoutIt) {
   Catalog c;
   c.AddFile(WriteFile("engine.yaml", Replace(kGoodEngine, "    allreduce_us: 20\n",

@@ -89,13 +89,14 @@ std::optional<std::string> YamlFields::OptionalString(std::string_view key) cons
 
 double YamlFields::Number(std::string_view key) const {
   std::string s = Scalar(key);
+  double v = 0;
   try {
-    double v = ParseNumber(s);
-    if (v < 0) Fail(key, fmt::format("{} is negative", s));
-    return v;
+    v = ParseNumber(s);
   } catch (const Error& e) {
     Fail(key, e.what());
   }
+  if (v < 0) Fail(key, fmt::format("{} is negative", s));  // outside the try: not wrapped twice
+  return v;
 }
 
 std::optional<double> YamlFields::OptionalNumber(std::string_view key) const {
