@@ -96,6 +96,30 @@ TEST(Explain, AnEngineSaysItsBandAndWhatItsAttentionCosts) {
   Result split =
       Gpumux("explain --gpu RTX-4090 --model Mistral-7B --dtype int4 --engine vllm --context 3072");
   EXPECT_EQ(split.out.find("query head"), std::string::npos) << "vLLM splits the context";
+  // The same, for a program: --json carries the loop, the unpacking and the attention.
+  nlohmann::json chat_json = nlohmann::json::parse(
+      Gpumux("explain --gpu A100-80GB --model Llama-3-8B --engine torchchat --json").out);
+  EXPECT_EQ(chat_json["runs"], "compiled");
+  EXPECT_GT(chat_json["host_overhead_seconds"].get<double>(), 0);
+  EXPECT_GT(chat_json["step_overhead_seconds"].get<double>(),
+            chat_json["host_overhead_seconds"].get<double>());
+  nlohmann::json awq_json = nlohmann::json::parse(
+      Gpumux("explain --gpu RTX-4090 --model Mistral-7B --dtype int4 --quant-group 128 --engine "
+             "autoawq --context 3072 --json")
+          .out);
+  EXPECT_EQ(awq_json["attention"]["blocks"], 32);
+  EXPECT_GT(awq_json["attention"]["seconds_per_step"].get<double>(),
+            awq_json["attention"]["seconds_at_memory_pace"].get<double>());
+  EXPECT_FALSE(awq_json.contains("runs"));
+  nlohmann::json q4_json = nlohmann::json::parse(
+      Gpumux("explain --gpu A100-80GB --model Llama-2-70B --dtype int4 --engine llama.cpp --json")
+          .out);
+  EXPECT_TRUE(q4_json["unpacking"]["sets_the_pace"].get<bool>()) << q4_json.dump();
+  nlohmann::json split_json = nlohmann::json::parse(
+      Gpumux("explain --gpu RTX-4090 --model Mistral-7B --dtype int4 --engine vllm --context 3072 "
+             "--json")
+          .out);
+  EXPECT_FALSE(split_json.contains("attention"));
 }
 
 TEST(Explain, SharingVerdictInNumbers) {

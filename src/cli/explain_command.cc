@@ -190,7 +190,27 @@ int RunExplain(const ExplainOptions& o) {
     if (engine) {
       j["engine"] = engine->name;
       j["expected_error"] = {{"median", engine->error_median}, {"worst", engine->error_worst}};
+      if (!engine->runs.empty()) {
+        j["runs"] = engine->runs;
+        j["host_overhead_seconds"] = engine->host_overhead_seconds;
+      }
     }
+    j["step_overhead_seconds"] =
+        StepTimesOn(main, gpu).overhead;  // engine, loop and TP, on this GPU
+    if (main.dequant_bytes_per_sm_cycle > 0) {
+      double unpacked = main.dequant_bytes_per_sm_cycle * gpu.sms * gpu.SmClockHz();
+      j["unpacking"] = {{"bytes_per_sm_cycle", main.dequant_bytes_per_sm_cycle},
+                        {"bytes_per_second", unpacked},
+                        {"sets_the_pace", unpacked < main.bandwidth_efficiency * gpu.bandwidth}};
+    }
+    if (main.attention_bytes_per_sm_cycle > 0 && main.attention_bytes_per_step > 0)
+      j["attention"] = {
+          {"per_head", true},
+          {"bytes_per_sm_cycle", main.attention_bytes_per_sm_cycle},
+          {"blocks", main.attention_blocks},
+          {"seconds_per_step", AttentionSecondsOn(main, gpu)},
+          {"seconds_at_memory_pace",
+           main.attention_bytes_per_step / (main.bandwidth_efficiency * gpu.bandwidth)}};
     j["catalog_uncertain_fields"] = gpu.uncertain;
     if (rough) j["rule_of_thumb"] = Breakdown(*rough, *rough_demand);
     j["gpus_needed"] = gpus_needed ? nlohmann::json(*gpus_needed) : nlohmann::json(nullptr);
