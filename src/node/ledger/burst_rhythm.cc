@@ -20,6 +20,10 @@ void Store(T& word, T value) {
   std::atomic_ref<T>(word).store(value, std::memory_order_relaxed);
 }
 
+// How far a start on the beat moves the forecast: the beat a quarter of the way to it, the period
+// a 32nd of its miss (after a late start the next on time comes early by both).
+constexpr uint64_t kBeatGain = 4, kPeriodGain = 32;
+
 // `from` moved an n-th of the way to `to`.
 uint64_t Toward(uint64_t from, uint64_t to, uint64_t n) {
   return to >= from ? from + (to - from) / n : from - (from - to) / n;
@@ -98,7 +102,16 @@ void NoteBurstLaunch(BurstWords& w, uint64_t now_ns) {
     uint64_t chain_error = now_ns > chained ? now_ns - chained : chained - now_ns;
     if (error <= period / 4) {
       const bool late = now_ns > due;
-      Store(w.beat_ns, late ? due + error / 4 : due - error / 4);
+      Store(w.beat_ns, late ? due + error / kBeatGain : due - error / kBeatGain);
+      // The period follows the beat's errors too (a phase-locked loop: late starts lengthen it,
+      // early ones shorten it), not the gap since the last start, which carries two starts'
+      // jitter: a server jittered by a fifth of its period (34 ms ± 6.9) had the period learnt
+      // from gaps wander by ±1.5 ms, its forecast miss by 1.5 times the jitter, and 7.7% of its
+      // steps come before the margin (now 3.5%; RunClock in burst_rhythm_test.cc). A gap off the
+      // period still proposes a new rhythm (next.candidate_ns), and a start off the beat by more
+      // than a quarter period still moves the period by its gap (NextBurstPeriod).
+      if (!new_rhythm)
+        next.period_ns = late ? period + error / kPeriodGain : period - error / kPeriodGain;
       // Which anchor foretells better (an eighth of the way to each start's difference): a
       // server on a clock misses its beat by its own delay only, a loop whose step follows the
       // last misses the latest start plus a period by that and misses the beat by every delay
@@ -106,15 +119,15 @@ void NoteBurstLaunch(BurstWords& w, uint64_t now_ns) {
       int64_t lead = Load(w.chain_lead_ns);
       Store(w.chain_lead_ns, lead + (int64_t(error) - int64_t(chain_error) - lead) / 8);
       // How far before the forecast a start may come: an early start's miss, or (from the beat)
-      // after a late one the quarter the beat moved by and the eighth the period grew by (the gap
-      // before it averaged in), as the next start on time comes that much early. A late start
+      // after a late one what the beat and the period moved by, as the next start on time comes
+      // that much early. A late start
       // itself asks others for nothing: they wait for it (ForecastNextBurst) and it finds the GPU
       // clear. The most lately: up at once, down a sixteenth of the way at each start, or over a
       // second at a faster rhythm, so that a few starts on time (or a second of them: host stalls
       // come seconds apart) do not hide how early the others come.
       const bool chain = lead > kChainLeadNs;
-      const uint64_t early =
-          chain ? (now_ns < chained ? chain_error : 0) : (late ? error / 4 + error / 8 : error);
+      const uint64_t early = chain ? (now_ns < chained ? chain_error : 0)
+                                   : (late ? error / kBeatGain + error / kPeriodGain : error);
       const uint64_t fade = std::max<uint64_t>(16, 1'000'000'000 / period);
       Store(w.jitter_ns, FadingMost(Load(w.jitter_ns), early, fade));
       // How far after the forecast a start may come, learnt alike: for as long, a burst due and
