@@ -195,8 +195,8 @@ int RunExplain(const ExplainOptions& o) {
         j["host_overhead_seconds"] = engine->host_overhead_seconds;
       }
     }
-    j["step_overhead_seconds"] =
-        StepTimesOn(main, gpu).overhead;  // engine, loop and TP, on this GPU
+    // The engine's, its loop's and tensor parallelism's fixed time a step, on this GPU.
+    j["step_overhead_seconds"] = StepTimesOn(main, gpu).overhead;
     if (main.dequant_bytes_per_sm_cycle > 0) {
       double unpacked = main.dequant_bytes_per_sm_cycle * gpu.sms * gpu.SmClockHz();
       j["unpacking"] = {{"bytes_per_sm_cycle", main.dequant_bytes_per_sm_cycle},

@@ -82,7 +82,7 @@ namespace {
 
 // Each weight format's bandwidth efficiency leans on a neighbour's: int8 on 16-bit, and fp8 and
 // int4 on int8 (the same weight-only kernels, unpacking 8 or 4 bits to multiply them at 16). The
-// lean is weak, a 2x gap costing what one row missed by 7% costs ((0.01 ln 2)^2 = 0.069^2), so
+// lean is weak, a 2x gap costing what one row missed by 7% costs (0.01 (ln 2)^2 = 0.069^2), so
 // rows that measure a format set it; where none do, or one row of a source cannot tell a slow
 // format from a slow unpacking, the format takes its neighbour's efficiency and not whatever the
 // descent left it at (one premAI Q8_0 row alone put llama.cpp's int8 at 0.43 against 0.91).
@@ -234,15 +234,12 @@ std::vector<double> LeaveOneSourceOut(const std::vector<DecodeMeasurement>& rows
       return fitted.emplace(engine_class, profile).first->second;
     };
     // The median cost of the own loops the other sources ran (every class that has one fitted).
-    auto TypicalLoop = [&] {
+    auto typical_loop = [&] {
       for (const DecodeMeasurement& m : others)
         if (!catalog.FindEngine(m.engine).runs.empty()) fit(catalog.FindEngine(m.engine).runs);
       std::vector<double> costs;
       for (const auto& [engine, cost] : loops) costs.push_back(cost);
-      if (costs.empty()) return 0.0;
-      std::sort(costs.begin(), costs.end());
-      size_t n = costs.size();
-      return n % 2 ? costs[n / 2] : (costs[n / 2 - 1] + costs[n / 2]) / 2;
+      return SummariseErrors(costs).median_abs;  // 0 for none
     };
     for (size_t i = 0; i < rows.size(); ++i) {
       if (rows[i].source_id != left_out) continue;
@@ -256,7 +253,7 @@ std::vector<double> LeaveOneSourceOut(const std::vector<DecodeMeasurement>& rows
         // engines' own loops cost (the median; not the catalog's, which its own rows set).
         used = engine.Over(used);
         auto loop = loops.find(engine.name);
-        used.host_overhead_seconds = loop != loops.end() ? loop->second : TypicalLoop();
+        used.host_overhead_seconds = loop != loops.end() ? loop->second : typical_loop();
       }
       predicted[i] = PredictDecode(rows[i], catalog, &used);
     }

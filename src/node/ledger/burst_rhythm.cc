@@ -120,11 +120,11 @@ void NoteBurstLaunch(BurstWords& w, uint64_t now_ns) {
       Store(w.chain_lead_ns, lead + (int64_t(error) - int64_t(chain_error) - lead) / 8);
       // How far before the forecast a start may come: an early start's miss, or (from the beat)
       // after a late one what the beat and the period moved by, as the next start on time comes
-      // that much early. A late start
-      // itself asks others for nothing: they wait for it (ForecastNextBurst) and it finds the GPU
-      // clear. The most lately: up at once, down a sixteenth of the way at each start, or over a
-      // second at a faster rhythm, so that a few starts on time (or a second of them: host stalls
-      // come seconds apart) do not hide how early the others come.
+      // that much early. A late start itself asks others for nothing: they wait for it
+      // (ForecastNextBurst) and it finds the GPU clear. The most lately: up at once, down a
+      // sixteenth of the way at each start, or over a second at a faster rhythm, so that a few
+      // starts on time (or a second of them: host stalls come seconds apart) do not hide how
+      // early the others come.
       const bool chain = lead > kChainLeadNs;
       const uint64_t early = chain ? (now_ns < chained ? chain_error : 0)
                                    : (late ? error / kBeatGain + error / kPeriodGain : error);
