@@ -180,6 +180,13 @@ int RunExplain(const ExplainOptions& o) {
     sharing = EvaluateSharing(gpu, main, slo, std::max(o.tenants, 2));
   }
 
+  // What the engine's kernels do on this GPU, for the JSON and the text alike (bytes/s, seconds).
+  const double memory_rate = main.bandwidth_efficiency * gpu.bandwidth;
+  const double unpacked = main.dequant_bytes_per_sm_cycle * gpu.sms * gpu.SmClockHz();
+  const bool per_head_attention =
+      main.attention_bytes_per_sm_cycle > 0 && main.attention_bytes_per_step > 0;
+  const double attention_at_memory_pace = main.attention_bytes_per_step / memory_rate;
+
   if (o.json) {
     nlohmann::json j = Breakdown(main, demand);
     j["gpu"] = gpu.name;
@@ -197,20 +204,16 @@ int RunExplain(const ExplainOptions& o) {
     }
     // The engine's, its loop's and tensor parallelism's fixed time a step, on this GPU.
     j["step_overhead_seconds"] = StepTimesOn(main, gpu).overhead;
-    if (main.dequant_bytes_per_sm_cycle > 0) {
-      double unpacked = main.dequant_bytes_per_sm_cycle * gpu.sms * gpu.SmClockHz();
+    if (main.dequant_bytes_per_sm_cycle > 0)
       j["unpacking"] = {{"bytes_per_sm_cycle", main.dequant_bytes_per_sm_cycle},
                         {"bytes_per_second", unpacked},
-                        {"sets_the_pace", unpacked < main.bandwidth_efficiency * gpu.bandwidth}};
-    }
-    if (main.attention_bytes_per_sm_cycle > 0 && main.attention_bytes_per_step > 0)
-      j["attention"] = {
-          {"per_head", true},
-          {"bytes_per_sm_cycle", main.attention_bytes_per_sm_cycle},
-          {"blocks", main.attention_blocks},
-          {"seconds_per_step", AttentionSecondsOn(main, gpu)},
-          {"seconds_at_memory_pace",
-           main.attention_bytes_per_step / (main.bandwidth_efficiency * gpu.bandwidth)}};
+                        {"sets_the_pace", unpacked < memory_rate}};
+    if (per_head_attention)
+      j["attention"] = {{"per_head", true},
+                        {"bytes_per_sm_cycle", main.attention_bytes_per_sm_cycle},
+                        {"blocks", main.attention_blocks},
+                        {"seconds_per_step", AttentionSecondsOn(main, gpu)},
+                        {"seconds_at_memory_pace", attention_at_memory_pace}};
     j["catalog_uncertain_fields"] = gpu.uncertain;
     if (rough) j["rule_of_thumb"] = Breakdown(*rough, *rough_demand);
     j["gpus_needed"] = gpus_needed ? nlohmann::json(*gpus_needed) : nlohmann::json(nullptr);
@@ -274,24 +277,20 @@ int RunExplain(const ExplainOptions& o) {
         100 * engine->error_worst);
   }
   if (main.dequant_bytes_per_sm_cycle > 0) {
-    double unpacked = main.dequant_bytes_per_sm_cycle * gpu.sms * gpu.SmClockHz();  // bytes/s
     fmt::print(
         "  unpacking: the engine's kernels unpack {:.1f} bytes of {} weights per SM-cycle: {} "
         "on this GPU ({} of memory at its efficiency){}\n",
         main.dequant_bytes_per_sm_cycle, DTypeName(main.compute_dtype), FormatBandwidth(unpacked),
-        FormatBandwidth(main.bandwidth_efficiency * gpu.bandwidth),
-        unpacked < main.bandwidth_efficiency * gpu.bandwidth ? ": the SMs set the pace" : "");
+        FormatBandwidth(memory_rate), unpacked < memory_rate ? ": the SMs set the pace" : "");
   }
-  if (main.attention_bytes_per_sm_cycle > 0 && main.attention_bytes_per_step > 0) {
-    double at_memory_pace =
-        main.attention_bytes_per_step / (main.bandwidth_efficiency * gpu.bandwidth);
+  if (per_head_attention) {
     fmt::print(
         "  attention: the engine reads the KV cache with one block per sequence and query head, "
         "{:.1f} bytes per SM-cycle: {:.0f} blocks read {} in {:.2f} ms a step ({:.2f} ms at the "
         "memory's pace)\n",
         main.attention_bytes_per_sm_cycle, main.attention_blocks,
         FormatBytes(main.attention_bytes_per_step), AttentionSecondsOn(main, gpu) * 1e3,
-        at_memory_pace * 1e3);
+        attention_at_memory_pace * 1e3);
   }
   fmt::print("\n");
   std::vector<std::vector<std::string>> rows = {

@@ -65,10 +65,10 @@ EngineProfile FitEngine(const std::vector<DecodeMeasurement>& rows, const Catalo
 // rows of that class from every other source, and the source's rows are predicted with it; a
 // class no other source measured is predicted as the "compiled" class fitted on the other sources
 // (an optimised engine nobody measured); an engine that runs a class (EngineProfile::runs) is
-// predicted as that class so fitted, with its loop's cost as the other sources measured it (0
-// when none ran it). The prediction for each row, in `rows`'
-// order: none of it depends on its own source's measurements. Deterministic; one fit per (source,
-// class).
+// predicted as that class so fitted, with its loop's cost as the other sources measured it, or,
+// when none ran it, the median of the other engines' loops they measured (0 if none). The
+// prediction for each row, in `rows`' order: none of it depends on its own source's measurements.
+// Deterministic; one fit per (source, class).
 std::vector<double> LeaveOneSourceOut(const std::vector<DecodeMeasurement>& rows,
                                       const Catalog& catalog);
 

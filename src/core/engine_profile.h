@@ -23,8 +23,8 @@ struct EngineProfile {
   // An engine that runs another class's kernels from a loop of its own (a binding, a CLI around
   // a library: llama-cpp-python over llama.cpp, torchchat over gpt-fast's compiled model) names
   // that class here: it has the class's constants, plus host_overhead_seconds in series with
-  // every step (not clocked: it is the host's; 0 unless a source measured it), and an error band
-  // of its own. Empty for a class.
+  // every step (not clocked: it is the host's; fitted on its rows beside the class, 0 unless
+  // stated), and an error band of its own. Empty for a class.
   std::string runs;
   double host_overhead_seconds = 0;
   // η: achieved fraction of the GPU's memory bandwidth at decode, by weight format.

@@ -102,7 +102,7 @@ void NoteBurstLaunch(BurstWords& w, uint64_t now_ns) {
     uint64_t chain_error = now_ns > chained ? now_ns - chained : chained - now_ns;
     if (error <= period / 4) {
       const bool late = now_ns > due;
-      Store(w.beat_ns, late ? due + error / kBeatGain : due - error / kBeatGain);
+      Store(w.beat_ns, Toward(due, now_ns, kBeatGain));
       // The period follows the beat's errors too (a phase-locked loop: late starts lengthen it,
       // early ones shorten it), not the gap since the last start, which carries two starts'
       // jitter: a server jittered by a fifth of its period (34 ms ± 6.9) had the period learnt
